@@ -1,0 +1,196 @@
+"""The Dandi Zarr tree hash over a set of ``(path, size, md5)`` entries.
+
+The hasher streams: it keeps one open frame per directory level and folds a
+directory into its parent as soon as the input leaves it, so memory is bounded
+by the depth and the widest directory, not by the number of entries.  That
+needs the entries grouped by directory (every path below a directory
+contiguous), which holds for S3 listings, for any lexicographic sort and for a
+depth-first walk.  :func:`compute_checksum` and :func:`iter_directory_digests`
+accept entries in any order and sort them first unless told they are grouped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
+
+from zarrchive.checksum.digest import EMPTY_CHECKSUM, is_md5
+from zarrchive.checksum.node import ChildRow, directory_digest, node_json
+from zarrchive.errors import InvalidDigest, InvalidPath, UngroupedEntries
+
+
+class ZarrEntry(NamedTuple):
+    """One file of a Zarr: its path relative to the Zarr root, size and md5."""
+
+    path: str
+    size: int
+    md5: str
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryDigest:
+    """A directory's checksum, produced when the hasher leaves the directory.
+
+    ``path`` is relative to the Zarr root (``""`` for the root).  ``node_json``
+    is the exact ``.checksum`` document when the hasher was asked for nodes.
+    """
+
+    path: str
+    digest: str
+    count: int
+    size: int
+    node_json: str | None = None
+
+
+class _Frame:
+    __slots__ = ("closed", "count", "directories", "files", "name", "size")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.files: list[ChildRow] = []
+        self.directories: list[ChildRow] = []
+        self.closed: set[str] = set()
+        self.count = 0
+        self.size = 0
+
+
+class TreeHasher:
+    """Streaming tree hash over entries grouped by directory.
+
+    Call :meth:`add` for every file, then :meth:`finish`; :attr:`completed`
+    collects the directory digests produced so far when *collect* is set.
+    """
+
+    def __init__(self, *, collect: bool = False, with_nodes: bool = False) -> None:
+        self._stack: list[_Frame] = [_Frame("")]
+        self._parts: list[str] = []
+        self._dir = ""
+        self._collect = collect or with_nodes
+        self._with_nodes = with_nodes
+        self.completed: list[DirectoryDigest] = []
+        self._finished: DirectoryDigest | None = None
+
+    def add(self, path: str, size: int, md5: str) -> None:
+        """Add one file.  Paths must be normalised (see :mod:`zarrchive.paths`)."""
+        directory, _, name = path.rpartition("/")
+        if directory != self._dir:
+            self._enter(directory, path)
+        if not name:
+            raise InvalidPath(f"{path!r} is not a file path: it ends with '/' or is empty")
+        if not is_md5(md5):
+            raise InvalidDigest(f"{path!r}: {md5!r} is not an md5 digest")
+        if size < 0:
+            raise InvalidDigest(f"{path!r}: size {size} is negative")
+        frame = self._stack[-1]
+        frame.files.append((name, md5, size))
+        frame.count += 1
+        frame.size += size
+
+    def _enter(self, directory: str, path: str) -> None:
+        new_parts = directory.split("/") if directory else []
+        old_parts = self._parts
+        common = 0
+        for old, new in zip(old_parts, new_parts, strict=False):
+            if old != new:
+                break
+            common += 1
+        while len(self._stack) > common + 1:
+            self._close()
+        for segment in new_parts[common:]:
+            if not segment:
+                raise InvalidPath(f"{path!r} has an empty path segment")
+            parent = self._stack[-1]
+            if segment in parent.closed:
+                raise UngroupedEntries(
+                    f"{path!r} arrived after the hasher left its directory: entries must be "
+                    "grouped by directory (sorted), or use compute_checksum(..., grouped=False)"
+                )
+            self._stack.append(_Frame(segment))
+        self._parts = new_parts
+        self._dir = directory
+
+    def _close(self) -> DirectoryDigest:
+        frame = self._stack.pop()
+        frame.files.sort(key=_by_name)
+        frame.directories.sort(key=_by_name)
+        _check_unique(frame.files, self._parts[: len(self._stack)])
+        listing, digest = directory_digest(frame.directories, frame.files, frame.count, frame.size)
+        path = "/".join(self._parts[: len(self._stack)]) if self._stack else ""
+        if self._stack:
+            parent = self._stack[-1]
+            parent.directories.append((frame.name, digest, frame.size))
+            parent.closed.add(frame.name)
+            parent.count += frame.count
+            parent.size += frame.size
+        result = DirectoryDigest(
+            path, digest, frame.count, frame.size, node_json(listing, digest) if self._with_nodes else None
+        )
+        if self._collect:
+            self.completed.append(result)
+        return result
+
+    def finish(self) -> DirectoryDigest:
+        """Close every open directory and return the root's digest."""
+        if self._finished is None:
+            while len(self._stack) > 1:
+                self._close()
+            self._parts = []
+            self._finished = self._close()
+        return self._finished
+
+
+_by_name = itemgetter(0)
+
+
+def _check_unique(files: list[ChildRow], parts: list[str]) -> None:
+    for previous, current in zip(files, files[1:], strict=False):
+        if previous[0] == current[0]:
+            path = "/".join([*parts, current[0]])
+            raise InvalidPath(f"{path!r} appears more than once")
+
+
+def _ordered(entries: Iterable[tuple[str, int, str]], grouped: bool) -> Iterable[tuple[str, int, str]]:
+    return entries if grouped else sorted(entries, key=_by_name)
+
+
+def compute_checksum(entries: Iterable[tuple[str, int, str]], *, grouped: bool = False) -> str:
+    """The Dandi Zarr checksum of the files ``(path, size, md5)``.
+
+    Entries may come in any order; pass ``grouped=True`` when they are already
+    grouped by directory (an S3 listing, a sorted list, a depth-first walk) to
+    stream them without sorting.
+    """
+    hasher = TreeHasher()
+    add = hasher.add
+    for path, size, md5 in _ordered(entries, grouped):
+        add(path, size, md5)
+    return hasher.finish().digest
+
+
+def iter_directory_digests(
+    entries: Iterable[tuple[str, int, str]], *, grouped: bool = False, with_nodes: bool = False
+) -> Iterator[DirectoryDigest]:
+    """Every directory's digest, deepest first as each is completed, the root last.
+
+    With *with_nodes*, each carries its exact ``.checksum`` document.
+    """
+    hasher = TreeHasher(collect=True, with_nodes=with_nodes)
+    for path, size, md5 in _ordered(entries, grouped):
+        hasher.add(path, size, md5)
+        if hasher.completed:
+            yield from hasher.completed
+            hasher.completed.clear()
+    hasher.finish()
+    yield from hasher.completed
+
+
+__all__ = [
+    "EMPTY_CHECKSUM",
+    "DirectoryDigest",
+    "TreeHasher",
+    "ZarrEntry",
+    "compute_checksum",
+    "iter_directory_digests",
+]

@@ -1,0 +1,24 @@
+"""The ``zarrchive`` command line: a thin layer over the library."""
+
+from __future__ import annotations
+
+import typer
+
+from zarrchive.cli import admin, checksum, lindi, serve
+
+app = typer.Typer(
+    name="zarrchive",
+    help="zarrchive: an archive for Zarr datasets (server, client and tools).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("serve")(serve.serve)
+app.command("checksum")(checksum.checksum)
+app.add_typer(admin.app, name="admin")
+app.add_typer(lindi.app, name="lindi")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,88 @@
+"""Settings from ``ZARRCHIVE_*`` environment variables, with embedded defaults.
+
+| variable | default |
+|---|---|
+| ``ZARRCHIVE_DATA_DIR`` | ``./.zarrchive`` |
+| ``ZARRCHIVE_DATABASE_URL`` | ``sqlite:///{DATA_DIR}/zarrchive.sqlite3`` |
+| ``ZARRCHIVE_S3_ENDPOINT_URL`` | unset: start the embedded SeaweedFS |
+| ``ZARRCHIVE_S3_BUCKET`` | ``zarrchive`` |
+| ``ZARRCHIVE_S3_ACCESS_KEY_ID`` / ``ZARRCHIVE_S3_SECRET_ACCESS_KEY`` | embedded: generated once and kept in the data directory |
+| ``ZARRCHIVE_S3_REGION`` | ``us-east-1`` |
+| ``ZARRCHIVE_MAX_BATCH_FILES`` | ``500`` |
+| ``ZARRCHIVE_PRESIGN_EXPIRY`` | ``3600`` seconds |
+| ``ZARRCHIVE_REDIS_URL`` | unset: jobs run in-process |
+| ``ZARRCHIVE_HOST`` / ``ZARRCHIVE_PORT`` | ``127.0.0.1`` / ``8000`` |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from zarrchive.errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The archive's configuration."""
+
+    data_dir: Path
+    database_url: str
+    s3_endpoint_url: str | None
+    s3_bucket: str
+    s3_access_key_id: str | None
+    s3_secret_access_key: str | None
+    s3_region: str
+    max_batch_files: int
+    presign_expiry: int
+    redis_url: str | None
+    host: str
+    port: int
+
+    @property
+    def embedded_s3(self) -> bool:
+        """True when the archive starts its own SeaweedFS."""
+        return self.s3_endpoint_url is None
+
+    def with_overrides(self, **changes: object) -> Settings:
+        """A copy with some fields replaced (command-line flags override the environment)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            value = env.get(f"ZARRCHIVE_{name}")
+            return value if value not in (None, "") else None
+
+        data_dir = Path(get("DATA_DIR") or ".zarrchive").expanduser().absolute()
+        database_url = get("DATABASE_URL") or f"sqlite:///{data_dir / 'zarrchive.sqlite3'}"
+        return cls(
+            data_dir=data_dir,
+            database_url=database_url,
+            s3_endpoint_url=get("S3_ENDPOINT_URL"),
+            s3_bucket=get("S3_BUCKET") or "zarrchive",
+            s3_access_key_id=get("S3_ACCESS_KEY_ID"),
+            s3_secret_access_key=get("S3_SECRET_ACCESS_KEY"),
+            s3_region=get("S3_REGION") or "us-east-1",
+            max_batch_files=_positive_int("MAX_BATCH_FILES", get("MAX_BATCH_FILES"), 500),
+            presign_expiry=_positive_int("PRESIGN_EXPIRY", get("PRESIGN_EXPIRY"), 3600),
+            redis_url=get("REDIS_URL"),
+            host=get("HOST") or "127.0.0.1",
+            port=_positive_int("PORT", get("PORT"), 8000),
+        )
+
+
+def _positive_int(name: str, raw: str | None, default: int) -> int:
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigurationError(f"ZARRCHIVE_{name}={raw!r}: expected a positive integer")
+    return value

@@ -1,0 +1,104 @@
+"""The one exception tree of zarrchive.
+
+Every error the library, the server or the client raises on purpose derives from
+:class:`ZarrchiveError`.  The API maps the classes below to HTTP status codes in
+one place (``zarrchive.api.errors``); the CLI turns them into one-line messages.
+
+Messages say what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ZarrchiveError(Exception):
+    """Base class of every zarrchive error."""
+
+    def __init__(self, message: str, *, detail: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        #: Structured detail for API responses (defaults to the message).
+        self.detail: Any = detail if detail is not None else message
+
+
+# -- bad input (HTTP 400) ---------------------------------------------------
+class InvalidInput(ZarrchiveError):
+    """The request or argument is malformed or violates a limit."""
+
+
+class InvalidPath(InvalidInput):
+    """A Zarr entry path is not a valid relative, '/'-separated path."""
+
+
+class InvalidDigest(InvalidInput):
+    """An md5 or a Dandi Zarr checksum string is malformed."""
+
+
+class InvalidChecksumNode(InvalidInput):
+    """A ``.checksum`` node document is malformed or inconsistent."""
+
+
+class UngroupedEntries(InvalidInput):
+    """Entries given to the streaming tree hasher are not grouped by directory."""
+
+
+class BatchTooLarge(InvalidInput):
+    """A batch has more files than the server's limit."""
+
+
+class UploadVerificationFailed(InvalidInput):
+    """Objects of a batch are missing in S3 or have the wrong ETag."""
+
+
+# -- authentication and authorization (HTTP 401 / 403) ------------------------
+class AuthenticationRequired(ZarrchiveError):
+    """The operation needs a valid API token."""
+
+
+class PermissionDenied(ZarrchiveError):
+    """The authenticated user may not do this."""
+
+
+class ZarrFrozen(PermissionDenied):
+    """The Zarr belongs to a published version and can no longer change."""
+
+
+# -- absent things (HTTP 404) -------------------------------------------------
+class NotFound(ZarrchiveError):
+    """The named resource does not exist (or is not visible to the caller)."""
+
+
+class NoUploadInProgress(NotFound):
+    """The Zarr has no open upload batch."""
+
+
+# -- conflicts (HTTP 409) -----------------------------------------------------
+class Conflict(ZarrchiveError):
+    """The resource's current state does not allow the operation."""
+
+
+class UploadInProgress(Conflict):
+    """The Zarr already has an open upload batch."""
+
+
+# -- infrastructure (HTTP 502 / 503) ----------------------------------------
+class StorageError(ZarrchiveError):
+    """The object store failed or answered unexpectedly."""
+
+
+class ConfigurationError(ZarrchiveError):
+    """The archive's configuration is invalid or incomplete."""
+
+
+# -- client side --------------------------------------------------------------
+class ChecksumMismatch(ZarrchiveError):
+    """A computed checksum differs from the expected one."""
+
+
+class ApiError(ZarrchiveError):
+    """The archive's API answered with an error (client side)."""
+
+    def __init__(self, message: str, *, status_code: int, detail: Any = None) -> None:
+        super().__init__(message, detail=detail)
+        self.status_code = status_code
