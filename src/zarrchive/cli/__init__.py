@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from zarrchive.cli import admin, checksum, lindi, serve
+from zarrchive.cli import admin, checksum, lindi, manifest, serve, worker
 
 app = typer.Typer(
     name="zarrchive",
@@ -17,6 +17,9 @@ app.command("serve")(serve.serve)
 app.command("checksum")(checksum.checksum)
 app.add_typer(admin.app, name="admin")
 app.add_typer(lindi.app, name="lindi")
+app.add_typer(manifest.app, name="manifest")
+if hasattr(worker, "worker"):
+    app.command("worker")(worker.worker)
 
 
 def main() -> None:
