@@ -102,3 +102,12 @@ class ApiError(ZarrchiveError):
     def __init__(self, message: str, *, status_code: int, detail: Any = None) -> None:
         super().__init__(message, detail=detail)
         self.status_code = status_code
+
+
+# -- manifests and jobs ---------------------------------------------------------
+class InvalidManifest(InvalidInput):
+    """A Zarr manifest file (or the listing it is built from) is malformed or inconsistent."""
+
+
+class InvalidJob(InvalidInput):
+    """A background job is malformed: unknown function or arguments that are not JSON."""
