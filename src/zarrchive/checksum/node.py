@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import Any, NamedTuple
 
 from zarrchive.checksum.digest import ZarrDigest, is_md5
@@ -44,9 +44,7 @@ def _rows_json(rows: Iterable[ChildRow]) -> str:
 
 def listing_json(directories: list[ChildRow], files: list[ChildRow]) -> str:
     """The exact JSON that is hashed for a directory; both lists sorted by name."""
-    return (
-        '{"directories":[' + _rows_json(directories) + '],"files":[' + _rows_json(files) + "]}"
-    )
+    return '{"directories":[' + _rows_json(directories) + '],"files":[' + _rows_json(files) + "]}"
 
 
 def directory_digest(
@@ -164,6 +162,10 @@ class ChecksumNode:
             doc = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidChecksumNode(f".checksum node is not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise InvalidChecksumNode(
+                ".checksum node is not valid JSON: nested too deeply"
+            ) from exc
         if not isinstance(doc, dict) or set(doc) != {"checksums", "digest"}:
             raise InvalidChecksumNode(
                 '.checksum node must be an object with exactly the keys "checksums" and "digest"'
@@ -174,28 +176,39 @@ class ChecksumNode:
                 '"checksums" must be an object with exactly the keys "directories" and "files"'
             )
         node = cls()
-        for kind, target in (("files", node.files), ("directories", node.directories)):
-            rows = checksums[kind]
-            if not isinstance(rows, list):
-                raise InvalidChecksumNode(f'"checksums.{kind}" must be a list')
-            for row in rows:
-                name, digest, size = _parse_row(row, kind)
-                if name in target:
-                    raise InvalidChecksumNode(f"duplicate {kind[:-1]} {name!r} in .checksum node")
-                if kind == "files":
-                    node.set_file(name, digest, size)
-                else:
-                    node.set_directory(name, digest)
-                    if ZarrDigest.parse(digest).size != size:
-                        raise InvalidChecksumNode(
-                            f"directory {name!r}: size {size} disagrees with its digest {digest}"
-                        )
+        try:
+            node._fill(checksums)
+        except InvalidDigest as exc:
+            # A corrupt node is a corrupt node, whichever field is wrong.
+            raise InvalidChecksumNode(f".checksum node: {exc.message}") from exc
         if doc["digest"] != node.digest:
             raise InvalidChecksumNode(
                 f".checksum node says digest {doc['digest']!r} but its listing hashes to "
                 f"{node.digest!r}"
             )
         return node
+
+    def _fill(self, checksums: dict[str, Any]) -> None:
+        """Add the rows of a decoded ``checksums`` object, checking each."""
+        for kind, singular, target in (
+            ("files", "file", self.files),
+            ("directories", "directory", self.directories),
+        ):
+            rows = checksums[kind]
+            if not isinstance(rows, list):
+                raise InvalidChecksumNode(f'"checksums.{kind}" must be a list')
+            for row in rows:
+                name, digest, size = _parse_row(row, kind)
+                if name in target:
+                    raise InvalidChecksumNode(f"duplicate {singular} {name!r} in .checksum node")
+                if kind == "files":
+                    self.set_file(name, digest, size)
+                else:
+                    self.set_directory(name, digest)
+                    if ZarrDigest.parse(digest).size != size:
+                        raise InvalidChecksumNode(
+                            f"directory {name!r}: size {size} disagrees with its digest {digest}"
+                        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ChecksumNode):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -74,11 +75,13 @@ class TreeHasher:
 
     def add(self, path: str, size: int, md5: str) -> None:
         """Add one file.  Paths must be normalised (see :mod:`zarrchive.paths`)."""
-        directory, _, name = path.rpartition("/")
+        directory, slash, name = path.rpartition("/")
         if directory != self._dir:
             self._enter(directory, path)
-        if not name:
-            raise InvalidPath(f"{path!r} is not a file path: it ends with '/' or is empty")
+        if not name or (slash and not directory):
+            raise InvalidPath(
+                f"{path!r} is not a file path: it is empty, ends with '/' or starts with '/'"
+            )
         if not is_md5(md5):
             raise InvalidDigest(f"{path!r}: {md5!r} is not an md5 digest")
         if size < 0:
@@ -125,7 +128,11 @@ class TreeHasher:
             parent.count += frame.count
             parent.size += frame.size
         result = DirectoryDigest(
-            path, digest, frame.count, frame.size, node_json(listing, digest) if self._with_nodes else None
+            path,
+            digest,
+            frame.count,
+            frame.size,
+            node_json(listing, digest) if self._with_nodes else None,
         )
         if self._collect:
             self.completed.append(result)
@@ -145,13 +152,15 @@ _by_name = itemgetter(0)
 
 
 def _check_unique(files: list[ChildRow], parts: list[str]) -> None:
-    for previous, current in zip(files, files[1:], strict=False):
+    for previous, current in pairwise(files):
         if previous[0] == current[0]:
             path = "/".join([*parts, current[0]])
             raise InvalidPath(f"{path!r} appears more than once")
 
 
-def _ordered(entries: Iterable[tuple[str, int, str]], grouped: bool) -> Iterable[tuple[str, int, str]]:
+def _ordered(
+    entries: Iterable[tuple[str, int, str]], grouped: bool
+) -> Iterable[tuple[str, int, str]]:
     return entries if grouped else sorted(entries, key=_by_name)
 
 
