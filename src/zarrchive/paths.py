@@ -43,9 +43,7 @@ def validate_path(path: object) -> str:
         raise InvalidPath(f"{path!r} contains a backslash: separate directories with '/'")
     match = _CONTROL.search(path)
     if match is not None:
-        raise InvalidPath(
-            f"{path!r} contains the control character U+{ord(match.group()):04X}"
-        )
+        raise InvalidPath(f"{path!r} contains the control character U+{ord(match.group()):04X}")
     if len(encoded) > MAX_PATH_BYTES:
         raise InvalidPath(
             f"{path[:40]!r}... is {len(encoded)} bytes long: at most {MAX_PATH_BYTES} are allowed"
@@ -56,9 +54,7 @@ def validate_path(path: object) -> str:
         if segment in (".", ".."):
             raise InvalidPath(f"{path!r} has a {segment!r} segment: give a plain path")
         if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
-            raise InvalidPath(
-                f"{path!r} has a segment longer than {MAX_SEGMENT_BYTES} bytes"
-            )
+            raise InvalidPath(f"{path!r} has a segment longer than {MAX_SEGMENT_BYTES} bytes")
     return path
 
 

@@ -1,0 +1,120 @@
+"""The streaming tree hasher: ordering, grouping and input errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from zarrchive.checksum import (
+    EMPTY_CHECKSUM,
+    DirectoryDigest,
+    TreeHasher,
+    compute_checksum,
+    iter_directory_digests,
+)
+from zarrchive.errors import InvalidDigest, InvalidPath, UngroupedEntries
+
+A32 = "a" * 32
+
+
+def test_sorted_order_is_grouped_even_with_prefix_names() -> None:
+    # "a" (file), "a.b" (file), "a/b" (file in directory a): '.' < '/' in sort order.
+    entries = [("a", 1, A32), ("a.b", 2, A32), ("a/b", 3, A32), ("a/b.c/d", 4, A32)]
+    expected = compute_checksum(entries[::-1])
+    assert compute_checksum(sorted(entries), grouped=True) == expected
+    digests = list(iter_directory_digests(sorted(entries), grouped=True))
+    assert [(d.path, d.count, d.size) for d in digests] == [
+        ("a/b.c", 1, 4),
+        ("a", 2, 7),
+        ("", 4, 10),
+    ]
+
+
+def test_depth_first_order_with_files_after_subdirectories_is_grouped() -> None:
+    entries = [("d/sub/x", 1, A32), ("d/f", 2, A32), ("d/sub2/y", 3, A32), ("d/e", 4, A32)]
+    assert compute_checksum(entries, grouped=True) == compute_checksum(entries)
+    assert [d.path for d in iter_directory_digests(entries, grouped=True)] == [
+        "d/sub",
+        "d/sub2",
+        "d",
+        "",
+    ]
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        ["a/x", "b", "a/y"],
+        ["a/b/x", "a/c/x", "a/b/y"],
+        ["a/b/x", "c/d", "a/e/f"],
+        ["a/b/c/d", "a/e", "a/b/f"],
+    ],
+)
+def test_ungrouped_entries_are_refused(paths: list[str]) -> None:
+    entries = [(p, 1, A32) for p in paths]
+    with pytest.raises(UngroupedEntries, match=f"{paths[-1]!r} arrived after the hasher left"):
+        compute_checksum(entries, grouped=True)
+    with pytest.raises(UngroupedEntries):
+        list(iter_directory_digests(entries, grouped=True))
+    # Unless the caller lets the hasher sort them.
+    assert compute_checksum(entries) == compute_checksum(sorted(entries), grouped=True)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize(
+    ("entries", "error", "message"),
+    [
+        ([("a", 1, A32), ("a", 2, A32)], InvalidPath, "'a' appears more than once"),
+        ([("d/a", 1, A32), ("d/a", 1, A32)], InvalidPath, "'d/a' appears more than once"),
+        ([("", 1, A32)], InvalidPath, "'' is not a file path"),
+        ([("a/", 1, A32)], InvalidPath, "'a/' is not a file path"),
+        ([("/a", 1, A32)], InvalidPath, "'/a' is not a file path"),
+        ([("/a/b", 1, A32)], InvalidPath, "'/a/b' has an empty path segment"),
+        ([("a//b", 1, A32)], InvalidPath, "'a//b' has an empty path segment"),
+        ([("a", 1, "A" * 32)], InvalidDigest, "is not an md5 digest"),
+        ([("a", 1, '"' + A32 + '"')], InvalidDigest, "is not an md5 digest"),
+        ([("a", -1, A32)], InvalidDigest, "'a': size -1 is negative"),
+    ],
+)
+def test_invalid_entries(
+    entries: list[tuple[str, int, str]], error: type[Exception], message: str, grouped: bool
+) -> None:
+    with pytest.raises(error, match=message):
+        compute_checksum(entries, grouped=grouped)
+
+
+def test_duplicate_in_a_directory_revisited_in_depth_first_order() -> None:
+    entries = [("d/a", 1, A32), ("d/s/x", 1, A32), ("d/a", 1, A32)]
+    with pytest.raises(InvalidPath, match="'d/a' appears more than once"):
+        compute_checksum(entries, grouped=True)
+
+
+def test_tree_hasher_api() -> None:
+    hasher = TreeHasher(collect=True)
+    hasher.add("x/y", 3, A32)
+    assert hasher.completed == []
+    hasher.add("z", 4, A32)
+    assert [d.path for d in hasher.completed] == ["x"]
+    root = hasher.finish()
+    assert root is hasher.finish()  # idempotent
+    assert isinstance(root, DirectoryDigest)
+    assert (root.path, root.count, root.size, root.node_json) == ("", 2, 7, None)
+    assert [d.path for d in hasher.completed] == ["x", ""]
+    assert root.digest == compute_checksum([("x/y", 3, A32), ("z", 4, A32)])
+    assert TreeHasher().finish().digest == EMPTY_CHECKSUM
+
+
+def test_iter_directory_digests_is_lazy_for_grouped_input() -> None:
+    produced: list[str] = []
+
+    def entries() -> Iterator[tuple[str, int, str]]:
+        for i in range(3):
+            produced.append(f"d{i}/f")
+            yield (f"d{i}/f", 1, A32)
+
+    iterator = iter_directory_digests(entries(), grouped=True)
+    first = next(iterator)
+    assert first.path == "d0"
+    assert produced == ["d0/f", "d1/f"]  # d0 is complete as soon as d1 starts
+    assert [d.path for d in iterator] == ["d1", "d2", ""]
