@@ -111,3 +111,40 @@ class InvalidManifest(InvalidInput):
 
 class InvalidJob(InvalidInput):
     """A background job is malformed: unknown function or arguments that are not JSON."""
+
+
+# -- LINDI (HDF5/NWB as Zarr) -------------------------------------------------
+class LindiError(ZarrchiveError):
+    """Base class of the errors of :mod:`zarrchive.lindi`."""
+
+
+class UnsupportedFilter(LindiError, InvalidInput):
+    """An HDF5 dataset uses a filter that has no numcodecs equivalent."""
+
+
+class UnsupportedLink(LindiError, InvalidInput):
+    """An HDF5 file contains a link LINDI cannot represent (external links, cycles)."""
+
+
+class UnsupportedReference(LindiError, InvalidInput):
+    """An HDF5 file contains a reference LINDI cannot represent (region references)."""
+
+
+class UnsupportedDatatype(LindiError, InvalidInput):
+    """An HDF5 dataset or attribute has a type or shape LINDI cannot represent."""
+
+
+class InvalidLindiFile(LindiError, InvalidInput):
+    """A LINDI reference file system or Zarr hierarchy is malformed."""
+
+
+class ReferenceMismatch(LindiError):
+    """A LINDI reference points to an object whose ``object_id`` differs."""
+
+
+class RemoteReadError(LindiError, StorageError):
+    """A byte range of a remote file could not be read."""
+
+
+class JobQueueClosed(Conflict):
+    """A job was enqueued on a job queue that is closed or closing."""

@@ -18,8 +18,7 @@ app.command("checksum")(checksum.checksum)
 app.add_typer(admin.app, name="admin")
 app.add_typer(lindi.app, name="lindi")
 app.add_typer(manifest.app, name="manifest")
-if hasattr(worker, "worker"):
-    app.command("worker")(worker.worker)
+app.command("worker")(worker.worker)
 
 
 def main() -> None:
