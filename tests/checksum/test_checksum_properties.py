@@ -60,9 +60,7 @@ MD5S = st.one_of(
 )
 SIZES = st.one_of(st.integers(0, 10), st.integers(0, 2**50))
 PATHS = st.lists(NAMES, min_size=1, max_size=12).map("/".join)
-ENTRIES = st.lists(
-    st.tuples(PATHS, SIZES, MD5S), min_size=0, max_size=60, unique_by=lambda e: e[0]
-)
+ENTRIES = st.lists(st.tuples(PATHS, SIZES, MD5S), min_size=0, max_size=60, unique_by=lambda e: e[0])
 
 
 def directories_of(entries: Iterable[Entry]) -> set[str]:
@@ -227,13 +225,14 @@ def test_node_codec(
         node.set_directory(name, f"{md5}-{count}--{size}")
     listing = {
         "directories": [
-            {"digest": f"{m}-{c}--{s}", "name": n, "size": s} for n, (m, c, s) in sorted(dirs.items())
+            {"digest": f"{m}-{c}--{s}", "name": n, "size": s}
+            for n, (m, c, s) in sorted(dirs.items())
         ],
         "files": [{"digest": m, "name": n, "size": s} for n, (m, s) in sorted(files.items())],
     }
     manifest = ZarrChecksumManifest(
-        directories=[ZarrChecksum(**row) for row in listing["directories"]],
-        files=[ZarrChecksum(**row) for row in listing["files"]],
+        directories=[ZarrChecksum(f"{m}-{c}--{s}", n, s) for n, (m, c, s) in dirs.items()],
+        files=[ZarrChecksum(m, n, s) for n, (m, s) in files.items()],
     )
     digest = manifest.generate_digest().digest
     assert node.digest == digest
@@ -296,9 +295,7 @@ def test_incremental_updates_equal_recomputation(
             nodes[directory].remove_file(name)
         _bubble(nodes, directory)
 
-        recomputed = {
-            d.path: d for d in iter_directory_digests(files.values(), with_nodes=True)
-        }
+        recomputed = {d.path: d for d in iter_directory_digests(files.values(), with_nodes=True)}
         assert set(nodes) == set(recomputed)
         for path, node in nodes.items():
             assert node.digest == recomputed[path].digest
