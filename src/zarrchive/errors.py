@@ -148,3 +148,7 @@ class RemoteReadError(LindiError, StorageError):
 
 class JobQueueClosed(Conflict):
     """A job was enqueued on a job queue that is closed or closing."""
+
+
+class LocalFileError(ZarrchiveError):
+    """A local file or directory cannot be read (missing, not a directory, unreadable, a loop)."""
