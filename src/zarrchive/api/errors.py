@@ -1,0 +1,65 @@
+"""The one place where the exception tree becomes HTTP responses.
+
+Every error answers ``{"detail": ...}``: a message, or for some errors an
+object with a message and structured data (e.g. each file that failed
+verification).  Request validation errors (malformed JSON, wrong types) are
+400s like every other bad input.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from zarrchive import errors
+
+log = logging.getLogger(__name__)
+
+#: Most specific class first.
+STATUS_CODES: list[tuple[type[errors.ZarrchiveError], int]] = [
+    (errors.InvalidInput, 400),
+    (errors.AuthenticationRequired, 401),
+    (errors.PermissionDenied, 403),
+    (errors.NotFound, 404),
+    (errors.Conflict, 409),
+    (errors.StorageError, 502),
+    (errors.ConfigurationError, 500),
+]
+
+
+def status_code_for(exc: errors.ZarrchiveError) -> int:
+    for cls, status in STATUS_CODES:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def _format_location(loc: tuple[object, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body",)]
+    return ".".join(parts) or "body"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(errors.ZarrchiveError)
+    async def _zarrchive_error(_request: Request, exc: errors.ZarrchiveError) -> JSONResponse:
+        status = status_code_for(exc)
+        if status >= 500:
+            log.error("%s: %s", type(exc).__name__, exc.message)
+        headers = {"WWW-Authenticate": "token"} if status == 401 else None
+        return JSONResponse({"detail": exc.detail}, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        messages = []
+        for error in exc.errors()[:20]:
+            where = _format_location(tuple(error.get("loc", ())))
+            messages.append(f"{where}: {error.get('msg', 'invalid')}")
+        return JSONResponse({"detail": "invalid request: " + "; ".join(messages)}, status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)

@@ -1,0 +1,144 @@
+"""``/api/zarr/``: Zarr archives, batched uploads and file deletion."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from zarrchive.api.deps import ArchiveDep, UserDep
+from zarrchive.api.schemas import (
+    DeleteFile,
+    DirectoryOut,
+    FileOut,
+    ListingEntryOut,
+    UploadFile,
+    UploadUrlOut,
+    ZarrCreate,
+    ZarrOut,
+)
+from zarrchive.db.models import Zarr
+from zarrchive.errors import NoUploadInProgress
+from zarrchive.services import uploads, zarrs
+from zarrchive.services.runtime import Archive
+
+router = APIRouter(tags=["zarr"])
+
+
+def zarr_out(archive: Archive, zarr_id: str, user: UserDep) -> ZarrOut:
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        return _zarr_out(archive, session, zarr)
+
+
+def _zarr_out(archive: Archive, session: object, zarr: Zarr) -> ZarrOut:
+    info = zarrs.zarr_info(archive, session, zarr)  # type: ignore[arg-type]
+    return ZarrOut(**info.__dict__)
+
+
+@router.post("/api/zarr/", response_model=ZarrOut, summary="Create a Zarr archive")
+def create_zarr(body: ZarrCreate, archive: ArchiveDep, user: UserDep) -> ZarrOut:
+    """Mint a new, empty Zarr in a dandiset (owners only); names are unique per dandiset."""
+    with archive.db.session() as session:
+        zarr = zarrs.create_zarr(session, user, body.name, body.dandiset)
+        return _zarr_out(archive, session, zarr)
+
+
+@router.get("/api/zarr/{zarr_id}/", response_model=ZarrOut, summary="A Zarr archive")
+def get_zarr(zarr_id: str, archive: ArchiveDep, user: UserDep) -> ZarrOut:
+    """Name, dandiset, S3 location, checksum, file count and size."""
+    return zarr_out(archive, zarr_id, user)
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/upload/",
+    status_code=204,
+    responses={204: {"description": "A batch is open"}, 404: {"description": "No batch open"}},
+    summary="Is an upload batch open?",
+)
+def upload_status(zarr_id: str, archive: ArchiveDep, user: UserDep) -> Response:
+    if not uploads.upload_in_progress(archive, user, zarr_id):
+        raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
+    return Response(status_code=204)
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/upload/",
+    response_model=list[UploadUrlOut],
+    summary="Open an upload batch and get presigned PUT URLs",
+)
+def start_upload(
+    zarr_id: str, body: list[UploadFile], archive: ArchiveDep, user: UserDep
+) -> list[UploadUrlOut]:
+    """Each URL signs `Content-MD5`: send that header with the file's md5 (base64), and S3
+    refuses any other body.  At most `max_batch_files` files; one open batch per Zarr."""
+    urls = uploads.start_batch(archive, user, zarr_id, [(f.path, f.etag) for f in body])
+    return [UploadUrlOut(path=u.path, upload_url=u.upload_url) for u in urls]
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/upload/complete/",
+    response_model=ZarrOut,
+    summary="Verify the batch and update the checksum",
+)
+def complete_upload(zarr_id: str, archive: ArchiveDep, user: UserDep) -> ZarrOut:
+    """Checks every file of the batch in S3 (present, ETag == md5); on any problem answers
+    400 naming each file and leaves the batch open."""
+    uploads.complete_batch(archive, user, zarr_id)
+    return zarr_out(archive, zarr_id, user)
+
+
+@router.delete("/api/zarr/{zarr_id}/upload/", status_code=204, summary="Cancel the open batch")
+def cancel_upload(zarr_id: str, archive: ArchiveDep, user: UserDep) -> Response:
+    """Removes what the batch uploaded; files it overwrote get their previous content back."""
+    uploads.cancel_batch(archive, user, zarr_id)
+    return Response(status_code=204)
+
+
+@router.delete("/api/zarr/{zarr_id}/files/", response_model=ZarrOut, summary="Delete files")
+def delete_files(
+    zarr_id: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
+) -> ZarrOut:
+    """All paths must be files of the Zarr, else 404 naming the missing ones and nothing is
+    deleted."""
+    uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
+    return zarr_out(archive, zarr_id, user)
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/{path:path}",
+    response_model=FileOut | DirectoryOut,
+    summary="A file, or a page of a directory's listing",
+)
+def browse(
+    zarr_id: str,
+    path: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    page_size: Annotated[int, Query(ge=1, le=zarrs.MAX_PAGE_SIZE)] = 100,
+    cursor: str | None = None,
+) -> FileOut | DirectoryOut:
+    """A path ending in `/` (or empty) is a directory; otherwise a file if there is one,
+    else a directory."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+    result = zarrs.browse(archive, zarr, path, page_size=page_size, cursor=cursor)
+    if isinstance(result, zarrs.FileEntry):
+        return FileOut(
+            name=result.name,
+            path=result.path,
+            size=result.size,
+            md5=result.md5,
+            etag=result.md5,
+            s3_key=result.s3_key,
+            s3_url=result.s3_url,
+        )
+    return DirectoryOut(
+        path=result.path,
+        digest=result.digest,
+        file_count=result.file_count,
+        size=result.size,
+        directories=[ListingEntryOut(**e.__dict__) for e in result.directories],
+        files=[ListingEntryOut(**e.__dict__) for e in result.files],
+        next=result.next,
+    )

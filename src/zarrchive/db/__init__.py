@@ -1,0 +1,5 @@
+"""Database: SQLAlchemy models, sessions, Alembic migrations."""
+
+from zarrchive.db.session import Database
+
+__all__ = ["Database"]

@@ -1,0 +1,130 @@
+"""SQLAlchemy models.
+
+Only the root checksum (with file count and size) of a Zarr lives in the
+database; every directory's node lives in S3 next to the Zarr.  An open upload
+batch is a row of ``upload_batches`` (unique per Zarr: the database, not luck,
+keeps a second batch out).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from zarrchive.checksum import EMPTY_CHECKSUM
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(150), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    #: sha256 hex of the token; the token itself is shown once and never stored.
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    user: Mapped[User] = relationship()
+
+
+class Dandiset(Base):
+    __tablename__ = "dandisets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(300))
+    embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    owners: Mapped[list[User]] = relationship(secondary="dandiset_owners", lazy="selectin")
+
+    @property
+    def identifier(self) -> str:
+        return f"{self.id:06d}"
+
+
+class DandisetOwner(Base):
+    __tablename__ = "dandiset_owners"
+
+    dandiset_id: Mapped[int] = mapped_column(
+        ForeignKey("dandisets.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+
+
+class Zarr(Base):
+    __tablename__ = "zarrs"
+    __table_args__ = (UniqueConstraint("dandiset_id", "name", name="uq_zarr_name_per_dandiset"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    dandiset_id: Mapped[int] = mapped_column(ForeignKey("dandisets.id"), index=True)
+    name: Mapped[str] = mapped_column(String(512))
+    checksum: Mapped[str] = mapped_column(String(80), default=EMPTY_CHECKSUM)
+    file_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    modified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    dandiset: Mapped[Dandiset] = relationship(lazy="joined", innerjoin=True)
+
+
+class UploadBatch(Base):
+    """An open batch (kind ``upload``) or a file deletion being applied (kind ``delete``).
+
+    ``state`` is ``open`` while the client uploads, ``applying`` once verified and
+    while the tree is being updated: a batch found ``applying`` by a later
+    request was interrupted and is finished by that request.
+    """
+
+    __tablename__ = "upload_batches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), unique=True)
+    kind: Mapped[str] = mapped_column(String(16), default="upload")
+    state: Mapped[str] = mapped_column(String(16), default="open")
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    files: Mapped[list[UploadBatchFile]] = relationship(
+        cascade="all, delete-orphan", lazy="selectin", order_by="UploadBatchFile.path"
+    )
+
+
+class UploadBatchFile(Base):
+    __tablename__ = "upload_batch_files"
+
+    batch_id: Mapped[int] = mapped_column(
+        ForeignKey("upload_batches.id", ondelete="CASCADE"), primary_key=True
+    )
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    etag: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: Filled in when the batch is verified.
+    size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

@@ -1,0 +1,83 @@
+"""Database engine, sessions and migrations.
+
+PostgreSQL serialises writers per Zarr with ``SELECT ... FOR UPDATE``.  SQLite
+has no row locks: its write transactions start with ``BEGIN IMMEDIATE``, which
+takes the database's write lock up front, so writers are serialised at least
+as strictly (readers still run concurrently thanks to WAL).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+_immediate: contextvars.ContextVar[bool] = contextvars.ContextVar("immediate", default=False)
+
+
+class Database:
+    """An engine and its session factory."""
+
+    def __init__(self, url: str, *, echo: bool = False) -> None:
+        self.url = url
+        parsed = make_url(url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        kwargs: dict[str, Any] = {"echo": echo, "future": True}
+        if self.is_sqlite:
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 120}
+        else:
+            kwargs["pool_pre_ping"] = True
+            kwargs["pool_size"] = 10
+            kwargs["max_overflow"] = 20
+        self.engine: Engine = create_engine(url, **kwargs)
+        if self.is_sqlite:
+            _configure_sqlite(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A read (or lightly writing) session, committed at the end."""
+        with self._sessions() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def write_session(self) -> Iterator[Session]:
+        """A session for a serialised write: ``BEGIN IMMEDIATE`` on SQLite."""
+        token = _immediate.set(True)
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        finally:
+            _immediate.reset(token)
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision."""
+        from zarrchive.db.migrate import upgrade
+
+        upgrade(self.engine)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=120000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if _immediate.get() else "BEGIN")

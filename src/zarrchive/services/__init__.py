@@ -1,0 +1,1 @@
+"""Domain operations in transactions; no HTTP types here."""

@@ -1,0 +1,78 @@
+"""Users, API tokens and who may do what."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from zarrchive.db.models import ApiToken, Dandiset, User
+from zarrchive.errors import AuthenticationRequired, Conflict, InvalidInput, PermissionDenied
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_user(session: Session, username: str, *, admin: bool = False) -> tuple[User, str]:
+    """Create a user and a first API token; returns ``(user, token)``."""
+    username = username.strip()
+    if not username or len(username) > 150:
+        raise InvalidInput("a user name must have 1 to 150 characters")
+    user = User(username=username, is_admin=admin)
+    session.add(user)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise Conflict(f"a user named {username!r} already exists") from exc
+    return user, create_token(session, user)
+
+
+def create_token(session: Session, user: User) -> str:
+    """A new API token for *user* (only its hash is stored)."""
+    token = secrets.token_hex(20)
+    session.add(ApiToken(user_id=user.id, token_hash=_hash(token)))
+    session.flush()
+    return token
+
+
+def authenticate(session: Session, token: str) -> User:
+    """The user owning *token*."""
+    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == _hash(token)))
+    if row is None:
+        raise AuthenticationRequired(
+            "the API token is not valid: check ZARRCHIVE_TOKEN / --token (create one with "
+            "'zarrchive admin create-user')"
+        )
+    return row.user
+
+
+def require_user(user: User | None) -> User:
+    if user is None:
+        raise AuthenticationRequired(
+            "this operation needs an API token: send 'Authorization: token KEY'"
+        )
+    return user
+
+
+def is_owner(user: User | None, dandiset: Dandiset) -> bool:
+    return user is not None and (user.is_admin or any(o.id == user.id for o in dandiset.owners))
+
+
+def require_owner(user: User | None, dandiset: Dandiset) -> User:
+    """*user*, if it owns *dandiset* (or is an admin)."""
+    user = require_user(user)
+    if not is_owner(user, dandiset):
+        raise PermissionDenied(
+            f"user {user.username!r} does not own dandiset {dandiset.identifier}: "
+            "only its owners may change it"
+        )
+    return user
+
+
+def can_read(user: User | None, dandiset: Dandiset) -> bool:
+    """Public dandisets are readable by anyone; embargoed ones by owners and admins."""
+    return not dandiset.embargoed or is_owner(user, dandiset)

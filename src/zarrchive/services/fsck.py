@@ -1,0 +1,104 @@
+"""Check a Zarr's tree hash against S3 and repair it.
+
+Recomputes every directory's node from an S3 listing of the Zarr's objects
+(streamed: S3 lists keys grouped by directory), compares each with the stored
+``.checksum`` node and the root with the database, and optionally rewrites what
+differs.  The listing runs without holding the Zarr's lock; the repair takes
+the lock and refuses if the Zarr changed meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from zarrchive.checksum import EMPTY_CHECKSUM, ZarrDigest, is_md5, iter_directory_digests
+from zarrchive.db.models import utcnow
+from zarrchive.errors import Conflict, InvalidInput
+from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads import finish_interrupted, open_batch, queue_manifest
+from zarrchive.services.zarrs import get_zarr
+from zarrchive.storage.keys import checksum_node_key, checksum_prefix, zarr_prefix
+
+
+@dataclass
+class FsckReport:
+    zarr_id: str
+    checksum_in_database: str
+    checksum_from_s3: str
+    file_count: int
+    size: int
+    problems: list[str] = field(default_factory=list)
+    repaired: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _listing(archive: Archive, zarr_id: str) -> Iterator[tuple[str, int, str]]:
+    prefix = zarr_prefix(zarr_id)
+    for info in archive.store.iter_objects(prefix):
+        path = info.key[len(prefix) :]
+        if not is_md5(info.etag):
+            raise InvalidInput(
+                f"{info.key}: its ETag {info.etag!r} is not an md5 (a multipart upload?); "
+                "re-upload the file through the API"
+            )
+        yield path, info.size, info.etag
+
+
+def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
+    """Compare the stored tree of *zarr_id* with S3's content; repair if asked."""
+    finish_interrupted(archive, zarr_id)
+    with archive.db.session() as session:
+        zarr = get_zarr(session, None, zarr_id, check_read=False)
+        zarr_id, db_checksum = zarr.id, zarr.checksum
+        db_count, db_size = zarr.file_count, zarr.size
+    store = archive.store
+    expected: dict[str, bytes] = {}
+    root_checksum, count, size = EMPTY_CHECKSUM, 0, 0
+    for directory in iter_directory_digests(
+        _listing(archive, zarr_id), grouped=True, with_nodes=True
+    ):
+        assert directory.node_json is not None
+        if directory.path == "":
+            root_checksum, count, size = directory.digest, directory.count, directory.size
+            if count == 0:
+                continue
+        expected[checksum_node_key(zarr_id, directory.path)] = directory.node_json.encode("ascii")
+    stored_keys = [info.key for info in store.iter_objects(checksum_prefix(zarr_id))]
+    stored = dict(zip(stored_keys, store.map(store.get, stored_keys), strict=True))
+    report = FsckReport(zarr_id, db_checksum, root_checksum, count, size)
+    to_write = []
+    for key, data in expected.items():
+        if key not in stored:
+            report.problems.append(f"missing node {key}")
+            to_write.append(key)
+        elif stored[key] != data:
+            report.problems.append(f"wrong node {key}")
+            to_write.append(key)
+    to_delete = [key for key in stored if key not in expected]
+    report.problems.extend(f"extra node {key}" for key in to_delete)
+    if (db_checksum, db_count, db_size) != (root_checksum, count, size):
+        report.problems.append(
+            f"database holds checksum {db_checksum} ({db_count} files, {db_size} bytes); "
+            f"S3 holds {root_checksum} ({count} files, {size} bytes)"
+        )
+    if repair and report.problems:
+        with archive.db.write_session() as session:
+            zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
+            if zarr.checksum != db_checksum or open_batch(session, zarr) is not None:
+                raise Conflict(
+                    f"Zarr {zarr_id} changed while fsck listed it (or has a batch open): "
+                    "run fsck again when it is idle"
+                )
+            store.map(lambda k: store.put(k, expected[k], "application/json"), to_write)
+            if to_delete:
+                store.delete_many(to_delete)
+            ZarrDigest.parse(root_checksum)
+            zarr.checksum, zarr.file_count, zarr.size = root_checksum, count, size
+            zarr.modified_at = utcnow()
+        report.repaired = True
+        queue_manifest(archive, zarr_id)
+    return report

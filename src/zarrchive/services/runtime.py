@@ -1,0 +1,45 @@
+"""The archive's runtime: settings, database, object store and job queue together.
+
+Built once per process (API server, worker, admin command) and handed to the
+service functions; nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from zarrchive.config import Settings
+from zarrchive.db.session import Database
+from zarrchive.storage.objects import ObjectStore
+
+
+@dataclass
+class Archive:
+    settings: Settings
+    db: Database
+    store: ObjectStore
+    #: The job queue (``zarrchive.jobs``); ``None`` runs nothing in the background.
+    jobs: Any = field(default=None)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, migrate: bool = True) -> Archive:
+        """Connect to the database and S3 named by *settings* (S3 must be running)."""
+        db = Database(settings.database_url)
+        if migrate:
+            db.migrate()
+        store = ObjectStore(
+            endpoint_url=settings.s3_endpoint_url,
+            bucket=settings.s3_bucket,
+            access_key_id=settings.s3_access_key_id,
+            secret_access_key=settings.s3_secret_access_key,
+            region=settings.s3_region,
+        )
+        store.ensure_bucket(versioned=True)
+        return cls(settings=settings, db=db, store=store)
+
+    def close(self) -> None:
+        if self.jobs is not None and hasattr(self.jobs, "close"):
+            self.jobs.close()
+        self.store.close()
+        self.db.dispose()

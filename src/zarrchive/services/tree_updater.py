@@ -1,0 +1,129 @@
+"""Incremental update of a Zarr's ``.checksum`` tree in S3.
+
+A batch of changes (files set to ``(md5, size)`` or removed) touches every
+directory above each changed path.  Each affected node is read once (all
+concurrently), updated in memory deepest first so every parent sees its
+children's new digests, and written once (all concurrently).  Nodes of
+directories that become empty are deleted.  Cost: O(affected directories),
+independent of the Zarr's size (bar the width of the nodes read).
+
+The update is idempotent: re-applying the same changes to a partially updated
+tree (after a crash) yields the same nodes, because every change sets an
+absolute value and every digest is recomputed from its children.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from zarrchive.checksum import EMPTY_CHECKSUM, ChecksumNode
+from zarrchive.paths import split_path
+from zarrchive.storage.keys import checksum_node_key
+from zarrchive.storage.objects import ObjectStore
+
+#: ``(md5, size)`` to set a file, ``None`` to remove it.
+FileChange = tuple[str, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TreeState:
+    """The root of a Zarr's tree after an update."""
+
+    checksum: str
+    file_count: int
+    size: int
+
+
+def _depth(directory: str) -> int:
+    return directory.count("/") + 1 if directory else 0
+
+
+def read_node(store: ObjectStore, zarr_id: str, directory: str) -> ChecksumNode | None:
+    """The ``.checksum`` node of *directory*, or ``None`` if it has none."""
+    data = store.get(checksum_node_key(zarr_id, directory))
+    return None if data is None else ChecksumNode.from_json(data)
+
+
+def read_nodes(
+    store: ObjectStore, zarr_id: str, directories: list[str]
+) -> dict[str, ChecksumNode | None]:
+    """Several nodes, read concurrently."""
+    nodes = store.map(lambda d: read_node(store, zarr_id, d), directories)
+    return dict(zip(directories, nodes, strict=True))
+
+
+def affected_directories(paths: list[str]) -> set[str]:
+    """Every directory above the given entry paths, the root ``""`` included."""
+    directories = {""}
+    for path in paths:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            directories.add("/".join(parts[:i]))
+    return directories
+
+
+def apply_changes(store: ObjectStore, zarr_id: str, changes: Mapping[str, FileChange]) -> TreeState:
+    """Apply *changes* to the tree of *zarr_id* in S3 and return the new root."""
+    by_directory: dict[str, dict[str, FileChange]] = defaultdict(dict)
+    for path, change in changes.items():
+        directory, name = split_path(path)
+        by_directory[directory][name] = change
+    directories = sorted(affected_directories(list(changes)), key=_depth, reverse=True)
+    nodes = read_nodes(store, zarr_id, directories)
+
+    writes: dict[str, bytes] = {}
+    deletes: list[str] = []
+    # child results bubble up: parent -> {name: new digest or None (gone)}
+    subdirectory_updates: dict[str, dict[str, str | None]] = defaultdict(dict)
+    root = ChecksumNode()
+    for directory in directories:  # deepest first
+        node = nodes[directory] or ChecksumNode()
+        for name, change in by_directory.get(directory, {}).items():
+            if change is None:
+                node.discard_file(name)
+            else:
+                node.set_file(name, change[0], change[1])
+        for name, digest in subdirectory_updates.get(directory, {}).items():
+            if digest is None:
+                node.discard_directory(name)
+            else:
+                node.set_directory(name, digest)
+        key = checksum_node_key(zarr_id, directory)
+        if directory:
+            parent, name = split_path(directory)
+            if node.is_empty:
+                deletes.append(key)
+                subdirectory_updates[parent][name] = None
+            else:
+                writes[key] = node.to_json()
+                subdirectory_updates[parent][name] = node.digest
+        else:
+            root = node
+            if node.is_empty:
+                deletes.append(key)
+            else:
+                writes[key] = node.to_json()
+
+    store.map(lambda item: store.put(item[0], item[1], "application/json"), list(writes.items()))
+    if deletes:
+        store.delete_many(deletes)
+    if root.is_empty:
+        return TreeState(EMPTY_CHECKSUM, 0, 0)
+    return TreeState(root.digest, root.count, root.size)
+
+
+def file_lookup(
+    store: ObjectStore, zarr_id: str, paths: list[str]
+) -> dict[str, tuple[str, int] | None]:
+    """The current ``(md5, size)`` of each path per the tree (``None``: not a file)."""
+    directories = sorted({split_path(p)[0] for p in paths})
+    nodes = read_nodes(store, zarr_id, directories)
+    result: dict[str, tuple[str, int] | None] = {}
+    for path in paths:
+        directory, name = split_path(path)
+        node = nodes[directory]
+        child = node.files.get(name) if node is not None else None
+        result[path] = (child.digest, child.size) if child is not None else None
+    return result

@@ -1,0 +1,280 @@
+"""Batched uploads, their verification and cancellation, and file deletion.
+
+Every write to a Zarr runs under its row lock (``write_session`` +
+``SELECT ... FOR UPDATE``).  A batch that passed verification is marked
+``applying`` and committed *before* any ``.checksum`` node is touched, so a
+crash mid-update is noticed by the next write to the Zarr, which finishes it
+(the tree update is idempotent).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from zarrchive.checksum import validate_md5
+from zarrchive.db.models import UploadBatch, UploadBatchFile, User, Zarr, utcnow
+from zarrchive.errors import (
+    BatchTooLarge,
+    InvalidInput,
+    NotFound,
+    NoUploadInProgress,
+    StorageError,
+    UploadInProgress,
+    UploadVerificationFailed,
+    ZarrchiveError,
+)
+from zarrchive.paths import validate_path
+from zarrchive.services.auth import require_owner
+from zarrchive.services.runtime import Archive
+from zarrchive.services.tree_updater import FileChange, apply_changes, file_lookup
+from zarrchive.services.zarrs import ensure_writable, get_zarr
+from zarrchive.storage.keys import zarr_object_key
+from zarrchive.storage.objects import ObjectInfo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UploadUrl:
+    path: str
+    upload_url: str
+
+
+def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
+    zarr = get_zarr(session, user, zarr_id, lock=True)
+    require_owner(user, zarr.dandiset)
+    ensure_writable(session, zarr)
+    return zarr
+
+
+def open_batch(session: Session, zarr: Zarr) -> UploadBatch | None:
+    return session.scalar(select(UploadBatch).where(UploadBatch.zarr_id == zarr.id))
+
+
+def _check_batch_size(archive: Archive, count: int, what: str) -> None:
+    limit = archive.settings.max_batch_files
+    if count == 0:
+        raise InvalidInput(f"the {what} is empty: send at least one file")
+    if count > limit:
+        raise BatchTooLarge(
+            f"the {what} has {count} files; at most {limit} are allowed: split it into batches"
+        )
+
+
+def _validate_files(files: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen: set[str] = set()
+    result: list[tuple[str, str]] = []
+    errors: list[str] = []
+    for path, etag in files:
+        try:
+            path = validate_path(path)
+            etag = validate_md5(etag)
+        except ZarrchiveError as exc:
+            errors.append(exc.message)
+            continue
+        if path in seen:
+            errors.append(f"{path!r} appears more than once in the batch")
+        seen.add(path)
+        result.append((path, etag))
+    if errors:
+        raise InvalidInput("; ".join(errors[:20]), detail=errors)
+    return result
+
+
+# -- finishing interrupted work ------------------------------------------------------
+def _finish_applying(archive: Archive, session: Session, zarr: Zarr, batch: UploadBatch) -> None:
+    """Apply a verified batch (or a file deletion) to S3's tree and the database."""
+    changes: dict[str, FileChange] = {}
+    if batch.kind == "delete":
+        archive.store.delete_many(zarr_object_key(zarr.id, f.path) for f in batch.files)
+        changes = {f.path: None for f in batch.files}
+    else:
+        for f in batch.files:
+            assert f.etag is not None and f.size is not None
+            changes[f.path] = (f.etag, f.size)
+    state = apply_changes(archive.store, zarr.id, changes)
+    zarr.checksum, zarr.file_count, zarr.size = state.checksum, state.file_count, state.size
+    zarr.modified_at = utcnow()
+    session.delete(batch)
+    session.flush()
+
+
+def finish_interrupted(archive: Archive, zarr_id: str) -> bool:
+    """Finish a verified batch or deletion of *zarr_id* that a crash interrupted.
+
+    Runs in its own transaction under the Zarr's lock; True if it changed the
+    checksum (the manifest job is then queued).
+    """
+    with archive.db.write_session() as session:
+        zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
+        batch = open_batch(session, zarr)
+        if batch is None or batch.state != "applying":
+            return False
+        log.warning("Zarr %s: applying %s batch %s", zarr.id, batch.kind, batch.id)
+        _finish_applying(archive, session, zarr, batch)
+    queue_manifest(archive, zarr.id)
+    return True
+
+
+def queue_manifest(archive: Archive, zarr_id: str) -> None:
+    """Queue the manifest job for the Zarr's new checksum (after the commit)."""
+    if archive.jobs is not None:
+        archive.jobs.enqueue(
+            "zarrchive.services.manifests:generate_manifest_job",
+            {"zarr_id": zarr_id},
+            key=f"manifest:{zarr_id}",
+        )
+
+
+# -- the operations --------------------------------------------------------------------
+def upload_in_progress(archive: Archive, user: User | None, zarr_id: str) -> bool:
+    with archive.db.session() as session:
+        zarr = get_zarr(session, user, zarr_id)
+        batch = open_batch(session, zarr)
+        return batch is not None and batch.kind == "upload"
+
+
+def start_batch(
+    archive: Archive, user: User | None, zarr_id: str, files: Sequence[tuple[str, str]]
+) -> list[UploadUrl]:
+    """Open a batch for *files* (``(path, md5)``) and return presigned PUT URLs."""
+    _check_batch_size(archive, len(files), "batch")
+    checked = _validate_files(files)
+    with archive.db.session() as session:
+        zarr_id = _lock_for_write(session, user, zarr_id).id  # 404/403 before any repair
+    finish_interrupted(archive, zarr_id)
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        if open_batch(session, zarr) is not None:
+            raise UploadInProgress(
+                f"Zarr {zarr.id} already has an upload batch open: complete it "
+                "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
+            )
+        batch = UploadBatch(
+            zarr_id=zarr.id, kind="upload", state="open", created_by=user.id if user else None
+        )
+        batch.files = [UploadBatchFile(path=p, etag=e) for p, e in checked]
+        session.add(batch)
+        try:
+            session.flush()
+        except IntegrityError as exc:  # a concurrent request won the race
+            raise UploadInProgress(f"Zarr {zarr.id} already has an upload batch open") from exc
+    expiry = archive.settings.presign_expiry
+    store = archive.store
+    return [
+        UploadUrl(p, store.presign_put(zarr_object_key(zarr_id, p), e, expiry)) for p, e in checked
+    ]
+
+
+def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
+    """Verify the open batch in S3 and fold it into the tree hash."""
+    with archive.db.session() as session:
+        zarr_id = _lock_for_write(session, user, zarr_id).id
+    finish_interrupted(archive, zarr_id)
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        batch = open_batch(session, zarr)
+        if batch is None or batch.kind != "upload":
+            raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
+        files = list(batch.files)
+        keys = [zarr_object_key(zarr.id, f.path) for f in files]
+        heads: list[ObjectInfo | None] = archive.store.map(archive.store.head, keys)
+        problems: list[dict[str, str | None]] = []
+        for f, head in zip(files, heads, strict=True):
+            if head is None or head.etag != f.etag:
+                problems.append(
+                    {"path": f.path, "expected": f.etag, "found": head.etag if head else None}
+                )
+        if problems:
+            listed = ", ".join(
+                f"{p['path']} (expected {p['expected']}, found {p['found'] or 'nothing'})"
+                for p in problems[:10]
+            )
+            raise UploadVerificationFailed(
+                f"{len(problems)} of {len(files)} files of the batch are missing or differ in S3: "
+                f"{listed}. Upload them again to their URLs and complete again, or cancel the batch.",
+                detail={"message": "upload verification failed", "files": problems},
+            )
+        for f, head in zip(files, heads, strict=True):
+            assert head is not None
+            f.size = head.size
+        batch.state = "applying"
+    # Recorded as verified: from here on a crash is repaired by the next write.
+    finish_interrupted(archive, zarr_id)
+    with archive.db.session() as session:
+        return get_zarr(session, user, zarr_id)
+
+
+def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
+    """Cancel the open batch: remove what it uploaded, restoring overwritten files."""
+    with archive.db.session() as session:
+        zarr_id = _lock_for_write(session, user, zarr_id).id
+    finish_interrupted(archive, zarr_id)
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        batch = open_batch(session, zarr)
+        if batch is None or batch.kind != "upload":
+            raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
+        paths = [f.path for f in batch.files]
+        current = file_lookup(archive.store, zarr.id, paths)
+        archive.store.map(lambda p: _restore(archive, zarr_id, p, current[p]), paths)
+        session.delete(batch)
+
+
+def _restore(archive: Archive, zarr_id: str, path: str, tree_file: tuple[str, int] | None) -> None:
+    """Delete the versions of *path* newer than the content the tree records.
+
+    Only batches write Zarr objects, so every version above the one holding the
+    tree's md5 (or, for a path the tree lacks, every version above the last
+    delete marker) was written by the batch being cancelled.  Older versions are
+    never removed.
+    """
+    store = archive.store
+    key = zarr_object_key(zarr_id, path)
+    for _ in range(100):
+        latest = store.latest_version(key)
+        if latest is None or latest.is_delete_marker:
+            if tree_file is not None:
+                log.error("Zarr %s: %s is in the tree but absent from S3", zarr_id, path)
+            return
+        if tree_file is not None and latest.etag == tree_file[0]:
+            return
+        store.delete_version(key, latest.version_id)
+    raise StorageError(f"could not restore {key!r}: too many versions to remove")
+
+
+def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Sequence[str]) -> Zarr:
+    """Delete files; all must exist, else nothing is deleted."""
+    _check_batch_size(archive, len(paths), "deletion")
+    checked = [p for p, _ in _validate_files([(p, "0" * 32) for p in paths])]
+    with archive.db.session() as session:
+        zarr_id = _lock_for_write(session, user, zarr_id).id
+    finish_interrupted(archive, zarr_id)
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        if open_batch(session, zarr) is not None:
+            raise UploadInProgress(
+                f"Zarr {zarr.id} has an upload batch open: complete or cancel it before deleting"
+            )
+        current = file_lookup(archive.store, zarr.id, checked)
+        missing = [p for p in checked if current[p] is None]
+        if missing:
+            raise NotFound(
+                f"{len(missing)} of the paths are not files of Zarr {zarr.id}: "
+                f"{', '.join(missing[:20])}; nothing was deleted",
+                detail={"message": "files not found; nothing was deleted", "missing": missing},
+            )
+        batch = UploadBatch(
+            zarr_id=zarr.id, kind="delete", state="applying", created_by=user.id if user else None
+        )
+        batch.files = [UploadBatchFile(path=p) for p in checked]
+        session.add(batch)
+    finish_interrupted(archive, zarr_id)
+    with archive.db.session() as session:
+        return get_zarr(session, user, zarr_id)

@@ -1,0 +1,208 @@
+"""Zarr archives: create, look up, describe and browse."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from zarrchive.checksum import ChecksumNode
+from zarrchive.db.models import UploadBatch, User, Zarr
+from zarrchive.errors import InvalidInput, NotFound
+from zarrchive.paths import split_path, validate_directory_path, validate_path
+from zarrchive.services.auth import can_read, require_owner
+from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.runtime import Archive
+from zarrchive.services.tree_updater import read_node
+from zarrchive.storage.keys import zarr_object_key, zarr_prefix
+
+MAX_PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class ZarrInfo:
+    zarr_id: str
+    name: str
+    dandiset: str
+    s3_path: str
+    s3_url: str
+    checksum: str
+    file_count: int
+    size: int
+    upload_in_progress: bool
+    created: datetime
+    modified: datetime
+
+
+def parse_zarr_id(zarr_id: str) -> str:
+    try:
+        return str(uuid.UUID(zarr_id))
+    except (ValueError, AttributeError, TypeError):
+        raise NotFound(f"no Zarr {zarr_id!r}: Zarr ids are UUIDs") from None
+
+
+def get_zarr(
+    session: Session,
+    user: User | None,
+    zarr_id: str,
+    *,
+    lock: bool = False,
+    check_read: bool = True,
+) -> Zarr:
+    """The Zarr, if it exists and *user* may read it; *lock* takes its row lock."""
+    query = select(Zarr).where(Zarr.id == parse_zarr_id(zarr_id))
+    if lock:
+        query = query.with_for_update(of=Zarr)
+    zarr = session.scalar(query)
+    if zarr is None or (check_read and not can_read(user, zarr.dandiset)):
+        raise NotFound(f"no Zarr {zarr_id}")
+    return zarr
+
+
+def ensure_writable(session: Session, zarr: Zarr) -> None:
+    """Refuse changes to a Zarr that must not change (published: see the dandisets issue)."""
+    return None
+
+
+def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str) -> Zarr:
+    """A new, empty Zarr in *dandiset_id*, owned through the dandiset."""
+    dandiset = get_dandiset(session, user, dandiset_id)
+    require_owner(user, dandiset)
+    name = name.strip()
+    if not name or len(name) > 512:
+        raise InvalidInput("a Zarr name must have 1 to 512 characters")
+    existing = session.scalar(
+        select(Zarr.id).where(Zarr.dandiset_id == dandiset.id, Zarr.name == name)
+    )
+    if existing is not None:
+        raise InvalidInput(
+            f"dandiset {dandiset.identifier} already has a Zarr named {name!r} ({existing})"
+        )
+    zarr = Zarr(id=str(uuid.uuid4()), name=name, dandiset=dandiset, dandiset_id=dandiset.id)
+    session.add(zarr)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise InvalidInput(
+            f"dandiset {dandiset.identifier} already has a Zarr named {name!r}"
+        ) from exc
+    return zarr
+
+
+def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
+    batch = session.scalar(select(UploadBatch.kind).where(UploadBatch.zarr_id == zarr.id))
+    return ZarrInfo(
+        zarr_id=zarr.id,
+        name=zarr.name,
+        dandiset=zarr.dandiset.identifier,
+        s3_path=zarr_prefix(zarr.id),
+        s3_url=archive.store.public_url(zarr_prefix(zarr.id)),
+        checksum=zarr.checksum,
+        file_count=zarr.file_count,
+        size=zarr.size,
+        upload_in_progress=batch == "upload",
+        created=zarr.created_at,
+        modified=zarr.modified_at,
+    )
+
+
+# -- browsing -------------------------------------------------------------------
+@dataclass(frozen=True)
+class FileEntry:
+    name: str
+    path: str
+    size: int
+    md5: str
+    s3_key: str
+    s3_url: str
+
+
+@dataclass(frozen=True)
+class ListingEntry:
+    name: str
+    path: str
+    digest: str
+    size: int
+
+
+@dataclass(frozen=True)
+class DirectoryListing:
+    path: str
+    digest: str
+    file_count: int
+    size: int
+    directories: list[ListingEntry]
+    files: list[ListingEntry]
+    next: str | None
+
+
+def _encode_cursor(kind: int, name: str) -> str:
+    raw = json.dumps([kind, name]).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[int, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        kind, name = json.loads(base64.urlsafe_b64decode(padded))
+        if kind not in (0, 1) or not isinstance(name, str):
+            raise ValueError
+        return int(kind), name
+    except (ValueError, TypeError, json.JSONDecodeError):
+        raise InvalidInput(f"{cursor!r} is not a cursor this server gave out") from None
+
+
+def browse(
+    archive: Archive, zarr: Zarr, path: str, *, page_size: int = 100, cursor: str | None = None
+) -> FileEntry | DirectoryListing:
+    """A file's details, or a page of a directory's listing (from the ``.checksum`` nodes)."""
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+    is_directory_path = path == "" or path.endswith("/")
+    directory = validate_directory_path(path)
+    store = archive.store
+    if directory and not is_directory_path:
+        validate_path(directory)
+        parent, name = split_path(directory)
+        parent_node = read_node(store, zarr.id, parent)
+        child = parent_node.files.get(name) if parent_node is not None else None
+        if child is not None:
+            key = zarr_object_key(zarr.id, directory)
+            return FileEntry(name, directory, child.size, child.digest, key, store.public_url(key))
+    node = read_node(store, zarr.id, directory)
+    if node is None:
+        if directory == "":
+            node = ChecksumNode()
+        else:
+            raise NotFound(f"Zarr {zarr.id} has no file or directory {directory!r}")
+    after = _decode_cursor(cursor) if cursor else None
+    rows: list[tuple[int, str, str, int]] = []
+    for name, is_dir, child in node.iter_children():
+        kind = 0 if is_dir else 1
+        if after is not None and (kind, name) <= after:
+            continue
+        rows.append((kind, name, child.digest, child.size))
+        if len(rows) > page_size:
+            break
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    prefix = f"{directory}/" if directory else ""
+
+    def entries(kind: int) -> list[ListingEntry]:
+        return [ListingEntry(n, prefix + n, d, s) for k, n, d, s in rows if k == kind]
+
+    return DirectoryListing(
+        path=directory,
+        digest=node.digest,
+        file_count=node.count,
+        size=node.size,
+        directories=entries(0),
+        files=entries(1),
+        next=_encode_cursor(rows[-1][0], rows[-1][1]) if more and rows else None,
+    )

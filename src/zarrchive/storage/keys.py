@@ -1,0 +1,36 @@
+"""The archive's S3 key layout (exact, from the spec).
+
+- Zarr objects: ``zarr/{zarr_id}/{path}``
+- tree-hash nodes: ``zarr_checksums/{zarr_id}/{dir}/.checksum`` and
+  ``zarr_checksums/{zarr_id}/.checksum`` for the root
+- manifests: ``zarr-manifest/{zarr_id}/{checksum}.json``
+"""
+
+from __future__ import annotations
+
+
+def zarr_prefix(zarr_id: str) -> str:
+    return f"zarr/{zarr_id}/"
+
+
+def zarr_object_key(zarr_id: str, path: str) -> str:
+    return f"zarr/{zarr_id}/{path}"
+
+
+def checksum_prefix(zarr_id: str) -> str:
+    return f"zarr_checksums/{zarr_id}/"
+
+
+def checksum_node_key(zarr_id: str, directory: str) -> str:
+    """Key of the ``.checksum`` node of *directory* (``""`` for the root)."""
+    if directory:
+        return f"zarr_checksums/{zarr_id}/{directory}/.checksum"
+    return f"zarr_checksums/{zarr_id}/.checksum"
+
+
+def manifest_prefix(zarr_id: str) -> str:
+    return f"zarr-manifest/{zarr_id}/"
+
+
+def manifest_key(zarr_id: str, checksum: str) -> str:
+    return f"zarr-manifest/{zarr_id}/{checksum}.json"

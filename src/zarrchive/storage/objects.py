@@ -1,0 +1,302 @@
+"""The S3 edge: a small object-store interface over boto3.
+
+Everything the services need from S3 goes through :class:`ObjectStore`, so
+the rest of the code never sees boto3 types or error codes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from zarrchive.errors import StorageError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_NOT_FOUND = {"404", "NoSuchKey", "NotFound", "NoSuchVersion"}
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What S3 says about one (current) object."""
+
+    key: str
+    size: int
+    etag: str
+    version_id: str | None
+    last_modified: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """One version (or delete marker) of an object, as listed by S3."""
+
+    key: str
+    version_id: str
+    is_latest: bool
+    is_delete_marker: bool
+    etag: str | None
+    size: int
+    last_modified: datetime
+
+
+def _strip(etag: str) -> str:
+    return etag.strip('"')
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def md5_to_content_md5(md5_hex: str) -> str:
+    """The base64 ``Content-MD5`` header value for a hex md5."""
+    return base64.b64encode(binascii.unhexlify(md5_hex)).decode("ascii")
+
+
+class ObjectStore:
+    """One bucket of an S3 service."""
+
+    def __init__(
+        self,
+        *,
+        endpoint_url: str | None,
+        bucket: str,
+        access_key_id: str | None,
+        secret_access_key: str | None,
+        region: str = "us-east-1",
+        max_workers: int = 32,
+    ) -> None:
+        self.endpoint_url = endpoint_url
+        self.bucket = bucket
+        self.max_workers = max_workers
+        config = Config(
+            signature_version="s3v4",
+            max_pool_connections=max_workers + 4,
+            retries={"max_attempts": 4, "mode": "standard"},
+            s3={"addressing_style": "path"},
+            connect_timeout=5,
+            read_timeout=60,
+        )
+        self.client: S3Client = boto3.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            region_name=region,
+            config=config,
+        )
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3")
+
+    # -- bucket ---------------------------------------------------------------
+    def ensure_bucket(self, *, versioned: bool = True) -> None:
+        """Create the bucket if needed and turn versioning on."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            if _code(exc) not in _NOT_FOUND | {"NoSuchBucket"}:
+                raise StorageError(f"cannot reach bucket {self.bucket!r}: {exc}") from exc
+            try:
+                self.client.create_bucket(Bucket=self.bucket)
+            except ClientError as exc2:
+                if _code(exc2) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                    raise StorageError(f"cannot create bucket {self.bucket!r}: {exc2}") from exc2
+        if versioned:
+            self._call(
+                self.client.put_bucket_versioning,
+                Bucket=self.bucket,
+                VersioningConfiguration={"Status": "Enabled"},
+            )
+
+    def public_url(self, key: str) -> str:
+        """The plain (unsigned) URL of *key*."""
+        base = self.endpoint_url or f"https://{self.bucket}.s3.amazonaws.com"
+        if self.endpoint_url:
+            return f"{base.rstrip('/')}/{self.bucket}/{key}"
+        return f"{base}/{key}"
+
+    # -- single objects ---------------------------------------------------------
+    def _call(self, fn: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except ClientError as exc:
+            raise StorageError(f"S3 {fn.__name__} failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 {fn.__name__} failed: {exc}") from exc
+
+    def presign_put(self, key: str, md5_hex: str, expires_in: int) -> str:
+        """A presigned PUT URL that signs ``Content-MD5``: S3 refuses any other body."""
+        url: str = self.client.generate_presigned_url(
+            "put_object",
+            Params={"Bucket": self.bucket, "Key": key, "ContentMD5": md5_to_content_md5(md5_hex)},
+            ExpiresIn=expires_in,
+            HttpMethod="PUT",
+        )
+        return url
+
+    def presign_get(self, key: str, expires_in: int = 3600) -> str:
+        url: str = self.client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+        )
+        return url
+
+    def head(self, key: str) -> ObjectInfo | None:
+        """The current version of *key*, or ``None`` when absent."""
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if _code(exc) in _NOT_FOUND:
+                return None
+            raise StorageError(f"S3 HEAD {key!r} failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 HEAD {key!r} failed: {exc}") from exc
+        return ObjectInfo(
+            key=key,
+            size=int(response["ContentLength"]),
+            etag=_strip(response["ETag"]),
+            version_id=response.get("VersionId"),
+            last_modified=response["LastModified"],
+        )
+
+    def get(self, key: str) -> bytes | None:
+        """The content of *key*, or ``None`` when absent."""
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=key)
+            data: bytes = response["Body"].read()
+            return data
+        except ClientError as exc:
+            if _code(exc) in _NOT_FOUND:
+                return None
+            raise StorageError(f"S3 GET {key!r} failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 GET {key!r} failed: {exc}") from exc
+
+    def put(
+        self, key: str, data: bytes, content_type: str = "application/octet-stream"
+    ) -> str | None:
+        """Store *data* at *key*; returns the new version id."""
+        response = self._call(
+            self.client.put_object,
+            Bucket=self.bucket,
+            Key=key,
+            Body=data,
+            ContentType=content_type,
+        )
+        version: str | None = response.get("VersionId")
+        return version
+
+    def upload_fileobj(self, key: str, fileobj: IO[bytes], content_type: str) -> None:
+        """Stream a file object to *key* (multipart when large)."""
+        try:
+            self.client.upload_fileobj(
+                fileobj, self.bucket, key, ExtraArgs={"ContentType": content_type}
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"S3 upload of {key!r} failed: {exc}") from exc
+
+    def delete(self, key: str) -> None:
+        """Delete *key* (on a versioned bucket: adds a delete marker)."""
+        self._call(self.client.delete_object, Bucket=self.bucket, Key=key)
+
+    def delete_version(self, key: str, version_id: str) -> None:
+        """Delete one version of *key* for good."""
+        self._call(self.client.delete_object, Bucket=self.bucket, Key=key, VersionId=version_id)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete keys in requests of at most 1000 (delete markers on a versioned bucket)."""
+        batch: list[str] = []
+        for key in keys:
+            batch.append(key)
+            if len(batch) == 1000:
+                self._delete_batch(batch)
+                batch = []
+        if batch:
+            self._delete_batch(batch)
+
+    def _delete_batch(self, keys: list[str]) -> None:
+        response = self._call(
+            self.client.delete_objects,
+            Bucket=self.bucket,
+            Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True},
+        )
+        errors = response.get("Errors") or []
+        if errors:
+            raise StorageError(f"S3 refused to delete {len(errors)} objects, e.g. {errors[0]}")
+
+    # -- listings ---------------------------------------------------------------
+    def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Current objects under *prefix*, in key order (no version ids)."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    yield ObjectInfo(
+                        key=item["Key"],
+                        size=int(item["Size"]),
+                        etag=_strip(item["ETag"]),
+                        version_id=None,
+                        last_modified=item["LastModified"],
+                    )
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"S3 listing of {prefix!r} failed: {exc}") from exc
+
+    def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        """Every version and delete marker under *prefix*: by key, newest first."""
+        paginator = self.client.get_paginator("list_object_versions")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                rows: list[ObjectVersion] = []
+                for item in page.get("Versions", []):
+                    rows.append(
+                        ObjectVersion(
+                            key=item["Key"],
+                            version_id=item["VersionId"],
+                            is_latest=bool(item["IsLatest"]),
+                            is_delete_marker=False,
+                            etag=_strip(item["ETag"]),
+                            size=int(item["Size"]),
+                            last_modified=item["LastModified"],
+                        )
+                    )
+                for marker in page.get("DeleteMarkers", []):
+                    rows.append(
+                        ObjectVersion(
+                            key=marker["Key"],
+                            version_id=marker["VersionId"],
+                            is_latest=bool(marker["IsLatest"]),
+                            is_delete_marker=True,
+                            etag=None,
+                            size=0,
+                            last_modified=marker["LastModified"],
+                        )
+                    )
+                yield from rows
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"S3 version listing of {prefix!r} failed: {exc}") from exc
+
+    def latest_version(self, key: str) -> ObjectVersion | None:
+        """The current version or delete marker of exactly *key* (``None``: never written)."""
+        for version in self.iter_versions(key):
+            if version.key == key and version.is_latest:
+                return version
+        return None
+
+    # -- concurrency --------------------------------------------------------------
+    def map(self, fn: Any, items: Iterable[Any]) -> list[Any]:
+        """Run *fn* over *items* concurrently on the store's thread pool, in order."""
+        return list(self._pool.map(fn, items))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,228 @@
+"""Shared fixtures: a real SeaweedFS, real databases (SQLite and PostgreSQL), a live API.
+
+- ``seaweedfs``: one ``weed mini`` per test session on free 127.0.0.1 ports.
+- ``bucket``: a fresh versioned bucket per test (clean state).
+- ``database_url``: parametrised over SQLite (a fresh file per test) and PostgreSQL
+  (``ZARRCHIVE_TEST_DATABASE_URL``, default the ``test`` database on 127.0.0.1;
+  tables truncated per test; skipped with the reason when unreachable).
+- ``archive``: the runtime over both; ``api``: an httpx client of a real uvicorn
+  server (one per session, pointed at each test's archive).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from sqlalchemy import create_engine, text
+
+from zarrchive.api import create_app
+from zarrchive.config import Settings
+from zarrchive.db.models import Base
+from zarrchive.services.auth import create_user
+from zarrchive.services.runtime import Archive
+from zarrchive.storage.seaweedfs import SeaweedFS, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+TEST_ACCESS_KEY = "zarrchive-test"
+TEST_SECRET_KEY = "zarrchive-test-secret"
+DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+# -- S3 -------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    server = SeaweedFS(
+        tmp_path_factory.mktemp("seaweedfs"),
+        TEST_ACCESS_KEY,
+        TEST_SECRET_KEY,
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_bucket_counter = itertools.count()
+
+
+@pytest.fixture
+def bucket(seaweedfs: SeaweedFS) -> str:
+    """A fresh, versioned bucket for this test."""
+    name = f"test-{os.getpid()}-{next(_bucket_counter)}-{uuid.uuid4().hex[:6]}"
+    client: Any = seaweedfs.client()
+    client.create_bucket(Bucket=name)
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    return name
+
+
+@pytest.fixture
+def s3(seaweedfs: SeaweedFS) -> Any:
+    """A raw boto3 client of the test SeaweedFS."""
+    return seaweedfs.client()
+
+
+# -- databases ------------------------------------------------------------------------------
+_pg_state: dict[str, Any] = {}
+
+
+def _postgres_url() -> str:
+    return os.environ.get("ZARRCHIVE_TEST_DATABASE_URL", DEFAULT_PG_URL)
+
+
+def _postgres_ready() -> str | None:
+    """None if PostgreSQL is usable (schema reset once per session), else why not."""
+    if "error" in _pg_state:
+        return str(_pg_state["error"]) if _pg_state["error"] else None
+    url = _postgres_url()
+    try:
+        engine = create_engine(url, connect_args={"connect_timeout": 3})
+        with engine.begin() as conn:
+            conn.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
+            conn.execute(text("CREATE SCHEMA public"))
+        engine.dispose()
+        _pg_state["error"] = None
+    except Exception as exc:  # any failure means: skip, and say why
+        _pg_state["error"] = (
+            f"PostgreSQL is not reachable at {url} ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); set ZARRCHIVE_TEST_DATABASE_URL "
+            "or start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
+        )
+    return str(_pg_state["error"]) if _pg_state["error"] else None
+
+
+def _truncate_postgres(url: str) -> None:
+    engine = create_engine(url)
+    tables = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+    with engine.begin() as conn:
+        exists = conn.execute(text("SELECT to_regclass('public.zarrs')")).scalar()
+        if exists is not None:
+            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'zarrchive.sqlite3'}"
+    reason = _postgres_ready()
+    if reason is not None:
+        pytest.skip(reason)
+    url = _postgres_url()
+    _truncate_postgres(url)
+    return url
+
+
+# -- the archive and its API --------------------------------------------------------------
+def make_settings(
+    seaweedfs: SeaweedFS, bucket: str, database_url: str, tmp_path: Path, **kw: Any
+) -> Settings:
+    base = Settings.from_env({})
+    values: dict[str, Any] = {
+        "data_dir": tmp_path,
+        "database_url": database_url,
+        "s3_endpoint_url": seaweedfs.endpoint_url,
+        "s3_bucket": bucket,
+        "s3_access_key_id": TEST_ACCESS_KEY,
+        "s3_secret_access_key": TEST_SECRET_KEY,
+    }
+    values.update(kw)
+    return base.with_overrides(**values)
+
+
+@pytest.fixture
+def settings(seaweedfs: SeaweedFS, bucket: str, database_url: str, tmp_path: Path) -> Settings:
+    return make_settings(seaweedfs, bucket, database_url, tmp_path)
+
+
+@pytest.fixture
+def archive(settings: Settings) -> Iterator[Archive]:
+    archive = Archive.from_settings(settings)
+    try:
+        yield archive
+    finally:
+        archive.close()
+
+
+class LiveServer:
+    """A real uvicorn server in a thread, serving whichever archive a test sets."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.app = create_app(None)  # type: ignore[arg-type]
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test API server did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[LiveServer]:
+    server = LiveServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclass
+class Users:
+    owner: str
+    other: str
+    admin: str
+
+
+@pytest.fixture
+def users(archive: Archive) -> Users:
+    tokens = []
+    with archive.db.session() as session:
+        for name, admin in (("owner", False), ("other", False), ("admin", True)):
+            tokens.append(create_user(session, name, admin=admin)[1])
+    return Users(*tokens)
+
+
+@pytest.fixture
+def api(live_server: LiveServer, archive: Archive, users: Users) -> Iterator[httpx.Client]:
+    """An httpx client of the live server, authenticated as the owner."""
+    live_server.app.state.archive = archive
+    with httpx.Client(
+        base_url=live_server.url,
+        headers={"Authorization": f"token {users.owner}"},
+        timeout=60,
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+def anon(live_server: LiveServer, archive: Archive) -> Iterator[httpx.Client]:
+    live_server.app.state.archive = archive
+    with httpx.Client(base_url=live_server.url, timeout=60) as client:
+        yield client

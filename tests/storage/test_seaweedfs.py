@@ -1,0 +1,101 @@
+"""The harness itself: a real SeaweedFS behaves like the S3 the archive relies on."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from zarrchive.storage.objects import ObjectStore, md5_to_content_md5
+from zarrchive.storage.seaweedfs import SeaweedFS
+
+
+@pytest.fixture
+def store(seaweedfs: SeaweedFS, bucket: str) -> ObjectStore:
+    return ObjectStore(
+        endpoint_url=seaweedfs.endpoint_url,
+        bucket=bucket,
+        access_key_id=seaweedfs.access_key_id,
+        secret_access_key=seaweedfs.secret_access_key,
+    )
+
+
+def test_versioned_put_returns_a_version_id(s3: Any, bucket: str) -> None:
+    first = s3.put_object(Bucket=bucket, Key="a/b", Body=b"one")
+    second = s3.put_object(Bucket=bucket, Key="a/b", Body=b"two")
+    assert first["VersionId"] and second["VersionId"]
+    assert first["VersionId"] != second["VersionId"]
+    versions = s3.list_object_versions(Bucket=bucket, Prefix="a/b")["Versions"]
+    assert {v["VersionId"] for v in versions} == {first["VersionId"], second["VersionId"]}
+    assert s3.get_object(Bucket=bucket, Key="a/b")["Body"].read() == b"two"
+
+
+def test_presigned_put_with_content_md5_accepts_the_right_body(store: ObjectStore) -> None:
+    body = b"the right body"
+    md5 = hashlib.md5(body).hexdigest()
+    url = store.presign_put("k/right", md5, 60)
+    response = httpx.put(url, content=body, headers={"Content-MD5": md5_to_content_md5(md5)})
+    assert response.status_code == 200, response.text
+    head = store.head("k/right")
+    assert head is not None and head.etag == md5 and head.size == len(body)
+
+
+def test_presigned_put_refuses_a_wrong_body_and_stores_nothing(store: ObjectStore) -> None:
+    md5 = hashlib.md5(b"what was announced").hexdigest()
+    url = store.presign_put("k/wrong", md5, 60)
+    response = httpx.put(
+        url, content=b"something else", headers={"Content-MD5": md5_to_content_md5(md5)}
+    )
+    assert response.status_code == 400
+    assert "BadDigest" in response.text
+    assert store.head("k/wrong") is None
+    # Without the header the signature does not match: refused as well.
+    response = httpx.put(url, content=b"what was announced")
+    assert response.status_code == 403
+    assert store.head("k/wrong") is None
+
+
+def test_latest_version_and_delete_version_restore_old_content(store: ObjectStore) -> None:
+    store.put("x", b"old")
+    store.put("x", b"new")
+    latest = store.latest_version("x")
+    assert latest is not None and latest.etag == hashlib.md5(b"new").hexdigest()
+    store.delete_version("x", latest.version_id)
+    assert store.get("x") == b"old"
+
+
+def test_weed_dies_with_its_parent(tmp_path: Path) -> None:
+    """No orphan weed process, even when the parent is killed with SIGKILL."""
+    script = (
+        "import sys, time, pathlib\n"
+        "from zarrchive.storage.seaweedfs import SeaweedFS\n"
+        "s = SeaweedFS(pathlib.Path(sys.argv[1]), 'k', 's')\n"
+        "s.start()\n"
+        "print(s.process.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path / "s3")], stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None
+    weed_pid = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(weed_pid, 0)
+        except ProcessLookupError:
+            return
+        # reap if it is our grandchild turned zombie (it is re-parented, so just poll)
+        time.sleep(0.2)
+    os.kill(weed_pid, signal.SIGKILL)
+    pytest.fail("weed outlived its parent")
