@@ -99,6 +99,16 @@ class ChecksumNode:
         del self.files[name]
         self._cache = None
 
+    def discard_file(self, name: str) -> None:
+        """Remove the file *name* if present."""
+        if self.files.pop(name, None) is not None:
+            self._cache = None
+
+    def discard_directory(self, name: str) -> None:
+        """Remove the subdirectory *name* if present."""
+        if self.directories.pop(name, None) is not None:
+            self._cache = None
+
     def set_directory(self, name: str, checksum: str) -> None:
         """Add or replace the subdirectory *name* with its Zarr checksum."""
         _check_name(name)
