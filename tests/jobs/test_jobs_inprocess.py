@@ -1,0 +1,153 @@
+"""The in-process job queue: runs, retries with backoff, coalesces by key, closes."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from zarrchive.config import Settings
+from zarrchive.errors import ConfigurationError, InvalidJob, JobQueueClosed
+from zarrchive.jobs import InProcessJobQueue, import_string, job_queue_from_settings
+
+APPEND = "jobs_helpers:append_line"
+FLAKY = "jobs_helpers:fail_then_append"
+SLOW = "jobs_helpers:slow_append"
+
+
+@pytest.fixture
+def queue() -> Iterator[InProcessJobQueue]:
+    q = InProcessJobQueue(max_retries=2, backoff=0.01, max_backoff=0.05)
+    yield q
+    q.close(wait=False, timeout=5)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_runs_a_job(queue: InProcessJobQueue, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    job_id = queue.enqueue(APPEND, {"path": str(out), "text": "hello"})
+    assert len(job_id) == 32
+    assert queue.join(timeout=10)
+    assert lines(out) == ["hello"]
+    assert (queue.succeeded, queue.failed) == (1, 0)
+
+
+def test_retries_a_failing_job_then_succeeds(
+    queue: InProcessJobQueue, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "out"
+    with caplog.at_level(logging.WARNING, logger="zarrchive.jobs"):
+        queue.enqueue(FLAKY, {"path": str(out), "text": "ok", "failures": 2})
+        assert queue.join(timeout=10)
+    assert lines(out) == ["ok"]
+    assert Path(str(out) + ".attempts").read_text() == "3"
+    assert (queue.succeeded, queue.failed) == (1, 0)
+    retries = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert len(retries) == 2
+    assert "attempt 1 of 3" in retries[0]
+
+
+def test_gives_up_after_max_retries(
+    queue: InProcessJobQueue, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "out"
+    with caplog.at_level(logging.ERROR, logger="zarrchive.jobs"):
+        queue.enqueue(FLAKY, {"path": str(out), "text": "never", "failures": 10})
+        assert queue.join(timeout=10)
+    assert lines(out) == []
+    assert Path(str(out) + ".attempts").read_text() == "3"  # 1 + 2 retries
+    assert (queue.succeeded, queue.failed) == (0, 1)
+    assert any("failed after 3 attempts" in r.getMessage() for r in caplog.records)
+
+
+def test_coalesces_by_key(queue: InProcessJobQueue, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    busy = tmp_path / "busy"
+    # keep the single worker thread busy so the keyed jobs stay queued
+    queue.enqueue(SLOW, {"path": str(busy), "text": "busy", "seconds": 0.3})
+    ids = [
+        queue.enqueue(APPEND, {"path": str(out), "text": f"checksum-{i}"}, key="zarr-1")
+        for i in range(10)
+    ]
+    queue.enqueue(APPEND, {"path": str(out), "text": "other"}, key="zarr-2")
+    assert len(set(ids)) == 10
+    # zarr-1 and zarr-2 (one each), plus the slow job if it has not started yet
+    assert queue.pending in (2, 3)
+    assert queue.join(timeout=10)
+    assert lines(out) == ["checksum-9", "other"]
+    assert lines(busy) == ["busy"]
+
+
+def test_a_started_job_is_not_replaced(queue: InProcessJobQueue, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    queue.enqueue(SLOW, {"path": str(out), "text": "first", "seconds": 0.2}, key="k")
+    while queue.pending:  # wait until it has started
+        threading.Event().wait(0.005)
+    queue.enqueue(APPEND, {"path": str(out), "text": "second"}, key="k")
+    assert queue.join(timeout=10)
+    assert lines(out) == ["first", "second"]
+
+
+def test_close_drains_then_refuses(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    q = InProcessJobQueue()
+    for i in range(5):
+        q.enqueue(APPEND, {"path": str(out), "text": str(i)})
+    q.close(wait=True, timeout=10)
+    assert lines(out) == ["0", "1", "2", "3", "4"]
+    with pytest.raises(JobQueueClosed, match="closed"):
+        q.enqueue(APPEND, {"path": str(out), "text": "late"})
+
+
+def test_close_without_wait_drops_queued_jobs(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    q = InProcessJobQueue()
+    q.enqueue(SLOW, {"path": str(out), "text": "running", "seconds": 0.2})
+    for i in range(5):
+        q.enqueue(APPEND, {"path": str(out), "text": str(i)})
+    while q.pending == 6:
+        threading.Event().wait(0.005)
+    q.close(wait=False, timeout=10)
+    assert lines(out) == ["running"]
+
+
+def test_validation_at_enqueue(queue: InProcessJobQueue, tmp_path: Path) -> None:
+    with pytest.raises(InvalidJob, match="not an import string"):
+        queue.enqueue("jobs_helpers.append_line", {})
+    with pytest.raises(InvalidJob, match="cannot import module 'no_such_module_xyz'"):
+        queue.enqueue("no_such_module_xyz:f", {})
+    with pytest.raises(InvalidJob, match="has no function 'nope'"):
+        queue.enqueue("jobs_helpers:nope", {})
+    with pytest.raises(InvalidJob, match="JSON-serialisable"):
+        queue.enqueue(APPEND, {"path": tmp_path, "text": "x"})
+    with pytest.raises(InvalidJob, match="module-level"):
+        queue.enqueue(lambda: None, {})
+    assert queue.pending == 0
+
+
+def test_callable_and_kwargs_copy(queue: InProcessJobQueue, tmp_path: Path) -> None:
+    import jobs_helpers
+
+    assert import_string(jobs_helpers.append_line) == APPEND
+    out = tmp_path / "out"
+    kwargs = {"path": str(out), "text": "original"}
+    queue.enqueue(jobs_helpers.append_line, kwargs)
+    kwargs["text"] = "mutated after enqueue"
+    assert queue.join(timeout=10)
+    assert lines(out) == ["original"]
+
+
+def test_factory_picks_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    q = job_queue_from_settings(Settings.from_env({}))
+    assert isinstance(q, InProcessJobQueue)
+    q.close()
+    url = "redis://127.0.0.1:1/0"  # nothing listens there: the factory connects eagerly
+    with pytest.raises(ConfigurationError, match=re.escape(f"cannot reach Redis at '{url}'")):
+        job_queue_from_settings(Settings.from_env({"ZARRCHIVE_REDIS_URL": url}))

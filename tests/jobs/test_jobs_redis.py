@@ -1,0 +1,142 @@
+"""The RQ path against the real Redis (ZARRCHIVE_TEST_REDIS_URL, default 127.0.0.1:6379/0)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from redis import Redis
+
+from zarrchive.config import Settings
+from zarrchive.jobs import RedisJobQueue, job_queue_from_settings, run_worker
+
+pytestmark = pytest.mark.redis
+
+HERE = Path(__file__).parent
+SRC = HERE.parents[1] / "src"
+REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
+APPEND = "jobs_helpers:append_line"
+FLAKY = "jobs_helpers:fail_then_append"
+
+
+@pytest.fixture(scope="module")
+def redis_conn() -> Iterator[Redis]:
+    conn = Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        conn.ping()
+    except Exception as exc:
+        pytest.skip(f"Redis is not reachable at {REDIS_URL} ({exc}); set ZARRCHIVE_TEST_REDIS_URL")
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def queue_name(redis_conn: Redis) -> Iterator[str]:
+    name = f"zarrchive-test-{uuid.uuid4().hex}"
+    yield name
+    for key in redis_conn.scan_iter(f"*{name}*"):
+        redis_conn.delete(key)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def run_cli_worker(queue_name: str) -> subprocess.CompletedProcess[str]:
+    """``zarrchive worker --burst`` in a subprocess (the CLI function through typer)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC)])}
+    env.pop("ZARRCHIVE_REDIS_URL", None)
+    code = "import typer; from zarrchive.cli.worker import worker; typer.run(worker)"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--redis-url", REDIS_URL, "--queue", queue_name, "--burst"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_worker_cli_runs_jobs_and_coalesces(
+    redis_conn: Redis, queue_name: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    q = RedisJobQueue(REDIS_URL, queue_name=queue_name, max_retries=0, result_ttl=60)
+    first = q.enqueue(APPEND, {"path": str(out), "text": "unkeyed"})
+    ids = [
+        q.enqueue(APPEND, {"path": str(out), "text": f"checksum-{i}"}, key="zarr-1")
+        for i in range(10)
+    ]
+    q.enqueue(APPEND, {"path": str(out), "text": "other"}, key="zarr-2")
+    assert len(set([first, *ids])) == 11
+    assert q.queue.count == 3  # nine replaced jobs were removed from the queue
+    q.close()
+    result = run_cli_worker(queue_name)
+    assert result.returncode == 0, result.stderr
+    assert lines(out) == ["unkeyed", "checksum-9", "other"]
+
+
+def test_worker_retries_a_failing_job(redis_conn: Redis, queue_name: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    q = RedisJobQueue(
+        redis_conn, queue_name=queue_name, max_retries=2, retry_intervals=[0], result_ttl=60
+    )
+    q.enqueue(FLAKY, {"path": str(out), "text": "ok", "failures": 2})
+    assert run_worker(REDIS_URL, queue_name=queue_name, burst=True, logging_level="WARNING")
+    assert lines(out) == ["ok"]
+    assert Path(str(out) + ".attempts").read_text() == "3"
+
+
+def test_worker_gives_up_after_retries(redis_conn: Redis, queue_name: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    q = RedisJobQueue(
+        redis_conn, queue_name=queue_name, max_retries=1, retry_intervals=[0], failure_ttl=60
+    )
+    job_id = q.enqueue(FLAKY, {"path": str(out), "text": "never", "failures": 5})
+    run_worker(REDIS_URL, queue_name=queue_name, burst=True, logging_level="WARNING")
+    assert lines(out) == []
+    assert Path(str(out) + ".attempts").read_text() == "2"
+    assert job_id in q.queue.failed_job_registry.get_job_ids()
+
+
+def test_a_started_job_is_not_replaced(redis_conn: Redis, queue_name: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    q = RedisJobQueue(redis_conn, queue_name=queue_name, result_ttl=60)
+    q.enqueue(APPEND, {"path": str(out), "text": "first"}, key="k")
+    # simulate a worker having popped the job (started): it is no longer in the queue list
+    popped = redis_conn.lpop(q.queue.key)
+    assert popped is not None
+    q.enqueue(APPEND, {"path": str(out), "text": "second"}, key="k")
+    assert q.queue.count == 1
+    run_worker(REDIS_URL, queue_name=queue_name, burst=True, logging_level="WARNING")
+    assert lines(out) == ["second"]
+
+
+def test_factory_uses_redis_when_configured(queue_name: str) -> None:
+    q = job_queue_from_settings(
+        Settings.from_env({"ZARRCHIVE_REDIS_URL": REDIS_URL}), queue_name=queue_name
+    )
+    assert isinstance(q, RedisJobQueue)
+    assert q.queue.name == queue_name
+    q.close()
+
+
+def test_worker_cli_without_redis_url_explains() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ZARRCHIVE_REDIS_URL"}
+    env["PYTHONPATH"] = str(SRC)
+    code = "import typer; from zarrchive.cli.worker import worker; typer.run(worker)"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "--burst"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "set ZARRCHIVE_REDIS_URL or pass --redis-url" in result.stderr
