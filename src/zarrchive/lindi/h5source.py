@@ -1,0 +1,406 @@
+"""The HDF5 edge: open a local or remote HDF5 file with h5py and convert it.
+
+Everything that touches h5py lives here; the decisions are the pure rules of
+:mod:`zarrchive.lindi.convert`, :mod:`zarrchive.lindi.codecs` and
+:mod:`zarrchive.lindi.annotations`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+import zarrchive.lindi.annotations as ann
+import zarrchive.lindi.convert as rules
+import zarrchive.lindi.refs as rfs_mod
+from zarrchive.errors import (
+    InvalidInput,
+    UnsupportedDatatype,
+    UnsupportedLink,
+    UnsupportedReference,
+)
+from zarrchive.lindi.codecs import H5Filter, filters_to_codecs
+
+_LAYOUT_COMPACT = 0
+_LAYOUT_CONTIGUOUS = 1
+_LAYOUT_CHUNKED = 2
+
+
+def location_of(source: str | os.PathLike[str]) -> str:
+    """The location written into references: the URL, or the absolute local path."""
+    text = os.fspath(source)
+    if rfs_mod.is_remote(text):
+        return text
+    return os.path.abspath(text)
+
+
+@contextmanager
+def open_hdf5(source: str | os.PathLike[str]) -> Iterator[h5py.File]:
+    """An h5py file for a local path or an http(s) URL (read with range requests)."""
+    text = os.fspath(source)
+    if rfs_mod.is_remote(text):
+        import remfile
+
+        try:
+            remote = remfile.File(text, verbose=False)
+            h5 = h5py.File(remote, "r")
+        except Exception as exc:
+            raise InvalidInput(f"cannot open {text} as a remote HDF5 file: {exc}") from exc
+        try:
+            yield h5
+        finally:
+            h5.close()
+            remote.close()
+        return
+    if not Path(text).is_file():
+        raise InvalidInput(f"{text}: no such HDF5 file")
+    try:
+        h5 = h5py.File(text, "r")
+    except OSError as exc:
+        raise InvalidInput(f"{text} is not a readable HDF5 file: {exc}") from exc
+    try:
+        yield h5
+    finally:
+        h5.close()
+
+
+def hdf5_to_rfs(
+    source: str | os.PathLike[str],
+    *,
+    options: rules.ConvertOptions | None = None,
+    url: str | None = None,
+    generation_metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The LINDI reference file system of the HDF5 file at *source* (path or URL).
+
+    *url* is the location written into the references (default: *source*, made
+    absolute if local).  *generation_metadata* becomes ``generationMetadata``.
+    """
+    options = options or rules.ConvertOptions()
+    with open_hdf5(source) as h5:
+        converter = _Converter(h5, url=url or location_of(source), options=options)
+        refs = converter.run()
+    rfs: dict[str, Any] = {"version": 1, "refs": refs}
+    if generation_metadata is not None:
+        rfs["generationMetadata"] = generation_metadata
+    if options.use_templates:
+        rfs = rfs_mod.apply_templates(rfs)
+    return rfs
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes | np.bytes_):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
+
+
+class _Converter:
+    def __init__(self, h5: h5py.File, *, url: str, options: rules.ConvertOptions) -> None:
+        self.h5 = h5
+        self.url = url
+        self.options = options
+        self.refs: dict[str, Any] = {}
+        self.root_object_id = _text(h5.attrs.get("object_id")) if "object_id" in h5.attrs else None
+        self._ref_cache: dict[bytes, dict[str, Any]] = {}
+
+    def run(self) -> dict[str, Any]:
+        self._group("", self.h5, ())
+        return self.refs
+
+    # -- references -----------------------------------------------------------
+    def encode_ref(self, value: Any) -> dict[str, Any] | None:
+        if not isinstance(value, h5py.Reference):
+            return None
+        if isinstance(value, h5py.RegionReference):
+            raise UnsupportedReference(
+                "the file contains an HDF5 region reference: LINDI supports object references only"
+            )
+        if not value:
+            raise UnsupportedReference("the file contains a null HDF5 object reference")
+        try:
+            target = self.h5[value]
+        except Exception as exc:
+            raise UnsupportedReference(
+                f"an HDF5 object reference cannot be resolved: {exc}"
+            ) from exc
+        if target.name is None:
+            raise UnsupportedReference("an HDF5 object reference points to an anonymous object")
+        object_id = _text(target.attrs.get("object_id")) if "object_id" in target.attrs else None
+        return ann.reference_json(target.name, object_id, self.root_object_id)
+
+    # -- attributes -------------------------------------------------------------
+    def attrs(self, obj: h5py.HLObject, label: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in obj.attrs:
+            if name in ann.SPECIAL_KEYS:
+                raise UnsupportedDatatype(
+                    f"{label} has an attribute named {name}, which LINDI reserves"
+                )
+            try:
+                value = obj.attrs[name]
+            except (OSError, TypeError) as exc:
+                raise UnsupportedDatatype(
+                    f"attribute {name!r} of {label} cannot be read: {exc}"
+                ) from exc
+            out[name] = ann.encode_attribute(
+                value, label=f"{name!r} of {label}", encode_ref=self.encode_ref
+            )
+        return out
+
+    def _put_meta(self, path: str, name: str, value: dict[str, Any]) -> None:
+        self.refs[f"{path}/{name}" if path else name] = value
+
+    # -- groups -----------------------------------------------------------------
+    def _group(self, path: str, group: h5py.Group, ancestors: tuple[Any, ...]) -> None:
+        label = "/" + path
+        self._put_meta(path, ".zgroup", dict(rules.ZGROUP))
+        attrs = self.attrs(group, f"group {label}")
+        if attrs:
+            self._put_meta(path, ".zattrs", attrs)
+        ancestors = (*ancestors, group.id)
+        for name in group:
+            child_path = f"{path}/{name}" if path else name
+            link = group.get(name, getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                raise UnsupportedLink(
+                    f"/{child_path} is an external link to {link.path} in {link.filename}:"
+                    " LINDI cannot represent external links; copy the target into the file first"
+                )
+            if isinstance(link, h5py.SoftLink):
+                target = ann.join_path(label, link.path)
+                self._put_meta(child_path, ".zgroup", dict(rules.ZGROUP))
+                self._put_meta(child_path, ".zattrs", ann.soft_link_attrs(target))
+                continue
+            child = group.get(name)
+            if isinstance(child, h5py.Group):
+                if child.id in ancestors:
+                    raise UnsupportedLink(
+                        f"/{child_path} is a hard link to one of its own ancestors: LINDI cannot"
+                        " represent cycles; replace it with a soft link"
+                    )
+                self._group(child_path, child, ancestors)
+            elif isinstance(child, h5py.Dataset):
+                self._dataset(child_path, child)
+            else:
+                raise UnsupportedDatatype(
+                    f"/{child_path} is a committed datatype or unknown object"
+                )
+
+    # -- datasets ---------------------------------------------------------------
+    def _dataset(self, path: str, ds: h5py.Dataset) -> None:
+        label = "/" + path
+        attrs = self.attrs(ds, f"dataset {label}")
+        if ds.shape is None:
+            raise UnsupportedDatatype(f"dataset {label} has a null dataspace (h5py.Empty)")
+        dtype: np.dtype[Any] = ds.dtype
+        shape = tuple(int(s) for s in ds.shape)
+        if rules.is_numeric(dtype):
+            self._numeric(path, ds, shape, dtype, attrs)
+        elif dtype.kind == "S":
+            data = ds[()]
+            stored_shape = shape or (1,)
+            if shape == ():
+                attrs[ann.SCALAR] = True
+            self._put_meta(
+                path,
+                ".zarray",
+                rules.zarray(stored_shape, rules.zarr_chunks(stored_shape, None), dtype.str),
+            )
+            if attrs:
+                self._put_meta(path, ".zattrs", attrs)
+            if int(np.prod(stored_shape)) > 0:
+                chunk = rules.numeric_chunk_bytes(
+                    np.asarray(data, dtype=dtype).reshape(stored_shape)
+                )
+                self.refs[rules.chunk_key(path, (0,) * len(stored_shape))] = rfs_mod.encode_inline(
+                    chunk
+                )
+        else:
+            self._json_dataset(path, ds, shape, dtype, attrs, label)
+
+    def _numeric(
+        self,
+        path: str,
+        ds: h5py.Dataset,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        attrs: dict[str, Any],
+    ) -> None:
+        label = "/" + path
+        opts = self.options
+        dcpl = ds.id.get_create_plist()
+        layout = dcpl.get_layout()
+        fill = rules.fill_value_json(ds.fillvalue, dtype)
+        if (
+            shape == ()
+            or layout == _LAYOUT_COMPACT
+            or rules.is_inline_numeric(shape, inline_max_elements=opts.inline_max_elements)
+        ):
+            stored = shape or (1,)
+            if shape == ():
+                attrs[ann.SCALAR] = True
+            self._put_meta(
+                path,
+                ".zarray",
+                rules.zarray(stored, rules.zarr_chunks(stored, None), dtype.str, fill_value=fill),
+            )
+            if attrs:
+                self._put_meta(path, ".zattrs", attrs)
+            if int(np.prod(stored)) > 0:
+                data = np.asarray(ds[()], dtype=dtype).reshape(stored)
+                self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(
+                    rules.numeric_chunk_bytes(data)
+                )
+            return
+        pipeline = [
+            H5Filter(int(code), tuple(int(v) for v in values), _text(name) or "")
+            for code, _flags, values, name in (
+                dcpl.get_filter(i) for i in range(dcpl.get_nfilters())
+            )
+        ]
+        codecs = filters_to_codecs(pipeline, itemsize=dtype.itemsize, dataset=label)
+        if layout == _LAYOUT_CHUNKED:
+            chunks = tuple(int(c) for c in ds.chunks)
+            zchunks = rules.zarr_chunks(shape, chunks)
+            self._put_meta(
+                path,
+                ".zarray",
+                rules.zarray(shape, zchunks, dtype.str, fill_value=fill, filters=codecs),
+            )
+            if rules.needs_external_link(shape, chunks, opts.external_array_link_threshold):
+                attrs[ann.EXTERNAL_ARRAY_LINK] = ann.external_array_link(self.url, path)
+                self._put_meta(path, ".zattrs", attrs)
+                return
+            if attrs:
+                self._put_meta(path, ".zattrs", attrs)
+            if int(np.prod(shape)) == 0:
+                return
+            infos: list[Any] = []
+            ds.id.chunk_iter(infos.append)
+            for info in infos:
+                coords = rules.chunk_coords(info.chunk_offset, chunks)
+                key = rules.chunk_key(path, coords)
+                if info.filter_mask:
+                    self.refs[key] = self._reencoded_chunk(ds, info.chunk_offset, chunks, codecs)
+                else:
+                    self.refs[key] = [self.url, int(info.byte_offset), int(info.size)]
+            return
+        # contiguous
+        offset = ds.id.get_offset()
+        nbytes = int(ds.id.get_storage_size())
+        zchunks, pieces = rules.split_contiguous(
+            shape, dtype.itemsize, int(offset or 0), nbytes, opts.contiguous_max_chunk_bytes
+        )
+        self._put_meta(
+            path,
+            ".zarray",
+            rules.zarray(shape, zchunks, dtype.str, fill_value=fill, filters=codecs),
+        )
+        if attrs:
+            self._put_meta(path, ".zattrs", attrs)
+        if offset is None or int(np.prod(shape)) == 0:
+            return  # never written: reads as the fill value
+        for piece in pieces:
+            self.refs[rules.chunk_key(path, piece.coords)] = [self.url, piece.offset, piece.size]
+
+    def _reencoded_chunk(
+        self,
+        ds: h5py.Dataset,
+        offset: tuple[int, ...],
+        chunks: tuple[int, ...],
+        codecs: list[dict[str, Any]],
+    ) -> str:
+        """A chunk stored with some filters skipped (filter mask): decode and re-encode it inline."""
+        from zarrchive.lindi.codecs import get_codec
+
+        sel = tuple(
+            slice(o, min(o + c, s)) for o, c, s in zip(offset, chunks, ds.shape, strict=True)
+        )
+        full = np.full(chunks, ds.fillvalue, dtype=ds.dtype)
+        part = ds[sel]
+        full[tuple(slice(0, n) for n in part.shape)] = part
+        data: Any = full.tobytes()
+        for config in codecs:
+            data = get_codec(config).encode(data)
+        return rfs_mod.encode_inline(bytes(data))
+
+    def _json_dataset(
+        self,
+        path: str,
+        ds: h5py.Dataset,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        attrs: dict[str, Any],
+        label: str,
+    ) -> None:
+        ref_kind = h5py.check_dtype(ref=dtype)
+        vlen = h5py.check_dtype(vlen=dtype)
+        if ref_kind is h5py.RegionReference:
+            raise UnsupportedReference(
+                f"dataset {label} holds region references: LINDI supports object references only"
+            )
+        data = ds[()]
+        flat = np.asarray(data, dtype=dtype).reshape(-1)
+
+        def is_ref(field: np.dtype[Any]) -> bool:
+            kind = h5py.check_dtype(ref=field)
+            if kind is h5py.RegionReference:
+                raise UnsupportedReference(
+                    f"compound dataset {label} holds region references: LINDI supports object references only"
+                )
+            return kind is h5py.Reference
+
+        items: list[Any]
+        if dtype.names is not None:
+            attrs[ann.COMPOUND_DTYPE] = ann.compound_dtype_json(dtype, is_ref, label=label)
+            names = dtype.names
+            items = [
+                [
+                    ann.encode_compound_value(
+                        rec[name], dtype[name], label=label, encode_ref=self.encode_ref
+                    )
+                    for name in names
+                ]
+                for rec in flat
+            ]
+        elif ref_kind is h5py.Reference:
+            items = [self.encode_ref(v) for v in flat]
+        elif vlen in (str, bytes):
+            items = []
+            for v in flat:
+                if isinstance(v, bytes):
+                    try:
+                        v = v.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise UnsupportedDatatype(
+                            f"dataset {label} holds a string that is not UTF-8; LINDI stores text as UTF-8"
+                        ) from exc
+                items.append(v)
+        else:
+            raise UnsupportedDatatype(
+                f"dataset {label} has the type {dtype} (opaque, enum of strings, variable-length"
+                " sequences or arrays are not supported by LINDI)"
+            )
+        stored = shape or (1,)
+        if shape == ():
+            attrs[ann.SCALAR] = True
+        self._put_meta(
+            path,
+            ".zarray",
+            rules.zarray(
+                stored, rules.zarr_chunks(stored, None), "|O", filters=[dict(rules.JSON_CODEC)]
+            ),
+        )
+        if attrs:
+            self._put_meta(path, ".zattrs", attrs)
+        if items:
+            chunk = rules.object_chunk_bytes(rules.nest(items, stored), stored)
+            self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(chunk)
