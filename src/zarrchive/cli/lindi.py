@@ -2,6 +2,145 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
 import typer
 
+from zarrchive.errors import ZarrchiveError
+
 app = typer.Typer(help="LINDI: HDF5/NWB files as Zarr.", no_args_is_help=True)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """zarrchive errors (and unreadable files) as one line on stderr, exit code 2."""
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except ZarrchiveError as exc:
+            message = exc.message
+        except OSError as exc:
+            message = f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
+        print(f"zarrchive lindi: {message}", file=sys.stderr)
+        raise typer.Exit(2)
+
+    return wrapper
+
+
+@app.command("convert")
+@_one_line_errors
+def convert(
+    source: str = typer.Argument(..., help="The HDF5/NWB file: a local path or an http(s) URL."),
+    output: str = typer.Argument(..., help="The LINDI file to write (name ends with .lindi.json)."),
+    external_array_link_threshold: int = typer.Option(
+        1000,
+        "--external-array-link-threshold",
+        help="Chunked datasets with more chunks than this become external array links (-1: never).",
+    ),
+    url: str | None = typer.Option(
+        None, "--url", help="The location to write into references (default: SOURCE)."
+    ),
+) -> None:
+    """Convert an HDF5/NWB file to a .lindi.json reference file system."""
+    from zarrchive import __version__
+    from zarrchive.lindi import ConvertOptions, convert_to_lindi_json
+
+    threshold = None if external_array_link_threshold < 0 else external_array_link_threshold
+    path = convert_to_lindi_json(
+        source,
+        output,
+        options=ConvertOptions(external_array_link_threshold=threshold),
+        url=url,
+        generation_metadata={
+            "generatedBy": "zarrchive",
+            "generatedByVersion": __version__,
+            "source": source,
+            "externalArrayLinkThreshold": threshold,
+        },
+    )
+    print(path)
+
+
+@app.command("to-zarr")
+@_one_line_errors
+def to_zarr(
+    source: str = typer.Argument(..., help="The HDF5/NWB file (local path or http(s) URL)."),
+    out_dir: str = typer.Argument(..., help="The Zarr directory to create (new or empty)."),
+) -> None:
+    """Convert an HDF5/NWB file to a self-contained LINDI Zarr directory (chunks copied)."""
+    from zarrchive.lindi import convert_to_zarr
+
+    print(convert_to_zarr(source, out_dir))
+
+
+@app.command("show")
+@_one_line_errors
+def show(
+    source: str = typer.Argument(
+        ..., help="A .lindi.json file or URL, a LINDI Zarr directory, or an HDF5 file."
+    ),
+) -> None:
+    """Print the tree of a LINDI file: groups, datasets with shapes and dtypes, annotations."""
+    from zarrchive.lindi import File
+
+    with File(source) as f:
+        for line in tree_lines(f):
+            print(line)
+
+
+def tree_lines(f: Any) -> list[str]:
+    """The lines of ``zarrchive lindi show`` for an open :class:`zarrchive.lindi.File`."""
+    import zarrchive.lindi.annotations as ann
+
+    lines = ["/"]
+
+    def walk(group: Any, depth: int) -> None:
+        source = f.source
+        for name in source.children(group._path):
+            path = f"{group._path}/{name}" if group._path else name
+            indent = "  " * depth
+            raw = f.raw_attrs(path)
+            link = ann.soft_link_path(raw) if source.kind(path) == "group" else None
+            if link is not None:
+                lines.append(f"{indent}{name} -> {link}  [_SOFT_LINK]")
+                continue
+            node = f.node(path)
+            notes = [k for k in sorted(raw) if k in ann.SPECIAL_KEYS]
+            if ann.EXTERNAL_ARRAY_LINK in raw:
+                url, target = ann.parse_external_array_link(raw[ann.EXTERNAL_ARRAY_LINK])
+                notes = [n for n in notes if n != ann.EXTERNAL_ARRAY_LINK]
+                notes.append(f"{ann.EXTERNAL_ARRAY_LINK} {url}:{target}")
+            suffix = f"  [{', '.join(notes)}]" if notes else ""
+            if source.kind(path) == "group":
+                lines.append(f"{indent}{name}/{suffix}")
+                walk(node, depth + 1)
+            else:
+                shape = "scalar" if node.shape == () else "x".join(str(s) for s in node.shape)
+                if node.shape != () and len(node.shape) == 1:
+                    shape = f"({node.shape[0]},)"
+                elif node.shape != ():
+                    shape = str(tuple(node.shape))
+                lines.append(f"{indent}{name}  {shape}  {_dtype_text(node)}{suffix}")
+
+    walk(f, 1)
+    return lines
+
+
+def _dtype_text(ds: Any) -> str:
+    import h5py
+
+    dtype = ds.dtype
+    if dtype.names is not None:
+        return "compound(" + ", ".join(dtype.names) + ")"
+    if h5py.check_dtype(ref=dtype) is not None:
+        return "reference"
+    if h5py.check_dtype(vlen=dtype) is not None:
+        return "string"
+    return str(dtype)
