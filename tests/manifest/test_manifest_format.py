@@ -364,3 +364,23 @@ def test_reader_refuses_broken_files(mutate: object, message: str) -> None:
     data = mutate(manifest_bytes(LISTING))  # type: ignore[operator]
     with pytest.raises(InvalidManifest, match=message):
         list(read_manifest(data).entries)
+
+
+def test_entry_from_an_s3_version() -> None:
+    item = {
+        "ETag": '"560caf43c150875fea0e4733f58d4b95"',
+        "Size": 24,
+        "Key": "zarr/abc/arr/.zgroup",
+        "VersionId": "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY",
+        "IsLatest": True,
+        "LastModified": T0,
+    }
+    assert ManifestEntry.from_s3_version(item, "zarr/abc/") == ManifestEntry(
+        "arr/.zgroup",
+        "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY",
+        T0,
+        24,
+        "560caf43c150875fea0e4733f58d4b95",
+    )
+    with pytest.raises(InvalidManifest, match="not an entry below 'zarr/other/'"):
+        ManifestEntry.from_s3_version(item, "zarr/other/")

@@ -73,6 +73,7 @@ class RedisJobQueue(JobQueue):
         self.result_ttl = result_ttl
         self.failure_ttl = failure_ttl
         self._closed = False
+        self._owns_connection = isinstance(connection, str)
 
     def _key_name(self, key: str) -> str:
         return f"zarrchive:jobs:{self.queue.name}:key:{key}"
@@ -122,7 +123,8 @@ class RedisJobQueue(JobQueue):
     def close(self, *, wait: bool = True, timeout: float | None = None) -> None:
         """Refuse new jobs from this object; queued jobs stay in Redis for the workers."""
         self._closed = True
-        self.connection.close()
+        if self._owns_connection:
+            self.connection.close()
 
 
 def run_worker(

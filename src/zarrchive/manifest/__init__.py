@@ -9,6 +9,19 @@ A manifest lists every entry of a Zarr at one checksum, with its S3 version ID,
   and the tree hash; the result streams ``header + body + footer``.
 - :func:`write_manifest` / :func:`manifest_bytes`: the same into a file / bytes.
 - :func:`read_manifest`: statistics first, then the entries as an iterator.
+
+Decisions (see the spec's note on the proof of concept's extra fields):
+
+- ``schemaVersion: 2`` comes first and ``statistics.zarrChecksumMismatch`` is
+  always written: ``null`` when the checksum the database holds (the
+  ``database_checksum`` argument) equals the tree hash of the listing, else the
+  database's checksum.  ``zarrChecksum`` is always the listing's tree hash: the
+  file describes what it lists.  (The proof of concept omits the key when they
+  agree; the reader accepts both and the writer can reproduce either, so its
+  files round-trip byte for byte.)
+- Layout: the proof of concept's (one-space indent, one line per entry array,
+  ASCII with escapes, no trailing newline); entries in listing order.
+- Timestamps are written in UTC, ``YYYY-MM-DDTHH:MM:SS+00:00``, sub-seconds dropped.
 """
 
 from zarrchive.manifest.model import (

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from zarrchive.errors import InvalidManifest
 
@@ -42,6 +43,25 @@ class ManifestEntry(NamedTuple):
     last_modified: datetime
     size: int
     etag: str
+
+    @classmethod
+    def from_s3_version(cls, version: Mapping[str, Any], prefix: str) -> ManifestEntry:
+        """An entry from one item of ``list_object_versions()["Versions"]``.
+
+        *prefix* is the Zarr's key prefix (``zarr/{zarr_id}/``).  Keep only the
+        items with ``IsLatest`` (a key whose latest version is a delete marker
+        has none and is not part of the Zarr).
+        """
+        key = version["Key"]
+        if not isinstance(key, str) or not key.startswith(prefix) or len(key) == len(prefix):
+            raise InvalidManifest(f"S3 key {key!r} is not an entry below {prefix!r}")
+        return cls(
+            key[len(prefix) :],
+            str(version["VersionId"]),
+            version["LastModified"],
+            int(version["Size"]),
+            str(version["ETag"]).strip('"'),
+        )
 
 
 @dataclass(frozen=True, slots=True)
