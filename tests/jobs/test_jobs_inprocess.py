@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,8 +45,10 @@ def test_retries_a_failing_job_then_succeeds(
 ) -> None:
     out = tmp_path / "out"
     with caplog.at_level(logging.WARNING, logger="zarrchive.jobs"):
+        start = time.monotonic()
         queue.enqueue(FLAKY, {"path": str(out), "text": "ok", "failures": 2})
         assert queue.join(timeout=10)
+        assert time.monotonic() - start >= 0.01 + 0.02  # exponential backoff
     assert lines(out) == ["ok"]
     assert Path(str(out) + ".attempts").read_text() == "3"
     assert (queue.succeeded, queue.failed) == (1, 0)
@@ -151,3 +154,10 @@ def test_factory_picks_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
     url = "redis://127.0.0.1:1/0"  # nothing listens there: the factory connects eagerly
     with pytest.raises(ConfigurationError, match=re.escape(f"cannot reach Redis at '{url}'")):
         job_queue_from_settings(Settings.from_env({"ZARRCHIVE_REDIS_URL": url}))
+
+
+def test_worker_command_is_registered() -> None:
+    from zarrchive.cli import app, worker
+
+    commands = {c.name: c.callback for c in app.registered_commands}
+    assert commands["worker"] is worker.worker

@@ -129,7 +129,7 @@ class InProcessJobQueue(JobQueue):
         while (job := self._next()) is not None:
             try:
                 run_job(job.func, job.kwargs)
-            except Exception:
+            except BaseException:  # SystemExit from a job must not kill the worker thread
                 self._failed(job)
             else:
                 log.info("job %s %s done", job.id, job.func)
