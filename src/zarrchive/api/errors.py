@@ -60,6 +60,14 @@ def install_error_handlers(app: FastAPI) -> None:
             messages.append(f"{where}: {error.get('msg', 'invalid')}")
         return JSONResponse({"detail": "invalid request: " + "; ".join(messages)}, status_code=400)
 
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error", exc_info=exc)
+        return JSONResponse(
+            {"detail": "internal error; the operation may be retried (see the server log)"},
+            status_code=500,
+        )
+
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)

@@ -83,7 +83,8 @@ def _validate_files(files: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         seen.add(path)
         result.append((path, etag))
     if errors:
-        raise InvalidInput("; ".join(errors[:20]), detail=errors)
+        more = f" (and {len(errors) - 20} more)" if len(errors) > 20 else ""
+        raise InvalidInput("; ".join(errors[:20]) + more)
     return result
 
 
@@ -123,13 +124,21 @@ def finish_interrupted(archive: Archive, zarr_id: str) -> bool:
 
 
 def queue_manifest(archive: Archive, zarr_id: str) -> None:
-    """Queue the manifest job for the Zarr's new checksum (after the commit)."""
-    if archive.jobs is not None:
+    """Queue the manifest job for the Zarr's new checksum (after the commit).
+
+    The change itself has been committed: a queue failure is logged, never
+    reported as a failure of the change (``zarrchive manifest backfill`` fills gaps).
+    """
+    if archive.jobs is None:
+        return
+    try:
         archive.jobs.enqueue(
             "zarrchive.services.manifests:generate_manifest_job",
             {"zarr_id": zarr_id},
             key=f"manifest:{zarr_id}",
         )
+    except Exception:
+        log.exception("Zarr %s: could not queue its manifest job", zarr_id)
 
 
 # -- the operations --------------------------------------------------------------------

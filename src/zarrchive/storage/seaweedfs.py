@@ -240,5 +240,3 @@ class SeaweedFS:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-

@@ -1,0 +1,5 @@
+"""``python -m zarrchive.cli``."""
+
+from zarrchive.cli import main
+
+main()
