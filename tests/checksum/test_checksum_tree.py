@@ -75,6 +75,17 @@ def test_ungrouped_entries_are_refused(paths: list[str]) -> None:
         ([("a", 1, "A" * 32)], InvalidDigest, "is not an md5 digest"),
         ([("a", 1, '"' + A32 + '"')], InvalidDigest, "is not an md5 digest"),
         ([("a", -1, A32)], InvalidDigest, "'a': size -1 is negative"),
+        ([("d/a", 1, A32), ("d/b", -5, A32)], InvalidDigest, "'d/b': size -5 is negative"),
+        ([("a", "1", A32)], InvalidDigest, r"'a': size '1' is not an int \(str\)"),
+        ([("a", True, A32)], InvalidDigest, r"'a': size True is not an int \(bool\)"),
+        ([("a", 1.0, A32)], InvalidDigest, r"'a': size 1.0 is not an int \(float\)"),
+        ([("a", 1, None)], InvalidDigest, "'a': None is not an md5 digest"),
+        ([("a", 1, A32[:31])], InvalidDigest, f"'a': '{A32[:31]}' is not an md5 digest"),
+        (
+            [("d/a", 1, A32[:31]), ("d/b", 1, A32 + "a")],
+            InvalidDigest,
+            f"'d/a': '{A32[:31]}' is not an md5 digest",
+        ),
     ],
 )
 def test_invalid_entries(
@@ -82,6 +93,17 @@ def test_invalid_entries(
 ) -> None:
     with pytest.raises(error, match=message):
         compute_checksum(entries, grouped=grouped)
+
+
+def test_invalid_entry_raises_before_its_directory_digest() -> None:
+    entries = [("d/a", 1, A32), ("d/b", 1, "x"), ("e/c", 1, A32)]
+    iterator = iter_directory_digests(entries, grouped=True)
+    with pytest.raises(InvalidDigest, match="'d/b': 'x' is not an md5 digest"):
+        next(iterator)
+    hasher = TreeHasher()
+    hasher.add("z", 1, "nope")
+    with pytest.raises(InvalidDigest, match="'z': 'nope' is not an md5 digest"):
+        hasher.finish()
 
 
 def test_duplicate_in_a_directory_revisited_in_depth_first_order() -> None:

@@ -207,3 +207,19 @@ def test_node_json_of_every_directory(grouped: bool) -> None:
     assert compute_checksum(entries) == f"{root_md5}-4--18"
     # Without with_nodes, no node documents.
     assert [d.node_json for d in iter_directory_digests(entries)] == [None, None, None]
+
+
+def test_every_printable_ascii_name_is_encoded_like_json_dumps() -> None:
+    def dumps(dirs: list[tuple[str, str, int]], files: list[tuple[str, str, int]]) -> str:
+        doc = {
+            "directories": [{"digest": d, "name": n, "size": s} for n, d, s in dirs],
+            "files": [{"digest": d, "name": n, "size": s} for n, d, s in files],
+        }
+        return json.dumps(doc, separators=(",", ":"))
+
+    rows = [(chr(c) + "x", A32, c) for c in range(0x20, 0x7F)]
+    plain = [row for row in rows if row[0][0] not in '"\\']
+    assert len(plain) == 93
+    assert listing_json([], rows) == dumps([], rows)  # with '"' and '\\': escaped
+    assert listing_json(plain, []) == dumps(plain, [])  # no escaping needed
+    assert listing_json(plain, rows) == dumps(plain, rows)

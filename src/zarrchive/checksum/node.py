@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii
 from typing import Any, NamedTuple
 
@@ -35,16 +36,31 @@ class ChildDigest(NamedTuple):
 ChildRow = tuple[str, str, int]
 
 
-def _rows_json(rows: Iterable[ChildRow]) -> str:
+# Names made only of these characters need no JSON escaping: printable ASCII but '"' and '\\'.
+_NEEDS_ESCAPE = re.compile(r"[^ !#-\[\]-~]")
+
+
+def _rows_json(rows: list[ChildRow]) -> str:
+    if not rows:
+        return ""
+    if _NEEDS_ESCAPE.search("".join([row[0] for row in rows])) is None:
+        return ",".join(
+            [
+                f'{{"digest":"{digest}","name":"{name}","size":{size}}}'
+                for name, digest, size in rows
+            ]
+        )
     return ",".join(
-        f'{{"digest":"{digest}","name":{_quote(name)},"size":{size}}}'
-        for name, digest, size in rows
+        [
+            f'{{"digest":"{digest}","name":{_quote(name)},"size":{size}}}'
+            for name, digest, size in rows
+        ]
     )
 
 
 def listing_json(directories: list[ChildRow], files: list[ChildRow]) -> str:
     """The exact JSON that is hashed for a directory; both lists sorted by name."""
-    return '{"directories":[' + _rows_json(directories) + '],"files":[' + _rows_json(files) + "]}"
+    return f'{{"directories":[{_rows_json(directories)}],"files":[{_rows_json(files)}]}}'
 
 
 def directory_digest(

@@ -11,9 +11,9 @@ accept entries in any order and sort them first unless told they are grouped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import pairwise
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -53,8 +53,8 @@ class _Frame:
         self.files: list[ChildRow] = []
         self.directories: list[ChildRow] = []
         self.closed: set[str] = set()
-        self.count = 0
-        self.size = 0
+        self.count = 0  # files in the closed subdirectories
+        self.size = 0  # bytes in the closed subdirectories
 
 
 class TreeHasher:
@@ -62,10 +62,16 @@ class TreeHasher:
 
     Call :meth:`add` for every file, then :meth:`finish`; :attr:`completed`
     collects the directory digests produced so far when *collect* is set.
+
+    Paths are checked as they arrive; digests, sizes and duplicate names are
+    checked in bulk when the hasher leaves a directory, before its digest
+    exists (:meth:`add` or :meth:`finish` raise), which keeps :meth:`add` cheap.
     """
 
     def __init__(self, *, collect: bool = False, with_nodes: bool = False) -> None:
-        self._stack: list[_Frame] = [_Frame("")]
+        root = _Frame("")
+        self._stack: list[_Frame] = [root]
+        self._files = root.files  # the current directory's files
         self._parts: list[str] = []
         self._dir = ""
         self._collect = collect or with_nodes
@@ -82,56 +88,59 @@ class TreeHasher:
             raise InvalidPath(
                 f"{path!r} is not a file path: it is empty, ends with '/' or starts with '/'"
             )
-        if not is_md5(md5):
-            raise InvalidDigest(f"{path!r}: {md5!r} is not an md5 digest")
-        if size < 0:
-            raise InvalidDigest(f"{path!r}: size {size} is negative")
-        frame = self._stack[-1]
-        frame.files.append((name, md5, size))
-        frame.count += 1
-        frame.size += size
+        self._files.append((name, md5, size))
 
     def _enter(self, directory: str, path: str) -> None:
         new_parts = directory.split("/") if directory else []
         old_parts = self._parts
+        stack = self._stack
         common = 0
-        for old, new in zip(old_parts, new_parts, strict=False):
-            if old != new:
-                break
+        limit = min(len(old_parts), len(new_parts))
+        while common < limit and old_parts[common] == new_parts[common]:
             common += 1
-        while len(self._stack) > common + 1:
+        while len(stack) > common + 1:
             self._close()
         for segment in new_parts[common:]:
             if not segment:
                 raise InvalidPath(f"{path!r} has an empty path segment")
-            parent = self._stack[-1]
-            if segment in parent.closed:
+            if segment in stack[-1].closed:
                 raise UngroupedEntries(
                     f"{path!r} arrived after the hasher left its directory: entries must be "
                     "grouped by directory (sorted), or use compute_checksum(..., grouped=False)"
                 )
-            self._stack.append(_Frame(segment))
+            stack.append(_Frame(segment))
         self._parts = new_parts
         self._dir = directory
+        self._files = stack[-1].files
 
-    def _close(self) -> DirectoryDigest:
-        frame = self._stack.pop()
-        frame.files.sort(key=_by_name)
-        frame.directories.sort(key=_by_name)
-        _check_unique(frame.files, self._parts[: len(self._stack)])
-        listing, digest = directory_digest(frame.directories, frame.files, frame.count, frame.size)
-        path = "/".join(self._parts[: len(self._stack)]) if self._stack else ""
-        if self._stack:
-            parent = self._stack[-1]
-            parent.directories.append((frame.name, digest, frame.size))
+    def _close(self) -> DirectoryDigest | None:
+        """Fold the deepest open directory into its parent; its digest if collected or the root."""
+        stack = self._stack
+        frame = stack.pop()
+        depth = len(stack)
+        files = frame.files
+        count, size = frame.count, frame.size
+        if files:
+            files.sort(key=_by_name)
+            _check_files(files, self._parts, depth)
+            count += len(files)
+            size += sum(map(_size_of, files))
+        directories = frame.directories
+        directories.sort(key=_by_name)
+        listing, digest = directory_digest(directories, files, count, size)
+        if depth:
+            parent = stack[-1]
+            parent.directories.append((frame.name, digest, size))
             parent.closed.add(frame.name)
-            parent.count += frame.count
-            parent.size += frame.size
+            parent.count += count
+            parent.size += size
+            if not self._collect:
+                return None
         result = DirectoryDigest(
-            path,
+            "/".join(self._parts[:depth]) if depth else "",
             digest,
-            frame.count,
-            frame.size,
+            count,
+            size,
             node_json(listing, digest) if self._with_nodes else None,
         )
         if self._collect:
@@ -145,17 +154,42 @@ class TreeHasher:
                 self._close()
             self._parts = []
             self._finished = self._close()
+        assert self._finished is not None
         return self._finished
 
 
 _by_name = itemgetter(0)
+_md5_of = itemgetter(1)
+_size_of = itemgetter(2)
+# md5s joined by ",", each followed by ","; one regex run checks a whole directory.
+_MD5_LIST = re.compile(r"(?:[0-9a-f]{32},)*")
 
 
-def _check_unique(files: list[ChildRow], parts: list[str]) -> None:
-    for previous, current in pairwise(files):
-        if previous[0] == current[0]:
-            path = "/".join([*parts, current[0]])
+def _check_files(files: list[ChildRow], parts: list[str], depth: int) -> None:
+    """Check a directory's name-sorted files: unique names, md5 digests, sizes >= 0."""
+    names = set(map(_by_name, files))
+    md5s_ok = sizes_ok = False
+    try:
+        md5s_ok = _MD5_LIST.fullmatch(",".join(map(_md5_of, files)) + ",") is not None
+        sizes = list(map(_size_of, files))
+        sizes_ok = set(map(type, sizes)) == {int} and min(sizes) >= 0
+    except TypeError:
+        pass
+    if len(names) == len(files) and md5s_ok and sizes_ok:
+        return
+    previous = None
+    for name, md5, size in files:  # find the first culprit, for the message
+        path = "/".join([*parts[:depth], name])
+        if name == previous:
             raise InvalidPath(f"{path!r} appears more than once")
+        previous = name
+        if not is_md5(md5):
+            raise InvalidDigest(f"{path!r}: {md5!r} is not an md5 digest")
+        if type(size) is not int:
+            raise InvalidDigest(f"{path!r}: size {size!r} is not an int ({type(size).__name__})")
+        if size < 0:
+            raise InvalidDigest(f"{path!r}: size {size} is negative")
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _ordered(
