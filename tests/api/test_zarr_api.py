@@ -322,3 +322,15 @@ def test_info(api: httpx.Client, archive: Archive) -> None:
     assert set(body) == {"version", "s3_endpoint_url", "bucket", "max_batch_files"}
     assert api.get("/docs").status_code == 200
     assert "/api/zarr/{zarr_id}/upload/complete/" in api.get("/openapi.json").json()["paths"]
+
+
+def test_list_zarrs(api: httpx.Client, zarr_id: str, dandiset: str) -> None:
+    second = api.post("/api/zarr/", json={"name": "b.zarr", "dandiset": dandiset}).json()
+    listed = api.get("/api/zarr/", params={"dandiset": dandiset}).json()
+    assert sorted(z["zarr_id"] for z in listed) == sorted([zarr_id, second["zarr_id"]])
+    named = api.get("/api/zarr/", params={"dandiset": dandiset, "name": "b.zarr"}).json()
+    assert [z["zarr_id"] for z in named] == [second["zarr_id"]]
+    first_page = api.get("/api/zarr/", params={"page_size": 1}).json()
+    rest = api.get("/api/zarr/", params={"after": first_page[0]["zarr_id"]}).json()
+    assert len(first_page) == 1 and len(rest) == 1
+    assert api.get("/api/zarr/", params={"dandiset": "000999"}).status_code == 404

@@ -95,6 +95,26 @@ def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str
     return zarr
 
 
+def list_zarrs(
+    session: Session,
+    user: User | None,
+    *,
+    dandiset_id: str | None = None,
+    name: str | None = None,
+    limit: int = 100,
+    after: str | None = None,
+) -> list[Zarr]:
+    """Zarrs visible to *user*, optionally of one dandiset and/or with one name."""
+    query = select(Zarr).order_by(Zarr.id).limit(limit)
+    if dandiset_id is not None:
+        query = query.where(Zarr.dandiset_id == get_dandiset(session, user, dandiset_id).id)
+    if name is not None:
+        query = query.where(Zarr.name == name)
+    if after is not None:
+        query = query.where(Zarr.id > after)
+    return [z for z in session.scalars(query) if can_read(user, z.dandiset)]
+
+
 def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
     batch = session.scalar(select(UploadBatch.kind).where(UploadBatch.zarr_id == zarr.id))
     return ZarrInfo(

@@ -44,6 +44,24 @@ def create_zarr(body: ZarrCreate, archive: ArchiveDep, user: UserDep) -> ZarrOut
         return _zarr_out(archive, session, zarr)
 
 
+@router.get("/api/zarr/", response_model=list[ZarrOut], summary="List Zarr archives")
+def list_zarrs(
+    archive: ArchiveDep,
+    user: UserDep,
+    dandiset: str | None = None,
+    name: str | None = None,
+    page_size: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after: str | None = None,
+) -> list[ZarrOut]:
+    """Zarrs visible to the caller, filtered by dandiset and/or exact name, ordered by id;
+    pass the last id as `after` for the next page."""
+    with archive.db.session() as session:
+        found = zarrs.list_zarrs(
+            session, user, dandiset_id=dandiset, name=name, limit=page_size, after=after
+        )
+        return [_zarr_out(archive, session, z) for z in found]
+
+
 @router.get("/api/zarr/{zarr_id}/", response_model=ZarrOut, summary="A Zarr archive")
 def get_zarr(zarr_id: str, archive: ArchiveDep, user: UserDep) -> ZarrOut:
     """Name, dandiset, S3 location, checksum, file count and size."""
