@@ -231,7 +231,7 @@ def decode_attribute(value: JSON, make_ref: Callable[[ReferenceTarget], Any]) ->
     if isinstance(value, bool):
         return np.bool_(value)
     if isinstance(value, int):
-        return np.int64(value)
+        return _integer(value)
     if isinstance(value, float):
         return np.float64(value)
     if isinstance(value, str):
@@ -242,6 +242,16 @@ def decode_attribute(value: JSON, make_ref: Callable[[ReferenceTarget], Any]) ->
     if isinstance(value, dict):
         return value
     return value
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def _integer(value: int) -> np.integer[Any]:
+    """``int64`` like h5py, ``uint64`` for values only that type holds."""
+    if value > _INT64_MAX:
+        return np.uint64(value)
+    return np.int64(value)
 
 
 def _flatten(value: Any) -> list[Any]:
@@ -255,7 +265,8 @@ def _decode_list(value: list[Any], make_ref: Callable[[ReferenceTarget], Any]) -
     if flat and all(isinstance(x, bool) for x in flat):
         return np.array(value, dtype=bool)
     if all(isinstance(x, int) and not isinstance(x, bool) for x in flat):
-        return np.array(value, dtype=np.int64)
+        big = any(x > _INT64_MAX for x in flat)
+        return np.array(value, dtype=np.uint64 if big else np.int64)
     if all(
         (isinstance(x, int | float) and not isinstance(x, bool))
         or (isinstance(x, str) and x in _SPECIAL_FLOATS)

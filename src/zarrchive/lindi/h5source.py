@@ -239,10 +239,17 @@ class _Converter:
         dcpl = ds.id.get_create_plist()
         layout = dcpl.get_layout()
         fill = rules.fill_value_json(ds.fillvalue, dtype)
+        # small datasets are inline, unless their filters are not available to read them here
+        readable = all(
+            h5py.h5z.filter_avail(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters())
+        )
         if (
             shape == ()
             or layout == _LAYOUT_COMPACT
-            or rules.is_inline_numeric(shape, inline_max_elements=opts.inline_max_elements)
+            or (
+                readable
+                and rules.is_inline_numeric(shape, inline_max_elements=opts.inline_max_elements)
+            )
         ):
             stored = shape or (1,)
             if shape == ():

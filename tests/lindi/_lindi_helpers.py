@@ -1,0 +1,103 @@
+"""Comparison helpers of the LINDI tests: our reader against h5py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import h5py
+import numpy as np
+
+from zarrchive.lindi import Reference
+
+
+def same_value(ours: Any, theirs: Any, ours_file: Any, their_file: Any) -> None:
+    """Values equal, references compared by the name of their target."""
+    if isinstance(theirs, h5py.Reference):
+        assert isinstance(ours, Reference), (ours, theirs)
+        assert ours_file[ours].name == their_file[theirs].name
+        return
+    if isinstance(theirs, np.ndarray) and theirs.dtype.names is not None:
+        assert isinstance(ours, np.ndarray) and ours.dtype.names == theirs.dtype.names
+        assert ours.shape == theirs.shape
+        for name in theirs.dtype.names:
+            for a, b in zip(ours[name].reshape(-1), theirs[name].reshape(-1), strict=True):
+                same_value(a, b, ours_file, their_file)
+        return
+    if isinstance(theirs, np.void):
+        assert isinstance(ours, np.void)
+        for a, b in zip(ours.tolist(), theirs.tolist(), strict=True):
+            same_value(a, b, ours_file, their_file)
+        return
+    if isinstance(theirs, np.ndarray) and theirs.dtype.kind == "O":
+        assert isinstance(ours, np.ndarray) and ours.shape == theirs.shape
+        for a, b in zip(ours.reshape(-1), theirs.reshape(-1), strict=True):
+            same_value(a, b, ours_file, their_file)
+        return
+    if isinstance(theirs, np.ndarray):
+        assert isinstance(ours, np.ndarray), type(ours)
+        assert ours.dtype == theirs.dtype
+        assert ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours, theirs)
+        return
+    assert type(ours) is type(theirs), (type(ours), type(theirs))
+    if isinstance(theirs, float | np.floating) and np.isnan(theirs):
+        assert np.isnan(ours)
+    else:
+        assert ours == theirs
+
+
+def same_attrs(ours: Any, theirs: Any, ours_file: Any, their_file: Any) -> None:
+    assert sorted(ours.attrs) == sorted(theirs.attrs)
+    for key in theirs.attrs:
+        a, b = ours.attrs[key], theirs.attrs[key]
+        if isinstance(b, bytes):  # LINDI attributes hold text
+            assert a == b.decode("utf-8")
+        elif isinstance(b, np.ndarray) and b.dtype.kind == "S":
+            assert a.tolist() == [x.decode("utf-8") for x in b.reshape(-1)]
+        elif isinstance(b, np.ndarray) and b.dtype.kind in "iu":
+            assert isinstance(a, np.ndarray) and a.dtype.kind in "iu"
+            np.testing.assert_array_equal(a, b)
+        elif isinstance(b, np.ndarray) and b.dtype.kind == "f":
+            np.testing.assert_array_equal(a, b.astype(np.float64))
+        elif isinstance(b, np.integer):
+            assert isinstance(a, np.integer) and a == b
+        elif isinstance(b, np.floating):
+            assert isinstance(a, np.floating)
+            assert (np.isnan(a) and np.isnan(b)) or a == b
+        else:
+            same_value(a, b, ours_file, their_file)
+
+
+def same_dtype(ours: np.dtype[Any], theirs: np.dtype[Any]) -> None:
+    if theirs.names is not None:
+        assert ours.names == theirs.names
+        for name in theirs.names:
+            same_dtype(ours[name], theirs[name])
+        return
+    assert ours == theirs, (ours, theirs)
+    assert h5py.check_dtype(ref=ours) == h5py.check_dtype(ref=theirs)
+    if h5py.check_dtype(vlen=theirs) is not None:
+        assert h5py.check_dtype(vlen=ours) is not None
+
+
+def same_tree(ours: Any, theirs: Any) -> None:
+    """Groups, datasets, attributes, shapes, dtypes and values equal (soft links followed)."""
+    ours_file, their_file = ours.file, theirs.file
+
+    def walk(a: Any, b: Any) -> None:
+        same_attrs(a, b, ours_file, their_file)
+        if isinstance(b, h5py.Dataset):
+            assert isinstance(a, h5py.Dataset), a
+            assert a.shape == b.shape, (a.name, a.shape, b.shape)
+            same_dtype(a.dtype, b.dtype)
+            same_value(a[()], b[()], ours_file, their_file)
+            return
+        assert isinstance(a, h5py.Group)
+        assert sorted(a.keys()) == sorted(b.keys()), a.name
+        for key in b:
+            if b.get(key) is None:  # dangling link
+                assert a.get(key) is None
+                continue
+            walk(a[key], b[key])
+
+    walk(ours, theirs)
