@@ -37,6 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 TEST_ACCESS_KEY = "zarrchive-test"
 TEST_SECRET_KEY = "zarrchive-test-secret"
+#: Test buckets named so are world-readable (anonymous GET), like the archive's public bucket.
+PUBLIC_BUCKET_PREFIX = "zpub-"
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
@@ -47,6 +49,7 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
         tmp_path_factory.mktemp("seaweedfs"),
         TEST_ACCESS_KEY,
         TEST_SECRET_KEY,
+        public_read_buckets=[f"{PUBLIC_BUCKET_PREFIX}*"],
     )
     server.start()
     try:
@@ -58,14 +61,24 @@ def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
 _bucket_counter = itertools.count()
 
 
-@pytest.fixture
-def bucket(seaweedfs: SeaweedFS) -> str:
-    """A fresh, versioned bucket for this test."""
-    name = f"test-{os.getpid()}-{next(_bucket_counter)}-{uuid.uuid4().hex[:6]}"
+def _new_bucket(seaweedfs: SeaweedFS, prefix: str) -> str:
+    name = f"{prefix}{os.getpid()}-{next(_bucket_counter)}-{uuid.uuid4().hex[:6]}"
     client: Any = seaweedfs.client()
     client.create_bucket(Bucket=name)
     client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
     return name
+
+
+@pytest.fixture
+def bucket(seaweedfs: SeaweedFS) -> str:
+    """A fresh, versioned, world-readable bucket for this test (the archive's public bucket)."""
+    return _new_bucket(seaweedfs, PUBLIC_BUCKET_PREFIX)
+
+
+@pytest.fixture
+def embargo_bucket(seaweedfs: SeaweedFS) -> str:
+    """A fresh, versioned, private bucket for this test (the archive's embargo bucket)."""
+    return _new_bucket(seaweedfs, "zemb-")
 
 
 @pytest.fixture
@@ -135,6 +148,7 @@ def make_settings(
         "database_url": database_url,
         "s3_endpoint_url": seaweedfs.endpoint_url,
         "s3_bucket": bucket,
+        "s3_embargo_bucket": bucket.replace(PUBLIC_BUCKET_PREFIX, "zemb-", 1),
         "s3_access_key_id": TEST_ACCESS_KEY,
         "s3_secret_access_key": TEST_SECRET_KEY,
     }

@@ -5,7 +5,8 @@
 | ``ZARRCHIVE_DATA_DIR`` | ``./.zarrchive`` |
 | ``ZARRCHIVE_DATABASE_URL`` | ``sqlite:///{DATA_DIR}/zarrchive.sqlite3`` |
 | ``ZARRCHIVE_S3_ENDPOINT_URL`` | unset: start the embedded SeaweedFS |
-| ``ZARRCHIVE_S3_BUCKET`` | ``zarrchive`` |
+| ``ZARRCHIVE_S3_BUCKET`` | ``zarrchive`` (world-readable) |
+| ``ZARRCHIVE_S3_EMBARGO_BUCKET`` | ``{S3_BUCKET}-embargoed`` (private) |
 | ``ZARRCHIVE_S3_ACCESS_KEY_ID`` / ``ZARRCHIVE_S3_SECRET_ACCESS_KEY`` | embedded: generated once and kept in the data directory |
 | ``ZARRCHIVE_S3_REGION`` | ``us-east-1`` |
 | ``ZARRCHIVE_MAX_BATCH_FILES`` | ``500`` |
@@ -32,6 +33,7 @@ class Settings:
     database_url: str
     s3_endpoint_url: str | None
     s3_bucket: str
+    s3_embargo_bucket: str
     s3_access_key_id: str | None
     s3_secret_access_key: str | None
     s3_region: str
@@ -59,12 +61,14 @@ class Settings:
             return value if value not in (None, "") else None
 
         data_dir = Path(get("DATA_DIR") or ".zarrchive").expanduser().absolute()
+        bucket = get("S3_BUCKET") or "zarrchive"
         database_url = get("DATABASE_URL") or f"sqlite:///{data_dir / 'zarrchive.sqlite3'}"
         return cls(
             data_dir=data_dir,
             database_url=database_url,
             s3_endpoint_url=get("S3_ENDPOINT_URL"),
-            s3_bucket=get("S3_BUCKET") or "zarrchive",
+            s3_bucket=bucket,
+            s3_embargo_bucket=get("S3_EMBARGO_BUCKET") or f"{bucket}-embargoed",
             s3_access_key_id=get("S3_ACCESS_KEY_ID"),
             s3_secret_access_key=get("S3_SECRET_ACCESS_KEY"),
             s3_region=get("S3_REGION") or "us-east-1",

@@ -99,3 +99,14 @@ def test_weed_dies_with_its_parent(tmp_path: Path) -> None:
         time.sleep(0.2)
     os.kill(weed_pid, signal.SIGKILL)
     pytest.fail("weed outlived its parent")
+
+
+def test_public_buckets_are_world_readable_and_others_not(
+    s3: Any, bucket: str, embargo_bucket: str, seaweedfs: SeaweedFS
+) -> None:
+    for name in (bucket, embargo_bucket):
+        s3.put_object(Bucket=name, Key="zarr/k", Body=b"data")
+    assert httpx.get(f"{seaweedfs.endpoint_url}/{bucket}/zarr/k").content == b"data"
+    assert httpx.get(f"{seaweedfs.endpoint_url}/{embargo_bucket}/zarr/k").status_code == 403
+    # anonymous writes are refused everywhere
+    assert httpx.put(f"{seaweedfs.endpoint_url}/{bucket}/zarr/k", content=b"x").status_code == 403

@@ -67,7 +67,7 @@ def embedded_s3(settings: Settings) -> Iterator[Settings]:
         )
         return
     port = int(os.environ.get("ZARRCHIVE_EMBEDDED_S3_PORT") or DEFAULT_PORT)
-    server = SeaweedFS(s3_dir, key, secret, s3_port=port)
+    server = SeaweedFS(s3_dir, key, secret, s3_port=port, public_read_buckets=[settings.s3_bucket])
     server.start()
     try:
         marker.write_text(server.endpoint_url)
