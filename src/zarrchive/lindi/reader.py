@@ -855,7 +855,7 @@ class Dataset(_Node, h5py.Dataset):  # type: ignore[misc]
     def dtype(self) -> np.dtype[Any]:
         if self._compound is not None:
             return self._compound
-        if self._zdtype.kind == "O":
+        if self._zdtype.kind in "OU":  # numpy unicode: written by lindi for strings
             kind = self._kind()
             return _REF_DTYPE if kind == "ref" else _STR_DTYPE
         return self._zdtype
@@ -1057,7 +1057,7 @@ class Dataset(_Node, h5py.Dataset):  # type: ignore[misc]
     def _out_dtype(self) -> np.dtype[Any]:
         if self._compound is not None:
             return self._compound
-        if self._zdtype.kind == "O":
+        if self._zdtype.kind in "OU":
             return np.dtype(object)
         return self._zdtype
 
@@ -1081,7 +1081,7 @@ class Dataset(_Node, h5py.Dataset):  # type: ignore[misc]
         datas = self._file.source.get_many(list(dict.fromkeys(keys)))
         chain = self._codec_chain()
         order = str(self._meta.get("order") or "C")
-        is_object = self._zdtype.kind == "O"
+        is_object = self._zdtype.kind in "OU"
         for combo, key in zip(combos, keys, strict=True):
             data = datas.get(key)
             if data is None:
