@@ -9,8 +9,10 @@ keeps a second batch out).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     DateTime,
@@ -60,6 +62,8 @@ class Dandiset(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(300))
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: ``embargoed``, ``unembargoing`` (objects being moved to the public bucket) or ``open``.
+    embargo_status: Mapped[str] = mapped_column(String(16), default="open")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     owners: Mapped[list[User]] = relationship(secondary="dandiset_owners", lazy="selectin")
@@ -128,3 +132,101 @@ class UploadBatchFile(Base):
     etag: Mapped[str | None] = mapped_column(String(32), nullable=True)
     #: Filled in when the batch is verified.
     size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class ZarrManifest(Base):
+    """A manifest file written for one checksum of a Zarr."""
+
+    __tablename__ = "zarr_manifests"
+    __table_args__ = (UniqueConstraint("zarr_id", "checksum", name="uq_manifest_per_checksum"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), index=True)
+    #: The checksum the archive held (the file is named by it).
+    checksum: Mapped[str] = mapped_column(String(80))
+    #: The tree hash of the S3 listing; differs from ``checksum`` on a mismatch.
+    listing_checksum: Mapped[str] = mapped_column(String(80))
+    entries: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    @property
+    def mismatch(self) -> bool:
+        return self.checksum != self.listing_checksum
+
+
+class Version(Base):
+    """A dandiset's ``draft`` or a published version ``0.YYMMDD.NNNN``."""
+
+    __tablename__ = "versions"
+    __table_args__ = (UniqueConstraint("dandiset_id", "version", name="uq_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dandiset_id: Mapped[int] = mapped_column(
+        ForeignKey("dandisets.id", ondelete="CASCADE"), index=True
+    )
+    version: Mapped[str] = mapped_column(String(32))
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    modified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    @property
+    def is_draft(self) -> bool:
+        return self.version == "draft"
+
+
+class Blob(Base):
+    """A regular file's content, stored once per (md5, size) and bucket under ``blobs/``."""
+
+    __tablename__ = "blobs"
+    __table_args__ = (UniqueConstraint("md5", "size", "embargoed", name="uq_blob_content"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    md5: Mapped[str] = mapped_column(String(32))
+    size: Mapped[int] = mapped_column(BigInteger)
+    key: Mapped[str] = mapped_column(String(200))
+    #: True while it lives in the embargo bucket.
+    embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class BlobUpload(Base):
+    """An upload of a blob in progress (single PUT or S3 multipart)."""
+
+    __tablename__ = "blob_uploads"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    md5: Mapped[str] = mapped_column(String(32))
+    size: Mapped[int] = mapped_column(BigInteger)
+    key: Mapped[str] = mapped_column(String(200))
+    embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: S3's multipart upload id, when the blob is uploaded in parts.
+    multipart_upload_id: Mapped[str | None] = mapped_column(String(400), nullable=True)
+    part_size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Asset(Base):
+    """A file of a version: a blob or a Zarr, with metadata; a path is unique per version.
+
+    Publishing copies the draft's asset rows into the new version (metadata only:
+    they reference the same blobs and Zarrs; no data is copied).
+    """
+
+    __tablename__ = "assets"
+    __table_args__ = (UniqueConstraint("version_id", "path", name="uq_asset_path"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    version_id: Mapped[int] = mapped_column(
+        ForeignKey("versions.id", ondelete="CASCADE"), index=True
+    )
+    path: Mapped[str] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    blob_id: Mapped[str | None] = mapped_column(ForeignKey("blobs.id"), nullable=True, index=True)
+    zarr_id: Mapped[str | None] = mapped_column(ForeignKey("zarrs.id"), nullable=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    modified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    version: Mapped[Version] = relationship(lazy="joined", innerjoin=True)
+    blob: Mapped[Blob | None] = relationship(lazy="joined")
+    zarr: Mapped[Zarr | None] = relationship(lazy="joined")

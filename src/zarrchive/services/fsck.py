@@ -19,6 +19,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import finish_interrupted, open_batch, queue_manifest
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import checksum_node_key, checksum_prefix, zarr_prefix
+from zarrchive.storage.objects import ObjectStore
 
 
 @dataclass
@@ -36,9 +37,9 @@ class FsckReport:
         return not self.problems
 
 
-def _listing(archive: Archive, zarr_id: str) -> Iterator[tuple[str, int, str]]:
+def _listing(store: ObjectStore, zarr_id: str) -> Iterator[tuple[str, int, str]]:
     prefix = zarr_prefix(zarr_id)
-    for info in archive.store.iter_objects(prefix):
+    for info in store.iter_objects(prefix):
         path = info.key[len(prefix) :]
         if not is_md5(info.etag):
             raise InvalidInput(
@@ -55,11 +56,11 @@ def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         zarr_id, db_checksum = zarr.id, zarr.checksum
         db_count, db_size = zarr.file_count, zarr.size
-    store = archive.store
+        store = archive.store_for(zarr.dandiset)
     expected: dict[str, bytes] = {}
     root_checksum, count, size = EMPTY_CHECKSUM, 0, 0
     for directory in iter_directory_digests(
-        _listing(archive, zarr_id), grouped=True, with_nodes=True
+        _listing(store, zarr_id), grouped=True, with_nodes=True
     ):
         assert directory.node_json is not None
         if directory.path == "":

@@ -10,17 +10,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarrchive.config import Settings
+from zarrchive.db.models import Dandiset
 from zarrchive.db.session import Database
 from zarrchive.storage.objects import ObjectStore
 
 
 @dataclass
 class Archive:
+    """Everything a service operation needs.
+
+    Two buckets: ``store`` is the public, world-readable one; ``embargo_store``
+    the private one that holds everything of embargoed dandisets until they are
+    unembargoed.
+    """
+
     settings: Settings
     db: Database
     store: ObjectStore
+    embargo_store: ObjectStore
     #: The job queue (``zarrchive.jobs``); ``None`` runs nothing in the background.
     jobs: Any = field(default=None)
+
+    def store_for(self, dandiset: Dandiset) -> ObjectStore:
+        """The bucket holding *dandiset*'s objects."""
+        return self.embargo_store if dandiset.embargoed else self.store
 
     @classmethod
     def from_settings(cls, settings: Settings, *, migrate: bool = True) -> Archive:
@@ -28,18 +41,22 @@ class Archive:
         db = Database(settings.database_url)
         if migrate:
             db.migrate()
-        store = ObjectStore(
-            endpoint_url=settings.s3_endpoint_url,
-            bucket=settings.s3_bucket,
-            access_key_id=settings.s3_access_key_id,
-            secret_access_key=settings.s3_secret_access_key,
-            region=settings.s3_region,
-        )
-        store.ensure_bucket(versioned=True)
-        return cls(settings=settings, db=db, store=store)
+        stores = []
+        for bucket in (settings.s3_bucket, settings.s3_embargo_bucket):
+            store = ObjectStore(
+                endpoint_url=settings.s3_endpoint_url,
+                bucket=bucket,
+                access_key_id=settings.s3_access_key_id,
+                secret_access_key=settings.s3_secret_access_key,
+                region=settings.s3_region,
+            )
+            store.ensure_bucket(versioned=True)
+            stores.append(store)
+        return cls(settings=settings, db=db, store=stores[0], embargo_store=stores[1])
 
     def close(self) -> None:
         if self.jobs is not None and hasattr(self.jobs, "close"):
             self.jobs.close()
         self.store.close()
+        self.embargo_store.close()
         self.db.dispose()

@@ -35,7 +35,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.tree_updater import FileChange, apply_changes, file_lookup
 from zarrchive.services.zarrs import ensure_writable, get_zarr
 from zarrchive.storage.keys import zarr_object_key
-from zarrchive.storage.objects import ObjectInfo
+from zarrchive.storage.objects import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +92,15 @@ def _validate_files(files: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
 def _finish_applying(archive: Archive, session: Session, zarr: Zarr, batch: UploadBatch) -> None:
     """Apply a verified batch (or a file deletion) to S3's tree and the database."""
     changes: dict[str, FileChange] = {}
+    store = archive.store_for(zarr.dandiset)
     if batch.kind == "delete":
-        archive.store.delete_many(zarr_object_key(zarr.id, f.path) for f in batch.files)
+        store.delete_many(zarr_object_key(zarr.id, f.path) for f in batch.files)
         changes = {f.path: None for f in batch.files}
     else:
         for f in batch.files:
             assert f.etag is not None and f.size is not None
             changes[f.path] = (f.etag, f.size)
-    state = apply_changes(archive.store, zarr.id, changes)
+    state = apply_changes(store, zarr.id, changes)
     zarr.checksum, zarr.file_count, zarr.size = state.checksum, state.file_count, state.size
     zarr.modified_at = utcnow()
     session.delete(batch)
@@ -174,8 +175,8 @@ def start_batch(
             session.flush()
         except IntegrityError as exc:  # a concurrent request won the race
             raise UploadInProgress(f"Zarr {zarr.id} already has an upload batch open") from exc
+        store = archive.store_for(zarr.dandiset)
     expiry = archive.settings.presign_expiry
-    store = archive.store
     return [
         UploadUrl(p, store.presign_put(zarr_object_key(zarr_id, p), e, expiry)) for p, e in checked
     ]
@@ -193,7 +194,8 @@ def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         files = list(batch.files)
         keys = [zarr_object_key(zarr.id, f.path) for f in files]
-        heads: list[ObjectInfo | None] = archive.store.map(archive.store.head, keys)
+        store = archive.store_for(zarr.dandiset)
+        heads: list[ObjectInfo | None] = store.map(store.head, keys)
         problems: list[dict[str, str | None]] = []
         for f, head in zip(files, heads, strict=True):
             if head is None or head.etag != f.etag:
@@ -231,12 +233,15 @@ def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
         if batch is None or batch.kind != "upload":
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         paths = [f.path for f in batch.files]
-        current = file_lookup(archive.store, zarr.id, paths)
-        archive.store.map(lambda p: _restore(archive, zarr_id, p, current[p]), paths)
+        store = archive.store_for(zarr.dandiset)
+        current = file_lookup(store, zarr.id, paths)
+        store.map(lambda p: _restore(store, zarr_id, p, current[p]), paths)
         session.delete(batch)
 
 
-def _restore(archive: Archive, zarr_id: str, path: str, tree_file: tuple[str, int] | None) -> None:
+def _restore(
+    store: ObjectStore, zarr_id: str, path: str, tree_file: tuple[str, int] | None
+) -> None:
     """Delete the versions of *path* newer than the content the tree records.
 
     Only batches write Zarr objects, so every version above the one holding the
@@ -244,7 +249,6 @@ def _restore(archive: Archive, zarr_id: str, path: str, tree_file: tuple[str, in
     delete marker) was written by the batch being cancelled.  Older versions are
     never removed.
     """
-    store = archive.store
     key = zarr_object_key(zarr_id, path)
     for _ in range(100):
         latest = store.latest_version(key)
@@ -271,7 +275,7 @@ def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Seque
             raise UploadInProgress(
                 f"Zarr {zarr.id} has an upload batch open: complete or cancel it before deleting"
             )
-        current = file_lookup(archive.store, zarr.id, checked)
+        current = file_lookup(archive.store_for(zarr.dandiset), zarr.id, checked)
         missing = [p for p in checked if current[p] is None]
         if missing:
             raise NotFound(

@@ -122,7 +122,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         name=zarr.name,
         dandiset=zarr.dandiset.identifier,
         s3_path=zarr_prefix(zarr.id),
-        s3_url=archive.store.public_url(zarr_prefix(zarr.id)),
+        s3_url=archive.store_for(zarr.dandiset).public_url(zarr_prefix(zarr.id)),
         checksum=zarr.checksum,
         file_count=zarr.file_count,
         size=zarr.size,
@@ -186,7 +186,7 @@ def browse(
         raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
     is_directory_path = path == "" or path.endswith("/")
     directory = validate_directory_path(path)
-    store = archive.store
+    store = archive.store_for(zarr.dandiset)
     if directory and not is_directory_path:
         validate_path(directory)
         parent, name = split_path(directory)
