@@ -140,3 +140,51 @@ def test_iter_directory_digests_is_lazy_for_grouped_input() -> None:
     assert first.path == "d0"
     assert produced == ["d0/f", "d1/f"]  # d0 is complete as soon as d1 starts
     assert [d.path for d in iterator] == ["d1", "d2", ""]
+
+
+def test_add_files_equals_add() -> None:
+    rows = {
+        "": [("z", "1" * 32, 1), (".zgroup", "2" * 32, 2)],
+        "a/b": [("c", "3" * 32, 3)],
+        "a": [("d", "4" * 32, 4)],
+        "é": [("\U00010000", "5" * 32, 5), ("\uffff", "6" * 32, 6)],
+    }
+    bulk = TreeHasher(collect=True, with_nodes=True)
+    single = TreeHasher(collect=True, with_nodes=True)
+    for directory, files in rows.items():
+        bulk.add_files(directory, files)
+        bulk.add_files(directory, [])  # no-op
+        for name, md5, size in files:
+            single.add(f"{directory}/{name}" if directory else name, size, md5)
+    assert bulk.finish() == single.finish()
+    assert bulk.completed == single.completed
+    entries = [(f"{d}/{n}" if d else n, s, m) for d, files in rows.items() for n, m, s in files]
+    assert bulk.finish().digest == compute_checksum(entries)
+
+
+@pytest.mark.parametrize(
+    ("directory", "files", "error", "message"),
+    [
+        ("d", [("ok", A32, 1), ("", A32, 1)], InvalidPath, "'' in 'd' is not a file name"),
+        ("d", [("x/y", A32, 1)], InvalidPath, "'x/y' in 'd' is not a file name"),
+        ("/d", [("x", A32, 1)], InvalidPath, "'/d/x' has an empty path segment"),
+        ("d/", [("x", A32, 1)], InvalidPath, "'d//x' has an empty path segment"),
+        ("d", [("x", "nope", 1)], InvalidDigest, "'d/x': 'nope' is not an md5 digest"),
+        ("d", [("x", A32, 1), ("x", A32, 1)], InvalidPath, "'d/x' appears more than once"),
+    ],
+)
+def test_add_files_errors(
+    directory: str, files: list[tuple[str, str, int]], error: type[Exception], message: str
+) -> None:
+    hasher = TreeHasher()
+    with pytest.raises(error, match=message):
+        hasher.add_files(directory, files)
+        hasher.finish()
+
+
+def test_add_files_ungrouped() -> None:
+    hasher = TreeHasher()
+    hasher.add_files("a", [("x", A32, 1)])
+    hasher.add_files("b", [("y", A32, 1)])
+    with pytest.raises(UngroupedEntries, match="'a/z' arrived after the hasher left"):
+        hasher.add_files("a", [("z", A32, 1)])
