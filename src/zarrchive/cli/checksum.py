@@ -1,8 +1,99 @@
-"""``zarrchive checksum``."""
+"""``zarrchive checksum``: the Dandi Zarr checksum of a local directory.
+
+Prints only the checksum on stdout (or, with ``--json``, the checksum and every
+directory's digest); a progress display goes to stderr when it is a terminal.
+Errors are one line on stderr and exit code 2.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from operator import attrgetter
+from pathlib import Path
 
-def checksum() -> None:
+import typer
+
+from zarrchive.client.local import (
+    ProgressCallback,
+    default_jobs,
+    local_checksum,
+    local_directory_digests,
+)
+from zarrchive.errors import ZarrchiveError
+
+
+def checksum(
+    path: Path = typer.Argument(..., help="The Zarr directory.", show_default=False),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        "-j",
+        help=f"Files hashed in parallel (default: {default_jobs()} on this machine).",
+        show_default=False,
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help='Print {"checksum": ..., "directories": {path: digest}} (root: "").',
+    ),
+) -> None:
     """Compute the Dandi Zarr checksum of a local directory."""
-    raise NotImplementedError
+    try:
+        with _progress() as progress:
+            if as_json:
+                digests = local_directory_digests(path, jobs=jobs, progress=progress)
+                document = {
+                    "checksum": digests[-1].digest,
+                    "directories": {d.path: d.digest for d in sorted(digests, key=_path_of)},
+                }
+                output = json.dumps(document, indent=2)
+            else:
+                output = local_checksum(path, jobs=jobs, progress=progress)
+    except ZarrchiveError as exc:
+        print(f"zarrchive checksum: {exc.message}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        print("zarrchive checksum: interrupted", file=sys.stderr)
+        raise typer.Exit(130) from None
+    print(output)
+
+
+_path_of = attrgetter("path")
+
+
+@contextmanager
+def _progress() -> Iterator[ProgressCallback | None]:
+    """A progress callback drawing on stderr if it is a terminal, else ``None``."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        DownloadColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TransferSpeedColumn,
+    )
+
+    display = Progress(
+        SpinnerColumn(),
+        TextColumn("hashing: {task.fields[files]:,} files"),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    task = display.add_task("hashing", total=None, files=0)
+
+    def update(files: int, size: int) -> None:
+        display.update(task, completed=size, files=files)
+
+    callback: Callable[[int, int], None] = update
+    with display:
+        yield callback
