@@ -812,12 +812,66 @@ class _Selection:
         return out
 
 
+class _LowLevelDataset:
+    """The few low-level calls h5py's own ``Dataset`` methods make on ``self.id``.
+
+    Wrappers deriving from ``h5py.Dataset`` that delegate attribute access to
+    the dataset they wrap (hdmf's ``StrDataset``) run h5py's methods (``shape``,
+    ``dtype``, ``__array__``, ``read_direct``) against this object.
+    """
+
+    def __init__(self, ds: Dataset) -> None:
+        self._ds = ds
+        self.valid = True
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._ds.shape
+
+    @property
+    def rank(self) -> int:
+        return self._ds.ndim
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._ds.dtype
+
+    def get_space(self) -> Any:
+        return (
+            h5py.h5s.create_simple(self._ds.shape)
+            if self._ds.shape
+            else h5py.h5s.create(h5py.h5s.SCALAR)
+        )
+
+    @staticmethod
+    def _box(space: Any, shape: tuple[int, ...]) -> tuple[slice, ...]:
+        if space is None or space.get_select_type() == h5py.h5s.SEL_ALL or not shape:
+            return tuple(slice(0, n) for n in shape)
+        start, end = space.get_select_bounds()
+        box = tuple(slice(a, b + 1) for a, b in zip(start, end, strict=True))
+        if space.get_select_npoints() != int(np.prod([b.stop - b.start for b in box])):
+            raise InvalidInput("only rectangular selections are supported on LINDI datasets")
+        return box
+
+    def read(
+        self, mspace: Any, fspace: Any, arr: np.ndarray, mtype: Any = None, dxpl: Any = None
+    ) -> None:
+        data = self._ds[self._box(fspace, self._ds.shape)] if self._ds.shape else self._ds[()]
+        target = self._box(mspace, arr.shape)
+        arr[target] = np.asarray(data).reshape(arr[target].shape)
+
+
 class Dataset(_Node, h5py.Dataset):  # type: ignore[misc]
     """A dataset of a LINDI file: h5py's reading API with numpy-style slicing."""
+
+    _readonly = True
+    _dxpl = None
 
     def __init__(self, file: File, path: str) -> None:
         self._file = file
         self._path = path
+        self._id = _LowLevelDataset(self)
+        self._cache_props: dict[str, Any] = {}
         self._meta = file.zarray(path)
         raw = file.raw_attrs(path)
         self._scalar = bool(raw.get(ann.SCALAR, False))
