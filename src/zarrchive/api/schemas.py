@@ -45,7 +45,23 @@ class ZarrOut(BaseModel):
     size: int
     upload_in_progress: bool
     created: datetime
-    modified: datetime
+    modified: datetime = Field(description="Last change of the Zarr's content or upload state")
+    manifest_url: str | None = Field(
+        description="URL of the manifest of the current checksum; null while it is pending"
+    )
+    checksum_mismatch: str | None = Field(
+        description="ALARM: the tree hash of the Zarr's S3 objects when it differs from "
+        "`checksum` (found while writing the manifest); null when they agree"
+    )
+
+
+class ManifestOut(BaseModel):
+    checksum: str
+    key: str
+    url: str
+    entries: int
+    listing_checksum: str
+    created: datetime
 
 
 class UploadFile(BaseModel):

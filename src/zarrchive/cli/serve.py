@@ -21,7 +21,8 @@ def serve(
     import uvicorn
 
     from zarrchive.api import create_app
-    from zarrchive.services.runtime import Archive
+    from zarrchive.jobs import job_queue_from_settings
+    from zarrchive.services.runtime import Archive, set_current_archive
     from zarrchive.storage.embedded import embedded_s3
 
     logging.basicConfig(
@@ -42,7 +43,12 @@ def serve(
         else:
             log.info("S3 at %s", resolved.s3_endpoint_url)
         archive = Archive.from_settings(resolved)
-        archive.jobs = _job_queue(resolved)
+        archive.jobs = job_queue_from_settings(resolved)
+        set_current_archive(archive)
+        log.info(
+            "background jobs: %s",
+            f"Redis at {resolved.redis_url}" if resolved.redis_url else "in-process",
+        )
         log.info("database: %s", _redact(resolved.database_url))
         log.info("API listening on http://%s:%d (docs at /docs)", resolved.host, resolved.port)
         try:
@@ -55,14 +61,6 @@ def serve(
         finally:
             archive.close()
         log.info("stopped")
-
-
-def _job_queue(settings: Settings) -> object:
-    try:
-        from zarrchive.jobs import job_queue_from_settings
-    except ImportError:  # pragma: no cover - the jobs package is optional at this stage
-        return None
-    return job_queue_from_settings(settings)
 
 
 def _redact(url: str) -> str:

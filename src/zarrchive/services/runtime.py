@@ -7,11 +7,11 @@ service functions; nothing here knows about HTTP.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from zarrchive.config import Settings
 from zarrchive.db.models import Dandiset
 from zarrchive.db.session import Database
+from zarrchive.jobs import JobQueue
 from zarrchive.storage.objects import ObjectStore
 
 
@@ -28,8 +28,8 @@ class Archive:
     db: Database
     store: ObjectStore
     embargo_store: ObjectStore
-    #: The job queue (``zarrchive.jobs``); ``None`` runs nothing in the background.
-    jobs: Any = field(default=None)
+    #: The job queue; ``None`` runs nothing in the background.
+    jobs: JobQueue | None = field(default=None)
 
     def store_for(self, dandiset: Dandiset) -> ObjectStore:
         """The bucket holding *dandiset*'s objects."""
@@ -55,8 +55,31 @@ class Archive:
         return cls(settings=settings, db=db, store=stores[0], embargo_store=stores[1])
 
     def close(self) -> None:
-        if self.jobs is not None and hasattr(self.jobs, "close"):
-            self.jobs.close()
+        if self.jobs is not None:
+            self.jobs.close(wait=True, timeout=30)
         self.store.close()
         self.embargo_store.close()
         self.db.dispose()
+
+
+_current: Archive | None = None
+
+
+def set_current_archive(archive: Archive | None) -> None:
+    """Make *archive* the one background jobs of this process use."""
+    global _current
+    _current = archive
+
+
+def current_archive() -> Archive:
+    """The archive background jobs use: the one set by the server, or one from the environment.
+
+    A worker process (``zarrchive worker``) builds it from ``ZARRCHIVE_*`` on first use; with
+    the embedded S3 it connects to the one ``zarrchive serve`` runs.
+    """
+    global _current
+    if _current is None:
+        from zarrchive.storage.embedded import running_embedded_s3
+
+        _current = Archive.from_settings(running_embedded_s3(Settings.from_env()))
+    return _current

@@ -171,6 +171,7 @@ def start_batch(
         )
         batch.files = [UploadBatchFile(path=p, etag=e) for p, e in checked]
         session.add(batch)
+        zarr.modified_at = utcnow()
         try:
             session.flush()
         except IntegrityError as exc:  # a concurrent request won the race
@@ -237,6 +238,9 @@ def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
         current = file_lookup(store, zarr.id, paths)
         store.map(lambda p: _restore(store, zarr_id, p, current[p]), paths)
         session.delete(batch)
+        zarr.modified_at = utcnow()
+    # The Zarr is at rest again: its checksum may still lack a manifest.
+    queue_manifest(archive, zarr_id)
 
 
 def _restore(

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import ChecksumNode
-from zarrchive.db.models import UploadBatch, User, Zarr
+from zarrchive.db.models import UploadBatch, User, Zarr, ZarrManifest
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services.auth import can_read, require_owner
@@ -38,6 +38,8 @@ class ZarrInfo:
     upload_in_progress: bool
     created: datetime
     modified: datetime
+    manifest_url: str | None
+    checksum_mismatch: str | None
 
 
 def parse_zarr_id(zarr_id: str) -> str:
@@ -116,7 +118,14 @@ def list_zarrs(
 
 
 def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
+    from zarrchive.services.manifests import manifest_url
+
     batch = session.scalar(select(UploadBatch.kind).where(UploadBatch.zarr_id == zarr.id))
+    manifest = session.scalar(
+        select(ZarrManifest).where(
+            ZarrManifest.zarr_id == zarr.id, ZarrManifest.checksum == zarr.checksum
+        )
+    )
     return ZarrInfo(
         zarr_id=zarr.id,
         name=zarr.name,
@@ -129,6 +138,8 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         upload_in_progress=batch == "upload",
         created=zarr.created_at,
         modified=zarr.modified_at,
+        manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,
+        checksum_mismatch=manifest.listing_checksum if manifest and manifest.mismatch else None,
     )
 
 

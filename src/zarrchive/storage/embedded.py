@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 from zarrchive.config import Settings
+from zarrchive.errors import ConfigurationError
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 DEFAULT_PORT = 8333
@@ -46,6 +47,25 @@ def _running_endpoint(marker: Path) -> str | None:
     except httpx.HTTPError:
         return None
     return endpoint
+
+
+def running_embedded_s3(settings: Settings) -> Settings:
+    """Settings pointing at the embedded S3 another process runs (for workers).
+
+    Settings with an explicit ``s3_endpoint_url`` are returned unchanged.
+    """
+    if not settings.embedded_s3:
+        return settings
+    endpoint = _running_endpoint(settings.data_dir / "s3-endpoint")
+    if endpoint is None:
+        raise ConfigurationError(
+            f"no embedded S3 is running for {settings.data_dir}: start 'zarrchive serve' first, "
+            "or set ZARRCHIVE_S3_ENDPOINT_URL"
+        )
+    key, secret = _credentials(settings.data_dir, settings)
+    return settings.with_overrides(
+        s3_endpoint_url=endpoint, s3_access_key_id=key, s3_secret_access_key=secret
+    )
 
 
 @contextlib.contextmanager

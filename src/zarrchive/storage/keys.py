@@ -29,8 +29,5 @@ def checksum_node_key(zarr_id: str, directory: str) -> str:
 
 
 def manifest_prefix(zarr_id: str) -> str:
+    """Prefix of a Zarr's manifests (the key itself: :func:`zarrchive.manifest.manifest_key`)."""
     return f"zarr-manifest/{zarr_id}/"
-
-
-def manifest_key(zarr_id: str, checksum: str) -> str:
-    return f"zarr-manifest/{zarr_id}/{checksum}.json"

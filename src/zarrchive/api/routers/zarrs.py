@@ -12,6 +12,7 @@ from zarrchive.api.schemas import (
     DirectoryOut,
     FileOut,
     ListingEntryOut,
+    ManifestOut,
     UploadFile,
     UploadUrlOut,
     ZarrCreate,
@@ -19,7 +20,7 @@ from zarrchive.api.schemas import (
 )
 from zarrchive.db.models import Zarr
 from zarrchive.errors import NoUploadInProgress
-from zarrchive.services import uploads, zarrs
+from zarrchive.services import manifests, uploads, zarrs
 from zarrchive.services.runtime import Archive
 
 router = APIRouter(tags=["zarr"])
@@ -66,6 +67,19 @@ def list_zarrs(
 def get_zarr(zarr_id: str, archive: ArchiveDep, user: UserDep) -> ZarrOut:
     """Name, dandiset, S3 location, checksum, file count and size."""
     return zarr_out(archive, zarr_id, user)
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/manifests/",
+    response_model=list[ManifestOut],
+    summary="The checksums that have manifest files",
+)
+def list_manifests(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[ManifestOut]:
+    """Every manifest written for the Zarr (`zarr-manifest/{zarr_id}/{checksum}.json`),
+    oldest first."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        return [ManifestOut(**m.__dict__) for m in manifests.list_manifests(archive, session, zarr)]
 
 
 @router.get(

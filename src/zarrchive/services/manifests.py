@@ -1,0 +1,187 @@
+"""Zarr manifest files: one per checksum at which a Zarr comes to rest.
+
+The job lists the Zarr's current object versions (streamed, in key order),
+writes the manifest through :mod:`zarrchive.manifest` into a spooled temporary
+file (bounded memory), recomputes the tree hash from the listing and compares
+it with the checksum the database holds.  A difference is an alarm: it is
+recorded, logged loudly and shown by ``GET /api/zarr/{id}/``.
+
+The file is named by the archive's checksum (what clients refer to);
+``statistics.zarrChecksum`` inside is the listing's tree hash and
+``zarrChecksumMismatch`` the archive's when they differ.
+
+A job finds the Zarr busy (a batch open) or changed while it listed: it does
+nothing, since a later job (queued when the Zarr comes to rest) covers the new
+state.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from zarrchive.db.models import Zarr, ZarrManifest
+from zarrchive.manifest import ManifestEntry, generate_manifest, manifest_key
+from zarrchive.services.runtime import Archive, current_archive
+from zarrchive.services.uploads import open_batch
+from zarrchive.services.zarrs import get_zarr
+from zarrchive.storage.keys import zarr_prefix
+from zarrchive.storage.objects import ObjectStore
+
+log = logging.getLogger(__name__)
+
+_SPOOL_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ManifestOutcome:
+    zarr_id: str
+    checksum: str
+    #: ``written``, ``exists``, ``busy`` (a batch is open) or ``superseded``.
+    status: str
+    listing_checksum: str | None = None
+    entries: int | None = None
+
+    @property
+    def mismatch(self) -> bool:
+        return self.listing_checksum is not None and self.listing_checksum != self.checksum
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    checksum: str
+    modified_at: datetime
+    busy: bool
+    embargoed: bool
+
+
+def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
+    with archive.db.session() as session:
+        zarr = get_zarr(session, None, zarr_id, check_read=False)
+        snap = _Snapshot(
+            zarr.checksum,
+            zarr.modified_at,
+            open_batch(session, zarr) is not None,
+            zarr.dandiset.embargoed,
+        )
+        return snap, archive.store_for(zarr.dandiset)
+
+
+def current_entries(store: ObjectStore, zarr_id: str) -> Iterator[ManifestEntry]:
+    """The Zarr's current object versions, in key order."""
+    prefix = zarr_prefix(zarr_id)
+    for version in store.iter_versions(prefix):
+        if version.is_latest and not version.is_delete_marker:
+            assert version.etag is not None
+            yield ManifestEntry(
+                version.key[len(prefix) :],
+                version.version_id,
+                version.last_modified,
+                version.size,
+                version.etag,
+            )
+
+
+def has_manifest(archive: Archive, zarr_id: str, checksum: str) -> bool:
+    with archive.db.session() as session:
+        return (
+            session.scalar(
+                select(ZarrManifest.id).where(
+                    ZarrManifest.zarr_id == zarr_id, ZarrManifest.checksum == checksum
+                )
+            )
+            is not None
+        )
+
+
+def write_manifest(archive: Archive, zarr_id: str, *, force: bool = False) -> ManifestOutcome:
+    """Write the manifest of the Zarr's current checksum (unless it exists or the Zarr is busy)."""
+    before, store = _snapshot(archive, zarr_id)
+    if before.busy:
+        return ManifestOutcome(zarr_id, before.checksum, "busy")
+    if not force and has_manifest(archive, zarr_id, before.checksum):
+        return ManifestOutcome(zarr_id, before.checksum, "exists")
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as body:
+        generated = generate_manifest(
+            current_entries(store, zarr_id), body, database_checksum=before.checksum
+        )
+        after, _ = _snapshot(archive, zarr_id)
+        if after != before:
+            return ManifestOutcome(zarr_id, before.checksum, "superseded")
+        store.upload_fileobj(
+            manifest_key(zarr_id, before.checksum), generated.open(), "application/json"
+        )
+    stats = generated.statistics
+    listing = stats.zarr_checksum
+    if listing != before.checksum:
+        log.error(
+            "CHECKSUM MISMATCH: Zarr %s: the archive holds %s but its S3 objects hash to %s; "
+            "run 'zarrchive admin fsck %s' to investigate",
+            zarr_id,
+            before.checksum,
+            listing,
+            zarr_id,
+        )
+    with archive.db.session() as session:
+        row = session.scalar(
+            select(ZarrManifest).where(
+                ZarrManifest.zarr_id == zarr_id, ZarrManifest.checksum == before.checksum
+            )
+        )
+        if row is None:
+            row = ZarrManifest(zarr_id=zarr_id, checksum=before.checksum)
+            session.add(row)
+        row.listing_checksum = listing
+        row.entries = stats.entries
+    return ManifestOutcome(zarr_id, before.checksum, "written", listing, stats.entries)
+
+
+def generate_manifest_job(zarr_id: str) -> None:
+    """The background job (see :mod:`zarrchive.jobs`)."""
+    outcome = write_manifest(current_archive(), zarr_id)
+    log.info("manifest of Zarr %s at %s: %s", zarr_id, outcome.checksum, outcome.status)
+
+
+@dataclass(frozen=True)
+class ManifestInfo:
+    checksum: str
+    key: str
+    url: str
+    entries: int
+    listing_checksum: str
+    created: datetime
+
+
+def manifest_url(archive: Archive, zarr: Zarr, checksum: str) -> str:
+    """A URL of the manifest the caller can read: public, or presigned when embargoed."""
+    store = archive.store_for(zarr.dandiset)
+    key = manifest_key(zarr.id, checksum)
+    return store.presign_get(key) if zarr.dandiset.embargoed else store.public_url(key)
+
+
+def list_manifests(archive: Archive, session: Session, zarr: Zarr) -> list[ManifestInfo]:
+    """Manifests written for the Zarr, oldest first."""
+    rows = session.scalars(
+        select(ZarrManifest)
+        .where(ZarrManifest.zarr_id == zarr.id)
+        .order_by(ZarrManifest.created_at, ZarrManifest.id)
+    )
+    result = []
+    for row in rows:
+        result.append(
+            ManifestInfo(
+                row.checksum,
+                manifest_key(zarr.id, row.checksum),
+                manifest_url(archive, zarr, row.checksum),
+                row.entries,
+                row.listing_checksum,
+                row.created_at,
+            )
+        )
+    return result
