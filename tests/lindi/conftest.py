@@ -93,7 +93,9 @@ def range_server(tmp_path: Path) -> Iterator[RangeServer]:
     handler = type("Handler", (_Handler,), {"server_state": state})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
     state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield state
