@@ -194,3 +194,32 @@ def test_worker_on_redis_writes_the_manifest(
     assert stored_manifest(archive, zarr_id, checksum)["statistics"]["entries"] == len(FILES)
     assert info(api, zarr_id)["manifest_url"] is not None
     queue.close()
+
+
+def test_backfill_cli(api: httpx.Client, zarr_id: str, archive: Archive, dandiset: str) -> None:
+    from typer.testing import CliRunner
+
+    from zarrchive.cli import app
+
+    checksum = upload(api, zarr_id, FILES)["checksum"]
+    other = api.post("/api/zarr/", json={"name": "empty.zarr", "dandiset": dandiset}).json()
+    settings = archive.settings
+    env = {
+        "ZARRCHIVE_DATABASE_URL": settings.database_url,
+        "ZARRCHIVE_S3_ENDPOINT_URL": str(settings.s3_endpoint_url),
+        "ZARRCHIVE_S3_BUCKET": settings.s3_bucket,
+        "ZARRCHIVE_S3_EMBARGO_BUCKET": settings.s3_embargo_bucket,
+        "ZARRCHIVE_S3_ACCESS_KEY_ID": TEST_ACCESS_KEY,
+        "ZARRCHIVE_S3_SECRET_ACCESS_KEY": TEST_SECRET_KEY,
+    }
+    runner = CliRunner()
+    result = runner.invoke(app, ["manifest", "backfill", "--all"], env=env)
+    assert result.exit_code == 0, result.output
+    assert f"written {zarr_id} {checksum}" in result.output
+    assert f"written {other['zarr_id']} {EMPTY_CHECKSUM}" in result.output
+    assert "2 Zarrs: 2 written, 0 exists" in result.output
+    assert stored_manifest(archive, zarr_id, checksum)["statistics"]["entries"] == len(FILES)
+    again = runner.invoke(app, ["manifest", "backfill", zarr_id], env=env)
+    assert again.exit_code == 0 and "1 Zarrs: 0 written, 1 exists" in again.output
+    bad = runner.invoke(app, ["manifest", "backfill"], env=env)
+    assert bad.exit_code == 2

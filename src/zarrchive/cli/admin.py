@@ -49,7 +49,7 @@ def fsck(
 
     if not zarr_ids and not all_zarrs:
         raise fail("name Zarr ids or pass --all")
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     bad = 0
     with open_archive() as archive:
         if all_zarrs:

@@ -107,7 +107,7 @@ def _finish_applying(archive: Archive, session: Session, zarr: Zarr, batch: Uplo
     session.flush()
 
 
-def finish_interrupted(archive: Archive, zarr_id: str) -> bool:
+def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False) -> bool:
     """Finish a verified batch or deletion of *zarr_id* that a crash interrupted.
 
     Runs in its own transaction under the Zarr's lock; True if it changed the
@@ -118,7 +118,8 @@ def finish_interrupted(archive: Archive, zarr_id: str) -> bool:
         batch = open_batch(session, zarr)
         if batch is None or batch.state != "applying":
             return False
-        log.warning("Zarr %s: applying %s batch %s", zarr.id, batch.kind, batch.id)
+        if not expected:
+            log.warning("Zarr %s: finishing interrupted %s batch %s", zarr.id, batch.kind, batch.id)
         _finish_applying(archive, session, zarr, batch)
     queue_manifest(archive, zarr.id)
     return True
@@ -218,7 +219,7 @@ def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
             f.size = head.size
         batch.state = "applying"
     # Recorded as verified: from here on a crash is repaired by the next write.
-    finish_interrupted(archive, zarr_id)
+    finish_interrupted(archive, zarr_id, expected=True)
     with archive.db.session() as session:
         return get_zarr(session, user, zarr_id)
 
@@ -292,6 +293,6 @@ def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Seque
         )
         batch.files = [UploadBatchFile(path=p) for p in checked]
         session.add(batch)
-    finish_interrupted(archive, zarr_id)
+    finish_interrupted(archive, zarr_id, expected=True)
     with archive.db.session() as session:
         return get_zarr(session, user, zarr_id)
