@@ -142,7 +142,8 @@ def test_quick_batches_then_rest_give_the_final_manifest(
         checksums = []
         for i in range(10):
             checksums.append(upload(api, zarr_id, {f"b/{i}": str(i).encode()})["checksum"])
-        queue.close(wait=True, timeout=60)
+        assert queue.join(timeout=60)
+        queue.close()
     finally:
         archive.jobs = None
         set_current_archive(None)

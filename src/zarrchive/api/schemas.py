@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +25,7 @@ class DandisetOut(BaseModel):
     identifier: str
     name: str
     embargoed: bool
+    embargo_status: str = Field(description="embargoed, unembargoing or open")
     owners: list[str]
     created: datetime
 
@@ -107,3 +109,99 @@ class DirectoryOut(BaseModel):
     directories: list[ListingEntryOut]
     files: list[ListingEntryOut]
     next: str | None = Field(description="Cursor of the next page (pass as ?cursor=)")
+
+
+# -- versions, assets, blobs, publishing ----------------------------------------------
+class VersionMetadataIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    metadata: dict[str, Any] = Field(description="The draft's new metadata (replaces it)")
+
+
+class VersionZarrOut(BaseModel):
+    zarr_id: str
+    path: str = Field(description="The path of the Zarr's asset")
+    checksum: str = Field(description="Live in the draft; as at publication otherwise")
+    file_count: int
+    size: int
+
+
+class VersionOut(BaseModel):
+    dandiset: str
+    version: str = Field(description="'draft' or a published version 0.YYMMDD.HHMM")
+    metadata: dict[str, Any]
+    asset_count: int
+    size: int
+    zarrs: list[VersionZarrOut]
+    created: datetime
+    modified: datetime
+
+
+class AssetIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    metadata: dict[str, Any] = Field(description="The asset's metadata, with its 'path'")
+    blob_id: str | None = Field(default=None, description="A validated blob's id")
+    zarr_id: str | None = Field(default=None, description="A Zarr of the same dandiset")
+
+
+class AssetOut(BaseModel):
+    asset_id: str
+    path: str
+    dandiset: str
+    version: str
+    blob_id: str | None
+    zarr_id: str | None
+    size: int
+    metadata: dict[str, Any]
+    created: datetime
+    modified: datetime
+
+
+class AssetPageOut(BaseModel):
+    count: int = Field(description="Assets matching the filter, over every page")
+    next: str | None = Field(description="Cursor of the next page (pass as ?cursor=)")
+    results: list[AssetOut]
+
+
+class BlobUploadIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    size: int = Field(description="The file's size in bytes")
+    md5: str = Field(description="The file's md5, 32 lowercase hex characters")
+    dandiset: str = Field(description="The dandiset the file is for (six digits)")
+
+
+class BlobPartOut(BaseModel):
+    part_number: int
+    size: int
+    upload_url: str
+
+
+class BlobUploadOut(BaseModel):
+    upload_id: str | None = Field(description="None when the content is already stored")
+    blob_id: str | None = Field(description="The existing blob with this content, if any")
+    multipart: bool
+    part_size: int | None
+    parts: list[BlobPartOut] = Field(
+        description="One PUT URL (send Content-MD5) or one URL per part (no Content-MD5)"
+    )
+
+
+class BlobPartIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    part_number: int
+    etag: str = Field(description="The ETag S3 answered to the part's PUT")
+
+
+class BlobCompleteIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    parts: list[BlobPartIn]
+
+
+class BlobCompleteOut(BaseModel):
+    upload_id: str
+    etag: str = Field(description="The multipart object's ETag (not an md5)")
+
+
+class BlobOut(BaseModel):
+    blob_id: str
+    md5: str
+    size: int

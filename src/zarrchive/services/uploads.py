@@ -21,6 +21,7 @@ from zarrchive.checksum import validate_md5
 from zarrchive.db.models import UploadBatch, UploadBatchFile, User, Zarr, utcnow
 from zarrchive.errors import (
     BatchTooLarge,
+    Conflict,
     InvalidInput,
     NotFound,
     NoUploadInProgress,
@@ -50,6 +51,11 @@ def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
     zarr = get_zarr(session, user, zarr_id, lock=True)
     require_owner(user, zarr.dandiset)
     ensure_writable(session, zarr)
+    if zarr.dandiset.embargo_status == "unembargoing":
+        raise Conflict(
+            f"dandiset {zarr.dandiset.identifier} is being unembargoed (its objects are moving "
+            "to the public bucket): try again when that is done"
+        )
     return zarr
 
 

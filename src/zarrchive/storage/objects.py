@@ -18,7 +18,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from zarrchive.errors import StorageError
+from zarrchive.errors import InvalidInput, StorageError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -293,6 +293,28 @@ class ObjectStore:
                 return version
         return None
 
+    def copy_from(self, source: ObjectStore, key: str) -> None:
+        """Server-side copy of the current version of *key* from *source*'s bucket."""
+        self._call(
+            self.client.copy_object,
+            Bucket=self.bucket,
+            Key=key,
+            CopySource={"Bucket": source.bucket, "Key": key},
+            MetadataDirective="COPY",
+        )
+
+    def purge(self, prefix: str) -> int:
+        """Delete every version and delete marker under *prefix* for good."""
+        versions = [(v.key, v.version_id) for v in self.iter_versions(prefix)]
+        for start in range(0, len(versions), 1000):
+            chunk = versions[start : start + 1000]
+            self._call(
+                self.client.delete_objects,
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k, "VersionId": v} for k, v in chunk], "Quiet": True},
+            )
+        return len(versions)
+
     # -- concurrency --------------------------------------------------------------
     def map(self, fn: Any, items: Iterable[Any]) -> list[Any]:
         """Run *fn* over *items* concurrently on the store's thread pool, in order."""
@@ -300,3 +322,94 @@ class ObjectStore:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- multipart uploads and streamed reads (blobs) -------------------------------
+    def create_multipart_upload(
+        self, key: str, content_type: str = "application/octet-stream"
+    ) -> str:
+        """Start an S3 multipart upload of *key*; returns S3's upload id."""
+        response = self._call(
+            self.client.create_multipart_upload,
+            Bucket=self.bucket,
+            Key=key,
+            ContentType=content_type,
+        )
+        return str(response["UploadId"])
+
+    def presign_upload_part(
+        self, key: str, upload_id: str, part_number: int, expires_in: int
+    ) -> str:
+        """A presigned PUT URL for one part (1-based) of a multipart upload."""
+        url: str = self.client.generate_presigned_url(
+            "upload_part",
+            Params={
+                "Bucket": self.bucket,
+                "Key": key,
+                "UploadId": upload_id,
+                "PartNumber": part_number,
+            },
+            ExpiresIn=expires_in,
+            HttpMethod="PUT",
+        )
+        return url
+
+    def complete_multipart_upload(
+        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+    ) -> str:
+        """Assemble the parts ``(part_number, etag)``; returns the object's (multipart) ETag.
+
+        Parts S3 does not have (or with another ETag), parts out of order, parts
+        too small and unknown uploads are the caller's mistakes: :class:`InvalidInput`.
+        """
+        try:
+            response = self.client.complete_multipart_upload(
+                Bucket=self.bucket,
+                Key=key,
+                UploadId=upload_id,
+                MultipartUpload={
+                    "Parts": [{"PartNumber": n, "ETag": f'"{_strip(e)}"'} for n, e in parts]
+                },
+            )
+        except ClientError as exc:
+            code = _code(exc)
+            if code in ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "NoSuchUpload"):
+                message = exc.response.get("Error", {}).get("Message", "")
+                raise InvalidInput(
+                    f"S3 refused to complete the upload of {key!r}: {code} {message}".strip()
+                ) from exc
+            raise StorageError(f"S3 complete_multipart_upload failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 complete_multipart_upload failed: {exc}") from exc
+        return _strip(str(response.get("ETag", "")))
+
+    def abort_multipart_upload(self, key: str, upload_id: str) -> None:
+        """Abort a multipart upload (its parts are discarded); unknown uploads are ignored."""
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except ClientError as exc:
+            if _code(exc) not in _NOT_FOUND | {"NoSuchUpload"}:
+                raise StorageError(f"S3 abort_multipart_upload failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"S3 abort_multipart_upload failed: {exc}") from exc
+
+    def iter_content(
+        self, key: str, version_id: str | None = None, chunk_size: int = 8 * 1024 * 1024
+    ) -> Iterator[bytes]:
+        """The content of *key* (or of one version of it) in chunks, streamed."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if version_id is not None:
+            kwargs["VersionId"] = version_id
+        try:
+            body = self.client.get_object(**kwargs)["Body"]
+            try:
+                yield from body.iter_chunks(chunk_size)
+            finally:
+                body.close()
+        except (ClientError, BotoCoreError) as exc:
+            raise StorageError(f"S3 GET {key!r} failed: {exc}") from exc
+
+    def delete_all_versions(self, key: str) -> None:
+        """Remove every version and delete marker of exactly *key*, for good."""
+        for version in list(self.iter_versions(key)):
+            if version.key == key:
+                self.delete_version(key, version.version_id)

@@ -1,0 +1,158 @@
+"""Embargo: unreadable without authorization through the API and straight from S3; unembargo."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from tests.api.conftest import upload
+from tests.api.test_upload_flow import assert_nodes_match
+from tests.api.test_zarr_api import FILES, oracle
+from tests.conftest import Users
+from zarrchive.db.models import Dandiset
+from zarrchive.jobs import InProcessJobQueue
+from zarrchive.manifest import manifest_key
+from zarrchive.services.fsck import fsck
+from zarrchive.services.manifests import write_manifest
+from zarrchive.services.runtime import Archive, set_current_archive
+from zarrchive.storage.keys import checksum_node_key
+from zarrchive.storage.seaweedfs import SeaweedFS
+
+
+def client(api: httpx.Client, token: str | None) -> httpx.Client:
+    headers = {"Authorization": f"token {token}"} if token else {}
+    return httpx.Client(base_url=str(api.base_url), headers=headers, timeout=60)
+
+
+@pytest.fixture
+def embargoed(api: httpx.Client) -> tuple[str, str]:
+    response = api.post("/api/dandisets/", json={"name": "secret", "embargo": True})
+    assert response.status_code == 200
+    dandiset = response.json()
+    assert dandiset["embargoed"] is True and dandiset["embargo_status"] == "embargoed"
+    zarr = api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": dandiset["identifier"]})
+    return dandiset["identifier"], zarr.json()["zarr_id"]
+
+
+def anonymous_get(seaweedfs: SeaweedFS, bucket: str, key: str) -> int:
+    return httpx.get(f"{seaweedfs.endpoint_url}/{bucket}/{key}").status_code
+
+
+def test_embargoed_zarr_is_private(
+    api: httpx.Client,
+    users: Users,
+    archive: Archive,
+    seaweedfs: SeaweedFS,
+    embargoed: tuple[str, str],
+) -> None:
+    identifier, zarr_id = embargoed
+    checksum = upload(api, zarr_id, FILES)["checksum"]
+    write_manifest(archive, zarr_id)
+    private, public = archive.settings.s3_embargo_bucket, archive.settings.s3_bucket
+    keys = [
+        f"zarr/{zarr_id}/arr/0",
+        checksum_node_key(zarr_id, ""),
+        checksum_node_key(zarr_id, "arr"),
+        manifest_key(zarr_id, checksum),
+    ]
+    for key in keys:
+        assert archive.embargo_store.head(key) is not None, key
+        assert archive.store.head(key) is None, key  # nothing in the public bucket
+        assert anonymous_get(seaweedfs, private, key) == 403, key
+        assert anonymous_get(seaweedfs, public, key) in (403, 404), key
+    expected = {None: 404, users.other: 404, users.owner: 200, users.admin: 200}
+    for token, status in expected.items():
+        with client(api, token) as c:
+            assert c.get(f"/api/dandisets/{identifier}/").status_code == status
+            assert c.get(f"/api/zarr/{zarr_id}/").status_code == status
+            assert c.get(f"/api/zarr/{zarr_id}/arr/").status_code == status
+            assert c.get(f"/api/zarr/{zarr_id}/manifests/").status_code == status
+            assert c.get("/api/zarr/", params={"dandiset": identifier}).status_code == status
+    listed = api.get("/api/zarr/").json()
+    assert zarr_id in [z["zarr_id"] for z in listed]
+    with client(api, users.other) as other:
+        assert zarr_id not in [z["zarr_id"] for z in other.get("/api/zarr/").json()]
+    # owners get a presigned URL for the manifest
+    url = api.get(f"/api/zarr/{zarr_id}/").json()["manifest_url"]
+    assert httpx.get(url).status_code == 200
+
+
+def test_unembargo_makes_everything_public(
+    api: httpx.Client,
+    users: Users,
+    archive: Archive,
+    seaweedfs: SeaweedFS,
+    s3: Any,
+    embargoed: tuple[str, str],
+) -> None:
+    identifier, zarr_id = embargoed
+    checksum = upload(api, zarr_id, FILES)["checksum"]
+    for token, status in ((None, 404), (users.other, 404)):
+        with client(api, token) as c:
+            assert c.post(f"/api/dandisets/{identifier}/unembargo/").status_code == status
+    queue = InProcessJobQueue(backoff=0.1)
+    archive.jobs = queue
+    set_current_archive(archive)
+    try:
+        response = api.post(f"/api/dandisets/{identifier}/unembargo/")
+        assert response.status_code == 200, response.text
+        assert queue.join(timeout=60)
+        queue.close()
+    finally:
+        archive.jobs = None
+        set_current_archive(None)
+    body = api.get(f"/api/dandisets/{identifier}/").json()
+    assert body["embargoed"] is False and body["embargo_status"] == "open"
+    public = archive.settings.s3_bucket
+    for key in [
+        f"zarr/{zarr_id}/arr/0",
+        checksum_node_key(zarr_id, "arr"),
+        manifest_key(zarr_id, checksum),
+    ]:
+        assert anonymous_get(seaweedfs, public, key) == 200, key
+        assert archive.embargo_store.head(key) is None, key
+    assert list(archive.embargo_store.iter_versions(f"zarr/{zarr_id}/")) == []
+    with client(api, None) as anon:
+        info = anon.get(f"/api/zarr/{zarr_id}/").json()
+    assert info["checksum"] == checksum == oracle(FILES)
+    assert info["s3_url"].startswith(f"{seaweedfs.endpoint_url}/{public}/")
+    assert httpx.get(info["manifest_url"]).status_code == 200
+    assert fsck(archive, zarr_id).ok
+    assert_nodes_match(archive, zarr_id, FILES, s3)
+    # a second unembargo: nothing to do
+    assert api.post(f"/api/dandisets/{identifier}/unembargo/").status_code == 409
+
+
+def test_writes_wait_while_unembargoing(
+    api: httpx.Client, archive: Archive, embargoed: tuple[str, str]
+) -> None:
+    identifier, zarr_id = embargoed
+    with archive.db.session() as session:
+        dandiset = session.scalar(select(Dandiset).where(Dandiset.id == int(identifier)))
+        assert dandiset is not None
+        dandiset.embargo_status = "unembargoing"
+    response = api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "a", "etag": "a" * 32}])
+    assert response.status_code == 409 and "unembargoed" in response.json()["detail"]
+    assert api.get(f"/api/dandisets/{identifier}/").json()["embargo_status"] == "unembargoing"
+
+
+def test_unembargo_refused_while_a_batch_is_open(
+    api: httpx.Client, embargoed: tuple[str, str]
+) -> None:
+    identifier, zarr_id = embargoed
+    api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "a", "etag": "a" * 32}])
+    response = api.post(f"/api/dandisets/{identifier}/unembargo/")
+    assert response.status_code == 409 and zarr_id in response.json()["detail"]
+
+
+def test_public_zarr_is_world_readable(
+    api: httpx.Client, zarr_id: str, archive: Archive, seaweedfs: SeaweedFS
+) -> None:
+    upload(api, zarr_id, FILES)
+    bucket = archive.settings.s3_bucket
+    assert httpx.get(f"{seaweedfs.endpoint_url}/{bucket}/zarr/{zarr_id}/arr/0").content == b"zero"
+    node = checksum_node_key(zarr_id, "")
+    assert anonymous_get(seaweedfs, bucket, node) == 200
