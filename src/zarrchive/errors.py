@@ -152,3 +152,11 @@ class JobQueueClosed(Conflict):
 
 class LocalFileError(ZarrchiveError):
     """A local file or directory cannot be read (missing, not a directory, unreadable, a loop)."""
+
+
+class NetworkError(ZarrchiveError):
+    """The archive's API or its object store could not be reached (client side)."""
+
+
+class TransferError(ZarrchiveError):
+    """An object could not be uploaded to or downloaded from the object store (client side)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from zarrchive.cli import admin, checksum, lindi, manifest, serve, worker
+from zarrchive.cli import admin, checksum, lindi, manifest, serve, upload, worker
 
 app = typer.Typer(
     name="zarrchive",
@@ -19,6 +19,7 @@ app.add_typer(admin.app, name="admin")
 app.add_typer(lindi.app, name="lindi")
 app.add_typer(manifest.app, name="manifest")
 app.command("worker")(worker.worker)
+app.command("upload")(upload.upload)
 
 
 def main() -> None:

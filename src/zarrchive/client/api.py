@@ -1,0 +1,445 @@
+"""A typed client of the archive's HTTP API.
+
+One :class:`ApiClient` holds one pooled :class:`httpx.Client`; it is safe to
+share between threads.  Every request has timeouts and is retried with
+exponential backoff and full jitter on connection errors, 429 and 5xx
+(honouring ``Retry-After``).  Errors become :class:`~zarrchive.errors.ApiError`
+(with the server's ``detail``) or :class:`~zarrchive.errors.NetworkError`, with
+one-line messages.
+
+Requests that change state (opening, completing or cancelling a batch, deleting
+files) are retried too: the sync engine (:mod:`zarrchive.client.upload`) knows
+how to recognise a retried request that had already succeeded (``409`` on
+re-opening, ``404`` on re-completing) and :attr:`ApiClient.last_retried` tells it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from zarrchive.errors import ApiError, InvalidInput, NetworkError
+
+#: Statuses worth retrying: rate limits and server-side failures.
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: The listing endpoint's largest page.
+MAX_PAGE_SIZE = 1000
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry: ``attempts`` tries in all, backoff between them."""
+
+    attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    #: The longest ``Retry-After`` honoured (longer values are capped).
+    max_retry_after: float = 120.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number *attempt* (1-based): full jitter, or the
+        server's ``Retry-After`` when it gave one."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        ceiling = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+# -- response types ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServerInfo:
+    version: str
+    s3_endpoint_url: str | None
+    bucket: str
+    max_batch_files: int
+
+
+@dataclass(frozen=True)
+class ZarrInfo:
+    zarr_id: str
+    name: str
+    dandiset: str
+    s3_path: str
+    s3_url: str
+    checksum: str
+    file_count: int
+    size: int
+    upload_in_progress: bool
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ZarrInfo:
+        return cls(
+            zarr_id=str(data["zarr_id"]),
+            name=str(data["name"]),
+            dandiset=str(data["dandiset"]),
+            s3_path=str(data["s3_path"]),
+            s3_url=str(data["s3_url"]),
+            checksum=str(data["checksum"]),
+            file_count=int(data["file_count"]),
+            size=int(data["size"]),
+            upload_in_progress=bool(data["upload_in_progress"]),
+        )
+
+    def object_url(self, path: str) -> str:
+        """The plain S3 URL of the Zarr's file *path*."""
+        base = self.s3_url if self.s3_url.endswith("/") else self.s3_url + "/"
+        return base + quote(path, safe="/~")
+
+
+@dataclass(frozen=True)
+class ListingEntry:
+    """A child in a directory listing: a file (digest = md5) or a directory (Zarr checksum)."""
+
+    name: str
+    path: str
+    digest: str
+    size: int
+
+
+@dataclass(frozen=True)
+class DirectoryPage:
+    path: str
+    digest: str
+    file_count: int
+    size: int
+    directories: list[ListingEntry]
+    files: list[ListingEntry]
+    next: str | None
+
+
+@dataclass(frozen=True)
+class DirectoryListing:
+    """A whole directory (every page)."""
+
+    path: str
+    digest: str
+    directories: list[ListingEntry]
+    files: list[ListingEntry]
+
+
+def _entries(rows: Sequence[Mapping[str, Any]]) -> list[ListingEntry]:
+    return [
+        ListingEntry(str(r["name"]), str(r["path"]), str(r["digest"]), int(r["size"])) for r in rows
+    ]
+
+
+def is_zarr_id(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+# -- the client -------------------------------------------------------------------------
+def _detail_message(detail: Any) -> str:
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, Mapping) and isinstance(detail.get("message"), str):
+        return str(detail["message"])
+    return str(detail)
+
+
+def _friendly(status: int, method: str, path: str, detail: Any) -> str:
+    said = _detail_message(detail)
+    if status == 401:
+        return f"the archive refused the credentials ({said}): check --token / ZARRCHIVE_TOKEN"
+    if status == 403:
+        return f"permission denied: {said}"
+    if status == 404:
+        return f"not found: {said}"
+    if status == 409:
+        return f"conflict: {said}"
+    return f"the archive answered {status} to {method} {path}: {said}"
+
+
+class ApiClient:
+    """The archive's API at *url* (``https://host``), authenticated with *token*."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        max_connections: int = 32,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise InvalidInput(f"the archive URL {url!r} must start with http:// or https://")
+        self.url = url.rstrip("/")
+        self.token = token
+        self.retry = retry or RetryPolicy()
+        headers = {"User-Agent": "zarrchive-client"}
+        if token:
+            headers["Authorization"] = f"token {token}"
+        self.http = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=timeout,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+        )
+        self._local = threading.local()
+        self._info: ServerInfo | None = None
+
+    @classmethod
+    def from_env(
+        cls,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> ApiClient:
+        """A client from explicit values, else ``ZARRCHIVE_URL`` / ``ZARRCHIVE_TOKEN``."""
+        env = os.environ if environ is None else environ
+        url = url or env.get("ZARRCHIVE_URL") or None
+        token = token or env.get("ZARRCHIVE_TOKEN") or None
+        if not url:
+            raise InvalidInput("no archive URL: pass --api-url or set ZARRCHIVE_URL")
+        return cls(url, token, **kwargs)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ----------------------------------------------------------------------
+    @property
+    def last_retried(self) -> bool:
+        """True if this thread's last request needed more than one attempt."""
+        return bool(getattr(self._local, "retried", False))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str | int] | None = None,
+    ) -> httpx.Response:
+        """A successful (2xx) response, after retries; raises ApiError / NetworkError."""
+        self._local.retried = False
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self.http.request(method, path, json=json, params=params)
+            except httpx.TransportError as exc:
+                if attempt >= self.retry.attempts:
+                    raise NetworkError(
+                        f"cannot reach the archive at {self.url}: {_transport_message(exc)}"
+                    ) from None
+                self._local.retried = True
+                time.sleep(self.retry.delay(attempt))
+                continue
+            if response.status_code in RETRY_STATUSES and attempt < self.retry.attempts:
+                self._local.retried = True
+                wait = parse_retry_after(response.headers.get("Retry-After"))
+                time.sleep(self.retry.delay(attempt, wait))
+                continue
+            if response.is_success:
+                return response
+            raise self._error(method, path, response)
+
+    def _error(self, method: str, path: str, response: httpx.Response) -> ApiError:
+        try:
+            detail = response.json().get("detail")
+        except (ValueError, AttributeError):
+            detail = response.text[:200] or response.reason_phrase
+        message = _friendly(response.status_code, method, path, detail)
+        return ApiError(message, status_code=response.status_code, detail=detail)
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str | int] | None = None,
+    ) -> Any:
+        response = self.request(method, path, json=json, params=params)
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise ApiError(
+                f"the archive at {self.url} answered {method} {path} with something that is "
+                "not JSON: is this a zarrchive server?",
+                status_code=response.status_code,
+            ) from None
+
+    # -- endpoints ----------------------------------------------------------------------
+    def info(self) -> ServerInfo:
+        """``GET /api/info/`` (cached)."""
+        if self._info is None:
+            data = self._json("GET", "/api/info/")
+            try:
+                self._info = ServerInfo(
+                    version=str(data["version"]),
+                    s3_endpoint_url=data.get("s3_endpoint_url"),
+                    bucket=str(data["bucket"]),
+                    max_batch_files=int(data["max_batch_files"]),
+                )
+            except (KeyError, TypeError, ValueError):
+                raise ApiError(
+                    f"{self.url}/api/info/ is not a zarrchive server's answer", status_code=200
+                ) from None
+        return self._info
+
+    def create_dandiset(self, name: str) -> str:
+        data = self._json("POST", "/api/dandisets/", json={"name": name})
+        return str(data["identifier"])
+
+    def get_dandiset(self, identifier: str) -> dict[str, Any]:
+        data: dict[str, Any] = self._json("GET", f"/api/dandisets/{quote(identifier, safe='')}/")
+        return data
+
+    def create_zarr(self, name: str, dandiset: str) -> ZarrInfo:
+        return ZarrInfo.from_json(
+            self._json("POST", "/api/zarr/", json={"name": name, "dandiset": dandiset})
+        )
+
+    def get_zarr(self, zarr_id: str) -> ZarrInfo:
+        return ZarrInfo.from_json(self._json("GET", f"/api/zarr/{_id(zarr_id)}/"))
+
+    def find_zarr(self, dandiset: str, name: str) -> ZarrInfo | None:
+        """The Zarr named *name* in *dandiset*, or None."""
+        rows = self._json("GET", "/api/zarr/", params={"dandiset": dandiset, "name": name})
+        for row in rows:
+            if row["name"] == name:
+                return ZarrInfo.from_json(row)
+        return None
+
+    def list_page(
+        self, zarr_id: str, directory: str, *, cursor: str | None = None, page_size: int = 1000
+    ) -> DirectoryPage:
+        """One page of a directory's listing (``""`` is the root)."""
+        # The root's listing is at ``{id}//``: ``{id}/`` is the Zarr's own description.
+        path = f"/api/zarr/{_id(zarr_id)}/{quote(directory, safe='/~')}/"
+        params: dict[str, str | int] = {"page_size": page_size}
+        if cursor:
+            params["cursor"] = cursor
+        data = self._json("GET", path, params=params)
+        if data.get("type") != "directory":
+            raise ApiError(f"{directory!r} is a file, not a directory", status_code=200)
+        return DirectoryPage(
+            path=str(data["path"]),
+            digest=str(data["digest"]),
+            file_count=int(data["file_count"]),
+            size=int(data["size"]),
+            directories=_entries(data["directories"]),
+            files=_entries(data["files"]),
+            next=data.get("next"),
+        )
+
+    def list_directory(self, zarr_id: str, directory: str) -> DirectoryListing:
+        """Every child of a directory (all pages)."""
+        page = self.list_page(zarr_id, directory, page_size=MAX_PAGE_SIZE)
+        directories, files = list(page.directories), list(page.files)
+        digest = page.digest
+        while page.next:
+            page = self.list_page(zarr_id, directory, cursor=page.next, page_size=MAX_PAGE_SIZE)
+            directories.extend(page.directories)
+            files.extend(page.files)
+        return DirectoryListing(directory, digest, directories, files)
+
+    def get_file(self, zarr_id: str, path: str) -> dict[str, Any] | None:
+        """A file's details (``md5``, ``size``, ``s3_url``), or None if *path* is not a file."""
+        try:
+            data: dict[str, Any] = self._json(
+                "GET", f"/api/zarr/{_id(zarr_id)}/{quote(path, safe='/~')}"
+            )
+        except ApiError as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+        return data if data.get("type") == "file" else None
+
+    def upload_in_progress(self, zarr_id: str) -> bool:
+        try:
+            self.request("GET", f"/api/zarr/{_id(zarr_id)}/upload/")
+        except ApiError as exc:
+            if exc.status_code == 404 and "upload" in _detail_message(exc.detail).lower():
+                return False
+            raise
+        return True
+
+    def start_upload(self, zarr_id: str, files: Sequence[tuple[str, str]]) -> dict[str, str]:
+        """Open a batch for ``(path, md5)`` pairs: ``{path: presigned PUT URL}``."""
+        rows = self._json(
+            "POST",
+            f"/api/zarr/{_id(zarr_id)}/upload/",
+            json=[{"path": p, "etag": m} for p, m in files],
+        )
+        return {str(r["path"]): str(r["upload_url"]) for r in rows}
+
+    def complete_upload(self, zarr_id: str) -> ZarrInfo:
+        return ZarrInfo.from_json(self._json("POST", f"/api/zarr/{_id(zarr_id)}/upload/complete/"))
+
+    def cancel_upload(self, zarr_id: str) -> None:
+        self.request("DELETE", f"/api/zarr/{_id(zarr_id)}/upload/")
+
+    def delete_files(self, zarr_id: str, paths: Sequence[str]) -> ZarrInfo:
+        return ZarrInfo.from_json(
+            self._json(
+                "DELETE", f"/api/zarr/{_id(zarr_id)}/files/", json=[{"path": p} for p in paths]
+            )
+        )
+
+
+def _id(zarr_id: str) -> str:
+    return quote(zarr_id, safe="")
+
+
+def _transport_message(exc: httpx.TransportError) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]
+
+
+__all__ = [
+    "MAX_PAGE_SIZE",
+    "ApiClient",
+    "DirectoryListing",
+    "DirectoryPage",
+    "ListingEntry",
+    "RetryPolicy",
+    "ServerInfo",
+    "ZarrInfo",
+    "is_zarr_id",
+    "parse_retry_after",
+]

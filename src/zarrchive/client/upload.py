@@ -1,0 +1,677 @@
+"""The upload sync engine: make a Zarr in the archive equal to a local directory.
+
+1. Find the Zarr (or create it): :func:`find_or_create_zarr`, the one place that
+   knows how a local Zarr maps to an archive object (by name within a dandiset
+   for now; by asset path once assets exist).
+2. Walk the local tree and md5 every file in parallel; compute each directory's
+   digest.
+3. If the server's root checksum equals the local one, stop: nothing to do.
+   Otherwise list the remote tree, skipping every subtree whose digest equals the
+   local one (:func:`zarrchive.client.remote.walk_remote`).
+4. Delete the remote files that are gone locally, then upload new and changed
+   files in batches of at most the server's ``max_batch_files``: open a batch,
+   PUT its files in parallel to their presigned URLs (``Content-MD5`` signed),
+   complete it.  Files are taken in path order, so a batch touches few
+   directories of the tree hash.
+5. Compare the server's checksum with the local one.
+
+Resumability: every step is idempotent; a rerun recomputes the difference and
+does only what is missing.  An upload batch left open by an interrupted run is
+recognised by a record in the client's state directory (written before the
+batch is opened, removed when it is closed): such a batch is completed if all
+its files reached S3, else cancelled.  An open batch without such a record
+(another machine, another client) is cancelled too, with a message: the server
+allows one batch per Zarr, and a batch nobody completes blocks every upload.
+
+Expired URLs: S3 answers 403 to a PUT with an expired presigned URL.  The server
+allows one open batch and has no way to re-sign the URLs of an open batch, so
+the engine cancels the batch (which removes what it uploaded) and opens it again
+with half as many files (and makes later batches no larger), so a slow link
+converges to batches it can finish before their URLs expire.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
+from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo
+from zarrchive.client.local import default_jobs, iter_local_entries
+from zarrchive.client.progress import NullProgress, Progress
+from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
+from zarrchive.errors import (
+    ApiError,
+    InvalidInput,
+    LocalFileError,
+    NetworkError,
+    TransferError,
+)
+
+#: S3's limit for a single PUT.
+MAX_PUT_BYTES = 5 * 1024**3
+#: Files up to this size are read into memory for the PUT; larger ones are streamed.
+IN_MEMORY_BYTES = 16 * 1024**2
+#: A batch holds at most this many bytes (unless one file is larger), so that it
+#: finishes well before its URLs expire on an ordinary link.
+MAX_BATCH_BYTES = 2 * 1024**3
+#: Batches re-opened in a row because S3 refused their URLs before giving up.
+MAX_REFUSALS = 8
+
+S3_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+
+
+def md5_to_content_md5(md5_hex: str) -> str:
+    """The ``Content-MD5`` header value (base64 of the digest bytes) of an md5 in hex."""
+    return base64.b64encode(bytes.fromhex(md5_hex)).decode("ascii")
+
+
+# -- the batch records: which open batch is ours ------------------------------------------
+def default_state_dir() -> Path:
+    """``$ZARRCHIVE_STATE_DIR``, else ``$XDG_STATE_HOME/zarrchive``, else ``~/.local/state/zarrchive``."""
+    explicit = os.environ.get("ZARRCHIVE_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "zarrchive"
+
+
+class BatchRecords:
+    """One small file per Zarr with a batch this client has opened (or is opening)."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self.directory = Path(directory) if directory is not None else default_state_dir()
+
+    def _file(self, api_url: str, zarr_id: str) -> Path:
+        return self.directory / "batches" / f"{zarr_id}.json"
+
+    def mark(self, api_url: str, zarr_id: str, files: int) -> None:
+        path = self._file(api_url, zarr_id)
+        record = {
+            "api_url": api_url,
+            "zarr_id": zarr_id,
+            "files": files,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "time": time.time(),
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(record))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # without a record the batch is still recognised as stale, only less politely
+
+    def get(self, api_url: str, zarr_id: str) -> dict[str, object] | None:
+        try:
+            record = json.loads(self._file(api_url, zarr_id).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or record.get("api_url") != api_url:
+            return None
+        return record
+
+    def clear(self, api_url: str, zarr_id: str) -> None:
+        with contextlib.suppress(OSError):
+            self._file(api_url, zarr_id).unlink()
+
+
+# -- results ----------------------------------------------------------------------------
+@dataclass
+class UploadPlan:
+    """What an upload will do."""
+
+    upload: list[ZarrEntry]
+    delete: list[str]
+    skipped: int
+
+    @property
+    def upload_bytes(self) -> int:
+        return sum(e.size for e in self.upload)
+
+
+@dataclass
+class UploadResult:
+    zarr_id: str | None
+    name: str
+    created: bool
+    dry_run: bool
+    local_files: int
+    local_bytes: int
+    local_checksum: str
+    remote_checksum: str | None
+    uploaded: int = 0
+    uploaded_bytes: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    batches: int = 0
+    #: Batches cancelled and re-opened because S3 refused their (expired) URLs.
+    reopened: int = 0
+    #: What was done with a batch found open at the start: None, "completed" or "cancelled".
+    stale_batch: str | None = None
+    planned_uploads: int = 0
+    planned_deletes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """The archive's checksum equals the local one (always True for a dry run)."""
+        return self.dry_run or self.remote_checksum == self.local_checksum
+
+
+# -- finding the Zarr -------------------------------------------------------------------
+def find_or_create_zarr(
+    client: ApiClient, dandiset: str, name: str, *, create: bool = True
+) -> tuple[ZarrInfo | None, bool]:
+    """The Zarr for *name* in *dandiset* and whether it was just created.
+
+    Until the archive has assets, a Zarr is found by its name within the
+    dandiset; with assets this becomes a lookup of the asset at path *name*
+    (and creating the asset after the first upload).
+    """
+    found = client.find_zarr(dandiset, name)
+    if found is not None or not create:
+        return found, False
+    try:
+        return client.create_zarr(name, dandiset), True
+    except ApiError as exc:
+        # Someone (or our own retried request) created it meanwhile.
+        if exc.status_code in (400, 409):
+            found = client.find_zarr(dandiset, name)
+            if found is not None:
+                return found, False
+        raise
+
+
+# -- the engine -------------------------------------------------------------------------
+_Outcome = Literal["done", "refused"]
+
+
+class Uploader:
+    """Uploads local directories to the archive of *client*.
+
+    *jobs*: parallel PUTs (and md5 threads); *batch_files*: the largest batch
+    (default and maximum: the server's limit); *records*: where open batches are
+    recorded; *on_batch_open*: called with each batch's size after it is opened,
+    before its files are sent (a hook for displays and tests).
+    """
+
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        jobs: int | None = None,
+        progress: Progress | None = None,
+        batch_files: int | None = None,
+        records: BatchRecords | None = None,
+        retry: RetryPolicy | None = None,
+        on_batch_open: Callable[[int], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.jobs = jobs if jobs is not None else max(8, default_jobs())
+        if self.jobs < 1:
+            raise InvalidInput(f"--jobs must be at least 1, got {self.jobs}")
+        self.progress: Progress = progress or NullProgress()
+        if batch_files is not None and batch_files < 1:
+            raise InvalidInput(f"the batch size must be at least 1, got {batch_files}")
+        self.batch_files = batch_files
+        self.records = records or BatchRecords()
+        self.retry = retry or client.retry
+        self.on_batch_open = on_batch_open
+
+    # -- public -------------------------------------------------------------------------
+    def upload(
+        self,
+        local: str | os.PathLike[str],
+        *,
+        dandiset: str | None = None,
+        name: str | None = None,
+        zarr_id: str | None = None,
+        dry_run: bool = False,
+    ) -> UploadResult:
+        """Make the archive's Zarr equal to the directory *local*.
+
+        The Zarr is *zarr_id*, or the one named *name* (default: the directory's
+        name) in *dandiset*, created if absent.
+        """
+        root = os.fspath(local)
+        if not os.path.isdir(root):
+            if os.path.lexists(root):
+                raise LocalFileError(f"{root!r} is not a directory")
+            raise LocalFileError(f"{root!r}: no such file or directory")
+        if name is None:
+            name = Path(root).resolve().name
+        server = self.client.info()
+        limit = server.max_batch_files
+        batch_files = min(self.batch_files or limit, limit)
+
+        created = False
+        if zarr_id is not None:
+            zarr: ZarrInfo | None = self.client.get_zarr(zarr_id)
+        else:
+            if dandiset is None:
+                raise InvalidInput("give the dandiset (--dandiset) or the Zarr id")
+            zarr, created = find_or_create_zarr(self.client, dandiset, name, create=not dry_run)
+        assert zarr is not None or dry_run
+
+        # Local state: md5 of every file, digest of every directory.
+        entries = self._hash_local(root)
+        too_big = [e for e in entries if e.size > MAX_PUT_BYTES]
+        if too_big:
+            listed = ", ".join(f"{e.path} ({e.size} bytes)" for e in too_big[:5])
+            raise InvalidInput(
+                f"{len(too_big)} files are larger than 5 GiB, which S3 cannot take in one PUT: "
+                f"{listed}"
+            )
+        digests = local_digests(entries)
+        local_checksum = digests.get("", EMPTY_CHECKSUM)
+        result = UploadResult(
+            zarr_id=zarr.zarr_id if zarr else None,
+            name=name,
+            created=created,
+            dry_run=dry_run,
+            local_files=len(entries),
+            local_bytes=sum(e.size for e in entries),
+            local_checksum=local_checksum,
+            remote_checksum=zarr.checksum if zarr else None,
+        )
+        if zarr is None:  # dry run of a new Zarr
+            result.planned_uploads = len(entries)
+            return result
+        if zarr.upload_in_progress and not dry_run:
+            result.stale_batch = self._resolve_stale_batch(zarr.zarr_id, result)
+            zarr = self.client.get_zarr(zarr.zarr_id)
+
+        plan = self.plan(zarr, entries, digests)
+        result.skipped = plan.skipped
+        result.planned_uploads = len(plan.upload)
+        result.planned_deletes = len(plan.delete)
+        if dry_run:
+            return result
+
+        zid = zarr.zarr_id
+        if plan.delete:
+            self.progress.start("deleting", len(plan.delete), None)
+            for start in range(0, len(plan.delete), limit):
+                chunk = plan.delete[start : start + limit]
+                self._delete(zid, chunk)
+                result.deleted += len(chunk)
+                self.progress.advance(len(chunk), 0)
+        if plan.upload:
+            self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
+            self._upload_entries(root, zid, plan.upload, batch_files, result)
+        self.progress.stop()
+        final = self.client.get_zarr(zid)
+        result.remote_checksum = final.checksum
+        return result
+
+    def plan(
+        self, zarr: ZarrInfo, entries: Sequence[ZarrEntry], digests: dict[str, str]
+    ) -> UploadPlan:
+        """The files to upload and delete so that *zarr* equals the local *entries*."""
+        local_root = digests.get("", EMPTY_CHECKSUM)
+        if zarr.checksum == local_root:
+            return UploadPlan([], [], len(entries))
+        remote = walk_remote(
+            self.client, zarr.zarr_id, digests, root_digest=zarr.checksum, jobs=self.jobs
+        )
+        same = SubtreeFilter(remote.identical)
+        upload: list[ZarrEntry] = []
+        skipped = 0
+        local_paths: set[str] = set()
+        for entry in entries:
+            if same(entry.path):
+                skipped += 1
+                continue
+            local_paths.add(entry.path)
+            found = remote.files.get(entry.path)
+            if found is not None and found[0] == entry.md5:
+                skipped += 1
+            else:
+                upload.append(entry)
+        delete = sorted(p for p in remote.files if p not in local_paths)
+        return UploadPlan(upload, delete, skipped)
+
+    # -- local ----------------------------------------------------------------------------
+    def _hash_local(self, root: str) -> list[ZarrEntry]:
+        self.progress.start("hashing", None, None)
+        done = [0, 0]
+
+        def report(files: int, nbytes: int) -> None:
+            self.progress.advance(files - done[0], nbytes - done[1])
+            done[0], done[1] = files, nbytes
+
+        return list(iter_local_entries(root, jobs=min(self.jobs, default_jobs()), progress=report))
+
+    # -- stale batches ----------------------------------------------------------------------
+    def _resolve_stale_batch(self, zarr_id: str, result: UploadResult) -> str | None:
+        api = self.client.url
+        ours = self.records.get(api, zarr_id) is not None
+        outcome: str | None
+        if ours:
+            try:
+                self.client.complete_upload(zarr_id)
+                outcome = "completed"
+                message = (
+                    "completed the upload batch left open by an interrupted earlier run "
+                    "(all its files had reached S3)"
+                )
+            except ApiError as exc:
+                if exc.status_code == 404:
+                    outcome, message = None, ""
+                elif exc.status_code == 400:
+                    self._cancel(zarr_id)
+                    outcome = "cancelled"
+                    message = "cancelled the upload batch left open by an interrupted earlier run"
+                else:
+                    raise
+        else:
+            self._cancel(zarr_id)
+            outcome = "cancelled"
+            message = (
+                "cancelled an upload batch that was already open on this Zarr (left by an "
+                "interrupted run elsewhere or by another client; only one batch can be open)"
+            )
+        self.records.clear(api, zarr_id)
+        if message:
+            result.notes.append(message)
+            self.progress.note(message)
+        return outcome
+
+    def _cancel(self, zarr_id: str) -> None:
+        try:
+            self.client.cancel_upload(zarr_id)
+        except ApiError as exc:
+            if exc.status_code != 404:  # already closed: fine
+                raise
+
+    # -- deletions ------------------------------------------------------------------------
+    def _delete(self, zarr_id: str, paths: list[str]) -> None:
+        try:
+            self.client.delete_files(zarr_id, paths)
+        except ApiError as exc:
+            detail = exc.detail if isinstance(exc.detail, dict) else {}
+            missing = detail.get("missing") if exc.status_code == 404 else None
+            if isinstance(missing, list) and missing:
+                # Already gone: deleted by our own first attempt (its answer lost) or by
+                # another client meanwhile.  Delete the rest.
+                rest = [p for p in paths if p not in set(missing)]
+                if rest:
+                    self.client.delete_files(zarr_id, rest)
+                return
+            if exc.status_code == 409:
+                # A batch was opened meanwhile (our own, interrupted): cancel and retry once.
+                self._cancel(zarr_id)
+                self.client.delete_files(zarr_id, paths)
+                return
+            raise
+
+    # -- uploads --------------------------------------------------------------------------
+    def _upload_entries(
+        self,
+        root: str,
+        zarr_id: str,
+        entries: list[ZarrEntry],
+        batch_files: int,
+        result: UploadResult,
+    ) -> None:
+        queue: deque[tuple[list[ZarrEntry], int]] = deque(
+            (chunk, 0) for chunk in _chunks(entries, batch_files, MAX_BATCH_BYTES)
+        )
+        s3 = httpx.Client(
+            timeout=S3_TIMEOUT,
+            limits=httpx.Limits(max_connections=self.jobs, max_keepalive_connections=self.jobs),
+            headers={"User-Agent": "zarrchive-client"},
+        )
+        pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-put")
+        try:
+            while queue:
+                chunk, refusals = queue.popleft()
+                outcome = self._run_batch(s3, pool, root, zarr_id, chunk, result)
+                if outcome == "done":
+                    continue
+                refusals += 1
+                if refusals >= MAX_REFUSALS:
+                    raise TransferError(
+                        f"S3 refused the upload URLs of a batch {refusals} times in a row "
+                        "(403): the server's clock, its presigned URLs or this network path "
+                        "may be broken"
+                    )
+                result.reopened += 1
+                half = max(1, len(chunk) // 2)
+                message = (
+                    f"S3 refused expired upload URLs: cancelled the batch and re-requesting "
+                    f"URLs in batches of {half} files"
+                )
+                result.notes.append(message)
+                self.progress.note(message)
+                # Later batches are no larger than what is retried now.
+                rest = [e for c, _ in queue for e in c]
+                queue.clear()
+                queue.extend((c, refusals) for c in _chunks(chunk, half, MAX_BATCH_BYTES))
+                queue.extend((c, 0) for c in _chunks(rest, half, MAX_BATCH_BYTES))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            s3.close()
+
+    def _open_batch(self, zarr_id: str, chunk: list[ZarrEntry]) -> dict[str, str]:
+        files = [(e.path, e.md5) for e in chunk]
+        self.records.mark(self.client.url, zarr_id, len(files))
+        try:
+            return self.client.start_upload(zarr_id, files)
+        except ApiError as exc:
+            if exc.status_code != 409:
+                self.records.clear(self.client.url, zarr_id)
+                raise
+        # A batch is open: our own request that went through before a retry, or one
+        # opened meanwhile.  Cancel it and open ours.
+        self.progress.note("an upload batch was already open on this Zarr: cancelled it")
+        self._cancel(zarr_id)
+        return self.client.start_upload(zarr_id, files)
+
+    def _run_batch(
+        self,
+        s3: httpx.Client,
+        pool: ThreadPoolExecutor,
+        root: str,
+        zarr_id: str,
+        chunk: list[ZarrEntry],
+        result: UploadResult,
+    ) -> _Outcome:
+        urls = self._open_batch(zarr_id, chunk)
+        missing = [e.path for e in chunk if e.path not in urls]
+        if missing:
+            self._abort(zarr_id)
+            raise TransferError(f"the archive returned no upload URL for {missing[0]!r}")
+        if self.on_batch_open is not None:
+            self.on_batch_open(len(chunk))
+        stop = threading.Event()
+        sent = [0, 0]
+        sent_lock = threading.Lock()
+
+        def put(entry: ZarrEntry) -> bool:
+            if stop.is_set():
+                return False
+            ok = self._put(s3, urls[entry.path], entry, os_path(root, entry.path))
+            if ok:
+                with sent_lock:
+                    sent[0] += 1
+                    sent[1] += entry.size
+                self.progress.advance(1, entry.size)
+            else:
+                stop.set()  # the URLs have expired: no point sending the others
+            return ok
+
+        futures: list[Future[bool]] = [pool.submit(put, e) for e in chunk]
+        try:
+            _wait_all(futures)
+        except BaseException:
+            stop.set()
+            for f in futures:
+                f.cancel()
+            self._abort(zarr_id)
+            raise
+        if not all(f.result() for f in futures):
+            self._cancel(zarr_id)
+            self.records.clear(self.client.url, zarr_id)
+            self.progress.advance(-sent[0], -sent[1])
+            return "refused"
+        self._complete(zarr_id)
+        self.records.clear(self.client.url, zarr_id)
+        result.batches += 1
+        result.uploaded += len(chunk)
+        result.uploaded_bytes += sum(e.size for e in chunk)
+        return "done"
+
+    def _complete(self, zarr_id: str) -> None:
+        try:
+            self.client.complete_upload(zarr_id)
+        except ApiError as exc:
+            if exc.status_code == 404 and self.client.last_retried:
+                return  # the first attempt completed it; its answer was lost
+            if exc.status_code == 404:
+                raise TransferError(
+                    "the upload batch was cancelled by someone else while it was being sent; "
+                    "run the upload again"
+                ) from None
+            if exc.status_code == 400:
+                self._abort(zarr_id)
+            raise
+
+    def _abort(self, zarr_id: str) -> None:
+        """Cancel the open batch after a failure (best effort: a rerun cancels it anyway)."""
+        try:
+            self._cancel(zarr_id)
+        except (ApiError, NetworkError):
+            return
+        self.records.clear(self.client.url, zarr_id)
+
+    def _put(self, s3: httpx.Client, url: str, entry: ZarrEntry, path: str) -> bool:
+        """PUT one file; False if S3 refused the URL (403: expired)."""
+        headers = {"Content-MD5": md5_to_content_md5(entry.md5)}
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if entry.size <= IN_MEMORY_BYTES:
+                    response = s3.put(url, content=_read(path), headers=headers)
+                else:
+                    headers["Content-Length"] = str(entry.size)
+                    response = s3.put(url, content=_stream(path), headers=headers)
+            except httpx.TransportError as exc:
+                if attempt >= self.retry.attempts:
+                    raise NetworkError(
+                        f"cannot upload {entry.path!r} to S3: {str(exc) or type(exc).__name__}"
+                    ) from None
+                time.sleep(self.retry.delay(attempt))
+                continue
+            status = response.status_code
+            if status == 200:
+                return True
+            if status == 403:
+                return False
+            if status == 400 and b"BadDigest" in response.content:
+                raise LocalFileError(
+                    f"{path!r} changed while it was being uploaded (its md5 is no longer "
+                    f"{entry.md5}): run the upload again"
+                )
+            if status in (429, 500, 502, 503, 504) and attempt < self.retry.attempts:
+                time.sleep(self.retry.delay(attempt))
+                continue
+            raise TransferError(
+                f"S3 refused {entry.path!r} ({status}): {_s3_message(response.text)}"
+            )
+
+
+def _wait_all(futures: list[Future[bool]]) -> None:
+    """Wait for every future; raise the first exception as soon as it happens."""
+    pending: set[Future[bool]] = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+        for f in done:
+            exc = f.exception()
+            if exc is not None:
+                raise exc
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {path!r}: {exc.strerror}") from None
+
+
+def _stream(path: str) -> Iterator[bytes]:
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                yield block
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {path!r}: {exc.strerror}") from None
+
+
+def _s3_message(text: str) -> str:
+    for tag in ("Message", "Code"):
+        start = text.find(f"<{tag}>")
+        end = text.find(f"</{tag}>")
+        if 0 <= start < end:
+            return text[start + len(tag) + 2 : end]
+    return text[:200]
+
+
+def _chunks(entries: list[ZarrEntry], files: int, nbytes: int) -> Iterator[list[ZarrEntry]]:
+    chunk: list[ZarrEntry] = []
+    size = 0
+    for entry in entries:
+        if chunk and (len(chunk) >= files or size + entry.size > nbytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(entry)
+        size += entry.size
+    if chunk:
+        yield chunk
+
+
+def upload(
+    client: ApiClient,
+    local: str | os.PathLike[str],
+    *,
+    dandiset: str | None = None,
+    name: str | None = None,
+    zarr_id: str | None = None,
+    jobs: int | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    batch_files: int | None = None,
+) -> UploadResult:
+    """Upload *local* to the archive: see :class:`Uploader`."""
+    uploader = Uploader(client, jobs=jobs, progress=progress, batch_files=batch_files)
+    return uploader.upload(local, dandiset=dandiset, name=name, zarr_id=zarr_id, dry_run=dry_run)
+
+
+__all__ = [
+    "MAX_PUT_BYTES",
+    "BatchRecords",
+    "UploadPlan",
+    "UploadResult",
+    "Uploader",
+    "find_or_create_zarr",
+    "md5_to_content_md5",
+    "upload",
+]

@@ -1,0 +1,105 @@
+"""Uploads through the library against the live server and a real SeaweedFS."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.client.conftest import file_count, make_zarr, zarr_checksum_of
+from zarrchive.client import ApiClient, NullProgress, Uploader
+from zarrchive.client.upload import BatchRecords
+
+
+def test_upload_modify_reupload_exact(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords, s3: Any, bucket: str
+) -> None:
+    local = tmp_path / "data.zarr"
+    make_zarr(local)
+    total = file_count(local)
+    assert 1700 < total < 2100
+    uploader = Uploader(client, jobs=8, batch_files=400, records=records)
+
+    first = uploader.upload(local, dandiset=dandiset)
+    assert first.created and first.ok
+    assert (first.uploaded, first.deleted, first.skipped) == (total, 0, 0)
+    assert first.batches == 5
+    assert first.remote_checksum == zarr_checksum_of(local)
+    zarr = client.get_zarr(first.zarr_id or "")
+    assert (zarr.file_count, zarr.name, zarr.upload_in_progress) == (total, "data.zarr", False)
+    keys = {
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=f"zarr/{zarr.zarr_id}/"
+        )
+        for o in page.get("Contents", [])
+    }
+    assert len(keys) == total
+
+    # Nothing changed: nothing transferred, found by name, no listing needed.
+    again = uploader.upload(local, dandiset=dandiset)
+    assert (again.zarr_id, again.created) == (first.zarr_id, False)
+    assert (again.uploaded, again.deleted, again.skipped, again.batches) == (0, 0, total, 0)
+    assert again.ok
+
+    # Modify 3 chunks, add 5 files (one in a new directory), delete 4 (a whole directory of 2).
+    chunks = sorted(p for p in (local / "a" / "c").rglob("*") if p.is_file())
+    for p in chunks[:3]:
+        p.write_bytes(p.read_bytes() + b"changed")
+    for i in range(4):
+        (local / "g" / f"extra{i}.bin").write_bytes(bytes([i]) * (100 + i))
+    (local / "new" / "deep").mkdir(parents=True)
+    (local / "new" / "deep" / "file").write_bytes(b"new")
+    gone = sorted(p for p in (local / "g" / "c" / "c").rglob("*") if p.is_file())
+    gone[0].unlink()
+    gone[1].unlink()
+    victim = next(p for p in (local / "g" / "b" / "c").iterdir() if p.is_dir())
+    victim_files = sorted(p for p in victim.rglob("*") if p.is_file())
+    shutil.rmtree(victim)
+    deleted = 2 + len(victim_files)
+
+    third = uploader.upload(local, dandiset=dandiset)
+    assert (third.uploaded, third.deleted) == (8, deleted)
+    assert third.skipped == total - 3 - deleted
+    assert third.ok and third.remote_checksum == zarr_checksum_of(local)
+    assert client.get_zarr(first.zarr_id or "").file_count == total + 5 - deleted
+
+
+def test_dry_run_changes_nothing(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
+) -> None:
+    local = tmp_path / "dry.zarr"
+    local.mkdir()
+    (local / "zarr.json").write_bytes(b"{}")
+    (local / "x").mkdir()
+    (local / "x" / "0").write_bytes(b"0")
+    uploader = Uploader(client, jobs=2, records=records, progress=NullProgress())
+    plan = uploader.upload(local, dandiset=dandiset, dry_run=True)
+    assert (plan.zarr_id, plan.planned_uploads, plan.uploaded) == (None, 2, 0)
+    assert client.find_zarr(dandiset, "dry.zarr") is None
+    done = uploader.upload(local, dandiset=dandiset)
+    (local / "x" / "0").write_bytes(b"1")
+    (local / "zarr.json").unlink()
+    plan = uploader.upload(local, dandiset=dandiset, dry_run=True)
+    assert (plan.zarr_id, plan.planned_uploads, plan.planned_deletes) == (done.zarr_id, 1, 1)
+    assert client.get_zarr(done.zarr_id or "").checksum == done.remote_checksum
+
+
+@pytest.mark.parametrize("where", ["zarr_id", "name"])
+def test_upload_to_named_zarr(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords, where: str
+) -> None:
+    local = tmp_path / "local-name"
+    local.mkdir()
+    (local / "f").write_bytes(b"f")
+    uploader = Uploader(client, jobs=2, records=records)
+    if where == "name":
+        result = uploader.upload(local, dandiset=dandiset, name="sub/path.zarr")
+        assert client.get_zarr(result.zarr_id or "").name == "sub/path.zarr"
+    else:
+        zarr = client.create_zarr("premade.zarr", dandiset)
+        result = uploader.upload(local, zarr_id=zarr.zarr_id)
+        assert result.zarr_id == zarr.zarr_id and not result.created
+    assert result.ok and result.uploaded == 1
