@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from zarrchive import __version__
 from zarrchive.api.errors import install_error_handlers
-from zarrchive.api.routers import dandisets, info, zarrs
+from zarrchive.api.routers import assets, blob_uploads, dandisets, info, versions, zarrs
 from zarrchive.services.runtime import Archive
 
 DESCRIPTION = """
@@ -41,4 +41,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(info.router)
     app.include_router(dandisets.router)
     app.include_router(zarrs.router)
+    app.include_router(versions.router)
+    app.include_router(assets.router)
+    app.include_router(blob_uploads.router)
     return app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Dandiset, User
+from zarrchive.db.models import Dandiset, User, Version
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.services.auth import can_read, require_user
 
@@ -20,6 +20,8 @@ def create_dandiset(
     dandiset = Dandiset(name=name, embargoed=embargoed)
     dandiset.owners.append(owner)
     session.add(dandiset)
+    session.flush()
+    session.add(Version(dandiset_id=dandiset.id, version="draft", metadata_={"name": name}))
     session.flush()
     return dandiset
 

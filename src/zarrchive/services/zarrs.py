@@ -13,8 +13,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import ChecksumNode
-from zarrchive.db.models import UploadBatch, User, Zarr, ZarrManifest
-from zarrchive.errors import InvalidInput, NotFound
+from zarrchive.db.models import Asset, UploadBatch, User, Version, Zarr, ZarrManifest
+from zarrchive.errors import InvalidInput, NotFound, ZarrFrozen
 from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services.auth import can_read, require_owner
 from zarrchive.services.dandisets import get_dandiset
@@ -68,8 +68,25 @@ def get_zarr(
 
 
 def ensure_writable(session: Session, zarr: Zarr) -> None:
-    """Refuse changes to a Zarr that must not change (published: see the dandisets issue)."""
-    return None
+    """Refuse changes to a Zarr referenced by an asset of any published version.
+
+    Call it under the Zarr's row lock: publishing takes the same lock, so a
+    write either finishes before the publication or sees it.
+    """
+    published = session.execute(
+        select(Version.version, Version.dandiset_id)
+        .join(Asset, Asset.version_id == Version.id)
+        .where(Asset.zarr_id == zarr.id, Version.version != "draft")
+        .order_by(Version.id)
+        .limit(1)
+    ).first()
+    if published is not None:
+        version, dandiset_id = published
+        raise ZarrFrozen(
+            f"Zarr {zarr.id} belongs to published version {version} of dandiset "
+            f"{dandiset_id:06d} and can no longer change: published data is immutable "
+            "(create a new Zarr for new data)"
+        )
 
 
 def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str) -> Zarr:

@@ -31,3 +31,8 @@ def checksum_node_key(zarr_id: str, directory: str) -> str:
 def manifest_prefix(zarr_id: str) -> str:
     """Prefix of a Zarr's manifests (the key itself: :func:`zarrchive.manifest.manifest_key`)."""
     return f"zarr-manifest/{zarr_id}/"
+
+
+def blob_key(blob_id: str) -> str:
+    """Key of a blob (a regular file's content): ``blobs/{id[0:3]}/{id[3:6]}/{id}``."""
+    return f"blobs/{blob_id[0:3]}/{blob_id[3:6]}/{blob_id}"

@@ -1,0 +1,323 @@
+"""Assets: the files of a version, each a blob or a Zarr, with JSON metadata.
+
+A Zarr asset is an asset like any other; its metadata says what it is
+(``encodingFormat: application/x-zarr``) and carries the Zarr's checksum and
+size.  In the draft these fields are computed from the Zarr (or blob) row each
+time the asset is served, so they follow every upload; a published asset
+serves the values pinned at publication.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, utcnow
+from zarrchive.errors import InvalidInput, NotFound
+from zarrchive.paths import validate_path
+from zarrchive.services.auth import can_read, require_owner
+from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.versions import find_version, require_draft
+from zarrchive.services.zarrs import get_zarr
+
+ZARR_MEDIA_TYPE = "application/x-zarr"
+ZARR_DIGEST = "dandi:dandi-zarr-checksum"
+MD5_DIGEST = "dandi:md5"
+MAX_PAGE_SIZE = 1000
+
+
+@dataclass(frozen=True)
+class AssetInfo:
+    asset_id: str
+    path: str
+    dandiset: str
+    version: str
+    blob_id: str | None
+    zarr_id: str | None
+    size: int
+    metadata: dict[str, Any]
+    created: datetime
+    modified: datetime
+
+
+@dataclass(frozen=True)
+class AssetPage:
+    count: int
+    results: list[AssetInfo]
+    next: str | None
+
+
+def computed_metadata(asset: Asset) -> dict[str, Any]:
+    """The stored metadata with the fields that follow the content filled in from it."""
+    metadata = dict(asset.metadata_ or {})
+    metadata["path"] = asset.path
+    if asset.zarr is not None:
+        metadata["encodingFormat"] = ZARR_MEDIA_TYPE
+        metadata["contentSize"] = asset.zarr.size
+        metadata["digest"] = {ZARR_DIGEST: asset.zarr.checksum}
+    elif asset.blob is not None:
+        metadata["contentSize"] = asset.blob.size
+        metadata["digest"] = {MD5_DIGEST: asset.blob.md5}
+    return metadata
+
+
+def served_metadata(asset: Asset) -> dict[str, Any]:
+    """Draft assets: computed now; published assets: as pinned at publication."""
+    if asset.version.is_draft:
+        return computed_metadata(asset)
+    return dict(asset.metadata_ or {})
+
+
+def asset_info(asset: Asset, dandiset: Dandiset) -> AssetInfo:
+    metadata = served_metadata(asset)
+    size = metadata.get("contentSize")
+    return AssetInfo(
+        asset_id=asset.id,
+        path=asset.path,
+        dandiset=dandiset.identifier,
+        version=asset.version.version,
+        blob_id=asset.blob_id,
+        zarr_id=asset.zarr_id,
+        size=int(size) if isinstance(size, int) else 0,
+        metadata=metadata,
+        created=asset.created_at,
+        modified=asset.modified_at,
+    )
+
+
+def parse_asset_id(asset_id: str) -> str:
+    try:
+        return str(uuid.UUID(asset_id))
+    except (ValueError, AttributeError, TypeError):
+        raise NotFound(f"no asset {asset_id!r}: asset ids are UUIDs") from None
+
+
+def _metadata_path(metadata: object) -> tuple[dict[str, Any], str]:
+    if not isinstance(metadata, dict):
+        raise InvalidInput("the asset's metadata must be a JSON object with a 'path'")
+    if "path" not in metadata:
+        raise InvalidInput("the asset's metadata has no 'path': give the file's path")
+    path = validate_path(metadata["path"])
+    return {**metadata, "path": path}, path
+
+
+def _check_content(
+    session: Session,
+    user: User | None,
+    dandiset: Dandiset,
+    version: Version,
+    blob_id: str | None,
+    zarr_id: str | None,
+    asset_id: str | None,
+) -> None:
+    """The blob or Zarr may become the content of an asset of *version* (else 400/404)."""
+    if (blob_id is None) == (zarr_id is None):
+        raise InvalidInput("give exactly one of 'blob_id' and 'zarr_id'")
+    if zarr_id is not None:
+        zarr = get_zarr(session, user, zarr_id)
+        if zarr.dandiset_id != dandiset.id:
+            raise InvalidInput(
+                f"Zarr {zarr.id} belongs to dandiset {zarr.dandiset.identifier}, "
+                f"not to dandiset {dandiset.identifier}"
+            )
+        other = session.scalar(
+            select(Asset.path).where(
+                Asset.version_id == version.id, Asset.zarr_id == zarr.id, Asset.id != asset_id
+            )
+        )
+        if other is not None:
+            raise InvalidInput(
+                f"Zarr {zarr.id} is already the asset {other!r} of this version: "
+                "a Zarr is one asset"
+            )
+        return
+    assert blob_id is not None
+    try:
+        blob = session.get(Blob, str(uuid.UUID(blob_id)))
+    except (ValueError, AttributeError, TypeError):
+        blob = None
+    if blob is None:
+        raise NotFound(f"no blob {blob_id!r}: upload it first (POST /api/uploads/initialize/)")
+    if blob.embargoed and not dandiset.embargoed:
+        raise InvalidInput(
+            f"blob {blob.id} is embargoed and dandiset {dandiset.identifier} is public: "
+            "upload the file again for this dandiset"
+        )
+
+
+def _check_path_free(
+    session: Session, version: Version, path: str, asset_id: str | None = None
+) -> None:
+    query = select(Asset.id).where(Asset.version_id == version.id, Asset.path == path)
+    if asset_id is not None:
+        query = query.where(Asset.id != asset_id)
+    if session.scalar(query) is not None:
+        raise InvalidInput(f"version {version.version} already has an asset at {path!r}")
+
+
+def _writable_version(
+    session: Session, user: User | None, dandiset_id: str, version: str, what: str
+) -> tuple[Dandiset, Version]:
+    dandiset = get_dandiset(session, user, dandiset_id)
+    require_owner(user, dandiset)
+    found = find_version(session, dandiset, version, lock=True)
+    require_draft(found, dandiset, what)
+    return dandiset, found
+
+
+def _flush(session: Session, version: Version, path: str) -> None:
+    try:
+        with session.begin_nested():
+            session.flush()
+    except IntegrityError as exc:  # a concurrent request took the path
+        raise InvalidInput(f"version {version.version} already has an asset at {path!r}") from exc
+
+
+def create_asset(
+    session: Session,
+    user: User | None,
+    dandiset_id: str,
+    version: str,
+    metadata: object,
+    *,
+    blob_id: str | None = None,
+    zarr_id: str | None = None,
+) -> AssetInfo:
+    """A new asset of the draft pointing at a blob or a Zarr of the same dandiset."""
+    dandiset, found = _writable_version(session, user, dandiset_id, version, "add assets to")
+    clean, path = _metadata_path(metadata)
+    _check_content(session, user, dandiset, found, blob_id, zarr_id, None)
+    _check_path_free(session, found, path)
+    asset = Asset(
+        id=str(uuid.uuid4()),
+        version_id=found.id,
+        path=path,
+        metadata_=clean,
+        blob_id=str(uuid.UUID(blob_id)) if blob_id else None,
+        zarr_id=str(uuid.UUID(zarr_id)) if zarr_id else None,
+    )
+    session.add(asset)
+    _flush(session, found, path)
+    found.modified_at = utcnow()
+    session.flush()
+    session.refresh(asset)
+    return asset_info(asset, dandiset)
+
+
+def _find_asset(session: Session, version: Version, asset_id: str) -> Asset:
+    asset = session.scalar(
+        select(Asset).where(Asset.id == parse_asset_id(asset_id), Asset.version_id == version.id)
+    )
+    if asset is None:
+        raise NotFound(f"version {version.version} has no asset {asset_id}")
+    return asset
+
+
+def update_asset(
+    session: Session,
+    user: User | None,
+    dandiset_id: str,
+    version: str,
+    asset_id: str,
+    metadata: object,
+    *,
+    blob_id: str | None = None,
+    zarr_id: str | None = None,
+) -> AssetInfo:
+    """Replace an asset's metadata (and path); with a blob or Zarr id, its content too."""
+    dandiset, found = _writable_version(session, user, dandiset_id, version, "change assets of")
+    asset = _find_asset(session, found, asset_id)
+    clean, path = _metadata_path(metadata)
+    if blob_id is not None or zarr_id is not None:
+        _check_content(session, user, dandiset, found, blob_id, zarr_id, asset.id)
+        asset.blob_id = str(uuid.UUID(blob_id)) if blob_id else None
+        asset.zarr_id = str(uuid.UUID(zarr_id)) if zarr_id else None
+    _check_path_free(session, found, path, asset.id)
+    asset.path = path
+    asset.metadata_ = clean
+    asset.modified_at = found.modified_at = utcnow()
+    _flush(session, found, path)
+    session.refresh(asset)
+    return asset_info(asset, dandiset)
+
+
+def delete_asset(
+    session: Session, user: User | None, dandiset_id: str, version: str, asset_id: str
+) -> None:
+    """Remove an asset from the draft (its blob or Zarr stays: published versions may use it)."""
+    _dandiset, found = _writable_version(session, user, dandiset_id, version, "remove assets from")
+    asset = _find_asset(session, found, asset_id)
+    session.delete(asset)
+    found.modified_at = utcnow()
+    session.flush()
+
+
+def get_asset(
+    session: Session, user: User | None, dandiset_id: str, version: str, asset_id: str
+) -> AssetInfo:
+    dandiset = get_dandiset(session, user, dandiset_id)
+    found = find_version(session, dandiset, version)
+    return asset_info(_find_asset(session, found, asset_id), dandiset)
+
+
+def get_asset_by_id(session: Session, user: User | None, asset_id: str) -> Asset:
+    """Any asset *user* may read, by id alone."""
+    asset = session.get(Asset, parse_asset_id(asset_id))
+    if asset is None:
+        raise NotFound(f"no asset {asset_id}")
+    dandiset = session.get(Dandiset, asset.version.dandiset_id)
+    if dandiset is None or not can_read(user, dandiset):
+        raise NotFound(f"no asset {asset_id}")
+    return asset
+
+
+def _encode_cursor(path: str) -> str:
+    return base64.urlsafe_b64encode(path.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"{cursor!r} is not a cursor this server gave out") from None
+
+
+def list_assets(
+    session: Session,
+    user: User | None,
+    dandiset_id: str,
+    version: str,
+    *,
+    path: str | None = None,
+    page_size: int = 100,
+    cursor: str | None = None,
+) -> AssetPage:
+    """A page of the version's assets by path; *path* keeps those whose path starts with it."""
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+    dandiset = get_dandiset(session, user, dandiset_id)
+    found = find_version(session, dandiset, version)
+    condition = Asset.version_id == found.id
+    if path:
+        # substr, not LIKE: exact and case-sensitive on every database
+        condition = condition & (func.substr(Asset.path, 1, len(path)) == path)
+    count = session.scalar(select(func.count()).select_from(Asset).where(condition)) or 0
+    query = select(Asset).where(condition).order_by(Asset.path).limit(page_size + 1)
+    if cursor:
+        query = query.where(Asset.path > _decode_cursor(cursor))
+    rows = list(session.scalars(query))
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    return AssetPage(
+        count=int(count),
+        results=[asset_info(a, dandiset) for a in rows],
+        next=_encode_cursor(rows[-1].path) if more and rows else None,
+    )

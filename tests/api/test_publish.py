@@ -1,0 +1,204 @@
+"""Publishing: the Zarr asset lifecycle, frozen Zarrs, refusals, version names."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import httpx
+
+from tests.api.asset_helpers import add_blob_asset, add_zarr_asset, assets_url, md5, ok, oracle
+from tests.api.conftest import put_files, upload
+from tests.conftest import Users
+from zarrchive.checksum import EMPTY_CHECKSUM
+from zarrchive.services.publish import version_name
+
+FILES = {
+    ".zgroup": b'{"zarr_format":2}',
+    "arr/.zarray": b'{"shape":[4]}',
+    "arr/0": b"zero",
+    "arr/sub/1": b"one",
+}
+VERSION = re.compile(r"^0\.\d{6}\.\d{4}$")
+
+
+def zarr_metadata(path: str, checksum: str, size: int, **extra: object) -> dict[str, object]:
+    return {
+        "path": path,
+        **extra,
+        "encodingFormat": "application/x-zarr",
+        "contentSize": size,
+        "digest": {"dandi:dandi-zarr-checksum": checksum},
+    }
+
+
+def test_zarr_asset_lifecycle(
+    api: httpx.Client, dandiset: str, zarr_id: str, live_server: object, users: Users
+) -> None:
+    # an asset of an empty Zarr
+    asset = add_zarr_asset(api, dandiset, zarr_id, "data/test.zarr", description="brain")
+    assert asset["zarr_id"] == zarr_id and asset["blob_id"] is None
+    assert asset["version"] == "draft" and asset["dandiset"] == dandiset
+    assert asset["metadata"] == zarr_metadata(
+        "data/test.zarr", EMPTY_CHECKSUM, 0, description="brain"
+    )
+    asset_url = f"{assets_url(dandiset)}{asset['asset_id']}/"
+
+    # the metadata follows the checksum after each upload and deletion
+    info = upload(api, zarr_id, FILES)
+    size = sum(len(b) for b in FILES.values())
+    assert info["checksum"] == oracle(FILES)
+    got = ok(api.get(asset_url))
+    assert got["metadata"] == zarr_metadata(
+        "data/test.zarr", oracle(FILES), size, description="brain"
+    )
+    assert got["size"] == size
+    ok(api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": "arr/sub/1"}]))
+    remaining = {p: b for p, b in FILES.items() if p != "arr/sub/1"}
+    got = ok(api.get(asset_url))
+    assert got["metadata"]["digest"] == {"dandi:dandi-zarr-checksum": oracle(remaining)}
+    assert got["metadata"]["contentSize"] == size - 3
+
+    # publish
+    published = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
+    version = published["version"]
+    assert VERSION.match(version), version
+    assert published["asset_count"] == 1
+    assert published["zarrs"] == [
+        {
+            "zarr_id": zarr_id,
+            "path": "data/test.zarr",
+            "checksum": oracle(remaining),
+            "file_count": 3,
+            "size": size - 3,
+        }
+    ]
+    assert published["metadata"]["version"] == version
+    listed = ok(api.get(f"/api/dandisets/{dandiset}/versions/"))
+    assert [v["version"] for v in listed] == [version, "draft"]
+
+    # the published version lists the asset with the pinned checksum
+    page = ok(api.get(assets_url(dandiset, version)))
+    assert page["count"] == 1 and page["next"] is None
+    (pinned,) = page["results"]
+    assert pinned["asset_id"] != asset["asset_id"]
+    assert pinned["zarr_id"] == zarr_id and pinned["version"] == version
+    assert pinned["metadata"] == zarr_metadata(
+        "data/test.zarr", oracle(remaining), size - 3, description="brain"
+    )
+
+    # every Zarr write endpoint refuses, for the owner and for an admin
+    admin = httpx.Client(
+        base_url=str(api.base_url), headers={"Authorization": f"token {users.admin}"}
+    )
+    frozen = (
+        f"Zarr {zarr_id} belongs to published version {version} of dandiset {dandiset} and "
+        "can no longer change: published data is immutable (create a new Zarr for new data)"
+    )
+    for client in (api, admin):
+        writes = [
+            client.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "x", "etag": md5(b"x")}]),
+            client.post(f"/api/zarr/{zarr_id}/upload/complete/"),
+            client.delete(f"/api/zarr/{zarr_id}/upload/"),
+            client.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": "arr/0"}]),
+        ]
+        for response in writes:
+            assert response.status_code == 403, response.text
+            assert response.json() == {"detail": frozen}
+    admin.close()
+    assert ok(api.get(f"/api/zarr/{zarr_id}/"))["checksum"] == oracle(remaining)
+
+    # the draft keeps its asset; its metadata can still change; the published one cannot
+    page = ok(api.get(assets_url(dandiset)))
+    assert [a["asset_id"] for a in page["results"]] == [asset["asset_id"]]
+    changed = ok(
+        api.put(
+            asset_url,
+            json={"metadata": {"path": "data/renamed.zarr", "description": "new"}},
+        )
+    )
+    assert changed["path"] == "data/renamed.zarr"
+    assert changed["metadata"] == zarr_metadata(
+        "data/renamed.zarr", oracle(remaining), size - 3, description="new"
+    )
+    pinned_url = f"{assets_url(dandiset, version)}{pinned['asset_id']}/"
+    response = api.put(pinned_url, json={"metadata": {"path": "other.zarr"}})
+    assert response.status_code == 403
+    assert response.json() == {
+        "detail": f"version {version} of dandiset {dandiset} is published and can no longer "
+        "change: change assets of the draft instead"
+    }
+    assert api.delete(pinned_url).status_code == 403
+    response = api.post(
+        assets_url(dandiset, version), json={"metadata": {"path": "b.zarr"}, "zarr_id": zarr_id}
+    )
+    assert response.status_code == 403
+    response = api.put(f"/api/dandisets/{dandiset}/versions/{version}/", json={"metadata": {}})
+    assert response.status_code == 403
+    assert ok(api.get(pinned_url))["metadata"]["path"] == "data/test.zarr"
+
+
+def test_publish_refused_while_a_batch_is_open(
+    api: httpx.Client, dandiset: str, zarr_id: str
+) -> None:
+    add_zarr_asset(api, dandiset, zarr_id, "a.zarr")
+    urls = ok(api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "f", "etag": md5(b"f")}]))
+    put_files(urls, {"f": b"f"})
+    response = api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": {
+            "message": "Zarrs of the draft have an upload batch open",
+            "zarrs": [{"path": "a.zarr", "zarr_id": zarr_id}],
+        }
+    }
+    assert ok(api.get(f"/api/dandisets/{dandiset}/versions/"))[0]["version"] == "draft"
+    # the batch can still complete; then publishing works
+    ok(api.post(f"/api/zarr/{zarr_id}/upload/complete/"))
+    published = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
+    assert published["zarrs"][0]["checksum"] == oracle({"f": b"f"})
+
+
+def test_publish_refused_while_embargoed_and_when_empty(api: httpx.Client, dandiset: str) -> None:
+    response = api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"the draft of dandiset {dandiset} has no assets: nothing to publish"
+    }
+    embargoed = ok(api.post("/api/dandisets/", json={"name": "secret", "embargo": True}))
+    ident = embargoed["identifier"]
+    zarr = ok(api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": ident}))
+    add_zarr_asset(api, ident, zarr["zarr_id"], "s.zarr")
+    response = api.post(f"/api/dandisets/{ident}/versions/draft/publish/")
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"dandiset {ident} is embargoed: unembargo it first, then publish "
+        "(a published version is public)"
+    }
+    # nothing was frozen
+    upload(api, zarr["zarr_id"], {"x": b"x"})
+
+
+def test_two_publications_and_blobs_are_shared(
+    api: httpx.Client, dandiset: str, zarr_id: str
+) -> None:
+    upload(api, zarr_id, FILES)
+    add_zarr_asset(api, dandiset, zarr_id, "z.zarr")
+    blob_asset = add_blob_asset(api, dandiset, b"nwb content", "sub-1/file.nwb")
+    first = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
+    second = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
+    assert VERSION.match(first["version"]) and VERSION.match(second["version"])
+    assert second["version"] > first["version"]
+    assert first["size"] == second["size"] == sum(map(len, FILES.values())) + len(b"nwb content")
+    for v in (first["version"], second["version"]):
+        results = ok(api.get(assets_url(dandiset, v)))["results"]
+        assert [(a["path"], a["blob_id"], a["zarr_id"]) for a in results] == [
+            ("sub-1/file.nwb", blob_asset["blob_id"], None),
+            ("z.zarr", None, zarr_id),
+        ]
+        assert results[0]["metadata"]["digest"] == {"dandi:md5": md5(b"nwb content")}
+
+
+def test_version_names() -> None:
+    assert version_name(datetime(2026, 11, 22, 4, 5, tzinfo=UTC)) == "0.261122.0405"
+    assert version_name(datetime(2026, 1, 2, 23, 59, 30, tzinfo=UTC)) == "0.260102.2359"
