@@ -18,8 +18,7 @@ import json
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from zarrchive.errors import InvalidLindiFile
 
@@ -30,8 +29,7 @@ _TEMPLATE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 TEMPLATE_MIN_COUNT = 5
 
 
-@dataclass(frozen=True)
-class ByteRange:
+class ByteRange(NamedTuple):
     """``[url, offset, size]``: *size* bytes at *offset* of the file at *url*."""
 
     url: str

@@ -164,22 +164,36 @@ class RangeReader:
         return data
 
     def read_many(self, ranges: Sequence[rfs_mod.ByteRange]) -> list[bytes]:
-        """The bytes of each range, in order; remote ranges are fetched concurrently."""
+        """The bytes of each range, in order.
+
+        Ranges of the same file that are close together are read as one block
+        (fewer requests and system calls); remote blocks are fetched concurrently.
+        """
         out: list[bytes | None] = [self._cache_get((r.url, r.offset, r.size)) for r in ranges]
         todo = [i for i, d in enumerate(out) if d is None]
-        remote = [i for i in todo if rfs_mod.is_remote(ranges[i].url)]
+        if not todo:
+            return [d if d is not None else b"" for d in out]
+        blocks = coalesce([ranges[i] for i in todo], todo)
+        remote = [b for b in blocks if rfs_mod.is_remote(b.url)]
+        results: dict[int, bytes] = {}
         if len(remote) > 1:
             pool = self._executor()
-            futures = {
-                i: pool.submit(self.read, ranges[i].url, ranges[i].offset, ranges[i].size)
-                for i in remote
-            }
-            for i, fut in futures.items():
-                out[i] = fut.result()
-        for i in todo:
-            if out[i] is None:
-                r = ranges[i]
-                out[i] = self.read(r.url, r.offset, r.size)
+            futures = [(b, pool.submit(self._fetch, b.url, b.offset, b.size)) for b in remote]
+            for block, fut in futures:
+                results[id(block)] = fut.result()
+        for block in blocks:
+            data = results.get(id(block))
+            if data is None:
+                data = self._fetch(block.url, block.offset, block.size)
+            view = memoryview(data)
+            for index, r in zip(block.indices, block.members, strict=True):
+                piece = (
+                    data
+                    if (r.offset == block.offset and r.size == len(data))
+                    else bytes(view[r.offset - block.offset : r.offset - block.offset + r.size])
+                )
+                self._cache_put((r.url, r.offset, r.size), piece)
+                out[index] = piece
         return [d if d is not None else b"" for d in out]
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -201,6 +215,52 @@ class RangeReader:
             if self._client is not None and self._own_client:
                 self._client.close()
                 self._client = None
+
+
+#: Ranges of a local file closer than this are read together.
+LOCAL_GAP = 64 * 1024
+#: Ranges of a remote file closer than this are read together (one request).
+REMOTE_GAP = 512 * 1024
+#: The largest block read at once.
+MAX_BLOCK = 16 * 1024 * 1024
+
+
+class Block:
+    """A byte range covering several requested ranges of one file."""
+
+    def __init__(self, url: str, offset: int, end: int) -> None:
+        self.url = url
+        self.offset = offset
+        self.end = end
+        self.members: list[rfs_mod.ByteRange] = []
+        self.indices: list[int] = []
+
+    @property
+    def size(self) -> int:
+        return self.end - self.offset
+
+
+def coalesce(ranges: Sequence[rfs_mod.ByteRange], indices: Sequence[int]) -> list[Block]:
+    """Group *ranges* into blocks of nearby ranges of the same file (pure)."""
+    order = sorted(range(len(ranges)), key=lambda i: (ranges[i].url, ranges[i].offset))
+    blocks: list[Block] = []
+    current: Block | None = None
+    for i in order:
+        r = ranges[i]
+        gap = REMOTE_GAP if rfs_mod.is_remote(r.url) else LOCAL_GAP
+        end = r.offset + r.size
+        if (
+            current is None
+            or current.url != r.url
+            or r.offset > current.end + gap
+            or max(end, current.end) - current.offset > MAX_BLOCK
+        ):
+            current = Block(r.url, r.offset, end)
+            blocks.append(current)
+        current.end = max(current.end, end)
+        current.members.append(r)
+        current.indices.append(indices[i])
+    return blocks
 
 
 def _is_chunk_name(name: str) -> bool:
@@ -235,6 +295,8 @@ class LindiReferenceStore(Store):
         self.reader = reader or RangeReader()
         self._own_reader = reader is None
         self._zarray_cache: dict[str, dict[str, Any] | None] = {}
+        self._ranges: dict[str, rfs_mod.ByteRange] = {}
+        self._urls: dict[str, str] = {}
 
     def __eq__(self, value: object) -> bool:
         return isinstance(value, LindiReferenceStore) and value.rfs is self.rfs
@@ -268,10 +330,23 @@ class LindiReferenceStore(Store):
         """The content of each key (``None`` if absent), remote ranges read concurrently."""
         out: dict[str, bytes | None] = {}
         remote: list[tuple[str, rfs_mod.ByteRange]] = []
+        ranges = self._ranges
         for key in keys:
+            rng = ranges.get(key)
+            if rng is not None:
+                remote.append((key, rng))
+                continue
             value = self.refs.get(key)
             if isinstance(value, list):
-                remote.append((key, rfs_mod.byte_range(value, self.templates, self.base)))
+                url = self._urls.get(value[0])
+                if url is None:
+                    url = rfs_mod.resolve_location(
+                        rfs_mod.expand_template(value[0], self.templates), self.base
+                    )
+                    self._urls[value[0]] = url
+                rng = rfs_mod.ByteRange(url, int(value[1]), int(value[2]))
+                ranges[key] = rng
+                remote.append((key, rng))
             else:
                 out[key] = self._local(key)
         if remote:

@@ -1,0 +1,269 @@
+"""LINDI benchmark: conversion time (ours vs lindi 0.4.6) and slice reads (ours vs h5py).
+
+The NWB file is generated in a temporary directory: a few hundred datasets
+(TimeSeries with data, timestamps and attributes, an electrodes table) and a
+chunked 2-D ElectricalSeries of about 10^4 chunks.  Run from the repository root:
+
+    .venv/bin/python bench/lindi_bench.py [--lindi-python .venv-lindi/bin/python] [--repeat 5]
+
+Reads are timed local and over a loopback HTTP server with range requests.
+The figures are the median of ``--repeat`` runs, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+ROWS, COLS, CHUNK_ROWS = 200_000, 50, 1000  # 200 x 50 = 10^4 chunks
+SLICE = (slice(50_000, 60_000), slice(0, 50))  # 10 x 50 = 500 chunks
+
+
+def make_nwb(path: Path, n_series: int = 150) -> None:
+    from hdmf.backends.hdf5.h5_utils import H5DataIO
+    from pynwb import NWBHDF5IO, NWBFile, TimeSeries
+    from pynwb.ecephys import ElectricalSeries
+
+    nwb = NWBFile(
+        session_description="LINDI benchmark",
+        identifier="bench",
+        session_start_time=datetime(2024, 1, 1, tzinfo=UTC),
+    )
+    device = nwb.create_device(name="probe")
+    group = nwb.create_electrode_group(name="shank", description="s", location="CA1", device=device)
+    for i in range(COLS):
+        nwb.add_electrode(
+            x=float(i), y=0.0, z=0.0, imp=1.0, location="CA1", filtering="none", group=group
+        )
+    rng = np.random.default_rng(0)
+    data = (rng.normal(size=(ROWS, COLS)) * 100).astype("<i2")
+    region = nwb.create_electrode_table_region(region=list(range(COLS)), description="all")
+    nwb.add_acquisition(
+        ElectricalSeries(
+            name="ephys",
+            data=H5DataIO(data, chunks=(CHUNK_ROWS, 1), compression="gzip"),
+            electrodes=region,
+            rate=30000.0,
+        )
+    )
+    for i in range(n_series):
+        nwb.add_acquisition(
+            TimeSeries(
+                name=f"series{i:03d}",
+                data=rng.normal(size=2000),
+                unit="a.u.",
+                timestamps=np.arange(2000) / 100.0,
+                description=f"series {i}",
+            )
+        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with NWBHDF5IO(str(path), "w") as io:
+            io.write(nwb)
+
+
+def median_ms(fn: Callable[..., Any], repeat: int, setup: Callable[[], Any] | None = None) -> float:
+    """Median wall time of ``fn(setup())`` (setup not timed) over *repeat* runs."""
+    times = []
+    for _ in range(repeat):
+        arg = setup() if setup is not None else None
+        start = time.perf_counter()
+        fn() if setup is None else fn(arg)
+        times.append((time.perf_counter() - start) * 1000)
+        if hasattr(arg, "close"):
+            arg.close()
+    return statistics.median(times)
+
+
+_LINDI_CONVERT = r"""
+import sys, time, json
+import lindi
+times = []
+for _ in range(int(sys.argv[3])):
+    start = time.perf_counter()
+    f = lindi.LindiH5pyFile.from_hdf5_file(sys.argv[1], url=sys.argv[1])
+    f.write_lindi_file(sys.argv[2])
+    f.close()
+    times.append((time.perf_counter() - start) * 1000)
+times.sort()
+print(json.dumps(times[len(times) // 2]))
+"""
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def handle(self) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # clients stopping early
+            super().handle()
+
+    def do_GET(self) -> None:
+        rng = self.headers.get("Range")
+        path = Path(self.translate_path(self.path))
+        if not path.is_file():
+            self.send_error(404)
+            return
+        size = path.stat().st_size
+        if rng and rng.startswith("bytes="):
+            a, _, b = rng[6:].partition("-")
+            start, end = int(a), min(int(b) if b else size - 1, size - 1)
+            with path.open("rb") as fh:
+                fh.seek(start)
+                body = fh.read(end - start + 1)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        else:
+            body = path.read_bytes()
+            self.send_response(200)
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--lindi-python", default=os.environ.get("ZARRCHIVE_LINDI_PYTHON", ".venv-lindi/bin/python")
+    )
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    import remfile
+
+    from zarrchive.lindi import ConvertOptions, File, hdf5_to_rfs, write_lindi_json
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="lindi-bench-") as tmp:
+        root = Path(tmp)
+        nwb = root / "bench.nwb"
+        make_nwb(nwb)
+        with h5py.File(nwb) as f:
+            datasets: list[str] = []
+            f.visititems(lambda n, o: datasets.append(n) if isinstance(o, h5py.Dataset) else None)
+            ds = f["acquisition/ephys/data"]
+            n_chunks = int(np.prod([-(-s // c) for s, c in zip(ds.shape, ds.chunks, strict=True)]))
+        results["file"] = {
+            "bytes": nwb.stat().st_size,
+            "datasets": len(datasets),
+            "ephys_chunks": n_chunks,
+        }
+
+        # -- conversion ----------------------------------------------------------------
+        def ours_convert() -> None:
+            write_lindi_json(hdf5_to_rfs(nwb), root / "ours.lindi.json")
+
+        results["convert_ours_ms"] = median_ms(ours_convert, args.repeat)
+        if Path(args.lindi_python).exists():
+            proc = subprocess.run(
+                [
+                    args.lindi_python,
+                    "-c",
+                    _LINDI_CONVERT,
+                    str(nwb),
+                    str(root / "lindi.lindi.json"),
+                    str(args.repeat),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            results["convert_lindi_ms"] = json.loads(proc.stdout.strip().splitlines()[-1])
+        rfs_linked = hdf5_to_rfs(nwb)  # default: the 10^4-chunk array is an external array link
+        rfs_refs = hdf5_to_rfs(nwb, options=ConvertOptions(external_array_link_threshold=None))
+        results["convert_ours_all_refs_ms"] = median_ms(
+            lambda: hdf5_to_rfs(nwb, options=ConvertOptions(external_array_link_threshold=None)),
+            args.repeat,
+        )
+
+        # -- local slice reads ---------------------------------------------------------------
+        with h5py.File(nwb) as h:
+            expected = h["acquisition/ephys/data"][SLICE]
+            results["read_local_h5py_ms"] = median_ms(
+                lambda: h["acquisition/ephys/data"][SLICE], args.repeat
+            )
+        for label, rfs in (("linked", rfs_linked), ("refs", rfs_refs)):
+            # a new File per run: its chunk cache starts empty (the OS page cache is warm for both)
+            def read_ours(f: File) -> np.ndarray:
+                return f["acquisition/ephys/data"][SLICE]  # type: ignore[no-any-return]
+
+            with File(rfs) as f:
+                assert np.array_equal(read_ours(f), expected)
+            results[f"read_local_ours_{label}_ms"] = median_ms(
+                read_ours, args.repeat, setup=partial(File, rfs)
+            )
+
+        # -- over HTTP ----------------------------------------------------------------------------
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(root)))
+        thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{httpd.server_address[1]}/bench.nwb"
+
+            def open_remote() -> h5py.File:
+                return h5py.File(remfile.File(url, verbose=False), "r")
+
+            def read_h5py_http(h: h5py.File) -> np.ndarray:
+                return h["acquisition/ephys/data"][SLICE]  # type: ignore[no-any-return]
+
+            with open_remote() as h:
+                assert np.array_equal(read_h5py_http(h), expected)
+            results["read_http_h5py_remfile_ms"] = median_ms(
+                read_h5py_http, args.repeat, setup=open_remote
+            )
+            for label, options in (
+                ("linked", ConvertOptions()),
+                ("refs", ConvertOptions(external_array_link_threshold=None)),
+            ):
+                remote_rfs = hdf5_to_rfs(url, options=options)
+                with File(remote_rfs) as f:
+                    assert np.array_equal(read_ours(f), expected)
+                results[f"read_http_ours_{label}_ms"] = median_ms(
+                    read_ours, args.repeat, setup=partial(File, remote_rfs)
+                )
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+
+    conv_ratio = (
+        results.get("convert_lindi_ms") and results["convert_ours_ms"] / results["convert_lindi_ms"]
+    )
+    results["ratio_convert_ours_over_lindi"] = conv_ratio
+    results["ratio_read_local_ours_linked_over_h5py"] = (
+        results["read_local_ours_linked_ms"] / results["read_local_h5py_ms"]
+    )
+    results["ratio_read_local_ours_refs_over_h5py"] = (
+        results["read_local_ours_refs_ms"] / results["read_local_h5py_ms"]
+    )
+    results["ratio_read_http_ours_refs_over_h5py_remfile"] = (
+        results["read_http_ours_refs_ms"] / results["read_http_h5py_remfile_ms"]
+    )
+    json.dump(results, sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()
