@@ -351,3 +351,17 @@ def test_invalid_directory_names_matter_only_with_files(tmp_path: Path) -> None:
     write(tmp_path, "bad\\dir/empty/f", b"x")
     with pytest.raises(InvalidPath, match="contains a backslash"):
         local_entries(tmp_path)
+
+
+@pytest.mark.parametrize("chunk", [1, 37, 10_000])
+def test_chunks_and_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    import zarrchive.client.local as local
+
+    monkeypatch.setattr(local, "CHUNK_FILES", chunk)
+    expected = [write(tmp_path, f"d{i % 3}/s{i % 2}/f{i:03d}", os.urandom(i)) for i in range(250)]
+    expected += [write(tmp_path, f"d{i}.{i}", b"top") for i in range(3)]  # between directories
+    calls: list[tuple[int, int]] = []
+    got = local_entries(tmp_path, jobs=2, progress=lambda f, b: calls.append((f, b)))
+    assert got == sorted(expected)
+    assert calls[-1] == (253, sum(e.size for e in expected))
+    assert local_checksum(tmp_path, jobs=3) == compute_checksum(expected)

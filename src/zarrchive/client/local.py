@@ -25,6 +25,7 @@ import os
 import re
 import stat
 import threading
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +45,8 @@ BLOCK_SIZE = 1 << 20
 BATCH_BYTES = 1 << 20
 #: ... and at most this many files.
 MAX_BATCH_FILES = 64
+#: The walk lists this many files, then the threads hash them, and so on.
+CHUNK_FILES = 4096
 
 # Anything validate_path could object to in one name (besides length and surrogates).
 _SUSPECT = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
@@ -88,8 +91,8 @@ def _check_root(root: str | os.PathLike[str]) -> str:
     return top
 
 
-def _names_are_valid(names: list[str], prefix_bytes: int) -> bool:
-    """Fast check that ``prefix + name`` is a valid entry path for every name.
+def _names_are_valid(listing: tuple[list[str], list[str]], prefix_bytes: int) -> bool:
+    """Fast check that ``prefix + name`` is a valid entry path for every name listed.
 
     Accepts only what :func:`validate_path` accepts, given a valid prefix of
     *prefix_bytes* bytes (0 for the root), ``/`` included.  ``scandir`` never
@@ -97,15 +100,17 @@ def _names_are_valid(names: list[str], prefix_bytes: int) -> bool:
     here, which only makes the check stricter.  When it fails, the walk checks
     each path with :func:`validate_path` for the exact message.
     """
-    if not names:
+    files, dirs = listing
+    if not files and not dirs:
         return True
-    joined = "".join(names)
+    joined = "".join(files) + "".join(dirs)
     if _SUSPECT.search(joined) is not None:
         return False
     try:
         joined.encode("utf-8")
     except UnicodeEncodeError:  # undecodable bytes in a name (surrogateescape)
         return False
+    names = files + dirs
     if joined.isascii():
         longest = max(map(len, names))
     else:
@@ -124,42 +129,52 @@ def _validate(path: str) -> None:
 
 
 class _Dir:
-    """One directory of the walk: its children still to visit, in path order."""
+    """One directory of the walk: its files and subdirectories still to visit."""
 
-    __slots__ = ("identity", "keys", "os_prefix", "position", "prefix", "trusted")
+    __slots__ = (
+        "dir_position",
+        "dirs",
+        "file_position",
+        "files",
+        "identity",
+        "os_prefix",
+        "prefix",
+        "trusted",
+    )
 
     def __init__(
         self,
         prefix: str,
         os_prefix: str,
-        keys: list[str],
+        listing: tuple[list[str], list[str]],
         identity: tuple[int, int],
         trusted: bool,
     ) -> None:
         self.prefix = prefix  # the entry path of the directory, with a final "/" ("" for the root)
         self.os_prefix = os_prefix  # the same on disk
-        self.keys = keys
-        self.position = 0
+        self.files, self.dirs = listing
+        self.file_position = self.dir_position = 0
         self.identity = identity
         self.trusted = trusted  # every name below was checked valid so far
 
 
-def _list_directory(os_path: str) -> list[str]:
-    """The names in a directory, subdirectories with a final ``/``, sorted.
+def _list_directory(os_path: str) -> tuple[list[str], list[str]]:
+    """The sorted names of the files and of the subdirectories (with a final ``/``).
 
-    A directory sorts as ``name/``: its files' paths are ``name/...``, so this
-    keeps the walk in the code point order of the full paths (S3's order).
+    A directory sorts as ``name/``: the paths of its files are ``name/...``.
+    Merging the two lists in that order keeps the walk in the code point order
+    of the full paths (S3's order).
     """
-    keys: list[str] = []
-    append = keys.append
+    files: list[str] = []
+    dirs: list[str] = []
     try:
         with os.scandir(os_path) as iterator:
             for entry in iterator:
                 try:
-                    if entry.is_dir():
-                        append(entry.name + "/")
-                    elif entry.is_file():
-                        append(entry.name)
+                    if entry.is_file():
+                        files.append(entry.name)
+                    elif entry.is_dir():
+                        dirs.append(entry.name + "/")
                     elif entry.is_symlink():
                         raise LocalFileError(
                             f"{_display(entry.path)} is a broken symbolic link "
@@ -175,8 +190,9 @@ def _list_directory(os_path: str) -> list[str]:
                     ) from None
     except OSError as exc:
         raise LocalFileError(f"cannot read directory {_display(os_path)}: {exc.strerror}") from None
-    keys.sort()
-    return keys
+    files.sort()
+    dirs.sort()
+    return files, dirs
 
 
 def _identity(os_path: str) -> tuple[int, int]:
@@ -195,9 +211,9 @@ def _walk_runs(root: str | os.PathLike[str]) -> Iterator[_Run]:
     """Check *root* at once, then return the walk as runs of files, in path order."""
     top = _check_root(root)
     os_prefix = top if top.endswith(os.sep) else top + os.sep
-    keys = _list_directory(top)
-    frame = _Dir("", os_prefix, keys, _identity(top), _names_are_valid(keys, 0))
-    return _runs(frame)
+    listing = _list_directory(top)
+    trusted = _names_are_valid(listing, 0)
+    return _runs(_Dir("", os_prefix, listing, _identity(top), trusted))
 
 
 def _runs(root: _Dir) -> Iterator[_Run]:
@@ -205,42 +221,43 @@ def _runs(root: _Dir) -> Iterator[_Run]:
     ancestors = {root.identity: ""}
     while stack:
         frame = stack[-1]
-        keys = frame.keys
-        i = frame.position
-        n = len(keys)
-        if i == n:
-            stack.pop()
-            del ancestors[frame.identity]
-            continue
-        j = i
-        while j < n and keys[j][-1] != "/":
-            j += 1
-        if j > i:  # files
-            frame.position = j
-            names = keys if j - i == n else keys[i:j]
+        files, dirs = frame.files, frame.dirs
+        start = frame.file_position
+        if frame.dir_position < len(dirs):  # the files before the next directory
+            end = bisect_left(files, dirs[frame.dir_position], start)
+        else:
+            end = len(files)
+            if start == end:
+                stack.pop()
+                del ancestors[frame.identity]
+                continue
+        if end > start:
+            frame.file_position = end
+            names = files if end - start == len(files) else files[start:end]
             if not frame.trusted:
                 for name in names:
                     _validate(frame.prefix + name)
             yield frame.prefix, frame.os_prefix, names
             continue
-        frame.position = i + 1  # a directory
-        path = frame.prefix + keys[i][:-1]
-        os_path = frame.os_prefix + keys[i][:-1]
+        name = dirs[frame.dir_position][:-1]
+        frame.dir_position += 1
+        path = frame.prefix + name
+        os_path = frame.os_prefix + name
         identity = _identity(os_path)
         if identity in ancestors:
             raise LocalFileError(
                 f"symbolic link loop: {_display(os_path)} leads back to its ancestor "
                 f"{_display(ancestors[identity] or '.')} (relative to the Zarr root)"
             )
-        children = _list_directory(os_path)
-        if not children:
+        listing = _list_directory(os_path)
+        if not listing[0] and not listing[1]:
             continue
         prefix = path + "/"
         trusted = frame.trusted and _names_are_valid(
-            children, len(prefix.encode("utf-8", "surrogateescape"))
+            listing, len(prefix.encode("utf-8", "surrogateescape"))
         )
         ancestors[identity] = path
-        stack.append(_Dir(prefix, os_path + os.sep, children, identity, trusted))
+        stack.append(_Dir(prefix, os_path + os.sep, listing, identity, trusted))
 
 
 def walk_local(root: str | os.PathLike[str]) -> Iterator[LocalFile]:
@@ -335,56 +352,69 @@ def iter_local_entries(
     )
 
 
+def _chunks(runs: Iterator[_Run], limit: int) -> Iterator[tuple[list[_Run], int]]:
+    """The runs in chunks of at least *limit* files (the last one smaller), with their count."""
+    chunk: list[_Run] = []
+    count = 0
+    for run in runs:
+        chunk.append(run)
+        count += len(run[2])
+        if count >= limit:
+            yield chunk, count
+            chunk, count = [], 0
+    if chunk:
+        yield chunk, count
+
+
+def _batches(chunk: list[_Run], size: int) -> Iterator[list[_Run]]:
+    """The files of *chunk* in batches of *size* files (runs split where needed)."""
+    batch: list[_Run] = []
+    count = 0
+    for prefix, os_prefix, names in chunk:
+        start, end = 0, len(names)
+        while start < end:
+            take = min(size - count, end - start)
+            batch.append((prefix, os_prefix, names if take == end else names[start : start + take]))
+            start += take
+            count += take
+            if count == size:
+                yield batch
+                batch, count = [], 0
+    if batch:
+        yield batch
+
+
 def _hash_runs(
     runs: Iterator[_Run], jobs: int, progress: ProgressCallback | None
 ) -> Iterator[_Hashed]:
-    """Hash the runs' files on *jobs* threads; the results in the runs' order."""
-    window = 4 * jobs  # batches in flight: bounds memory, keeps every thread busy
+    """Hash the runs' files on *jobs* threads; the results in the runs' order.
+
+    The walk lists :data:`CHUNK_FILES` files, then the threads hash them while
+    the caller consumes the results, and so on: memory stays bounded, and the
+    walk (Python code, holding the GIL) does not compete with the threads.
+    """
     pending: deque[Future[list[_Hashed]]] = deque()
     done_files = done_bytes = 0
-    # Batches grow with the observed file size; one file per batch at first, so
-    # that a few huge files are still spread over the threads.
-    batch_files = 1
-    batch: list[_Run] = []
-    count = 0
     executor: ThreadPoolExecutor | None = None
-
-    def collect() -> list[_Hashed]:
-        nonlocal done_files, done_bytes
-        hashed = pending.popleft().result()
-        for _, rows in hashed:
-            done_files += len(rows)
-            done_bytes += sum(map(_size_of, rows))
-        if progress is not None:
-            progress(done_files, done_bytes)
-        return hashed
-
     try:
-        for prefix, os_prefix, names in runs:
-            start, end = 0, len(names)
-            while start < end:
-                take = min(batch_files - count, end - start)
-                batch.append(
-                    (prefix, os_prefix, names[start : start + take] if take < end else names)
-                )
-                start += take
-                count += take
-                if count < batch_files:
-                    continue
-                if executor is None:
-                    executor = ThreadPoolExecutor(jobs, thread_name_prefix="zarrchive-md5")
-                pending.append(executor.submit(_hash_batch, batch))
-                batch, count = [], 0
-                while len(pending) >= window:
-                    yield from collect()
-                    average = done_bytes // done_files
-                    batch_files = max(1, min(MAX_BATCH_FILES, BATCH_BYTES // max(average, 1)))
-        if batch:
+        for chunk, count in _chunks(runs, CHUNK_FILES):
+            # At least 4 batches per thread, so that all work and the chunk's tail is short;
+            # about BATCH_BYTES per batch once the file sizes are known.
+            size = -(-count // (4 * jobs))
+            if done_files:
+                size = min(size, BATCH_BYTES // max(1, done_bytes // done_files))
+            size = max(1, min(MAX_BATCH_FILES, size))
             if executor is None:
                 executor = ThreadPoolExecutor(jobs, thread_name_prefix="zarrchive-md5")
-            pending.append(executor.submit(_hash_batch, batch))
-        while pending:
-            yield from collect()
+            pending.extend(executor.submit(_hash_batch, batch) for batch in _batches(chunk, size))
+            while pending:
+                hashed = pending.popleft().result()
+                for _, rows in hashed:
+                    done_files += len(rows)
+                    done_bytes += sum(map(_size_of, rows))
+                if progress is not None:
+                    progress(done_files, done_bytes)
+                yield from hashed
     finally:
         for future in pending:
             future.cancel()
