@@ -80,6 +80,25 @@ def make_nwb(path: Path, n_series: int = 150) -> None:
             io.write(nwb)
 
 
+def interleaved_ms(
+    cases: dict[str, Callable[[], tuple[Any, bool]]], fn: Callable[[Any], Any], repeat: int
+) -> dict[str, float]:
+    """Median wall time of ``fn(obj)`` per case, the cases taking turns.
+
+    Each case makes ``(obj, close_after)`` (not timed).
+    """
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeat):
+        for name, setup in cases.items():
+            obj, close = setup()
+            start = time.perf_counter()
+            fn(obj)
+            times[name].append((time.perf_counter() - start) * 1000)
+            if close:
+                obj.close()
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def median_ms(fn: Callable[..., Any], repeat: int, setup: Callable[[], Any] | None = None) -> float:
     """Median wall time of ``fn(setup())`` (setup not timed) over *repeat* runs."""
     times = []
@@ -197,21 +216,27 @@ def main() -> None:
             args.repeat,
         )
 
-        # -- local slice reads ---------------------------------------------------------------
-        with h5py.File(nwb) as h:
-            expected = h["acquisition/ephys/data"][SLICE]
-            results["read_local_h5py_ms"] = median_ms(
-                lambda: h["acquisition/ephys/data"][SLICE], args.repeat
-            )
-        for label, rfs in (("linked", rfs_linked), ("refs", rfs_refs)):
-            # a new File per run: its chunk cache starts empty (the OS page cache is warm for both)
-            def read_ours(f: File) -> np.ndarray:
-                return f["acquisition/ephys/data"][SLICE]  # type: ignore[no-any-return]
+        # -- slice reads: the cases of a group run interleaved, so that the load of the
+        # shared machine weighs on each alike; a new File (or remfile) per run: caches start
+        # empty (the OS page cache is warm for all)
+        def read(f: Any) -> np.ndarray:
+            return f["acquisition/ephys/data"][SLICE]  # type: ignore[no-any-return]
 
-            with File(rfs) as f:
-                assert np.array_equal(read_ours(f), expected)
-            results[f"read_local_ours_{label}_ms"] = median_ms(
-                read_ours, args.repeat, setup=partial(File, rfs)
+        with h5py.File(nwb) as h:
+            expected = read(h)
+            for rfs in (rfs_linked, rfs_refs):
+                with File(rfs) as f:
+                    assert np.array_equal(read(f), expected)
+            results.update(
+                interleaved_ms(
+                    {
+                        "read_local_h5py_ms": lambda: (h, False),
+                        "read_local_ours_linked_ms": lambda: (File(rfs_linked), True),
+                        "read_local_ours_refs_ms": lambda: (File(rfs_refs), True),
+                    },
+                    read,
+                    args.repeat,
+                )
             )
 
         # -- over HTTP ----------------------------------------------------------------------------
@@ -222,28 +247,33 @@ def main() -> None:
         thread.start()
         try:
             url = f"http://127.0.0.1:{httpd.server_address[1]}/bench.nwb"
-
-            def open_remote() -> h5py.File:
-                return h5py.File(remfile.File(url, verbose=False), "r")
-
-            def read_h5py_http(h: h5py.File) -> np.ndarray:
-                return h["acquisition/ephys/data"][SLICE]  # type: ignore[no-any-return]
-
-            with open_remote() as h:
-                assert np.array_equal(read_h5py_http(h), expected)
-            results["read_http_h5py_remfile_ms"] = median_ms(
-                read_h5py_http, args.repeat, setup=open_remote
+            remote_linked = hdf5_to_rfs(url)
+            remote_refs = hdf5_to_rfs(
+                url, options=ConvertOptions(external_array_link_threshold=None)
             )
-            for label, options in (
-                ("linked", ConvertOptions()),
-                ("refs", ConvertOptions(external_array_link_threshold=None)),
+
+            def open_remote() -> tuple[Any, bool]:
+                return h5py.File(remfile.File(url, verbose=False), "r"), True
+
+            for opener in (
+                open_remote,
+                lambda: (File(remote_linked), True),
+                lambda: (File(remote_refs), True),
             ):
-                remote_rfs = hdf5_to_rfs(url, options=options)
-                with File(remote_rfs) as f:
-                    assert np.array_equal(read_ours(f), expected)
-                results[f"read_http_ours_{label}_ms"] = median_ms(
-                    read_ours, args.repeat, setup=partial(File, remote_rfs)
+                f, _ = opener()
+                assert np.array_equal(read(f), expected)
+                f.close()
+            results.update(
+                interleaved_ms(
+                    {
+                        "read_http_h5py_remfile_ms": open_remote,
+                        "read_http_ours_linked_ms": lambda: (File(remote_linked), True),
+                        "read_http_ours_refs_ms": lambda: (File(remote_refs), True),
+                    },
+                    read,
+                    args.repeat,
                 )
+            )
         finally:
             httpd.shutdown()
             httpd.server_close()

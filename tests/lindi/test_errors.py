@@ -130,3 +130,13 @@ def test_cli_errors_are_one_line_with_exit_code_2(h5path: Path, tmp_path: Path) 
     missing = CliRunner().invoke(app, ["show", str(tmp_path / "missing.lindi.json")])
     assert missing.exit_code == 2
     assert missing.stderr.strip().endswith("no such file or directory")
+
+
+def test_zarr_directory_refuses_names_the_archive_cannot_hold(h5path: Path, tmp_path: Path) -> None:
+    from zarrchive.errors import InvalidLindiFile
+    from zarrchive.lindi import convert_to_zarr
+
+    with h5py.File(h5path, "w") as f:
+        f.create_dataset("back\\slash", data=[1])
+    with pytest.raises(InvalidLindiFile, match=r"back\\\\slash.*rename the HDF5 object"):
+        convert_to_zarr(h5path, tmp_path / "z")

@@ -10,8 +10,9 @@ from typing import Any
 
 import zarrchive.lindi.annotations as ann
 import zarrchive.lindi.refs as rfs_mod
-from zarrchive.errors import InvalidInput, InvalidLindiFile
+from zarrchive.errors import InvalidInput, InvalidLindiFile, InvalidPath
 from zarrchive.lindi.store import RangeReader
+from zarrchive.paths import validate_path
 
 #: Chunks copied per batch when writing a Zarr directory (bounded memory).
 _BATCH = 64
@@ -88,8 +89,13 @@ def write_zarr_directory(
 
 
 def _write(root: Path, key: str, data: bytes) -> None:
-    if ".." in key.split("/"):
-        raise InvalidLindiFile(f"invalid key {key!r}")
+    try:
+        validate_path(key)
+    except InvalidPath as exc:
+        raise InvalidLindiFile(
+            f"the Zarr entry {key!r} cannot be stored in the archive ({exc.message}):"
+            " rename the HDF5 object"
+        ) from exc
     target = root / key
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
