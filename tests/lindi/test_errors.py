@@ -140,3 +140,23 @@ def test_zarr_directory_refuses_names_the_archive_cannot_hold(h5path: Path, tmp_
         f.create_dataset("back\\slash", data=[1])
     with pytest.raises(InvalidLindiFile, match=r"back\\\\slash.*rename the HDF5 object"):
         convert_to_zarr(h5path, tmp_path / "z")
+
+
+def test_virtual_and_external_storage_datasets(h5path: Path, tmp_path: Path) -> None:
+    source = tmp_path / "source.h5"
+    with h5py.File(source, "w") as f:
+        f.create_dataset("x", data=np.arange(2000.0))
+    with h5py.File(h5path, "w") as f:
+        layout = h5py.VirtualLayout(shape=(2000,), dtype="f8")
+        layout[:] = h5py.VirtualSource(str(source), "x", shape=(2000,))
+        f.create_virtual_dataset("virtual", layout)
+    with pytest.raises(UnsupportedDatatype, match="/virtual is a virtual dataset"):
+        hdf5_to_rfs(h5path)
+    raw = tmp_path / "raw.bin"
+    raw.write_bytes(np.arange(2000.0).tobytes())
+    with h5py.File(h5path, "w") as f:
+        f.create_dataset(
+            "ext", shape=(2000,), dtype="<f8", external=[(str(raw), 0, h5py.h5f.UNLIMITED)]
+        )
+    with pytest.raises(UnsupportedDatatype, match="/ext keeps its data in external raw files"):
+        hdf5_to_rfs(h5path)

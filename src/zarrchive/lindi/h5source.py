@@ -238,6 +238,16 @@ class _Converter:
         opts = self.options
         dcpl = ds.id.get_create_plist()
         layout = dcpl.get_layout()
+        if layout not in (_LAYOUT_COMPACT, _LAYOUT_CONTIGUOUS, _LAYOUT_CHUNKED):
+            raise UnsupportedDatatype(
+                f"dataset {label} is a virtual dataset: LINDI references stored bytes only;"
+                " copy its data into a regular dataset first"
+            )
+        if dcpl.get_external_count() > 0:
+            raise UnsupportedDatatype(
+                f"dataset {label} keeps its data in external raw files: LINDI references"
+                " the HDF5 file only; copy the data into the file first"
+            )
         fill = rules.fill_value_json(ds.fillvalue, dtype)
         # small datasets are inline, unless their filters are not available to read them here
         readable = all(
