@@ -9,9 +9,8 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from _lindi_helpers import same_tree
 
-from conftest import run_oracle
+from tests.lindi._lindi_helpers import run_oracle, same_tree
 from zarrchive.lindi import ConvertOptions, File, convert_to_lindi_json
 
 #: Normalises a file (h5py, lindi or ours) to JSON; the same code runs on both sides.

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from _lindi_helpers import same_tree
 
-from conftest import RangeServer
+from tests.lindi._lindi_helpers import RangeServer, same_tree
 from zarrchive.lindi import ConvertOptions, File, RangeReader, hdf5_to_rfs, write_lindi_json
 
 

@@ -12,12 +12,12 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
-from _lindi_helpers import same_tree, same_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from zarr.storage import LocalStore
 
+from tests.lindi._lindi_helpers import same_tree, same_value
 from zarrchive.errors import InvalidInput, InvalidLindiFile, ReferenceMismatch
 from zarrchive.lindi import (
     ConvertOptions,
