@@ -84,3 +84,9 @@ def add_blob_asset(
     body = {"metadata": {"path": path, **metadata}, "blob_id": blob_id}
     result: dict[str, Any] = ok(api.post(assets_url(dandiset), json=body))
     return result
+
+
+def client_for(api: httpx.Client, token: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=str(api.base_url), headers={"Authorization": f"token {token}"}, timeout=60
+    )

@@ -285,7 +285,8 @@ def _encode_cursor(path: str) -> str:
 
 def _decode_cursor(cursor: str) -> str:
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("utf-8")
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
     except (binascii.Error, ValueError):
         raise InvalidInput(f"{cursor!r} is not a cursor this server gave out") from None
 
