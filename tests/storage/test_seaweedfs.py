@@ -110,3 +110,24 @@ def test_public_buckets_are_world_readable_and_others_not(
     assert httpx.get(f"{seaweedfs.endpoint_url}/{embargo_bucket}/zarr/k").status_code == 403
     # anonymous writes are refused everywhere
     assert httpx.put(f"{seaweedfs.endpoint_url}/{bucket}/zarr/k", content=b"x").status_code == 403
+
+
+@pytest.mark.parametrize("others", [0, 1100])
+def test_find_lists_or_heads_and_reports_exactly(store: ObjectStore, others: int) -> None:
+    """find() agrees with HEAD for present, absent and wrong keys, whatever the directory holds."""
+    keys = [f"d/k{i:04d}" for i in range(0, 300, 2)]
+    present = keys[::3]
+    store.map(lambda k: store.put(k, k.encode()), present)
+    # other keys interleaved within the range make listing expensive: find falls back to HEADs
+    store.map(lambda i: store.put(f"d/k0000y{i:05d}", b"other"), range(others))
+    store.put("d/sub/k0002", b"not in d/ itself")
+    found = store.find([*keys, "e/only", "d/sub/k0002"], max_pages=1)
+    for key in keys:
+        info = found[key]
+        if key in present:
+            assert info is not None and info.etag == hashlib.md5(key.encode()).hexdigest()
+            assert info.size == len(key)
+        else:
+            assert info is None
+    assert found["e/only"] is None
+    assert found["d/sub/k0002"] is not None

@@ -183,9 +183,15 @@ class ChecksumNode:
 
     @classmethod
     def from_json(cls, data: bytes | str) -> ChecksumNode:
-        """Parse a ``.checksum`` document, checking its structure and its digest."""
+        """Parse a ``.checksum`` document, checking its structure and its digest.
+
+        A document in canonical form (what :meth:`to_json` writes) is checked by
+        hashing its listing bytes as they are, without re-serialising them; any
+        other form is re-serialised and must hash to the digest it states.
+        """
+        raw = data.encode("utf-8") if isinstance(data, str) else data
         try:
-            doc = json.loads(data)
+            doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidChecksumNode(f".checksum node is not valid JSON: {exc}") from exc
         except RecursionError as exc:
@@ -203,19 +209,29 @@ class ChecksumNode:
             )
         node = cls()
         try:
-            node._fill(checksums)
+            canonical = node._fill(checksums)
         except InvalidDigest as exc:
             # A corrupt node is a corrupt node, whichever field is wrong.
             raise InvalidChecksumNode(f".checksum node: {exc.message}") from exc
-        if doc["digest"] != node.digest:
+        stated = doc["digest"]
+        listing = _canonical_listing(raw, stated) if canonical else None
+        if listing is not None:
+            expected = f"{stated.partition('-')[0]}-{node.count}--{node.size}"
+            if stated == expected:
+                node._cache = (listing, stated)
+                return node
+        if stated != node.digest:
             raise InvalidChecksumNode(
-                f".checksum node says digest {doc['digest']!r} but its listing hashes to "
-                f"{node.digest!r}"
+                f".checksum node says digest {stated!r} but its listing hashes to {node.digest!r}"
             )
         return node
 
-    def _fill(self, checksums: dict[str, Any]) -> None:
-        """Add the rows of a decoded ``checksums`` object, checking each."""
+    def _fill(self, checksums: dict[str, Any]) -> bool:
+        """Add the rows of a decoded ``checksums`` object, checking each.
+
+        Returns whether both lists were sorted by name with keys in canonical order.
+        """
+        canonical = True
         for kind, singular, target in (
             ("files", "file", self.files),
             ("directories", "directory", self.directories),
@@ -223,18 +239,31 @@ class ChecksumNode:
             rows = checksums[kind]
             if not isinstance(rows, list):
                 raise InvalidChecksumNode(f'"checksums.{kind}" must be a list')
+            previous = None
+            is_file = kind == "files"
             for row in rows:
                 name, digest, size = _parse_row(row, kind)
                 if name in target:
                     raise InvalidChecksumNode(f"duplicate {singular} {name!r} in .checksum node")
-                if kind == "files":
-                    self.set_file(name, digest, size)
-                else:
-                    self.set_directory(name, digest)
-                    if ZarrDigest.parse(digest).size != size:
-                        raise InvalidChecksumNode(
-                            f"directory {name!r}: size {size} disagrees with its digest {digest}"
-                        )
+                if not name or "/" in name:
+                    raise InvalidChecksumNode(
+                        f"{name!r} is not a valid entry name (non-empty, no '/')"
+                    )
+                if size < 0:
+                    raise InvalidChecksumNode(f"{singular} {name!r}: size {size} is negative")
+                if is_file:
+                    if not is_md5(digest):
+                        raise InvalidDigest(f"file {name!r}: {digest!r} is not an md5 digest")
+                elif ZarrDigest.parse(digest).size != size:
+                    raise InvalidChecksumNode(
+                        f"directory {name!r}: size {size} disagrees with its digest {digest}"
+                    )
+                if previous is not None and not previous < name:
+                    canonical = False
+                previous = name
+                target[name] = ChildDigest(digest, size)
+        self._cache = None
+        return canonical
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ChecksumNode):
@@ -250,8 +279,28 @@ def _check_name(name: str) -> None:
         raise InvalidChecksumNode(f"{name!r} is not a valid entry name (non-empty, no '/')")
 
 
+_ROW_KEYS = ("digest", "name", "size")
+
+
+def _canonical_listing(raw: bytes, stated: object) -> str | None:
+    """The listing part of a canonical node document, if its md5 is the stated digest's."""
+    head, tail = b'{"checksums":', b',"digest":"'
+    if not isinstance(stated, str) or not raw.startswith(head):
+        return None
+    if not raw.endswith(tail + stated.encode("ascii", "replace") + b'"}'):
+        return None
+    listing = raw[len(head) : len(raw) - len(tail) - len(stated) - 2]
+    md5 = hashlib.md5(listing, usedforsecurity=False).hexdigest()
+    if not stated.startswith(md5 + "-"):
+        return None
+    try:
+        return listing.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
 def _parse_row(row: object, kind: str) -> ChildRow:
-    if not isinstance(row, dict) or list(row) != ["digest", "name", "size"]:
+    if not isinstance(row, dict) or tuple(row) != _ROW_KEYS:
         raise InvalidChecksumNode(
             f'each entry of "checksums.{kind}" must be an object with the keys '
             '"digest", "name", "size" in that order'

@@ -203,7 +203,8 @@ def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
         files = list(batch.files)
         keys = [zarr_object_key(zarr.id, f.path) for f in files]
         store = archive.store_for(zarr.dandiset)
-        heads: list[ObjectInfo | None] = store.map(store.head, keys)
+        found = store.find(keys)
+        heads: list[ObjectInfo | None] = [found[key] for key in keys]
         problems: list[dict[str, str | None]] = []
         for f, head in zip(files, heads, strict=True):
             if head is None or head.etag != f.etag:

@@ -99,6 +99,7 @@ class ObjectStore:
             config=config,
         )
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3")
+        self._group_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-groups")
 
     # -- bucket ---------------------------------------------------------------
     def ensure_bucket(self, *, versioned: bool = True) -> None:
@@ -293,6 +294,68 @@ class ObjectStore:
                 return version
         return None
 
+    def find(
+        self, keys: Iterable[str], *, max_pages: int | None = None
+    ) -> dict[str, ObjectInfo | None]:
+        """The current object of each key (``None`` when absent), looked up cheaply.
+
+        Keys are grouped by "directory"; each group is looked up by listing the
+        range its keys span (one request per 1000 keys), falling back to one HEAD
+        per key when the range turns out to hold many other keys.  Groups run
+        concurrently.
+        """
+        groups: dict[str, list[str]] = {}
+        for key in keys:
+            groups.setdefault(key.rpartition("/")[0] + "/", []).append(key)
+        found: dict[str, ObjectInfo | None] = {}
+        # groups run on their own pool: a group may itself fan out HEADs on the main pool
+        sorted_groups = [sorted(g) for g in groups.values()]
+        for part in self._group_pool.map(lambda g: self._find_group(g, max_pages), sorted_groups):
+            found.update(part)
+        return found
+
+    def _find_group(self, keys: list[str], max_pages: int | None) -> dict[str, ObjectInfo | None]:
+        if len(keys) < 4:
+            return {key: self.head(key) for key in keys}
+        prefix = keys[0].rpartition("/")[0] + "/"
+        wanted = set(keys)
+        found: dict[str, ObjectInfo | None] = {}
+        if max_pages is None:
+            max_pages = max(2, len(keys) // 100)
+        kwargs: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": prefix,
+            "Delimiter": "/",
+            "StartAfter": keys[0][:-1],
+        }
+        pages = 0
+        last = keys[-1]
+        while pages < max_pages:
+            response = self._call(self.client.list_objects_v2, **kwargs)
+            pages += 1
+            beyond = False
+            for item in response.get("Contents", []):
+                key = item["Key"]
+                if key > last:
+                    beyond = True
+                    break
+                if key in wanted:
+                    found[key] = ObjectInfo(
+                        key=key,
+                        size=int(item["Size"]),
+                        etag=_strip(item["ETag"]),
+                        version_id=None,
+                        last_modified=item["LastModified"],
+                    )
+            if beyond or not response.get("IsTruncated"):
+                return {key: found.get(key) for key in keys}
+            kwargs["ContinuationToken"] = response["NextContinuationToken"]
+        # the range holds many other keys: look the rest up one by one
+        rest = [key for key in keys if key not in found]
+        for key, info in zip(rest, self.map(self.head, rest), strict=True):
+            found[key] = info
+        return {key: found.get(key) for key in keys}
+
     def copy_from(self, source: ObjectStore, key: str) -> None:
         """Server-side copy of the current version of *key* from *source*'s bucket."""
         self._call(
@@ -322,6 +385,7 @@ class ObjectStore:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._group_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- multipart uploads and streamed reads (blobs) -------------------------------
     def create_multipart_upload(
