@@ -28,7 +28,7 @@ import threading
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -46,7 +46,7 @@ BATCH_BYTES = 1 << 20
 #: ... and at most this many files.
 MAX_BATCH_FILES = 64
 #: The walk lists this many files, then the threads hash them, and so on.
-CHUNK_FILES = 4096
+CHUNK_FILES = 16384
 
 # Anything validate_path could object to in one name (besides length and surrogates).
 _SUSPECT = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
@@ -389,9 +389,12 @@ def _hash_runs(
 ) -> Iterator[_Hashed]:
     """Hash the runs' files on *jobs* threads; the results in the runs' order.
 
-    The walk lists :data:`CHUNK_FILES` files, then the threads hash them while
-    the caller consumes the results, and so on: memory stays bounded, and the
-    walk (Python code, holding the GIL) does not compete with the threads.
+    Strict alternation, chunk by chunk: the walk lists :data:`CHUNK_FILES`
+    files, the threads hash them while this thread sleeps, then the caller
+    consumes the results (feeds the tree hash), and so on.  Memory stays
+    bounded, and the walk and the tree (Python code, holding the GIL) never run
+    beside the hashing threads: for small files the work is bound by the GIL,
+    and every hand-off of the GIL between threads costs more than it saves.
     """
     pending: deque[Future[list[_Hashed]]] = deque()
     done_files = done_bytes = 0
@@ -407,6 +410,7 @@ def _hash_runs(
             if executor is None:
                 executor = ThreadPoolExecutor(jobs, thread_name_prefix="zarrchive-md5")
             pending.extend(executor.submit(_hash_batch, batch) for batch in _batches(chunk, size))
+            wait(pending)  # asleep while the threads hash: they have the GIL to themselves
             while pending:
                 hashed = pending.popleft().result()
                 for _, rows in hashed:
