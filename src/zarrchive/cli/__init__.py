@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from zarrchive.cli import admin, checksum, lindi, manifest, serve, upload, worker
+from zarrchive.cli import admin, checksum, download, lindi, manifest, publish, serve, upload, worker
 
 app = typer.Typer(
     name="zarrchive",
@@ -20,6 +20,9 @@ app.add_typer(lindi.app, name="lindi")
 app.add_typer(manifest.app, name="manifest")
 app.command("worker")(worker.worker)
 app.command("upload")(upload.upload)
+app.command("publish")(publish.publish)
+app.command("download")(download.download)
+app.command("verify")(download.verify)
 
 
 def main() -> None:

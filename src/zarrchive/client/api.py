@@ -220,12 +220,21 @@ class ApiClient:
         environ: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> ApiClient:
-        """A client from explicit values, else ``ZARRCHIVE_URL`` / ``ZARRCHIVE_TOKEN``."""
+        """A client from explicit values, else ``ZARRCHIVE_URL`` / ``ZARRCHIVE_TOKEN``
+        (and ``ZARRCHIVE_RETRIES``: attempts per request, default 6)."""
         env = os.environ if environ is None else environ
         url = url or env.get("ZARRCHIVE_URL") or None
         token = token or env.get("ZARRCHIVE_TOKEN") or None
         if not url:
             raise InvalidInput("no archive URL: pass --api-url or set ZARRCHIVE_URL")
+        attempts = env.get("ZARRCHIVE_RETRIES")
+        if attempts and "retry" not in kwargs:
+            try:
+                kwargs["retry"] = RetryPolicy(attempts=max(1, int(attempts)))
+            except ValueError:
+                raise InvalidInput(
+                    f"ZARRCHIVE_RETRIES={attempts!r}: expected a number of attempts"
+                ) from None
         return cls(url, token, **kwargs)
 
     def close(self) -> None:

@@ -44,13 +44,13 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
 from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo
-from zarrchive.client.local import default_jobs, iter_local_entries
+from zarrchive.client.local import default_jobs, iter_local_entries, walk_local
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
 from zarrchive.errors import (
@@ -256,6 +256,7 @@ class Uploader:
             raise LocalFileError(f"{root!r}: no such file or directory")
         if name is None:
             name = Path(root).resolve().name
+        count, nbytes = scan_local(root)  # bad input fails here, before any change
         server = self.client.info()
         limit = server.max_batch_files
         batch_files = min(self.batch_files or limit, limit)
@@ -270,14 +271,7 @@ class Uploader:
         assert zarr is not None or dry_run
 
         # Local state: md5 of every file, digest of every directory.
-        entries = self._hash_local(root)
-        too_big = [e for e in entries if e.size > MAX_PUT_BYTES]
-        if too_big:
-            listed = ", ".join(f"{e.path} ({e.size} bytes)" for e in too_big[:5])
-            raise InvalidInput(
-                f"{len(too_big)} files are larger than 5 GiB, which S3 cannot take in one PUT: "
-                f"{listed}"
-            )
+        entries = self._hash_local(root, count, nbytes)
         digests = local_digests(entries)
         local_checksum = digests.get("", EMPTY_CHECKSUM)
         result = UploadResult(
@@ -348,8 +342,8 @@ class Uploader:
         return UploadPlan(upload, delete, skipped)
 
     # -- local ----------------------------------------------------------------------------
-    def _hash_local(self, root: str) -> list[ZarrEntry]:
-        self.progress.start("hashing", None, None)
+    def _hash_local(self, root: str, count: int, nbytes: int) -> list[ZarrEntry]:
+        self.progress.start("hashing", count, nbytes)
         done = [0, 0]
 
         def report(files: int, nbytes: int) -> None:
@@ -598,9 +592,34 @@ class Uploader:
             )
 
 
-def _wait_all(futures: list[Future[bool]]) -> None:
+def scan_local(root: str) -> tuple[int, int]:
+    """Files and bytes below *root*, checked before anything is hashed or sent.
+
+    Raises at once (not after hours of hashing) for what the archive would refuse:
+    bad names, symbolic link loops, unreadable entries, files over 5 GiB.
+    """
+    count = nbytes = 0
+    too_big: list[tuple[str, int]] = []
+    for found in walk_local(root):
+        try:
+            size = os.stat(found.os_path).st_size
+        except OSError as exc:
+            raise LocalFileError(f"cannot access {found.os_path!r}: {exc.strerror}") from None
+        count += 1
+        nbytes += size
+        if size > MAX_PUT_BYTES:
+            too_big.append((found.path, size))
+    if too_big:
+        listed = ", ".join(f"{p} ({n} bytes)" for p, n in too_big[:5])
+        raise InvalidInput(
+            f"{len(too_big)} file(s) larger than 5 GiB, which S3 cannot take in one PUT: {listed}"
+        )
+    return count, nbytes
+
+
+def _wait_all(futures: Sequence[Future[Any]]) -> None:
     """Wait for every future; raise the first exception as soon as it happens."""
-    pending: set[Future[bool]] = set(futures)
+    pending: set[Future[Any]] = set(futures)
     while pending:
         done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
         for f in done:

@@ -1,0 +1,459 @@
+"""Download a Zarr from the archive into a local directory, and verify a local copy.
+
+The remote tree is read from the archive's listing, skipping every subtree whose
+digest equals the local one (see :mod:`zarrchive.client.remote`); the files'
+contents come straight from S3 through a :class:`Fetcher`:
+
+- :class:`HttpFetcher` (the default): a plain HTTP GET of the object's public
+  URL (the archive's bucket is world-readable);
+- any object with the same ``fetch`` method, e.g. one reading through boto3
+  with credentials, or (for embargoed Zarrs, once the server offers it) through
+  presigned GET URLs obtained from the API.
+
+Every file is written to ``NAME.zarrchive-partial`` next to its place, its md5
+checked while it streams, then renamed into place: an interrupted download
+leaves no wrong file behind, and a rerun skips every file already present with
+the right md5.  At the end the tree hash of the files is compared with the
+archive's checksum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import IO, Protocol
+
+import httpx
+
+from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
+from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo, is_zarr_id
+from zarrchive.client.local import default_jobs, iter_local_entries
+from zarrchive.client.progress import NullProgress, Progress
+from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
+from zarrchive.client.upload import _wait_all
+from zarrchive.errors import (
+    InvalidInput,
+    LocalFileError,
+    NetworkError,
+    NotFound,
+    TransferError,
+)
+
+PARTIAL_SUFFIX = ".zarrchive-partial"
+S3_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file of a Zarr in the archive."""
+
+    path: str
+    md5: str
+    size: int
+    #: The object's public URL.
+    url: str
+
+
+class Fetcher(Protocol):
+    """Reads an object's bytes from the object store."""
+
+    def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
+        """Call *write* with the content of *file*, in order, in blocks.
+
+        May be called from several threads at once.  Raise
+        :class:`~zarrchive.errors.NetworkError` when the transfer broke after some
+        bytes were written: the caller then starts the file again.
+        """
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+class HttpFetcher:
+    """GETs the objects' public URLs (no credentials), pooled, with retries."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int = 32,
+        retry: RetryPolicy | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.retry = retry or RetryPolicy()
+        self.http = httpx.Client(
+            timeout=S3_TIMEOUT,
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            headers={"User-Agent": "zarrchive-client", **(headers or {})},
+            follow_redirects=True,
+        )
+
+    def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
+        attempt = 0
+        while True:
+            attempt += 1
+            written = False
+            try:
+                with self.http.stream("GET", file.url) as response:
+                    status = response.status_code
+                    if status == 200:
+                        for block in response.iter_bytes(1 << 20):
+                            written = True
+                            write(block)
+                        return
+                    response.read()
+            except httpx.TransportError as exc:
+                if written or attempt >= self.retry.attempts:
+                    raise NetworkError(
+                        f"cannot download {file.path!r} from {file.url}: "
+                        f"{str(exc) or type(exc).__name__}"
+                    ) from None
+                time.sleep(self.retry.delay(attempt))
+                continue
+            if status in (429, 500, 502, 503, 504) and attempt < self.retry.attempts:
+                time.sleep(self.retry.delay(attempt))
+                continue
+            if status == 403:
+                raise TransferError(
+                    f"S3 refused to serve {file.url} (403): the object is not public "
+                    "(an embargoed Zarr?): this needs a fetcher with credentials"
+                )
+            if status == 404:
+                raise TransferError(
+                    f"{file.path!r} is listed by the archive but absent from S3 ({file.url})"
+                )
+            raise TransferError(f"S3 answered {status} to GET {file.url}")
+
+    def close(self) -> None:
+        self.http.close()
+
+
+# -- results ----------------------------------------------------------------------------
+@dataclass
+class DownloadResult:
+    zarr_id: str
+    remote_checksum: str
+    local_checksum: str
+    files: int
+    downloaded: int = 0
+    downloaded_bytes: int = 0
+    skipped: int = 0
+    deleted: int = 0
+    #: Local files that are not in the archive (kept: no --sync).
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.local_checksum == self.remote_checksum
+
+
+@dataclass
+class VerifyResult:
+    zarr_id: str
+    remote_checksum: str
+    local_checksum: str
+    #: In the archive, not local.
+    missing: list[str] = field(default_factory=list)
+    #: Both, with different content.
+    differ: list[str] = field(default_factory=list)
+    #: Local, not in the archive.
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.differ or self.extra)
+
+
+def resolve_zarr(client: ApiClient, ref: str) -> ZarrInfo:
+    """A Zarr by id, or ``DANDISET/NAME`` (the Zarr's name, i.e. its path, in the dandiset)."""
+    ref = ref.strip()
+    if is_zarr_id(ref):
+        return client.get_zarr(ref)
+    dandiset, sep, name = ref.partition("/")
+    if not sep or not dandiset or not name:
+        raise InvalidInput(f"{ref!r} is neither a Zarr id (a UUID) nor DANDISET/PATH")
+    found = client.find_zarr(dandiset, name)
+    if found is None:
+        raise NotFound(f"dandiset {dandiset} has no Zarr {name!r}")
+    return found
+
+
+@dataclass
+class _Comparison:
+    zarr: ZarrInfo
+    entries: list[ZarrEntry]
+    #: Remote files that are absent locally or differ.
+    fetch: list[RemoteFile]
+    #: Local files (outside identical subtrees) that match the archive.
+    matching: list[ZarrEntry]
+    missing: list[str]
+    differ: list[str]
+    extra: list[str]
+    identical_files: list[ZarrEntry]
+
+
+class Downloader:
+    """Downloads and verifies Zarrs of the archive of *client*."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        jobs: int | None = None,
+        progress: Progress | None = None,
+        fetcher: Fetcher | None = None,
+    ) -> None:
+        self.client = client
+        self.jobs = jobs if jobs is not None else max(8, default_jobs())
+        if self.jobs < 1:
+            raise InvalidInput(f"--jobs must be at least 1, got {self.jobs}")
+        self.progress: Progress = progress or NullProgress()
+        self._own_fetcher = fetcher is None
+        self.fetcher: Fetcher = fetcher or HttpFetcher(max_connections=self.jobs)
+
+    def close(self) -> None:
+        if self._own_fetcher:
+            self.fetcher.close()
+
+    def __enter__(self) -> Downloader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- comparing ------------------------------------------------------------------------
+    def _local_entries(self, root: str) -> list[ZarrEntry]:
+        if not os.listdir(root):
+            return []
+        self.progress.start("hashing", None, None)
+        done = [0, 0]
+
+        def report(files: int, nbytes: int) -> None:
+            self.progress.advance(files - done[0], nbytes - done[1])
+            done[0], done[1] = files, nbytes
+
+        return list(iter_local_entries(root, jobs=min(self.jobs, default_jobs()), progress=report))
+
+    def _compare(self, zarr: ZarrInfo, root: str) -> _Comparison:
+        entries = self._local_entries(root)
+        digests = local_digests(entries)
+        if not entries:
+            digests[""] = EMPTY_CHECKSUM
+        remote = walk_remote(
+            self.client, zarr.zarr_id, digests, root_digest=zarr.checksum, jobs=self.jobs
+        )
+        same = SubtreeFilter(remote.identical)
+        identical_files: list[ZarrEntry] = []
+        local: dict[str, ZarrEntry] = {}
+        for entry in entries:
+            if same(entry.path):
+                identical_files.append(entry)
+            else:
+                local[entry.path] = entry
+        fetch: list[RemoteFile] = []
+        matching: list[ZarrEntry] = []
+        missing: list[str] = []
+        differ: list[str] = []
+        for path, (md5, size) in sorted(remote.files.items()):
+            mine = local.get(path)
+            if mine is not None and mine.md5 == md5:
+                matching.append(mine)
+                continue
+            (missing if mine is None else differ).append(path)
+            fetch.append(RemoteFile(path, md5, size, zarr.object_url(path)))
+        extra = sorted(p for p in local if p not in remote.files)
+        return _Comparison(zarr, entries, fetch, matching, missing, differ, extra, identical_files)
+
+    def verify(self, ref: str | ZarrInfo, local: str | os.PathLike[str]) -> VerifyResult:
+        """Compare a local directory with a Zarr of the archive, without transferring data."""
+        zarr = ref if isinstance(ref, ZarrInfo) else resolve_zarr(self.client, ref)
+        root = _existing_directory(local)
+        comparison = self._compare(zarr, root)
+        self.progress.stop()
+        return VerifyResult(
+            zarr_id=zarr.zarr_id,
+            remote_checksum=zarr.checksum,
+            local_checksum=local_digests(comparison.entries).get("", EMPTY_CHECKSUM),
+            missing=comparison.missing,
+            differ=comparison.differ,
+            extra=comparison.extra,
+        )
+
+    # -- downloading ------------------------------------------------------------------------
+    def download(
+        self, ref: str | ZarrInfo, dest: str | os.PathLike[str], *, sync: bool = False
+    ) -> DownloadResult:
+        """Make *dest* hold the Zarr's files (and, with *sync*, nothing else)."""
+        zarr = ref if isinstance(ref, ZarrInfo) else resolve_zarr(self.client, ref)
+        root = os.fspath(dest)
+        if os.path.lexists(root) and not os.path.isdir(root):
+            raise LocalFileError(f"{root!r} exists and is not a directory")
+        try:
+            os.makedirs(root, exist_ok=True)
+        except OSError as exc:
+            raise LocalFileError(f"cannot create {root!r}: {exc.strerror}") from None
+        _remove_partials(root)
+        comparison = self._compare(zarr, root)
+        result = DownloadResult(
+            zarr_id=zarr.zarr_id,
+            remote_checksum=zarr.checksum,
+            local_checksum="",
+            files=zarr.file_count,
+            skipped=len(comparison.identical_files) + len(comparison.matching),
+        )
+        if sync and comparison.extra:
+            for path in comparison.extra:
+                _unlink(os_path(root, path))
+            _prune_empty_directories(root, comparison.extra)
+            result.deleted = len(comparison.extra)
+        elif comparison.extra:
+            result.extra = comparison.extra
+        verified = self._fetch_all(root, comparison.fetch, result)
+        final = [
+            *comparison.identical_files,
+            *comparison.matching,
+            *(ZarrEntry(f.path, f.size, f.md5) for f in verified),
+        ]
+        result.local_checksum = compute_checksum(final) if final else EMPTY_CHECKSUM
+        self.progress.stop()
+        return result
+
+    def _fetch_all(
+        self, root: str, files: list[RemoteFile], result: DownloadResult
+    ) -> list[RemoteFile]:
+        if not files:
+            return []
+        self.progress.start("download", len(files), sum(f.size for f in files))
+        with ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-get") as pool:
+            futures = [pool.submit(self._fetch_one, root, f) for f in files]
+            try:
+                _wait_all(futures)
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+        result.downloaded = len(files)
+        result.downloaded_bytes = sum(f.size for f in files)
+        return files
+
+    def _fetch_one(self, root: str, file: RemoteFile) -> bool:
+        final = os_path(root, file.path)
+        partial = final + PARTIAL_SUFFIX
+        parent = os.path.dirname(final)
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except FileExistsError:
+            raise LocalFileError(
+                f"cannot write {file.path!r}: {parent!r} is a file locally (the archive has a "
+                "directory there); use --sync to replace it"
+            ) from None
+        except NotADirectoryError:
+            raise LocalFileError(
+                f"cannot write {file.path!r}: a parent is a file locally; use --sync"
+            ) from None
+        if os.path.isdir(final):
+            raise LocalFileError(
+                f"cannot write {file.path!r}: it is a directory locally (the archive has a "
+                "file there); use --sync to replace it"
+            )
+        attempts = 3
+        for attempt in range(1, attempts + 1):
+            sink = _Sink(self.progress)
+            try:
+                with open(partial, "wb") as out:
+                    sink.out = out
+                    self.fetcher.fetch(file, sink.write)
+            except OSError as exc:
+                _unlink(partial)
+                raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
+            except NetworkError:
+                _unlink(partial)
+                self.progress.advance(0, -sink.size)
+                if attempt == attempts:
+                    raise
+                continue
+            except BaseException:
+                _unlink(partial)
+                raise
+            md5 = sink.digest.hexdigest()
+            if md5 == file.md5 and sink.size == file.size:
+                os.replace(partial, final)
+                self.progress.advance(1, 0)
+                return True
+            self.progress.advance(0, -sink.size)
+            _unlink(partial)
+            if attempt == attempts:
+                raise TransferError(
+                    f"{file.path!r}: the downloaded bytes have md5 {md5} "
+                    f"({sink.size} bytes), the archive says {file.md5} ({file.size} bytes)"
+                )
+        return False  # pragma: no cover
+
+
+class _Sink:
+    """Writes a download to its partial file, hashing it and reporting progress."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.digest = hashlib.md5(usedforsecurity=False)
+        self.size = 0
+        self.out: IO[bytes] | None = None
+
+    def write(self, block: bytes) -> None:
+        assert self.out is not None
+        self.digest.update(block)
+        self.size += len(block)
+        self.out.write(block)
+        self.progress.advance(0, len(block))
+
+
+def _existing_directory(local: str | os.PathLike[str]) -> str:
+    root = os.fspath(local)
+    if not os.path.isdir(root):
+        if os.path.lexists(root):
+            raise LocalFileError(f"{root!r} is not a directory")
+        raise LocalFileError(f"{root!r}: no such file or directory")
+    return root
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def _remove_partials(root: str) -> None:
+    """Remove the partial files an interrupted download left behind."""
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith(PARTIAL_SUFFIX):
+                _unlink(os.path.join(directory, name))
+
+
+def _prune_empty_directories(root: str, deleted: list[str]) -> None:
+    """Remove the directories that deleting *deleted* left empty (never *root*)."""
+    candidates: set[str] = set()
+    for path in deleted:
+        parts = path.split("/")[:-1]
+        for i in range(len(parts), 0, -1):
+            candidates.add("/".join(parts[:i]))
+    for directory in sorted(candidates, key=lambda d: d.count("/"), reverse=True):
+        with contextlib.suppress(OSError):
+            os.rmdir(os_path(root, directory))
+
+
+__all__ = [
+    "PARTIAL_SUFFIX",
+    "DownloadResult",
+    "Downloader",
+    "Fetcher",
+    "HttpFetcher",
+    "RemoteFile",
+    "VerifyResult",
+    "resolve_zarr",
+]

@@ -1,0 +1,142 @@
+"""Downloads and verification against the live server and SeaweedFS (public bucket)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from typer.testing import CliRunner
+
+from tests.client.conftest import file_count, make_zarr, zarr_checksum_of
+from zarrchive.cli import app
+from zarrchive.client import ApiClient, Uploader
+from zarrchive.client.download import PARTIAL_SUFFIX, Downloader, RemoteFile
+from zarrchive.client.upload import BatchRecords
+
+
+@pytest.fixture
+def uploaded(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
+) -> tuple[Path, str, dict[str, np.ndarray]]:
+    source = tmp_path / "source.zarr"
+    arrays = make_zarr(source, seed=7, coarse=4)
+    result = Uploader(client, jobs=8, records=records).upload(source, dandiset=dandiset)
+    assert result.ok and result.zarr_id
+    return source, result.zarr_id, arrays
+
+
+def cli(args: list[str], env: dict[str, str]) -> Any:
+    return CliRunner().invoke(app, args, env=env)
+
+
+def test_download_empty_partial_sync_verify(
+    tmp_path: Path,
+    client: ApiClient,
+    client_env: dict[str, str],
+    dandiset: str,
+    uploaded: tuple[Path, str, dict[str, np.ndarray]],
+) -> None:
+    source, zarr_id, arrays = uploaded
+    total = file_count(source)
+    checksum = client.get_zarr(zarr_id).checksum
+    dest = tmp_path / "dest.zarr"
+
+    with Downloader(client, jobs=8) as downloader:
+        first = downloader.download(zarr_id, dest)
+        assert (first.downloaded, first.skipped, first.deleted, first.extra) == (total, 0, 0, [])
+        assert first.ok and first.local_checksum == checksum == zarr_checksum_of(dest)
+        group = zarr.open_group(dest, mode="r")
+        for name, data in arrays.items():
+            np.testing.assert_array_equal(group[name][...], data)
+
+        # Nothing to do the second time (DANDISET/NAME form).
+        again = downloader.download(f"{dandiset}/source.zarr", dest)
+        assert (again.downloaded, again.skipped) == (0, total)
+
+        # A partial copy: 3 files missing, 1 corrupted (same size), 1 extra, 1 leftover partial.
+        files = sorted(p for p in dest.rglob("*") if p.is_file())
+        for p in files[10:13]:
+            p.unlink()
+        corrupted = files[20]
+        corrupted.write_bytes(bytes(len(corrupted.read_bytes())))
+        (dest / "g" / "extra.txt").write_bytes(b"not in the archive")
+        (dest / ("leftover" + PARTIAL_SUFFIX)).write_bytes(b"half")
+        partial = downloader.download(zarr_id, dest)
+        assert (partial.downloaded, partial.skipped) == (4, total - 4)
+        assert partial.extra == ["g/extra.txt"] and partial.ok
+        assert not (dest / ("leftover" + PARTIAL_SUFFIX)).exists()
+        assert zarr_checksum_of(dest) != checksum
+
+    # --sync (CLI) deletes the extra file.
+    result = cli(["download", zarr_id, str(dest), "--sync", "--jobs", "4"], client_env)
+    assert result.exit_code == 0, result.stderr
+    assert "downloaded 0 files (0 bytes), skipped" in result.stdout
+    assert "deleted 1;" in result.stdout
+    assert zarr_checksum_of(dest) == checksum
+
+    # verify: a corrupted file is found, download repairs it.
+    victim = sorted((dest / "a").rglob("*"))[-1]
+    victim.write_bytes(victim.read_bytes() + b"!")
+    relative = victim.relative_to(dest).as_posix()
+    result = cli(["verify", zarr_id, str(dest)], client_env)
+    assert result.exit_code == 1
+    assert result.stdout == f"differs\t{relative}\n"
+    assert "1 differ" in result.stderr
+    result = cli(["download", zarr_id, str(dest)], client_env)
+    assert result.exit_code == 0, result.stderr
+    assert "downloaded 1 files" in result.stdout
+    result = cli(["verify", f"{dandiset}/source.zarr", str(dest)], client_env)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("OK: ")
+
+
+def test_verify_lists_every_kind_of_difference(
+    tmp_path: Path, client: ApiClient, uploaded: tuple[Path, str, dict[str, np.ndarray]]
+) -> None:
+    source, zarr_id, _ = uploaded
+    (source / "zarr.json").unlink()
+    (source / "g" / "new").write_bytes(b"new")
+    changed = sorted((source / "g" / "c" / "c").rglob("*"))[-1]
+    changed.write_bytes(b"changed")
+    with Downloader(client, jobs=4) as verifier:
+        result = verifier.verify(zarr_id, source)
+    assert result.missing == ["zarr.json"]
+    assert result.differ == [changed.relative_to(source).as_posix()]
+    assert result.extra == ["g/new"]
+    assert not result.ok
+
+
+class Boto3Fetcher:
+    """Reads objects through boto3 with credentials (e.g. a private or embargoed bucket)."""
+
+    def __init__(self, s3: Any, bucket: str, key_of: Callable[[RemoteFile], str]) -> None:
+        self.s3, self.bucket, self.key_of = s3, bucket, key_of
+        self.fetched = 0
+
+    def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
+        body = self.s3.get_object(Bucket=self.bucket, Key=self.key_of(file))["Body"]
+        for block in body.iter_chunks(1 << 20):
+            write(block)
+        self.fetched += 1
+
+    def close(self) -> None:
+        return None
+
+
+def test_download_through_an_injected_fetcher(
+    tmp_path: Path,
+    client: ApiClient,
+    s3: Any,
+    bucket: str,
+    uploaded: tuple[Path, str, dict[str, np.ndarray]],
+) -> None:
+    source, zarr_id, _ = uploaded
+    fetcher = Boto3Fetcher(s3, bucket, lambda f: f"zarr/{zarr_id}/{f.path}")
+    with Downloader(client, jobs=4, fetcher=fetcher) as downloader:
+        result = downloader.download(zarr_id, tmp_path / "via-boto3")
+    assert result.ok and fetcher.fetched == result.downloaded == file_count(source)
+    assert zarr_checksum_of(tmp_path / "via-boto3") == zarr_checksum_of(source)

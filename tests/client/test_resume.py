@@ -1,0 +1,142 @@
+"""Interrupted uploads, stale batches and expired URLs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.client.conftest import file_count, make_zarr, zarr_checksum_of
+from tests.conftest import LiveServer, make_settings
+from zarrchive.client import ApiClient, NullProgress, Uploader
+from zarrchive.client.upload import BatchRecords
+from zarrchive.services.runtime import Archive
+from zarrchive.storage.seaweedfs import SeaweedFS
+
+
+def test_killed_upload_resumes_exactly(
+    tmp_path: Path,
+    client: ApiClient,
+    dandiset: str,
+    client_env: dict[str, str],
+    records: BatchRecords,
+) -> None:
+    local = tmp_path / "killed.zarr"
+    make_zarr(local, seed=3, coarse=3)
+    total = file_count(local)
+    env = {**os.environ, **client_env}
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "zarrchive.cli", "upload", str(local)),
+            *("--dandiset", dandiset, "--batch-files", "40", "--jobs", "2"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        zarr = None
+        while time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            zarr = client.find_zarr(dandiset, "killed.zarr")
+            if zarr is not None and zarr.file_count >= 80 and zarr.upload_in_progress:
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the upload never got going")
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(10)
+    assert zarr is not None
+    state = client.get_zarr(zarr.zarr_id)
+    assert 0 < state.file_count < total
+    was_open = state.upload_in_progress
+    assert records.get(client.url, zarr.zarr_id) is not None or not was_open
+
+    progress = NullProgress()
+    result = Uploader(client, jobs=4, records=records, progress=progress).upload(
+        local, dandiset=dandiset
+    )
+    assert result.zarr_id == zarr.zarr_id and not result.created
+    if was_open:
+        assert result.stale_batch in ("completed", "cancelled")
+        assert "interrupted earlier run" in progress.notes[0]
+    after_stale = result.skipped
+    assert after_stale >= state.file_count
+    assert result.uploaded + result.skipped == total
+    assert result.uploaded == total - after_stale
+    assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+    final = client.get_zarr(zarr.zarr_id)
+    assert (final.file_count, final.upload_in_progress) == (total, False)
+    assert not client.upload_in_progress(zarr.zarr_id)
+    assert records.get(client.url, zarr.zarr_id) is None
+
+
+def test_foreign_open_batch_is_cancelled_with_a_message(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
+) -> None:
+    local = tmp_path / "busy.zarr"
+    local.mkdir()
+    (local / "a").write_bytes(b"a")
+    zarr = client.create_zarr("busy.zarr", dandiset)
+    client.start_upload(zarr.zarr_id, [("other", "0" * 32)])
+    progress = NullProgress()
+    result = Uploader(client, jobs=2, records=records, progress=progress).upload(
+        local, dandiset=dandiset
+    )
+    assert result.stale_batch == "cancelled"
+    assert progress.notes == [
+        "cancelled an upload batch that was already open on this Zarr (left by an interrupted "
+        "run elsewhere or by another client; only one batch can be open)"
+    ]
+    assert result.ok and result.uploaded == 1
+    assert client.get_file(zarr.zarr_id, "other") is None
+
+
+def test_expired_urls_are_reminted(
+    tmp_path: Path,
+    seaweedfs: SeaweedFS,
+    bucket: str,
+    database_url: str,
+    archive: Archive,
+    live_server: LiveServer,
+    client: ApiClient,
+    dandiset: str,
+    records: BatchRecords,
+) -> None:
+    settings = make_settings(seaweedfs, bucket, database_url, tmp_path / "short", presign_expiry=2)
+    short = Archive.from_settings(settings)
+    live_server.app.state.archive = short
+    try:
+        local = tmp_path / "slow.zarr"
+        local.mkdir()
+        for i in range(24):
+            (local / f"{i:02d}").write_bytes(os.urandom(1000 + i))
+        opened: list[int] = []
+
+        def slow_start(files: int) -> None:
+            opened.append(files)
+            if len(opened) == 1:
+                time.sleep(3.5)  # the first batch's URLs expire before any PUT
+
+        progress = NullProgress()
+        uploader = Uploader(
+            client, jobs=4, records=records, progress=progress, on_batch_open=slow_start
+        )
+        result = uploader.upload(local, dandiset=dandiset)
+        assert opened[:2] == [24, 12]
+        assert result.reopened >= 1
+        assert progress.notes[0] == (
+            "S3 refused expired upload URLs: cancelled the batch and re-requesting URLs in "
+            "batches of 12 files"
+        )
+        assert result.uploaded == 24 and result.batches == len(opened) - result.reopened
+        assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+        assert not client.upload_in_progress(result.zarr_id or "")
+    finally:
+        live_server.app.state.archive = archive
+        short.close()
