@@ -15,7 +15,9 @@ Speed: files are hashed by a thread pool in batches (one task per file costs
 more than hashing a small chunk file), each thread reading into its own reused
 buffer with ``os.readv`` and hashing with :mod:`hashlib`; both release the GIL.
 The walk does not ``stat`` files (the size is the number of bytes hashed), so
-it costs one ``scandir`` per directory and almost nothing per file.
+it costs one ``scandir`` per directory and almost nothing per file.  Walking,
+hashing and consuming alternate by chunks of :data:`CHUNK_FILES` files (see
+:func:`_hash_runs`): the next chunk is hashed when the caller asks for more.
 """
 
 from __future__ import annotations
