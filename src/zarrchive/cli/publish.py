@@ -1,0 +1,128 @@
+"""``zarrchive publish DANDISET``: publish a dandiset's draft, after a loud warning.
+
+Publishing makes every Zarr of the draft immutable for good (no upload, no
+deletion: the published version references the Zarr, it is not copied).  The
+command lists those Zarrs in red and asks for confirmation; ``--yes`` skips the
+question, and without a terminal it refuses unless ``--yes`` is given.
+
+Plain httpx, on purpose: two requests, kept local to the command.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.prompt import Confirm
+from rich.table import Table
+
+from zarrchive.cli.upload import API_URL_OPTION, TOKEN_OPTION
+
+
+class _Failure(Exception):
+    """One line for stderr, then exit 2."""
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = None
+    if isinstance(detail, dict):
+        detail = detail.get("message")
+    return f"{response.status_code}: {detail or response.reason_phrase}"
+
+
+def _request(client: httpx.Client, method: str, url: str, **kwargs: Any) -> Any:
+    try:
+        response = client.request(method, url, **kwargs)
+    except httpx.HTTPError as exc:
+        raise _Failure(f"cannot reach the archive at {client.base_url}: {exc}") from exc
+    if response.status_code >= 400:
+        raise _Failure(f"{method} {url} failed: {_detail(response)}")
+    return response.json()
+
+
+def _draft_zarrs(client: httpx.Client, dandiset: str) -> list[dict[str, Any]]:
+    """The Zarr assets of the draft (every page)."""
+    url = f"/api/dandisets/{dandiset}/versions/draft/assets/"
+    found: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"page_size": 1000}
+        if cursor:
+            params["cursor"] = cursor
+        page = _request(client, "GET", url, params=params)
+        found += [a for a in page["results"] if a.get("zarr_id")]
+        cursor = page.get("next")
+        if not cursor:
+            return found
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _warn(console: Console, dandiset: str, zarrs: list[dict[str, Any]]) -> None:
+    if not zarrs:
+        console.print(f"[bold]Dandiset {dandiset}: the draft has no Zarr assets.[/bold]")
+        return
+    console.print(
+        f"[bold red]WARNING: publishing dandiset {dandiset} makes {len(zarrs)} Zarr(s) "
+        "IMMUTABLE, for good.[/bold red]\n"
+        "[red]No upload and no deletion will ever be accepted for them again; "
+        "new data will need new Zarrs.[/red]"
+    )
+    table = Table(border_style="red", header_style="bold red")
+    for column in ("path", "zarr_id", "checksum", "size"):
+        table.add_column(column)
+    for asset in zarrs:
+        metadata = asset.get("metadata", {})
+        checksum = (metadata.get("digest") or {}).get("dandi:dandi-zarr-checksum", "")
+        table.add_row(asset["path"], asset["zarr_id"], checksum, _size(int(asset.get("size", 0))))
+    console.print(table)
+
+
+def publish(
+    dandiset: str = typer.Argument(..., help="The dandiset's identifier (six digits)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Publish without asking."),
+    api_url: str | None = API_URL_OPTION,
+    token: str | None = TOKEN_OPTION,
+) -> None:
+    """Publish the draft of DANDISET: its Zarrs become immutable (you are asked first)."""
+    try:
+        if not api_url:
+            raise _Failure("no archive URL: pass --api-url or set ZARRCHIVE_URL")
+        if not token:
+            raise _Failure("publishing needs an API token: pass --token or set ZARRCHIVE_TOKEN")
+        headers = {"Authorization": f"token {token}"}
+        with httpx.Client(base_url=api_url.rstrip("/"), headers=headers, timeout=120) as client:
+            zarrs = _draft_zarrs(client, dandiset)
+            if not yes:
+                if not sys.stdin.isatty():
+                    raise _Failure(
+                        f"not publishing dandiset {dandiset}: {len(zarrs)} Zarr(s) would become "
+                        "immutable and stdin is not a terminal to confirm; rerun with --yes"
+                    )
+                console = Console(stderr=True)
+                _warn(console, dandiset, zarrs)
+                if not Confirm.ask(
+                    f"Publish dandiset {dandiset} now?", default=False, console=console
+                ):
+                    print("zarrchive publish: not published", file=sys.stderr)
+                    raise typer.Exit(1)
+            else:
+                _warn(Console(stderr=True), dandiset, zarrs)
+            version = _request(client, "POST", f"/api/dandisets/{dandiset}/versions/draft/publish/")
+    except _Failure as exc:
+        print(f"zarrchive publish: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    print(f"published dandiset {dandiset} as version {version['version']}")
