@@ -170,7 +170,8 @@ def _detail_message(detail: Any) -> str:
 def _friendly(status: int, method: str, path: str, detail: Any) -> str:
     said = _detail_message(detail)
     if status == 401:
-        return f"the archive refused the credentials ({said}): check --token / ZARRCHIVE_TOKEN"
+        hint = "" if "token" in said.lower() else " (check --token / ZARRCHIVE_TOKEN)"
+        return f"the archive refused the credentials: {said}{hint}"
     if status == 403:
         return f"permission denied: {said}"
     if status == 404:
