@@ -1,23 +1,51 @@
-"""The zarrchive client: a typed API client and the sync engine.
+"""The zarrchive client: a typed API client, the sync engine and zarr-python access.
 
-- :class:`ApiClient`: the archive's HTTP API (pooled, timeouts, retries with backoff).
-- :func:`upload` / :class:`Uploader`: make a Zarr in the archive equal to a local directory.
+- :class:`ApiClient`: the archive's HTTP API (pooled, timeouts, retries with
+  backoff and jitter honouring ``Retry-After``); ``ApiClient.from_env()`` reads
+  ``ZARRCHIVE_URL`` / ``ZARRCHIVE_TOKEN``.
+- :func:`upload` / :class:`Uploader`: make a Zarr in the archive equal to a local
+  directory (only new and changed files; resumable; exact).
+- :class:`Downloader`: download (md5-checked, resumable, optional sync) and verify.
+- :func:`open_store`: a read-only zarr-python 3 store of a Zarr in the archive.
+- :mod:`zarrchive.client.local`: local walk and parallel md5.
 """
 
 from zarrchive.client.api import ApiClient, RetryPolicy, ServerInfo, ZarrInfo
+from zarrchive.client.download import (
+    Downloader,
+    DownloadResult,
+    Fetcher,
+    HttpFetcher,
+    RemoteFile,
+    VerifyResult,
+    resolve_zarr,
+)
 from zarrchive.client.progress import NullProgress, PlainProgress, Progress, RichProgress
-from zarrchive.client.upload import Uploader, UploadResult, upload
+from zarrchive.client.store import HttpObjectReader, ObjectReader, ZarrchiveStore, open_store
+from zarrchive.client.upload import BatchRecords, Uploader, UploadResult, upload
 
 __all__ = [
     "ApiClient",
+    "BatchRecords",
+    "DownloadResult",
+    "Downloader",
+    "Fetcher",
+    "HttpFetcher",
+    "HttpObjectReader",
     "NullProgress",
+    "ObjectReader",
     "PlainProgress",
     "Progress",
+    "RemoteFile",
     "RetryPolicy",
     "RichProgress",
     "ServerInfo",
     "UploadResult",
     "Uploader",
+    "VerifyResult",
     "ZarrInfo",
+    "ZarrchiveStore",
+    "open_store",
+    "resolve_zarr",
     "upload",
 ]
