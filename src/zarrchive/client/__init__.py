@@ -10,6 +10,8 @@
 - :mod:`zarrchive.client.local`: local walk and parallel md5.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from zarrchive.client.api import ApiClient, RetryPolicy, ServerInfo, ZarrInfo
 from zarrchive.client.download import (
     Downloader,
@@ -21,8 +23,21 @@ from zarrchive.client.download import (
     resolve_zarr,
 )
 from zarrchive.client.progress import NullProgress, PlainProgress, Progress, RichProgress
-from zarrchive.client.store import HttpObjectReader, ObjectReader, ZarrchiveStore, open_store
 from zarrchive.client.upload import BatchRecords, Uploader, UploadResult, upload
+
+if TYPE_CHECKING:
+    from zarrchive.client.store import HttpObjectReader, ObjectReader, ZarrchiveStore, open_store
+
+#: Imported on first use: zarr-python takes a while to import, and the CLI never needs it.
+_LAZY = {"HttpObjectReader", "ObjectReader", "ZarrchiveStore", "open_store"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from zarrchive.client import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module 'zarrchive.client' has no attribute {name!r}")
 
 __all__ = [
     "ApiClient",

@@ -36,11 +36,12 @@ import base64
 import contextlib
 import json
 import os
+import queue
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,6 +168,11 @@ class UploadResult:
     planned_uploads: int = 0
     planned_deletes: int = 0
     notes: list[str] = field(default_factory=list)
+    #: Seconds spent per phase: hash, plan, open (batches), put, complete.
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def add_time(self, phase: str, since: float) -> None:
+        self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - since
 
     @property
     def ok(self) -> bool:
@@ -270,34 +276,71 @@ class Uploader:
             zarr, created = find_or_create_zarr(self.client, dandiset, name, create=not dry_run)
         assert zarr is not None or dry_run
 
-        # Local state: md5 of every file, digest of every directory.
-        entries = self._hash_local(root, count, nbytes)
-        digests = local_digests(entries)
-        local_checksum = digests.get("", EMPTY_CHECKSUM)
         result = UploadResult(
             zarr_id=zarr.zarr_id if zarr else None,
             name=name,
             created=created,
             dry_run=dry_run,
-            local_files=len(entries),
-            local_bytes=sum(e.size for e in entries),
-            local_checksum=local_checksum,
+            local_files=count,
+            local_bytes=nbytes,
+            local_checksum="",
             remote_checksum=zarr.checksum if zarr else None,
         )
-        if zarr is None:  # dry run of a new Zarr
-            result.planned_uploads = len(entries)
-            return result
-        if zarr.upload_in_progress and not dry_run:
+        if zarr is not None and zarr.upload_in_progress and not dry_run:
             result.stale_batch = self._resolve_stale_batch(zarr.zarr_id, result)
             zarr = self.client.get_zarr(zarr.zarr_id)
 
+        if zarr is not None and zarr.file_count == 0 and not dry_run:
+            # A new (or empty) Zarr: every file goes up, so batches start while the
+            # rest is still being hashed.
+            entries: list[ZarrEntry] = []
+            self.progress.start("uploading", count, nbytes)
+            self._upload_entries(
+                root, zarr.zarr_id, self._hashed_ahead(root, entries), batch_files, result
+            )
+            self._set_local(result, entries, local_digests(entries))
+        else:
+            self._sync(root, zarr, result, count, nbytes, limit, batch_files, dry_run)
+            if zarr is None or dry_run:
+                return result
+        self.progress.stop()
+        result.remote_checksum = self.client.get_zarr(zarr.zarr_id).checksum
+        return result
+
+    @staticmethod
+    def _set_local(result: UploadResult, entries: list[ZarrEntry], digests: dict[str, str]) -> None:
+        result.local_files = len(entries)
+        result.local_bytes = sum(e.size for e in entries)
+        result.local_checksum = digests.get("", EMPTY_CHECKSUM)
+
+    def _sync(
+        self,
+        root: str,
+        zarr: ZarrInfo | None,
+        result: UploadResult,
+        count: int,
+        nbytes: int,
+        limit: int,
+        batch_files: int,
+        dry_run: bool,
+    ) -> None:
+        """Hash everything, compare with the remote tree, delete and upload the difference."""
+        started = time.perf_counter()
+        entries = self._hash_local(root, count, nbytes)
+        result.timings["hash"] = time.perf_counter() - started
+        digests = local_digests(entries)
+        self._set_local(result, entries, digests)
+        if zarr is None:  # dry run of a new Zarr
+            result.planned_uploads = len(entries)
+            return
+        started = time.perf_counter()
         plan = self.plan(zarr, entries, digests)
+        result.timings["plan"] = time.perf_counter() - started
         result.skipped = plan.skipped
         result.planned_uploads = len(plan.upload)
         result.planned_deletes = len(plan.delete)
         if dry_run:
-            return result
-
+            return
         zid = zarr.zarr_id
         if plan.delete:
             self.progress.start("deleting", len(plan.delete), None)
@@ -309,10 +352,54 @@ class Uploader:
         if plan.upload:
             self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
             self._upload_entries(root, zid, plan.upload, batch_files, result)
-        self.progress.stop()
-        final = self.client.get_zarr(zid)
-        result.remote_checksum = final.checksum
-        return result
+
+    def _hashed_ahead(self, root: str, sink: list[ZarrEntry]) -> Iterator[ZarrEntry]:
+        """The local entries, hashed by a producer thread running ahead of the consumer;
+        each is also appended to *sink*."""
+        blocks: queue.Queue[list[ZarrEntry] | BaseException | None] = queue.Queue(maxsize=64)
+        stop = threading.Event()
+
+        def put(item: list[ZarrEntry] | BaseException | None) -> None:
+            while not stop.is_set():
+                try:
+                    blocks.put(item, timeout=0.2)
+                    return
+                except queue.Full:
+                    continue
+
+        def produce() -> None:
+            try:
+                entries = iter_local_entries(root, jobs=min(self.jobs, default_jobs()))
+                block: list[ZarrEntry] = []
+                try:
+                    for entry in entries:
+                        block.append(entry)
+                        if len(block) >= 64:
+                            put(block)
+                            block = []
+                        if stop.is_set():
+                            return
+                finally:
+                    entries.close()  # type: ignore[attr-defined]
+                put(block)
+                put(None)
+            except BaseException as exc:
+                put(exc)
+
+        thread = threading.Thread(target=produce, name="zarrchive-hash-ahead", daemon=True)
+        thread.start()
+        try:
+            while True:
+                item = blocks.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                sink.extend(item)
+                yield from item
+        finally:
+            stop.set()
+            thread.join(10)
 
     def plan(
         self, zarr: ZarrInfo, entries: Sequence[ZarrEntry], digests: dict[str, str]
@@ -420,13 +507,12 @@ class Uploader:
         self,
         root: str,
         zarr_id: str,
-        entries: list[ZarrEntry],
+        entries: Iterable[ZarrEntry],
         batch_files: int,
         result: UploadResult,
     ) -> None:
-        queue: deque[tuple[list[ZarrEntry], int]] = deque(
-            (chunk, 0) for chunk in _chunks(entries, batch_files, MAX_BATCH_BYTES)
-        )
+        batcher = _Batcher(iter(entries), batch_files, MAX_BATCH_BYTES)
+        retry: deque[tuple[list[ZarrEntry], int]] = deque()
         s3 = httpx.Client(
             timeout=S3_TIMEOUT,
             limits=httpx.Limits(max_connections=self.jobs, max_keepalive_connections=self.jobs),
@@ -434,8 +520,13 @@ class Uploader:
         )
         pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-put")
         try:
-            while queue:
-                chunk, refusals = queue.popleft()
+            while True:
+                if retry:
+                    chunk, refusals = retry.popleft()
+                else:
+                    chunk, refusals = batcher.next(), 0
+                    if not chunk:
+                        break
                 outcome = self._run_batch(s3, pool, root, zarr_id, chunk, result)
                 if outcome == "done":
                     continue
@@ -454,11 +545,9 @@ class Uploader:
                 )
                 result.notes.append(message)
                 self.progress.note(message)
-                # Later batches are no larger than what is retried now.
-                rest = [e for c, _ in queue for e in c]
-                queue.clear()
-                queue.extend((c, refusals) for c in _chunks(chunk, half, MAX_BATCH_BYTES))
-                queue.extend((c, 0) for c in _chunks(rest, half, MAX_BATCH_BYTES))
+                # This batch again in halves; later batches no larger.
+                batcher.files = min(batcher.files, half)
+                retry.extend((c, refusals) for c in _chunks(chunk, half, MAX_BATCH_BYTES))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             s3.close()
@@ -487,7 +576,9 @@ class Uploader:
         chunk: list[ZarrEntry],
         result: UploadResult,
     ) -> _Outcome:
+        started = time.perf_counter()
         urls = self._open_batch(zarr_id, chunk)
+        result.add_time("open", started)
         missing = [e.path for e in chunk if e.path not in urls]
         if missing:
             self._abort(zarr_id)
@@ -513,7 +604,9 @@ class Uploader:
 
         futures: list[Future[bool]] = [pool.submit(put, e) for e in chunk]
         try:
+            started = time.perf_counter()
             _wait_all(futures)
+            result.add_time("put", started)
         except BaseException:
             stop.set()
             for f in futures:
@@ -525,7 +618,9 @@ class Uploader:
             self.records.clear(self.client.url, zarr_id)
             self.progress.advance(-sent[0], -sent[1])
             return "refused"
+        started = time.perf_counter()
         self._complete(zarr_id)
+        result.add_time("complete", started)
         self.records.clear(self.client.url, zarr_id)
         result.batches += 1
         result.uploaded += len(chunk)
@@ -654,7 +749,34 @@ def _s3_message(text: str) -> str:
     return text[:200]
 
 
-def _chunks(entries: list[ZarrEntry], files: int, nbytes: int) -> Iterator[list[ZarrEntry]]:
+class _Batcher:
+    """Takes batches of at most :attr:`files` files and :attr:`nbytes` bytes from an iterator."""
+
+    def __init__(self, entries: Iterator[ZarrEntry], files: int, nbytes: int) -> None:
+        self.entries = entries
+        self.files = files
+        self.nbytes = nbytes
+        self._held: ZarrEntry | None = None
+
+    def next(self) -> list[ZarrEntry]:
+        chunk: list[ZarrEntry] = []
+        size = 0
+        while len(chunk) < self.files:
+            entry = self._held
+            self._held = None
+            if entry is None:
+                entry = next(self.entries, None)
+                if entry is None:
+                    break
+            if chunk and size + entry.size > self.nbytes:
+                self._held = entry
+                break
+            chunk.append(entry)
+            size += entry.size
+        return chunk
+
+
+def _chunks(entries: Iterable[ZarrEntry], files: int, nbytes: int) -> Iterator[list[ZarrEntry]]:
     chunk: list[ZarrEntry] = []
     size = 0
     for entry in entries:

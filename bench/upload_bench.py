@@ -1,0 +1,190 @@
+"""Upload throughput: ``zarrchive upload`` vs a plain boto3 parallel PUT, and a no-op re-upload.
+
+Starts its own SeaweedFS (``weed mini``) and API server (uvicorn in a thread of this
+process, SQLite in a temporary directory).  For each file size, the same files are
+uploaded
+
+- raw: ``put_object`` (with ``ContentMD5``) from a thread pool of ``--jobs`` threads,
+  each thread reading its file from disk;
+- zarrchive: ``zarrchive upload DIR --dandiset ID --jobs N`` as a subprocess (so the
+  client does not share this process's GIL with the server), wall time including the
+  CLI's start-up, the local md5 pass, batches and their server-side verification.
+
+Then a Zarr of ``--noop-files`` small files is uploaded once and re-uploaded unchanged.
+
+    .venv/bin/python bench/upload_bench.py [--files 5000] [--jobs 16] [--noop-files 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import boto3
+import uvicorn
+from botocore.config import Config
+
+from zarrchive.api import create_app
+from zarrchive.config import Settings
+from zarrchive.services.auth import create_user
+from zarrchive.services.runtime import Archive
+from zarrchive.storage.seaweedfs import SeaweedFS, free_port
+
+KEY, SECRET = "bench", "bench-secret"
+ROOT = Path(__file__).resolve().parents[1]
+ZARRCHIVE = str(ROOT / ".venv" / "bin" / "zarrchive")
+
+
+def make_files(root: Path, count: int, size: int) -> list[Path]:
+    paths = []
+    for i in range(count):
+        path = root / "arr" / "c" / str(i // 100) / str(i % 100)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(size))
+        paths.append(path)
+    (root / "zarr.json").write_bytes(b'{"zarr_format":3,"node_type":"group"}')
+    paths.append(root / "zarr.json")
+    return paths
+
+
+def raw_put(s3: Any, bucket: str, prefix: str, root: Path, paths: list[Path], jobs: int) -> float:
+    def put(path: Path) -> None:
+        body = path.read_bytes()
+        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+        key = prefix + path.relative_to(root).as_posix()
+        s3.put_object(Bucket=bucket, Key=key, Body=body, ContentMD5=md5)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(put, paths))
+    return time.perf_counter() - start
+
+
+def zarrchive_upload(local: Path, dandiset: str, jobs: int, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(
+        [ZARRCHIVE, "upload", str(local), "--dandiset", dandiset, "--jobs", str(jobs)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"zarrchive upload failed: {done.stderr.strip()}")
+    print("   ", done.stdout.strip(), file=sys.stderr)
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--sizes", default="65536,262144")
+    parser.add_argument("--jobs", type=int, default=16)
+    parser.add_argument("--noop-files", type=int, default=20000)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="upload-bench-"))
+    seaweed = SeaweedFS(work / "seaweedfs", KEY, SECRET, public_read_buckets=["bench*"])
+    seaweed.start()
+    server: uvicorn.Server | None = None
+    try:
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=seaweed.endpoint_url,
+            aws_access_key_id=KEY,
+            aws_secret_access_key=SECRET,
+            region_name="us-east-1",
+            config=Config(max_pool_connections=args.jobs, retries={"max_attempts": 3}),
+        )
+        for bucket in ("bench", "bench-embargoed"):
+            s3.create_bucket(Bucket=bucket)
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        settings = Settings.from_env({}).with_overrides(
+            data_dir=work / "data",
+            database_url=f"sqlite:///{work / 'bench.sqlite3'}",
+            s3_endpoint_url=seaweed.endpoint_url,
+            s3_bucket="bench",
+            s3_embargo_bucket="bench-embargoed",
+            s3_access_key_id=KEY,
+            s3_secret_access_key=SECRET,
+        )
+        (work / "data").mkdir()
+        archive = Archive.from_settings(settings)
+        with archive.db.session() as session:
+            token = create_user(session, "bench")[1]
+        app = create_app(archive)
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
+        threading.Thread(target=server.run, daemon=True).start()
+        while not server.started:
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "ZARRCHIVE_URL": url, "ZARRCHIVE_TOKEN": token}
+        env["ZARRCHIVE_STATE_DIR"] = str(work / "state")
+        import httpx
+
+        dandiset = httpx.post(
+            f"{url}/api/dandisets/",
+            json={"name": "bench"},
+            headers={"Authorization": f"token {token}"},
+        ).json()["identifier"]
+
+        rows = []
+        for size in (int(s) for s in args.sizes.split(",")):
+            local = work / f"files-{size}.zarr"
+            paths = make_files(local, args.files, size)
+            n = len(paths)
+            total = sum(p.stat().st_size for p in paths)
+            raw = raw_put(s3, "bench", f"raw-{size}/", local, paths, args.jobs)
+            ours = zarrchive_upload(local, dandiset, args.jobs, env)
+            rows.append((size, n, total, raw, ours))
+            print(
+                f"{size // 1024} KiB x {n}: raw {n / raw:.0f} files/s "
+                f"{total / raw / 2**20:.1f} MiB/s; zarrchive {n / ours:.0f} files/s "
+                f"{total / ours / 2**20:.1f} MiB/s; ratio {raw / ours:.2f}",
+                file=sys.stderr,
+            )
+            shutil.rmtree(local)
+
+        local = work / "noop.zarr"
+        make_files(local, args.noop_files, 1024)
+        first = zarrchive_upload(local, dandiset, args.jobs, env)
+        noop = zarrchive_upload(local, dandiset, args.jobs, env)
+        startup_start = time.perf_counter()
+        subprocess.run([ZARRCHIVE, "--help"], stdout=subprocess.DEVNULL, check=True)
+        startup = time.perf_counter() - startup_start
+
+        print("\n| files | size | raw boto3 PUT | zarrchive upload | ratio |")
+        print("|---:|---:|---:|---:|---:|")
+        for size, n, total, raw, ours in rows:
+            print(
+                f"| {n} | {size // 1024} KiB | {n / raw:.0f} files/s, "
+                f"{total / raw / 2**20:.1f} MiB/s ({raw:.1f} s) | {n / ours:.0f} files/s, "
+                f"{total / ours / 2**20:.1f} MiB/s ({ours:.1f} s) | {raw / ours:.2f} |"
+            )
+        print(
+            f"\nno-op re-upload of {args.noop_files + 1} files: {noop:.2f} s "
+            f"(first upload {first:.1f} s; CLI start-up alone {startup:.2f} s)"
+        )
+    finally:
+        if server is not None:
+            server.should_exit = True
+        seaweed.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
