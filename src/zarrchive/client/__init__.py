@@ -39,6 +39,7 @@ def __getattr__(name: str) -> Any:
         return getattr(store, name)
     raise AttributeError(f"module 'zarrchive.client' has no attribute {name!r}")
 
+
 __all__ = [
     "ApiClient",
     "BatchRecords",
