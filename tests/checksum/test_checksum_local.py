@@ -151,7 +151,12 @@ def test_empty_trees(tmp_path: Path, layout: list[str]) -> None:
     assert [(d.path, d.digest) for d in local_directory_digests(tmp_path)] == [("", EMPTY_CHECKSUM)]
 
 
-def test_many_files_in_batches_and_progress(tmp_path: Path) -> None:
+def test_many_files_in_batches_and_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zarrchive.client.local as local
+
+    monkeypatch.setattr(local, "PROGRESS_INTERVAL", 0.001)  # reports while hashing
     # Sizes from empty to several blocks, so batches adapt and large files are split in reads.
     sizes = [0, 1, 100, 4096, 70_000, BLOCK_SIZE, BLOCK_SIZE + 1, 3 * BLOCK_SIZE + 17]
     expected = [

@@ -49,6 +49,8 @@ BATCH_BYTES = 1 << 20
 MAX_BATCH_FILES = 64
 #: The walk lists this many files, then the threads hash them, and so on.
 CHUNK_FILES = 16384
+#: Seconds between two calls of the progress callback while the threads hash.
+PROGRESS_INTERVAL = 0.2
 
 # Anything validate_path could object to in one name (besides length and surrogates).
 _SUSPECT = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
@@ -412,15 +414,23 @@ def _hash_runs(
             if executor is None:
                 executor = ThreadPoolExecutor(jobs, thread_name_prefix="zarrchive-md5")
             pending.extend(executor.submit(_hash_batch, batch) for batch in _batches(chunk, size))
-            wait(pending)  # asleep while the threads hash: they have the GIL to themselves
-            while pending:
-                hashed = pending.popleft().result()
-                for _, rows in hashed:
-                    done_files += len(rows)
-                    done_bytes += sum(map(_size_of, rows))
+            # Asleep while the threads hash (they have the GIL to themselves), but for
+            # a progress report now and then.
+            counted: set[Future[list[_Hashed]]] = set()
+            while True:
+                timeout = None if progress is None else PROGRESS_INTERVAL
+                done, running = wait(pending, timeout=timeout)
+                for future in done - counted:
+                    for _, rows in future.result():
+                        done_files += len(rows)
+                        done_bytes += sum(map(_size_of, rows))
+                counted |= done
                 if progress is not None:
                     progress(done_files, done_bytes)
-                yield from hashed
+                if not running:
+                    break
+            while pending:
+                yield from pending.popleft().result()
     finally:
         for future in pending:
             future.cancel()
