@@ -69,16 +69,30 @@ def _new_bucket(seaweedfs: SeaweedFS, prefix: str) -> str:
     return name
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def bucket(seaweedfs: SeaweedFS) -> str:
-    """A fresh, versioned, world-readable bucket for this test (the archive's public bucket)."""
+    """The versioned, world-readable bucket of the session (the archive's public bucket).
+
+    Tests share it: each works under keys of its own Zarrs and blobs (fresh UUIDs), so
+    state never leaks between tests, and SeaweedFS is spared a collection per test.
+    """
     return _new_bucket(seaweedfs, PUBLIC_BUCKET_PREFIX)
 
 
+@pytest.fixture(scope="session")
+def embargo_bucket(seaweedfs: SeaweedFS, bucket: str) -> str:
+    """The versioned, private bucket of the session (the archive's embargo bucket)."""
+    name = bucket.replace(PUBLIC_BUCKET_PREFIX, "zemb-", 1)
+    client: Any = seaweedfs.client()
+    client.create_bucket(Bucket=name)
+    client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    return name
+
+
 @pytest.fixture
-def embargo_bucket(seaweedfs: SeaweedFS) -> str:
-    """A fresh, versioned, private bucket for this test (the archive's embargo bucket)."""
-    return _new_bucket(seaweedfs, "zemb-")
+def fresh_bucket(seaweedfs: SeaweedFS) -> str:
+    """A new, empty, versioned, world-readable bucket for this test alone."""
+    return _new_bucket(seaweedfs, PUBLIC_BUCKET_PREFIX)
 
 
 @pytest.fixture
@@ -157,7 +171,9 @@ def make_settings(
 
 
 @pytest.fixture
-def settings(seaweedfs: SeaweedFS, bucket: str, database_url: str, tmp_path: Path) -> Settings:
+def settings(
+    seaweedfs: SeaweedFS, bucket: str, embargo_bucket: str, database_url: str, tmp_path: Path
+) -> Settings:
     return make_settings(seaweedfs, bucket, database_url, tmp_path)
 
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +20,17 @@ from zarrchive.storage.seaweedfs import SeaweedFS
 
 
 @pytest.fixture
-def store(seaweedfs: SeaweedFS, bucket: str) -> ObjectStore:
+def store(seaweedfs: SeaweedFS, fresh_bucket: str) -> ObjectStore:
     return ObjectStore(
         endpoint_url=seaweedfs.endpoint_url,
-        bucket=bucket,
+        bucket=fresh_bucket,
         access_key_id=seaweedfs.access_key_id,
         secret_access_key=seaweedfs.secret_access_key,
     )
 
 
-def test_versioned_put_returns_a_version_id(s3: Any, bucket: str) -> None:
+def test_versioned_put_returns_a_version_id(s3: Any, fresh_bucket: str) -> None:
+    bucket = fresh_bucket
     first = s3.put_object(Bucket=bucket, Key="a/b", Body=b"one")
     second = s3.put_object(Bucket=bucket, Key="a/b", Body=b"two")
     assert first["VersionId"] and second["VersionId"]
@@ -104,12 +106,13 @@ def test_weed_dies_with_its_parent(tmp_path: Path) -> None:
 def test_public_buckets_are_world_readable_and_others_not(
     s3: Any, bucket: str, embargo_bucket: str, seaweedfs: SeaweedFS
 ) -> None:
+    key = f"zarr/{uuid.uuid4()}"
     for name in (bucket, embargo_bucket):
-        s3.put_object(Bucket=name, Key="zarr/k", Body=b"data")
-    assert httpx.get(f"{seaweedfs.endpoint_url}/{bucket}/zarr/k").content == b"data"
-    assert httpx.get(f"{seaweedfs.endpoint_url}/{embargo_bucket}/zarr/k").status_code == 403
+        s3.put_object(Bucket=name, Key=key, Body=b"data")
+    assert httpx.get(f"{seaweedfs.endpoint_url}/{bucket}/{key}").content == b"data"
+    assert httpx.get(f"{seaweedfs.endpoint_url}/{embargo_bucket}/{key}").status_code == 403
     # anonymous writes are refused everywhere
-    assert httpx.put(f"{seaweedfs.endpoint_url}/{bucket}/zarr/k", content=b"x").status_code == 403
+    assert httpx.put(f"{seaweedfs.endpoint_url}/{bucket}/{key}", content=b"x").status_code == 403
 
 
 @pytest.mark.parametrize("others", [0, 1100])

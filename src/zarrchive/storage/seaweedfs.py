@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _GRPC_OFFSET = 10000
+_VOLUME_MB = 128
 
 
 def find_weed() -> str:
@@ -142,6 +143,9 @@ class SeaweedFS:
         options = self.data_dir / "mini.options"
         with contextlib.suppress(FileNotFoundError):
             options.unlink()
+        # Every bucket is a collection with volumes of its own; left to itself, mini allows
+        # only free-disk / 1 GiB volumes in all, which a few dozen buckets exhaust.
+        volume_max = max(64, shutil.disk_usage(self.data_dir).free // (_VOLUME_MB << 20))
         args = [
             find_weed(),
             "mini",
@@ -164,6 +168,8 @@ class SeaweedFS:
             f"-filer.port.grpc={ports['filer'] + _GRPC_OFFSET}",
             f"-admin.port={ports['admin']}",
             f"-admin.port.grpc={ports['admin'] + _GRPC_OFFSET}",
+            f"-master.volumeSizeLimitMB={_VOLUME_MB}",
+            f"-volume.max={volume_max}",
         ]
         log_path = self.data_dir / "weed.log"
         with open(log_path, "ab") as log_file:
