@@ -10,7 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.asset_helpers import add_blob_asset, client_for, md5, ok, upload_blob
+from tests.api.asset_helpers import (
+    add_blob_asset,
+    client_for,
+    free_buckets,  # noqa: F401  (autouse fixture)
+    md5,
+    ok,
+    upload_blob,
+)
 from tests.conftest import Users
 from zarrchive.services import blobs
 from zarrchive.services.runtime import Archive

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
 from datetime import UTC, datetime
 
 import httpx
 
-from tests.api.asset_helpers import add_blob_asset, add_zarr_asset, assets_url, md5, ok, oracle
+from tests.api.asset_helpers import (
+    add_blob_asset,
+    add_zarr_asset,
+    assets_url,
+    free_buckets,  # noqa: F401  (autouse fixture)
+    md5,
+    ok,
+    oracle,
+)
 from tests.api.conftest import put_files, upload
 from tests.conftest import Users
 from zarrchive.checksum import EMPTY_CHECKSUM
@@ -202,3 +212,54 @@ def test_two_publications_and_blobs_are_shared(
 def test_version_names() -> None:
     assert version_name(datetime(2026, 11, 22, 4, 5, tzinfo=UTC)) == "0.261122.0405"
     assert version_name(datetime(2026, 1, 2, 23, 59, 30, tzinfo=UTC)) == "0.260102.2359"
+
+
+def test_publish_racing_uploads(api: httpx.Client, dandiset: str, zarr_id: str) -> None:
+    """Uploads race a publication: each finishes before it (and is pinned) or is refused."""
+    add_zarr_asset(api, dandiset, zarr_id, "race.zarr")
+    results: list[int] = []
+    stop = threading.Event()
+
+    def uploader() -> None:
+        with httpx.Client(base_url=api.base_url, headers=api.headers, timeout=60) as client:
+            for i in range(200):
+                if stop.is_set():
+                    return
+                body = f"file {i}".encode()
+                response = client.post(
+                    f"/api/zarr/{zarr_id}/upload/", json=[{"path": f"f{i}", "etag": md5(body)}]
+                )
+                results.append(response.status_code)
+                if response.status_code == 403:
+                    return
+                assert response.status_code == 200, response.text
+                put_files(response.json(), {f"f{i}": body})
+                response = client.post(f"/api/zarr/{zarr_id}/upload/complete/")
+                results.append(response.status_code)
+                if response.status_code == 403:
+                    return
+                assert response.status_code == 200, response.text
+
+    thread = threading.Thread(target=uploader)
+    thread.start()
+    try:
+        while len(results) < 4:
+            time.sleep(0.01)
+        refused = 0
+        while True:
+            response = api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
+            if response.status_code == 200:
+                break
+            assert response.status_code == 409, response.text
+            refused += 1
+    finally:
+        stop.set()
+        thread.join(60)
+    published = response.json()
+    pinned = published["zarrs"][0]["checksum"]
+    # the Zarr never changed after the publication, and is not mid-batch
+    zarr = ok(api.get(f"/api/zarr/{zarr_id}/"))
+    assert zarr["checksum"] == pinned and zarr["upload_in_progress"] is False
+    assert results[-1] in (200, 403)
+    frozen = api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "z", "etag": md5(b"z")}])
+    assert frozen.status_code == 403

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.api.asset_helpers import add_zarr_asset, md5, ok
+from tests.api.asset_helpers import (
+    add_zarr_asset,
+    free_buckets,  # noqa: F401  (autouse fixture)
+    md5,
+    ok,
+)
 from tests.api.conftest import dandiset, upload, zarr_id  # noqa: F401  (fixtures)
 from tests.conftest import LiveServer, Users
 
