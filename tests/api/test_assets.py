@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import delete
 
 from tests.api.asset_helpers import (
     add_blob_asset,
@@ -21,6 +22,8 @@ from tests.api.asset_helpers import (
 from tests.api.conftest import upload
 from tests.conftest import Users
 from zarrchive.checksum import EMPTY_CHECKSUM
+from zarrchive.db.models import Version
+from zarrchive.services.runtime import Archive
 
 
 @pytest.fixture
@@ -280,3 +283,39 @@ def test_authorization_matrix(
         for name, call in endpoints.items()
     }
     assert found == expected
+
+
+def test_content_fields_come_from_the_content(
+    api: httpx.Client, dandiset: str, zarr_id: str
+) -> None:
+    """Clients cannot claim another digest, size or format: the server fills them in."""
+    spoof = {
+        "digest": {"dandi:md5": "0" * 32},
+        "contentSize": 999,
+        "encodingFormat": "text/plain",
+    }
+    zasset = add_zarr_asset(api, dandiset, zarr_id, "z.zarr", **spoof)
+    assert zasset["metadata"] == {
+        "path": "z.zarr",
+        "encodingFormat": "application/x-zarr",
+        "contentSize": 0,
+        "digest": {"dandi:dandi-zarr-checksum": EMPTY_CHECKSUM},
+    }
+    basset = add_blob_asset(api, dandiset, b"12", "b.bin", **spoof)
+    assert basset["metadata"] == {
+        "path": "b.bin",
+        "encodingFormat": "text/plain",  # a blob's format is the client's to say
+        "contentSize": 2,
+        "digest": {"dandi:md5": md5(b"12")},
+    }
+
+
+def test_dandiset_without_a_draft_gets_one(
+    api: httpx.Client, dandiset: str, archive: Archive
+) -> None:
+    """Dandisets created before versions existed get their draft on first use."""
+    with archive.db.session() as session:
+        session.execute(delete(Version))
+    draft = ok(api.get(f"/api/dandisets/{dandiset}/versions/draft/"))
+    assert draft["metadata"] == {"name": "test dandiset"}
+    assert [v["version"] for v in ok(api.get(f"/api/dandisets/{dandiset}/versions/"))] == ["draft"]
