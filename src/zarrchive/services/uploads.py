@@ -47,6 +47,20 @@ class UploadUrl:
     upload_url: str
 
 
+def _check_and_recover(archive: Archive, user: User | None, zarr_id: str) -> str:
+    """Refuse (404/403) before touching anything, then finish an interrupted update.
+
+    Returns the normalised Zarr id.
+    """
+    with archive.db.session() as session:
+        zarr = get_zarr(session, user, zarr_id)
+        require_owner(user, zarr.dandiset)
+        ensure_writable(session, zarr)
+        zarr_id = zarr.id
+    finish_interrupted(archive, zarr_id)
+    return zarr_id
+
+
 def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
     zarr = get_zarr(session, user, zarr_id, lock=True)
     require_owner(user, zarr.dandiset)
@@ -163,9 +177,7 @@ def start_batch(
     """Open a batch for *files* (``(path, md5)``) and return presigned PUT URLs."""
     _check_batch_size(archive, len(files), "batch")
     checked = _validate_files(files)
-    with archive.db.session() as session:
-        zarr_id = _lock_for_write(session, user, zarr_id).id  # 404/403 before any repair
-    finish_interrupted(archive, zarr_id)
+    zarr_id = _check_and_recover(archive, user, zarr_id)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         if open_batch(session, zarr) is not None:
@@ -192,9 +204,7 @@ def start_batch(
 
 def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
     """Verify the open batch in S3 and fold it into the tree hash."""
-    with archive.db.session() as session:
-        zarr_id = _lock_for_write(session, user, zarr_id).id
-    finish_interrupted(archive, zarr_id)
+    zarr_id = _check_and_recover(archive, user, zarr_id)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         batch = open_batch(session, zarr)
@@ -233,9 +243,7 @@ def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
 
 def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
     """Cancel the open batch: remove what it uploaded, restoring overwritten files."""
-    with archive.db.session() as session:
-        zarr_id = _lock_for_write(session, user, zarr_id).id
-    finish_interrupted(archive, zarr_id)
+    zarr_id = _check_and_recover(archive, user, zarr_id)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         batch = open_batch(session, zarr)
@@ -278,9 +286,7 @@ def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Seque
     """Delete files; all must exist, else nothing is deleted."""
     _check_batch_size(archive, len(paths), "deletion")
     checked = [p for p, _ in _validate_files([(p, "0" * 32) for p in paths])]
-    with archive.db.session() as session:
-        zarr_id = _lock_for_write(session, user, zarr_id).id
-    finish_interrupted(archive, zarr_id)
+    zarr_id = _check_and_recover(archive, user, zarr_id)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         if open_batch(session, zarr) is not None:

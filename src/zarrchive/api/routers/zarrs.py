@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
+from sqlalchemy.orm import Session
 
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import (
@@ -32,8 +33,8 @@ def zarr_out(archive: Archive, zarr_id: str, user: UserDep) -> ZarrOut:
         return _zarr_out(archive, session, zarr)
 
 
-def _zarr_out(archive: Archive, session: object, zarr: Zarr) -> ZarrOut:
-    info = zarrs.zarr_info(archive, session, zarr)  # type: ignore[arg-type]
+def _zarr_out(archive: Archive, session: Session, zarr: Zarr) -> ZarrOut:
+    info = zarrs.zarr_info(archive, session, zarr)
     return ZarrOut(**info.__dict__)
 
 
