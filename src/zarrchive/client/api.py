@@ -331,9 +331,20 @@ class ApiClient:
                 ) from None
         return self._info
 
-    def create_dandiset(self, name: str) -> str:
-        data = self._json("POST", "/api/dandisets/", json={"name": name})
+    def create_dandiset(self, name: str, *, embargo: bool = False) -> str:
+        body: dict[str, object] = {"name": name}
+        if embargo:
+            body["embargo"] = True
+        data = self._json("POST", "/api/dandisets/", json=body)
         return str(data["identifier"])
+
+    def is_private(self, dandiset: str) -> bool:
+        """True if the dandiset's objects are not world-readable (embargoed or unembargoing)."""
+        data = self.get_dandiset(dandiset)
+        status = data.get("embargo_status")
+        if isinstance(status, str):
+            return status != "open"
+        return bool(data.get("embargoed", False))
 
     def get_dandiset(self, identifier: str) -> dict[str, Any]:
         data: dict[str, Any] = self._json("GET", f"/api/dandisets/{quote(identifier, safe='')}/")

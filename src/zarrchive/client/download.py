@@ -41,6 +41,7 @@ from zarrchive.errors import (
     LocalFileError,
     NetworkError,
     NotFound,
+    PermissionDenied,
     TransferError,
 )
 
@@ -170,6 +171,19 @@ class VerifyResult:
         return not (self.missing or self.differ or self.extra)
 
 
+def require_public(client: ApiClient, zarr: ZarrInfo, remedy: str) -> None:
+    """Refuse, with a clear message, to read an embargoed Zarr anonymously.
+
+    The archive has no authorised read of embargoed objects yet (presigned GET
+    URLs from the API): only a fetcher or reader with credentials can read them.
+    """
+    if client.is_private(zarr.dandiset):
+        raise PermissionDenied(
+            f"Zarr {zarr.zarr_id} belongs to the embargoed dandiset {zarr.dandiset}: its objects "
+            f"are not public and the archive offers no authorised reads yet; {remedy}"
+        )
+
+
 def resolve_zarr(client: ApiClient, ref: str) -> ZarrInfo:
     """A Zarr by id, or ``DANDISET/NAME`` (the Zarr's name, i.e. its path, in the dandiset)."""
     ref = ref.strip()
@@ -291,6 +305,8 @@ class Downloader:
     ) -> DownloadResult:
         """Make *dest* hold the Zarr's files (and, with *sync*, nothing else)."""
         zarr = ref if isinstance(ref, ZarrInfo) else resolve_zarr(self.client, ref)
+        if self._own_fetcher:
+            require_public(self.client, zarr, "pass a fetcher with credentials (library)")
         root = os.fspath(dest)
         if os.path.lexists(root) and not os.path.isdir(root):
             raise LocalFileError(f"{root!r} exists and is not a directory")
@@ -455,5 +471,6 @@ __all__ = [
     "HttpFetcher",
     "RemoteFile",
     "VerifyResult",
+    "require_public",
     "resolve_zarr",
 ]

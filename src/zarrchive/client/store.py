@@ -38,7 +38,7 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 
 from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo, is_zarr_id
-from zarrchive.client.download import resolve_zarr
+from zarrchive.client.download import require_public, resolve_zarr
 from zarrchive.errors import ApiError, InvalidInput, NetworkError, TransferError
 
 S3_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
@@ -308,6 +308,11 @@ def open_store(
             api.close()
         raise
     if reader is None:
+        try:
+            require_public(api, info, "pass reader= with credentials")
+        except BaseException:
+            api.close()
+            raise
         reader = HttpObjectReader(info.s3_url)
     return ZarrchiveStore(reader, api=api, zarr_id=info.zarr_id)
 

@@ -1,0 +1,66 @@
+"""Embargoed Zarrs: uploaded like any other; anonymous reads refused with a clear message;
+reads through injected credentials (the hook for authorised reads) work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+
+from tests.client.conftest import make_zarr, zarr_checksum_of
+from tests.client.test_download import Boto3Fetcher
+from tests.client.test_store import Boto3Reader
+from tests.conftest import Users
+from zarrchive.client import ApiClient, Downloader, Uploader, open_store
+from zarrchive.client.upload import BatchRecords
+from zarrchive.errors import ApiError, PermissionDenied
+from zarrchive.services.runtime import Archive
+
+
+def test_embargoed_zarr(
+    tmp_path: Path,
+    client: ApiClient,
+    client_env: dict[str, str],
+    records: BatchRecords,
+    archive: Archive,
+    users: Users,
+    s3: Any,
+) -> None:
+    private_bucket = archive.settings.s3_embargo_bucket
+    dandiset = client.create_dandiset("secret", embargo=True)
+    assert client.is_private(dandiset)
+    source = tmp_path / "secret.zarr"
+    arrays = make_zarr(source, seed=5, coarse=12)
+    result = Uploader(client, jobs=4, records=records).upload(source, dandiset=dandiset)
+    assert result.ok and result.zarr_id
+    zarr_id = result.zarr_id
+    s3.head_object(Bucket=private_bucket, Key=f"zarr/{zarr_id}/zarr.json")
+
+    with Downloader(client, jobs=4) as downloader, pytest.raises(PermissionDenied) as caught:
+        downloader.download(zarr_id, tmp_path / "anonymous")
+    assert caught.value.message == (
+        f"Zarr {zarr_id} belongs to the embargoed dandiset {dandiset}: its objects are not "
+        "public and the archive offers no authorised reads yet; pass a fetcher with "
+        "credentials (library)"
+    )
+    with pytest.raises(PermissionDenied, match="pass reader= with credentials"):
+        open_store(zarr_id, api_url=client.url, token=client.token)
+
+    fetcher = Boto3Fetcher(s3, private_bucket, lambda f: f"zarr/{zarr_id}/{f.path}")
+    with Downloader(client, jobs=4, fetcher=fetcher) as downloader:
+        copy = downloader.download(zarr_id, tmp_path / "copy")
+    assert copy.ok and zarr_checksum_of(tmp_path / "copy") == result.local_checksum
+
+    reader = Boto3Reader(s3, private_bucket, f"zarr/{zarr_id}/")
+    with open_store(zarr_id, api_url=client.url, token=client.token, reader=reader) as store:
+        group = zarr.open_group(store, mode="r")
+        for name, data in arrays.items():
+            np.testing.assert_array_equal(group[name][...], data)
+
+    # A stranger is told nothing exists.
+    with pytest.raises(ApiError) as stranger:
+        open_store(zarr_id, api_url=client.url, token=users.other)
+    assert stranger.value.status_code == 404
