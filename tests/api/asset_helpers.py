@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from botocore.exceptions import BotoCoreError, ClientError
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import ZarrArchiveFile
 
-from zarrchive.services.runtime import Archive
 from zarrchive.storage.objects import md5_to_content_md5
 
 
@@ -95,23 +90,3 @@ def client_for(api: httpx.Client, token: str) -> httpx.Client:
     return httpx.Client(
         base_url=str(api.base_url), headers={"Authorization": f"token {token}"}, timeout=60
     )
-
-
-@pytest.fixture(autouse=True)
-def free_buckets(archive: Archive) -> Iterator[None]:
-    """Delete the test's two buckets afterwards.
-
-    SeaweedFS gives every bucket (collection) its own volume and runs out of
-    volume slots after about 75 of them in one session ("failed to find writable
-    volumes"); a deleted bucket frees its volume.  Import this fixture into a
-    test module to use it.
-    """
-    yield
-    for store in (archive.store, archive.embargo_store):
-        with contextlib.suppress(ClientError, BotoCoreError):
-            uploads = store.client.list_multipart_uploads(Bucket=store.bucket)
-            for item in uploads.get("Uploads", []):
-                store.abort_multipart_upload(item["Key"], item["UploadId"])
-        with contextlib.suppress(ClientError, BotoCoreError):
-            store.purge("")
-            store.client.delete_bucket(Bucket=store.bucket)

@@ -14,7 +14,6 @@ from tests.api.asset_helpers import (
     add_zarr_asset,
     assets_url,
     client_for,
-    free_buckets,  # noqa: F401  (autouse fixture)
     md5,
     ok,
     upload_blob,

@@ -13,7 +13,6 @@ import pytest
 from tests.api.asset_helpers import (
     add_blob_asset,
     client_for,
-    free_buckets,  # noqa: F401  (autouse fixture)
     md5,
     ok,
     upload_blob,

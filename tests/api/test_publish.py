@@ -13,7 +13,6 @@ from tests.api.asset_helpers import (
     add_blob_asset,
     add_zarr_asset,
     assets_url,
-    free_buckets,  # noqa: F401  (autouse fixture)
     md5,
     ok,
     oracle,

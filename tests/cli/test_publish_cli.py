@@ -12,7 +12,6 @@ import httpx
 import pytest
 from tests.api.asset_helpers import (
     add_zarr_asset,
-    free_buckets,  # noqa: F401  (autouse fixture)
     md5,
     ok,
 )
