@@ -156,3 +156,43 @@ def test_public_zarr_is_world_readable(
     assert httpx.get(f"{seaweedfs.endpoint_url}/{bucket}/zarr/{zarr_id}/arr/0").content == b"zero"
     node = checksum_node_key(zarr_id, "")
     assert anonymous_get(seaweedfs, bucket, node) == 200
+
+
+def test_unembargo_moves_blobs_and_copies_shared_ones(
+    api: httpx.Client, archive: Archive, seaweedfs: SeaweedFS
+) -> None:
+    from tests.api.asset_helpers import assets_url, ok, upload_blob
+
+    first, second = (
+        ok(api.post("/api/dandisets/", json={"name": n, "embargo": True}))["identifier"]
+        for n in ("first", "second")
+    )
+    shared, own = b"the same bytes in both dandisets", b"only in the first"
+    shared_id = upload_blob(api, first, shared)
+    assert upload_blob(api, second, shared) == shared_id  # stored once
+    own_id = upload_blob(api, first, own)
+    for dandiset, blob_id, path in (
+        (first, shared_id, "a.nwb"),
+        (first, own_id, "b.nwb"),
+        (second, shared_id, "a.nwb"),
+    ):
+        ok(api.post(assets_url(dandiset), json={"metadata": {"path": path}, "blob_id": blob_id}))
+    ok(api.post(f"/api/dandisets/{first}/unembargo/"))
+
+    assets = {a["path"]: a for a in ok(api.get(assets_url(first)))["results"]}
+    assert assets["b.nwb"]["blob_id"] == own_id  # moved
+    assert assets["a.nwb"]["blob_id"] != shared_id  # copied: a public blob of its own
+    with httpx.Client(base_url=str(api.base_url)) as anon:
+        for path, body in (("a.nwb", shared), ("b.nwb", own)):
+            redirect = anon.get(f"/api/assets/{assets[path]['asset_id']}/download/")
+            assert redirect.status_code == 302
+            assert httpx.get(redirect.headers["location"]).content == body
+        # the second dandiset keeps its private blob
+        (kept,) = ok(api.get(assets_url(second)))["results"]
+        assert kept["blob_id"] == shared_id
+        assert anon.get(f"/api/assets/{kept['asset_id']}/download/").status_code == 404
+    owner_view = api.get(f"/api/assets/{kept['asset_id']}/download/")
+    assert (
+        owner_view.status_code == 302
+        and httpx.get(owner_view.headers["location"]).content == shared
+    )

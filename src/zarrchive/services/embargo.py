@@ -17,6 +17,7 @@ idempotent, so an interrupted move is finished by running it again.
 from __future__ import annotations
 
 import logging
+import uuid
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -27,7 +28,7 @@ from zarrchive.services.auth import require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.uploads import open_batch, queue_manifest
-from zarrchive.storage.keys import checksum_prefix, manifest_prefix, zarr_prefix
+from zarrchive.storage.keys import blob_key, checksum_prefix, manifest_prefix, zarr_prefix
 
 log = logging.getLogger(__name__)
 
@@ -73,26 +74,39 @@ def _prefixes(zarr_ids: list[str]) -> list[str]:
 
 
 def move_to_public(archive: Archive, dandiset_id: int) -> None:
-    """Copy the dandiset's objects to the public bucket, flip it public, purge the copies."""
+    """Copy the dandiset's objects to the public bucket, flip it public, purge the copies.
+
+    A blob that an other (still embargoed) dandiset uses too is copied, not moved: this
+    dandiset's assets get a public blob of their own and the other keeps its private one.
+    """
     with archive.db.session() as session:
         dandiset = session.get(Dandiset, dandiset_id)
         if dandiset is None:
             return
         zarr_ids = list(session.scalars(select(Zarr.id).where(Zarr.dandiset_id == dandiset_id)))
         blobs = _dandiset_blobs(session, dandiset_id)
+        shared = {b.id for b in blobs if _used_elsewhere(session, b, dandiset_id)}
         moving = dandiset.embargo_status == "unembargoing"
     source, target = archive.embargo_store, archive.store
     if moving:
         keys = [o.key for p in _prefixes(zarr_ids) for o in source.iter_objects(p)]
-        keys += [b.key for b in blobs]
+        keys += [b.key for b in blobs if b.id not in shared]
         target.map(lambda key: target.copy_from(source, key), keys)
+        copies = {b.id: str(uuid.uuid4()) for b in blobs if b.id in shared}
+        target.map(
+            lambda b: target.copy_from(source, blob_key(copies[b.id]), b.key),
+            [b for b in blobs if b.id in shared],
+        )
         with archive.db.write_session() as session:
             dandiset = session.get(Dandiset, dandiset_id)
             assert dandiset is not None
             dandiset.embargoed = False
             dandiset.embargo_status = "open"
             for blob in session.scalars(select(Blob).where(Blob.id.in_([b.id for b in blobs]))):
-                _publish_blob(session, blob)
+                if blob.id in shared:
+                    _copy_blob(session, blob, copies[blob.id], dandiset_id)
+                else:
+                    _publish_blob(session, blob)
             # version ids changed with the copy: manifests are written anew
             for row in session.scalars(
                 select(ZarrManifest).where(ZarrManifest.zarr_id.in_(zarr_ids))
@@ -102,7 +116,8 @@ def move_to_public(archive: Archive, dandiset_id: int) -> None:
     for prefix in [*_prefixes(zarr_ids), *(manifest_prefix(z) for z in zarr_ids)]:
         source.purge(prefix)
     for blob in blobs:
-        source.purge(blob.key)
+        if blob.id not in shared:
+            source.purge(blob.key)
     for zarr_id in zarr_ids:
         queue_manifest(archive, zarr_id)
 
@@ -130,6 +145,34 @@ def _publish_blob(session: Session, blob: Blob) -> None:
         asset.blob_id = twin.id
     session.flush()
     session.delete(blob)
+
+
+def _used_elsewhere(session: Session, blob: Blob, dandiset_id: int) -> bool:
+    query = (
+        select(Asset.id)
+        .join(Version, Version.id == Asset.version_id)
+        .where(Asset.blob_id == blob.id, Version.dandiset_id != dandiset_id)
+        .limit(1)
+    )
+    return session.scalar(query) is not None
+
+
+def _copy_blob(session: Session, blob: Blob, copy_id: str, dandiset_id: int) -> None:
+    """Point this dandiset's assets at a public blob with *blob*'s content."""
+    twin = session.scalar(
+        select(Blob).where(Blob.md5 == blob.md5, Blob.size == blob.size, Blob.embargoed.is_(False))
+    )
+    if twin is None:
+        twin = Blob(
+            id=copy_id, md5=blob.md5, size=blob.size, key=blob_key(copy_id), embargoed=False
+        )
+        session.add(twin)
+        session.flush()
+    mine = select(Version.id).where(Version.dandiset_id == dandiset_id)
+    for asset in session.scalars(
+        select(Asset).where(Asset.blob_id == blob.id, Asset.version_id.in_(mine))
+    ):
+        asset.blob_id = twin.id
 
 
 def unembargo_job(dandiset_id: int) -> None:

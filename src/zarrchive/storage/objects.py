@@ -356,13 +356,14 @@ class ObjectStore:
             found[key] = info
         return {key: found.get(key) for key in keys}
 
-    def copy_from(self, source: ObjectStore, key: str) -> None:
-        """Server-side copy of the current version of *key* from *source*'s bucket."""
+    def copy_from(self, source: ObjectStore, key: str, source_key: str | None = None) -> None:
+        """Server-side copy of the current version of *source_key* (default *key*) in
+        *source*'s bucket to *key* in this one."""
         self._call(
             self.client.copy_object,
             Bucket=self.bucket,
             Key=key,
-            CopySource={"Bucket": source.bucket, "Key": key},
+            CopySource={"Bucket": source.bucket, "Key": source_key or key},
             MetadataDirective="COPY",
         )
 
