@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import re
 import subprocess
+import sys
 import textwrap
-from dataclasses import dataclass, field
-from http.server import SimpleHTTPRequestHandler
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,69 +21,45 @@ from zarrchive.lindi import Reference
 LINDI_PYTHON_ENV = "ZARRCHIVE_LINDI_PYTHON"
 
 
+SERVER_SCRIPT = Path(__file__).with_name("range_server.py")
+
+
 @dataclass
 class RangeServer:
-    """A loopback HTTP server of a directory that honours ``Range`` requests."""
+    """A loopback HTTP server (its own process) of a directory that honours ``Range``."""
 
     root: Path
-    base_url: str
-    requests: list[tuple[str, str | None]] = field(default_factory=list)
+    log: Path
+    base_url: str = ""
 
     def url(self, name: str) -> str:
         return f"{self.base_url}/{name}"
+
+    @property
+    def requests(self) -> list[tuple[str, str]]:
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text().splitlines()
+        return [(p, r) for p, _, r in (line.partition("\t") for line in lines)]
 
     def ranged(self, name: str) -> int:
         return sum(1 for path, rng in self.requests if path == f"/{name}" and rng)
 
 
-_RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
-
-
-class _Handler(SimpleHTTPRequestHandler):
-    server_state: RangeServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        rng = self.headers.get("Range")
-        self.server_state.requests.append((self.path, rng))
-        path = Path(self.translate_path(self.path))
-        if not path.is_file():
-            self.send_error(404)
-            return
-        data_size = path.stat().st_size
-        match = _RANGE.match(rng or "")
-        if match is None:
-            body = path.read_bytes()
-            self.send_response(200)
-        else:
-            start = int(match.group(1))
-            end = int(match.group(2)) if match.group(2) else data_size - 1
-            end = min(end, data_size - 1)
-            if start >= data_size:
-                self.send_error(416)
-                return
-            with path.open("rb") as fh:
-                fh.seek(start)
-                body = fh.read(end - start + 1)
-            self.send_response(206)
-            self.send_header("Content-Range", f"bytes {start}-{end}/{data_size}")
-        self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_HEAD(self) -> None:
-        self.server_state.requests.append((self.path, None))
-        path = Path(self.translate_path(self.path))
-        if not path.is_file():
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Accept-Ranges", "bytes")
-        self.send_header("Content-Length", str(path.stat().st_size))
-        self.end_headers()
+@contextlib.contextmanager
+def range_server_process(root: Path, log: Path) -> Iterator[RangeServer]:
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER_SCRIPT), str(root), str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield RangeServer(root=root, log=log, base_url=f"http://127.0.0.1:{port}")
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 def run_oracle(python: str, script: str, *args: str | os.PathLike[str], cwd: Path) -> Any:

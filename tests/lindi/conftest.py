@@ -3,35 +3,20 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
-from functools import partial
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.lindi._lindi_helpers import LINDI_PYTHON_ENV, RangeServer, _Handler
+from tests.lindi._lindi_helpers import LINDI_PYTHON_ENV, RangeServer, range_server_process
 
 
 @pytest.fixture
 def range_server(tmp_path: Path) -> Iterator[RangeServer]:
     root = tmp_path / "served"
     root.mkdir()
-    state = RangeServer(root=root, base_url="")
-    handler = type("Handler", (_Handler,), {"server_state": state})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(root)))
-    state.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    try:
-        yield state
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+    with range_server_process(root, tmp_path / "requests.log") as server:
+        yield server
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ import zarrchive.lindi.annotations as ann
 import zarrchive.lindi.refs as rfs_mod
 from zarrchive.errors import InvalidInput, InvalidLindiFile, ReferenceMismatch, UnsupportedLink
 from zarrchive.lindi.codecs import CodecChain, decode_chunk, summarize
-from zarrchive.lindi.store import LindiReferenceStore, RangeReader
+from zarrchive.lindi.store import LindiReferenceStore, RangeReader, _shared_client
 
 #: h5py's link classes, returned by ``get(name, getlink=True)``.
 SoftLink = h5py.SoftLink
@@ -684,7 +684,7 @@ def _from_hdf5(location: str, reader: RangeReader | None) -> _Source:
 
 def _remote_head(url: str) -> bytes:
     try:
-        resp = httpx.get(url, headers={"Range": "bytes=0-7"}, follow_redirects=True, timeout=60)
+        resp = _shared_client().get(url, headers={"Range": "bytes=0-7"})
     except httpx.HTTPError as exc:
         raise InvalidInput(f"cannot read {url}: {exc}") from exc
     if resp.status_code not in (200, 206):
@@ -694,7 +694,7 @@ def _remote_head(url: str) -> bytes:
 
 def _load_remote_json(url: str) -> dict[str, Any]:
     try:
-        resp = httpx.get(url, follow_redirects=True, timeout=120)
+        resp = _shared_client().get(url, timeout=120)
     except httpx.HTTPError as exc:
         raise InvalidInput(f"cannot read {url}: {exc}") from exc
     if resp.status_code != 200:
