@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import threading
@@ -25,6 +26,7 @@ import httpx
 import pytest
 import uvicorn
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from zarrchive.api import create_app
 from zarrchive.config import Settings
@@ -110,24 +112,48 @@ def _postgres_url() -> str:
 
 
 def _postgres_ready() -> str | None:
-    """None if PostgreSQL is usable (schema reset once per session), else why not."""
+    """None if PostgreSQL is usable, else why not.
+
+    The session gets a database of its own (``{db}_{pid}``, dropped at exit) so that
+    concurrent test sessions on one server never disturb each other; without the right
+    to create databases it falls back to resetting the configured one.
+    """
     if "error" in _pg_state:
         return str(_pg_state["error"]) if _pg_state["error"] else None
-    url = _postgres_url()
+    url = make_url(_postgres_url())
     try:
-        engine = create_engine(url, connect_args={"connect_timeout": 3})
-        with engine.begin() as conn:
-            conn.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
-            conn.execute(text("CREATE SCHEMA public"))
-        engine.dispose()
+        admin = create_engine(
+            url, connect_args={"connect_timeout": 3}, isolation_level="AUTOCOMMIT"
+        )
+        own = url.set(database=f"{url.database}_{os.getpid()}")
+        try:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{own.database}"'))
+                conn.execute(text(f'CREATE DATABASE "{own.database}"'))
+            _pg_state["url"] = own.render_as_string(hide_password=False)
+            atexit.register(_drop_database, admin, str(own.database))
+        except Exception:  # no right to create databases: reset the configured one
+            with admin.connect() as conn:
+                conn.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
+                conn.execute(text("CREATE SCHEMA public"))
+            _pg_state["url"] = url.render_as_string(hide_password=False)
         _pg_state["error"] = None
     except Exception as exc:  # any failure means: skip, and say why
         _pg_state["error"] = (
-            f"PostgreSQL is not reachable at {url} ({type(exc).__name__}: "
+            f"PostgreSQL is not reachable at {url.render_as_string()} ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else ''}); set ZARRCHIVE_TEST_DATABASE_URL "
             "or start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
         )
     return str(_pg_state["error"]) if _pg_state["error"] else None
+
+
+def _drop_database(admin: Any, name: str) -> None:
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    except Exception:  # best effort at exit
+        pass
+    admin.dispose()
 
 
 def _truncate_postgres(url: str) -> None:
@@ -147,7 +173,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     reason = _postgres_ready()
     if reason is not None:
         pytest.skip(reason)
-    url = _postgres_url()
+    url = str(_pg_state["url"])
     _truncate_postgres(url)
     return url
 
