@@ -224,3 +224,24 @@ def test_backfill_cli(api: httpx.Client, zarr_id: str, archive: Archive, dandise
     assert again.exit_code == 0 and "1 Zarrs: 0 written, 1 exists" in again.output
     bad = runner.invoke(app, ["manifest", "backfill"], env=env)
     assert bad.exit_code == 2
+
+
+def test_publishing_guarantees_the_manifest_of_the_pinned_checksum(
+    api: httpx.Client, zarr_id: str, archive: Archive, dandiset: str
+) -> None:
+    from tests.api.asset_helpers import add_zarr_asset, ok
+
+    checksum = upload(api, zarr_id, FILES)["checksum"]  # no queue: no manifest yet
+    assert info(api, zarr_id)["manifest_url"] is None
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    queue = InProcessJobQueue(backoff=0.1)
+    archive.jobs = queue
+    set_current_archive(archive)
+    try:
+        ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
+        assert queue.join(timeout=60)
+        queue.close()
+    finally:
+        archive.jobs = None
+        set_current_archive(None)
+    assert stored_manifest(archive, zarr_id, checksum)["statistics"]["zarrChecksum"] == checksum

@@ -31,6 +31,7 @@ from zarrchive.services.assets import computed_metadata
 from zarrchive.services.auth import require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads import queue_manifest
 from zarrchive.services.versions import DRAFT, VersionInfo, find_version, version_info
 from zarrchive.services.zarrs import get_zarr
 
@@ -118,4 +119,8 @@ def publish(
                 )
             )
         session.flush()
-        return version_info(session, dandiset, published)
+        info = version_info(session, dandiset, published)
+    # A published checksum always has its manifest (the job skips it if it exists).
+    for zarr_id in zarr_ids:
+        queue_manifest(archive, zarr_id)
+    return info
