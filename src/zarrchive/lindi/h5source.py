@@ -7,6 +7,7 @@ Everything that touches h5py lives here; the decisions are the pure rules of
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,7 +110,7 @@ class _Converter:
         self.options = options
         self.refs: dict[str, Any] = {}
         self.root_object_id = _text(h5.attrs.get("object_id")) if "object_id" in h5.attrs else None
-        self._ref_cache: dict[bytes, dict[str, Any]] = {}
+        self._ref_cache: dict[Any, dict[str, Any]] = {}
 
     def run(self) -> dict[str, Any]:
         self._group("", self.h5, ())
@@ -131,10 +132,16 @@ class _Converter:
             raise UnsupportedReference(
                 f"an HDF5 object reference cannot be resolved: {exc}"
             ) from exc
-        if target.name is None:
+        cached = self._ref_cache.get(target.id)  # the name lookup is slow: once per object
+        if cached is not None:
+            return dict(cached)
+        name = target.name
+        if name is None:
             raise UnsupportedReference("an HDF5 object reference points to an anonymous object")
         object_id = _text(target.attrs.get("object_id")) if "object_id" in target.attrs else None
-        return ann.reference_json(target.name, object_id, self.root_object_id)
+        value = ann.reference_json(name, object_id, self.root_object_id)
+        self._ref_cache[target.id] = value
+        return dict(value)
 
     # -- attributes -------------------------------------------------------------
     def attrs(self, obj: h5py.HLObject, label: str) -> dict[str, Any]:
@@ -216,7 +223,7 @@ class _Converter:
             )
             if attrs:
                 self._put_meta(path, ".zattrs", attrs)
-            if int(np.prod(stored_shape)) > 0:
+            if math.prod(stored_shape) > 0:
                 chunk = rules.numeric_chunk_bytes(
                     np.asarray(data, dtype=dtype).reshape(stored_shape)
                 )
@@ -271,7 +278,7 @@ class _Converter:
             )
             if attrs:
                 self._put_meta(path, ".zattrs", attrs)
-            if int(np.prod(stored)) > 0:
+            if math.prod(stored) > 0:
                 data = np.asarray(ds[()], dtype=dtype).reshape(stored)
                 self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(
                     rules.numeric_chunk_bytes(data)
@@ -298,7 +305,7 @@ class _Converter:
                 return
             if attrs:
                 self._put_meta(path, ".zattrs", attrs)
-            if int(np.prod(shape)) == 0:
+            if math.prod(shape) == 0:
                 return
             infos: list[Any] = []
             ds.id.chunk_iter(infos.append)
@@ -323,7 +330,7 @@ class _Converter:
         )
         if attrs:
             self._put_meta(path, ".zattrs", attrs)
-        if offset is None or int(np.prod(shape)) == 0:
+        if offset is None or math.prod(shape) == 0:
             return  # never written: reads as the fill value
         for piece in pieces:
             self.refs[rules.chunk_key(path, piece.coords)] = [self.url, piece.offset, piece.size]

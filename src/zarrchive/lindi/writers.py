@@ -26,7 +26,8 @@ def write_lindi_json(rfs: Mapping[str, Any], path: str | os.PathLike[str]) -> Pa
     rfs_mod.validate(dict(rfs))
     tmp = target.with_name(target.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
-        json.dump(rfs, fh, indent=1, sort_keys=True, allow_nan=False)
+        # one line (json's C encoder: indentation would use its slow pure-Python path)
+        fh.write(json.dumps(rfs, sort_keys=True, allow_nan=False))
         fh.write("\n")
     tmp.replace(target)
     return target
