@@ -115,7 +115,9 @@ def test_zarr_asset_lifecycle(
             assert response.status_code == 403, response.text
             assert response.json() == {"detail": frozen}
     admin.close()
-    assert ok(api.get(f"/api/zarr/{zarr_id}/"))["checksum"] == oracle(remaining)
+    zarr_info = ok(api.get(f"/api/zarr/{zarr_id}/"))
+    assert zarr_info["checksum"] == oracle(remaining)
+    assert zarr_info["published_versions"] == [version]
 
     # the draft keeps its asset; its metadata can still change; the published one cannot
     page = ok(api.get(assets_url(dandiset)))

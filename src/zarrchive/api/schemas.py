@@ -55,6 +55,9 @@ class ZarrOut(BaseModel):
         description="ALARM: the tree hash of the Zarr's S3 objects when it differs from "
         "`checksum` (found while writing the manifest); null when they agree"
     )
+    published_versions: list[str] = Field(
+        description="Published versions containing the Zarr; when any, the Zarr is immutable"
+    )
 
 
 class ManifestOut(BaseModel):

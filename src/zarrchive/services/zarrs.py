@@ -40,6 +40,7 @@ class ZarrInfo:
     modified: datetime
     manifest_url: str | None
     checksum_mismatch: str | None
+    published_versions: list[str]
 
 
 def parse_zarr_id(zarr_id: str) -> str:
@@ -157,6 +158,14 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         modified=zarr.modified_at,
         manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,
         checksum_mismatch=manifest.listing_checksum if manifest and manifest.mismatch else None,
+        published_versions=list(
+            session.scalars(
+                select(Version.version)
+                .join(Asset, Asset.version_id == Version.id)
+                .where(Asset.zarr_id == zarr.id, Version.version != "draft")
+                .order_by(Version.id)
+            )
+        ),
     )
 
 
