@@ -80,3 +80,30 @@ def test_to_zarr_then_show(tmp_path: Path) -> None:
     assert "    data  (100, 20)  float32" in show.stdout.splitlines()
     again = runner.invoke(app, ["to-zarr", str(h5), str(tmp_path / "z")])
     assert again.exit_code == 2 and "not empty" in again.stderr
+
+
+def test_to_zarr_from_a_lindi_json_file(tmp_path: Path) -> None:
+    h5 = tmp_path / "s.h5"
+    _sample(h5)
+    runner = CliRunner()
+    out = tmp_path / "s.lindi.json"
+    assert (
+        runner.invoke(
+            app, ["convert", str(h5), str(out), "--external-array-link-threshold", "-1"]
+        ).exit_code
+        == 0
+    )
+    result = runner.invoke(app, ["to-zarr", str(out), str(tmp_path / "z")])
+    assert result.exit_code == 0, result.output
+    with File(tmp_path / "z") as f, h5py.File(h5) as h:
+        np.testing.assert_array_equal(f["acquisition/data"][:], h["acquisition/data"][:])
+    linked = tmp_path / "linked.lindi.json"
+    assert (
+        runner.invoke(
+            app, ["convert", str(h5), str(linked), "--external-array-link-threshold", "5"]
+        ).exit_code
+        == 0
+    )
+    refused = runner.invoke(app, ["to-zarr", str(linked), str(tmp_path / "z2")])
+    assert refused.exit_code == 2
+    assert "external array link" in refused.stderr

@@ -71,13 +71,18 @@ def convert(
 @app.command("to-zarr")
 @_one_line_errors
 def to_zarr(
-    source: str = typer.Argument(..., help="The HDF5/NWB file (local path or http(s) URL)."),
+    source: str = typer.Argument(
+        ..., help="The HDF5/NWB file, or a .lindi.json file (local path or http(s) URL)."
+    ),
     out_dir: str = typer.Argument(..., help="The Zarr directory to create (new or empty)."),
 ) -> None:
-    """Convert an HDF5/NWB file to a self-contained LINDI Zarr directory (chunks copied)."""
-    from zarrchive.lindi import convert_to_zarr
+    """Write a self-contained LINDI Zarr directory (chunk bytes copied) from HDF5 or .lindi.json."""
+    from zarrchive.lindi import convert_to_zarr, load_lindi_json, write_zarr_directory
 
-    print(convert_to_zarr(source, out_dir))
+    if source.endswith(".lindi.json"):
+        print(write_zarr_directory(load_lindi_json(source), out_dir, base=source))
+    else:
+        print(convert_to_zarr(source, out_dir))
 
 
 @app.command("show")

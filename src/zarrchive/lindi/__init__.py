@@ -18,7 +18,7 @@ from zarrchive.lindi.convert import ConvertOptions
 from zarrchive.lindi.h5source import hdf5_to_rfs
 from zarrchive.lindi.reader import Dataset, File, Group, HardLink, Reference, SoftLink
 from zarrchive.lindi.store import LindiReferenceStore, RangeReader
-from zarrchive.lindi.writers import write_lindi_json, write_zarr_directory
+from zarrchive.lindi.writers import load_lindi_json, write_lindi_json, write_zarr_directory
 
 __all__ = [
     "ConvertOptions",
@@ -33,6 +33,7 @@ __all__ = [
     "convert_to_lindi_json",
     "convert_to_zarr",
     "hdf5_to_rfs",
+    "load_lindi_json",
     "write_lindi_json",
     "write_zarr_directory",
 ]

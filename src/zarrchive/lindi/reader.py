@@ -693,13 +693,12 @@ def _remote_head(url: str) -> bytes:
 
 
 def _load_remote_json(url: str) -> dict[str, Any]:
+    from zarrchive.lindi.writers import load_lindi_json
+
     try:
-        resp = _shared_client().get(url, timeout=120)
+        return load_lindi_json(url)
     except httpx.HTTPError as exc:
         raise InvalidInput(f"cannot read {url}: {exc}") from exc
-    if resp.status_code != 200:
-        raise InvalidInput(f"cannot read {url}: HTTP {resp.status_code}")
-    return rfs_mod.load_json_text(resp.content, source=url)
 
 
 # -- datasets -------------------------------------------------------------------------------

@@ -33,6 +33,22 @@ def write_lindi_json(rfs: Mapping[str, Any], path: str | os.PathLike[str]) -> Pa
     return target
 
 
+def load_lindi_json(location: str | os.PathLike[str]) -> dict[str, Any]:
+    """The reference file system of a ``.lindi.json`` file (local path or http(s) URL)."""
+    text = os.fspath(location)
+    if rfs_mod.is_remote(text):
+        from zarrchive.lindi.store import _shared_client
+
+        resp = _shared_client().get(text, timeout=120)
+        if resp.status_code != 200:
+            raise InvalidInput(f"cannot read {text}: HTTP {resp.status_code}")
+        return rfs_mod.load_json_text(resp.content, source=text)
+    path = Path(text)
+    if not path.is_file():
+        raise InvalidInput(f"{text}: no such file")
+    return rfs_mod.load_json_text(path.read_bytes(), source=text)
+
+
 def write_zarr_directory(
     rfs: Mapping[str, Any],
     out_dir: str | os.PathLike[str],
