@@ -140,3 +140,10 @@ def test_worker_cli_without_redis_url_explains() -> None:
     )
     assert result.returncode == 1
     assert "set ZARRCHIVE_REDIS_URL or pass --redis-url" in result.stderr
+
+
+def test_cli_default_queue_is_the_jobs_default() -> None:
+    from zarrchive.cli import worker
+    from zarrchive.jobs import DEFAULT_QUEUE
+
+    assert worker.DEFAULT_QUEUE == DEFAULT_QUEUE

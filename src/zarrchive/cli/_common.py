@@ -6,14 +6,15 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from functools import wraps
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 
 from zarrchive.config import Settings
 from zarrchive.errors import ZarrchiveError
-from zarrchive.services.runtime import Archive
-from zarrchive.storage.embedded import embedded_s3
+
+if TYPE_CHECKING:  # imported when used: `zarrchive --help` and `checksum` stay quick
+    from zarrchive.services.runtime import Archive
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -41,6 +42,9 @@ def friendly_errors(fn: Callable[P, R]) -> Callable[P, R]:
 @contextlib.contextmanager
 def open_archive(settings: Settings | None = None) -> Iterator[Archive]:
     """The archive runtime for admin commands (embedded S3 started if needed)."""
+    from zarrchive.services.runtime import Archive
+    from zarrchive.storage.embedded import embedded_s3
+
     settings = settings or Settings.from_env()
     with embedded_s3(settings) as resolved:
         archive = Archive.from_settings(resolved)

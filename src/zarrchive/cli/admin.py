@@ -9,8 +9,6 @@ from rich.console import Console
 
 from zarrchive.cli._common import fail, friendly_errors, open_archive
 from zarrchive.config import Settings
-from zarrchive.db.session import Database
-from zarrchive.services import auth
 
 app = typer.Typer(help="Administer the archive (users, fsck).", no_args_is_help=True)
 
@@ -22,6 +20,9 @@ def create_user(
     admin: bool = typer.Option(False, "--admin", help="Make the user an administrator"),
 ) -> None:
     """Create a user and print a new API token for it (shown only once)."""
+    from zarrchive.db.session import Database
+    from zarrchive.services import auth
+
     settings = Settings.from_env()
     db = Database(settings.database_url)
     try:

@@ -6,7 +6,10 @@ import typer
 
 from zarrchive.config import Settings
 from zarrchive.errors import ConfigurationError, ZarrchiveError
-from zarrchive.jobs import DEFAULT_QUEUE, run_worker
+
+#: The default queue name (``zarrchive.jobs.DEFAULT_QUEUE``; not imported here to keep the
+#: CLI quick to start).
+DEFAULT_QUEUE = "zarrchive"
 
 
 def worker(
@@ -25,6 +28,8 @@ def worker(
                 "zarrchive worker needs Redis: set ZARRCHIVE_REDIS_URL or pass --redis-url "
                 "(without Redis, `zarrchive serve` runs jobs in-process and needs no worker)"
             )
+        from zarrchive.jobs import run_worker
+
         run_worker(url, queue_name=queue, burst=burst, logging_level=log_level.upper())
     except ZarrchiveError as exc:
         typer.echo(f"error: {exc.message}", err=True)
