@@ -36,7 +36,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.tree_updater import FileChange, apply_changes, file_lookup
 from zarrchive.services.zarrs import ensure_writable, get_zarr
 from zarrchive.storage.keys import zarr_object_key
-from zarrchive.storage.objects import ObjectInfo, ObjectStore
+from zarrchive.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -203,42 +203,61 @@ def start_batch(
 
 
 def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
-    """Verify the open batch in S3 and fold it into the tree hash."""
+    """Verify the open batch in S3 and fold it into the tree hash.
+
+    The objects are verified without holding the Zarr's lock (only the batch's own
+    URLs can write them, and only with the announced content); the lock is taken to
+    record the verified batch, if it is still the same open batch, and to apply it.
+    """
     zarr_id = _check_and_recover(archive, user, zarr_id)
+    with archive.db.session() as session:
+        zarr = get_zarr(session, user, zarr_id)
+        batch = open_batch(session, zarr)
+        if batch is None or batch.kind != "upload" or batch.state != "open":
+            raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
+        batch_id = batch.id
+        expected = {f.path: f.etag for f in batch.files}
+        store = archive.store_for(zarr.dandiset)
+    sizes = _verify(store, zarr_id, expected)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         batch = open_batch(session, zarr)
-        if batch is None or batch.kind != "upload":
-            raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
-        files = list(batch.files)
-        keys = [zarr_object_key(zarr.id, f.path) for f in files]
-        store = archive.store_for(zarr.dandiset)
-        found = store.find(keys)
-        heads: list[ObjectInfo | None] = [found[key] for key in keys]
-        problems: list[dict[str, str | None]] = []
-        for f, head in zip(files, heads, strict=True):
-            if head is None or head.etag != f.etag:
-                problems.append(
-                    {"path": f.path, "expected": f.etag, "found": head.etag if head else None}
-                )
-        if problems:
-            listed = ", ".join(
-                f"{p['path']} (expected {p['expected']}, found {p['found'] or 'nothing'})"
-                for p in problems[:10]
+        if batch is None or batch.id != batch_id or batch.state != "open":
+            raise NoUploadInProgress(
+                f"Zarr {zarr.id}: the batch was completed or cancelled meanwhile by another request"
             )
-            raise UploadVerificationFailed(
-                f"{len(problems)} of {len(files)} files of the batch are missing or differ in S3: "
-                f"{listed}. Upload them again to their URLs and complete again, or cancel the batch.",
-                detail={"message": "upload verification failed", "files": problems},
-            )
-        for f, head in zip(files, heads, strict=True):
-            assert head is not None
-            f.size = head.size
+        for f in batch.files:
+            f.size = sizes[f.path]
         batch.state = "applying"
     # Recorded as verified: from here on a crash is repaired by the next write.
     finish_interrupted(archive, zarr_id, expected=True)
     with archive.db.session() as session:
         return get_zarr(session, user, zarr_id)
+
+
+def _verify(store: ObjectStore, zarr_id: str, expected: dict[str, str | None]) -> dict[str, int]:
+    """Check every object of a batch is in S3 with its md5; returns the sizes."""
+    keys = {path: zarr_object_key(zarr_id, path) for path in expected}
+    found = store.find(keys.values())
+    problems: list[dict[str, str | None]] = []
+    sizes: dict[str, int] = {}
+    for path, etag in sorted(expected.items()):
+        head = found[keys[path]]
+        if head is None or head.etag != etag:
+            problems.append({"path": path, "expected": etag, "found": head.etag if head else None})
+        else:
+            sizes[path] = head.size
+    if problems:
+        listed = ", ".join(
+            f"{p['path']} (expected {p['expected']}, found {p['found'] or 'nothing'})"
+            for p in problems[:10]
+        )
+        raise UploadVerificationFailed(
+            f"{len(problems)} of {len(expected)} files of the batch are missing or differ in S3: "
+            f"{listed}. Upload them again to their URLs and complete again, or cancel the batch.",
+            detail={"message": "upload verification failed", "files": problems},
+        )
+    return sizes
 
 
 def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
