@@ -591,3 +591,106 @@ def test_node_index() -> None:
     )
     assert kinds == {"": "group", "a": "group", "a/x": "array", "b": "array", "a/l": "group"}
     assert children == {"": ["a", "b"], "a": ["l", "x"], "a/l": []}
+
+
+# -- range coalescing ------------------------------------------------------------------------
+def test_coalesce_groups_nearby_ranges_of_one_file() -> None:
+    from zarrchive.lindi import store
+
+    br = rfs_mod.ByteRange
+    ranges = [
+        br("/a", 100, 10),
+        br("/b", 0, 5),
+        br("/a", 0, 50),
+        br("/a", 115 + store.LOCAL_GAP + 1, 10),
+        br("/a", 110, 5),
+    ]
+    blocks = store.coalesce(ranges, [10, 11, 12, 13, 14])
+    assert [(b.url, b.offset, b.end, b.indices) for b in blocks] == [
+        ("/a", 0, 115, [12, 10, 14]),
+        ("/a", 115 + store.LOCAL_GAP + 1, 115 + store.LOCAL_GAP + 11, [13]),
+        ("/b", 0, 5, [11]),
+    ]
+    huge = [br("http://h/f", 0, store.MAX_BLOCK), br("http://h/f", store.MAX_BLOCK, 10)]
+    assert len(store.coalesce(huge, [0, 1])) == 2
+
+
+def test_large_remote_blocks_are_fetched_in_parts() -> None:
+    from zarrchive.lindi import store
+
+    block = store.Block("http://h/f", 10, 10 + 2 * store.REMOTE_PART + 5)
+    assert store._parts(block) == [
+        (10, store.REMOTE_PART),
+        (10 + store.REMOTE_PART, store.REMOTE_PART),
+        (10 + 2 * store.REMOTE_PART, 5),
+    ]
+    small = store.Block("http://h/f", 0, 100)
+    assert store._parts(small) == [(0, 100)]
+
+
+def test_range_reader_reads_and_caches(tmp_path: Any) -> None:
+    from zarrchive.lindi.store import RangeReader
+
+    path = tmp_path / "data.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    reader = RangeReader(cache_bytes=4096)
+    br = rfs_mod.ByteRange
+    got = reader.read_many([br(str(path), 10, 3), br(str(path), 0, 2), br(str(path), 1000, 24)])
+    assert got == [bytes([10, 11, 12]), bytes([0, 1]), (bytes(range(256)) * 4)[1000:1024]]
+    assert reader.fetch_count == 1  # one block: [0, 1024) (the gap is under LOCAL_GAP)
+    assert reader.read_many([br(str(path), 10, 3)]) == [bytes([10, 11, 12])]
+    assert reader.fetch_count == 1  # from the cache
+    with pytest.raises(InvalidLindiFile, match="ends before byte"):
+        reader.read(str(path), 1020, 10)
+    with pytest.raises(InvalidLindiFile, match="cannot open"):
+        reader.read(str(tmp_path / "missing"), 0, 1)
+    reader.close()
+
+
+def test_reference_store_is_a_read_only_zarr_store() -> None:
+    from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    from zarrchive.lindi.store import LindiReferenceStore
+
+    rfs = {
+        "version": 1,
+        "refs": {
+            ".zgroup": {"zarr_format": 2},
+            "a/.zarray": rules.zarray([6], [4], "<i2"),
+            "a/0": rfs_mod.encode_inline(np.arange(4, dtype="<i2").tobytes()),
+            "a/1": rfs_mod.encode_inline(np.arange(4, 6, dtype="<i2").tobytes()),  # short: padded
+        },
+    }
+    store = LindiReferenceStore(rfs)
+    proto = default_buffer_prototype()
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        out["zgroup"] = (await store.get(".zgroup", proto)).to_bytes()  # type: ignore[union-attr]
+        out["short"] = (await store.get("a/1", proto)).to_bytes()  # type: ignore[union-attr]
+        out["range"] = (await store.get("a/0", proto, RangeByteRequest(2, 4))).to_bytes()  # type: ignore[union-attr]
+        out["offset"] = (await store.get("a/0", proto, OffsetByteRequest(6))).to_bytes()  # type: ignore[union-attr]
+        out["suffix"] = (await store.get("a/0", proto, SuffixByteRequest(2))).to_bytes()  # type: ignore[union-attr]
+        out["missing"] = await store.get("nope", proto)
+        out["exists"] = [await store.exists(".zgroup"), await store.exists("a/2")]
+        out["list"] = sorted([k async for k in store.list()])
+        out["dir"] = sorted([k async for k in store.list_dir("")])
+        out["prefix"] = sorted([k async for k in store.list_prefix("a/")])
+        return out
+
+    out = sync(run())
+    assert json.loads(out["zgroup"]) == {"zarr_format": 2}
+    assert out["short"] == np.array([4, 5, 0, 0], dtype="<i2").tobytes()
+    assert out["range"] == np.arange(4, dtype="<i2").tobytes()[2:4]
+    assert out["offset"] == np.arange(4, dtype="<i2").tobytes()[6:]
+    assert out["suffix"] == np.arange(4, dtype="<i2").tobytes()[-2:]
+    assert out["missing"] is None
+    assert out["exists"] == [True, False]
+    assert out["list"] == [".zgroup", "a/.zarray", "a/0", "a/1"]
+    assert out["dir"] == [".zgroup", "a"]
+    assert out["prefix"] == ["a/.zarray", "a/0", "a/1"]
+    assert store.read_only and not store.supports_writes
+    with pytest.raises(ValueError):
+        sync(store.set("x", proto.buffer.from_bytes(b"1")))
