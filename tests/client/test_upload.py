@@ -37,10 +37,13 @@ def test_upload_modify_reupload_exact(
         for o in page.get("Contents", [])
     }
     assert len(keys) == total
+    asset = client.find_asset(dandiset, "data.zarr")
+    assert asset is not None and asset["zarr_id"] == zarr.zarr_id
+    assert first.asset_id == asset["asset_id"]
 
     # Nothing changed: nothing transferred, found by name, no listing needed.
     again = uploader.upload(local, dandiset=dandiset)
-    assert (again.zarr_id, again.created) == (first.zarr_id, False)
+    assert (again.zarr_id, again.created, again.asset_id) == (first.zarr_id, False, first.asset_id)
     assert (again.uploaded, again.deleted, again.skipped, again.batches) == (0, 0, total, 0)
     assert again.ok
 
@@ -103,3 +106,22 @@ def test_upload_to_named_zarr(
         result = uploader.upload(local, zarr_id=zarr.zarr_id)
         assert result.zarr_id == zarr.zarr_id and not result.created
     assert result.ok and result.uploaded == 1
+
+
+def test_the_asset_at_the_path_decides_the_zarr(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
+) -> None:
+    local = tmp_path / "renamed.zarr"
+    local.mkdir()
+    (local / "f").write_bytes(b"f")
+    zarr = client.create_zarr("original-name", dandiset)
+    asset = client.create_asset(dandiset, "sub/renamed.zarr", zarr_id=zarr.zarr_id)
+    result = Uploader(client, jobs=2, records=records).upload(
+        local, dandiset=dandiset, name="sub/renamed.zarr"
+    )
+    assert (result.zarr_id, result.created, result.asset_id) == (
+        zarr.zarr_id,
+        False,
+        asset["asset_id"],
+    )
+    assert result.ok and client.find_zarr(dandiset, "sub/renamed.zarr") is None

@@ -24,7 +24,7 @@ from zarrchive.client.download import Downloader, DownloadResult, VerifyResult
 
 ZARR_ARGUMENT = typer.Argument(
     ...,
-    help="The Zarr: its id, or DANDISET/PATH (the Zarr's name in the dandiset).",
+    help="The Zarr: its id, or DANDISET/ASSET_PATH (the draft's asset at that path).",
     show_default=False,
 )
 

@@ -105,7 +105,7 @@ def upload(
     path: str | None = typer.Option(
         None,
         "--path",
-        help="The Zarr's path (name) in the dandiset (default: the directory's name).",
+        help="The Zarr's asset path in the dandiset (default: the directory's name).",
         show_default=False,
     ),
     jobs: int | None = JOBS_OPTION,
@@ -131,6 +131,14 @@ def upload(
     result = run_client_command("upload", run)
     elapsed = time.monotonic() - started
     print(summary(result, elapsed))
+    for note in result.notes:
+        if note.startswith("uploaded, but"):
+            say(note)
+    if not result.dry_run and result.ok:
+        say(
+            f"NOTE: publishing dandiset {dandiset} makes this Zarr immutable: after "
+            "publication it can never change again"
+        )
     if not result.ok:
         print(
             "zarrchive upload: CHECKSUM MISMATCH: the archive's checksum "

@@ -350,6 +350,43 @@ class ApiClient:
         data: dict[str, Any] = self._json("GET", f"/api/dandisets/{quote(identifier, safe='')}/")
         return data
 
+    def find_asset(
+        self, dandiset: str, path: str, *, version: str = "draft"
+    ) -> dict[str, Any] | None:
+        """The asset at *path* in a version of *dandiset*, or None (also when the server
+        has no assets)."""
+        url = (
+            f"/api/dandisets/{quote(dandiset, safe='')}/versions/{quote(version, safe='')}/assets/"
+        )
+        params: dict[str, str | int] = {"path": path, "page_size": 100}
+        while True:
+            try:
+                page = self._json("GET", url, params=params)
+            except ApiError as exc:
+                if exc.status_code == 404:
+                    return None
+                raise
+            for row in page.get("results", []):
+                if row.get("path") == path:
+                    found: dict[str, Any] = row
+                    return found
+            cursor = page.get("next")
+            if not cursor:
+                return None
+            params["cursor"] = cursor
+
+    def create_asset(
+        self, dandiset: str, path: str, *, zarr_id: str, version: str = "draft"
+    ) -> dict[str, Any]:
+        """A new asset at *path* pointing at the Zarr *zarr_id*."""
+        url = (
+            f"/api/dandisets/{quote(dandiset, safe='')}/versions/{quote(version, safe='')}/assets/"
+        )
+        data: dict[str, Any] = self._json(
+            "POST", url, json={"metadata": {"path": path}, "zarr_id": zarr_id}
+        )
+        return data
+
     def create_zarr(self, name: str, dandiset: str) -> ZarrInfo:
         return ZarrInfo.from_json(
             self._json("POST", "/api/zarr/", json={"name": name, "dandiset": dandiset})

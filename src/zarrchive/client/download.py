@@ -185,13 +185,19 @@ def require_public(client: ApiClient, zarr: ZarrInfo, remedy: str) -> None:
 
 
 def resolve_zarr(client: ApiClient, ref: str) -> ZarrInfo:
-    """A Zarr by id, or ``DANDISET/NAME`` (the Zarr's name, i.e. its path, in the dandiset)."""
+    """A Zarr by id, or ``DANDISET/PATH``: the draft's Zarr asset at PATH, else the
+    dandiset's Zarr named PATH."""
     ref = ref.strip()
     if is_zarr_id(ref):
         return client.get_zarr(ref)
     dandiset, sep, name = ref.partition("/")
     if not sep or not dandiset or not name:
         raise InvalidInput(f"{ref!r} is neither a Zarr id (a UUID) nor DANDISET/PATH")
+    asset = client.find_asset(dandiset, name)
+    if asset is not None:
+        if not asset.get("zarr_id"):
+            raise InvalidInput(f"the asset {name!r} of dandiset {dandiset} is not a Zarr")
+        return client.get_zarr(str(asset["zarr_id"]))
     found = client.find_zarr(dandiset, name)
     if found is None:
         raise NotFound(f"dandiset {dandiset} has no Zarr {name!r}")

@@ -163,6 +163,8 @@ class UploadResult:
     batches: int = 0
     #: Batches cancelled and re-opened because S3 refused their (expired) URLs.
     reopened: int = 0
+    #: The draft's asset at the Zarr's path (None: uploaded by Zarr id, or no assets).
+    asset_id: str | None = None
     #: What was done with a batch found open at the start: None, "completed" or "cancelled".
     stale_batch: str | None = None
     planned_uploads: int = 0
@@ -182,26 +184,50 @@ class UploadResult:
 
 # -- finding the Zarr -------------------------------------------------------------------
 def find_or_create_zarr(
-    client: ApiClient, dandiset: str, name: str, *, create: bool = True
+    client: ApiClient, dandiset: str, path: str, *, create: bool = True
 ) -> tuple[ZarrInfo | None, bool]:
-    """The Zarr for *name* in *dandiset* and whether it was just created.
+    """The Zarr at *path* in *dandiset*'s draft and whether it was just created.
 
-    Until the archive has assets, a Zarr is found by its name within the
-    dandiset; with assets this becomes a lookup of the asset at path *name*
-    (and creating the asset after the first upload).
+    The Zarr of the draft's asset at *path*; else (no asset yet: a first upload,
+    perhaps interrupted, or a server without assets) the dandiset's Zarr named
+    *path*; else a new Zarr named *path*.  The asset itself is created once the
+    upload is complete (:func:`ensure_asset`).
     """
-    found = client.find_zarr(dandiset, name)
+    asset = client.find_asset(dandiset, path)
+    if asset is not None:
+        zarr_id = asset.get("zarr_id")
+        if not zarr_id:
+            raise InvalidInput(
+                f"the asset {path!r} of dandiset {dandiset} is a file, not a Zarr: "
+                "choose another --path"
+            )
+        return client.get_zarr(str(zarr_id)), False
+    found = client.find_zarr(dandiset, path)
     if found is not None or not create:
         return found, False
     try:
-        return client.create_zarr(name, dandiset), True
+        return client.create_zarr(path, dandiset), True
     except ApiError as exc:
         # Someone (or our own retried request) created it meanwhile.
         if exc.status_code in (400, 409):
-            found = client.find_zarr(dandiset, name)
+            found = client.find_zarr(dandiset, path)
             if found is not None:
                 return found, False
         raise
+
+
+def ensure_asset(client: ApiClient, dandiset: str, path: str, zarr_id: str) -> str | None:
+    """The id of the draft's asset at *path* for the Zarr, created if absent (None when the
+    server has no assets)."""
+    asset = client.find_asset(dandiset, path)
+    if asset is None:
+        try:
+            asset = client.create_asset(dandiset, path, zarr_id=zarr_id)
+        except ApiError as exc:
+            if exc.status_code == 404 and "dandiset" not in str(exc.detail).lower():
+                return None  # a server without assets
+            raise
+    return str(asset["asset_id"])
 
 
 # -- the engine -------------------------------------------------------------------------
@@ -305,6 +331,13 @@ class Uploader:
                 return result
         self.progress.stop()
         result.remote_checksum = self.client.get_zarr(zarr.zarr_id).checksum
+        if dandiset is not None and zarr_id is None and result.ok:
+            try:
+                result.asset_id = ensure_asset(self.client, dandiset, name, zarr.zarr_id)
+            except ApiError as exc:
+                message = f"uploaded, but the asset {name!r} could not be created: {exc.message}"
+                result.notes.append(message)
+                self.progress.note(message)
         return result
 
     @staticmethod
@@ -812,6 +845,7 @@ __all__ = [
     "UploadPlan",
     "UploadResult",
     "Uploader",
+    "ensure_asset",
     "find_or_create_zarr",
     "md5_to_content_md5",
     "upload",
