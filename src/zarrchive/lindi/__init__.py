@@ -18,7 +18,12 @@ from zarrchive.lindi.convert import ConvertOptions
 from zarrchive.lindi.h5source import hdf5_to_rfs
 from zarrchive.lindi.reader import Dataset, File, Group, HardLink, Reference, SoftLink
 from zarrchive.lindi.store import LindiReferenceStore, RangeReader
-from zarrchive.lindi.writers import load_lindi_json, write_lindi_json, write_zarr_directory
+from zarrchive.lindi.writers import (
+    check_lindi_json_name,
+    load_lindi_json,
+    write_lindi_json,
+    write_zarr_directory,
+)
 
 __all__ = [
     "ConvertOptions",
@@ -48,6 +53,7 @@ def convert_to_lindi_json(
     generation_metadata: dict[str, Any] | None = None,
 ) -> Path:
     """Convert the HDF5 file at *source* (path or URL) to the ``.lindi.json`` file *output*."""
+    check_lindi_json_name(output)  # before the work
     rfs = hdf5_to_rfs(source, options=options, url=url, generation_metadata=generation_metadata)
     return write_lindi_json(rfs, output)
 

@@ -18,11 +18,17 @@ from zarrchive.paths import validate_path
 _BATCH = 64
 
 
-def write_lindi_json(rfs: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write *rfs* as a ``.lindi.json`` file (sorted keys, atomically replaced)."""
+def check_lindi_json_name(path: str | os.PathLike[str]) -> Path:
+    """*path* as a ``Path`` if its name ends with ``.lindi.json``, else :class:`InvalidInput`."""
     target = Path(path)
     if not target.name.endswith(".lindi.json"):
         raise InvalidInput(f"{target}: a LINDI file name must end with .lindi.json")
+    return target
+
+
+def write_lindi_json(rfs: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write *rfs* as a ``.lindi.json`` file (sorted keys, atomically replaced)."""
+    target = check_lindi_json_name(path)
     rfs_mod.validate(dict(rfs))
     tmp = target.with_name(target.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
