@@ -723,3 +723,35 @@ def test_reader_is_read_only_and_reports_bad_input(h5path: Path, tmp_path: Path)
         ours["d"][5]
     with pytest.raises(ValueError, match="Step"):
         ours["d"][::-1]
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(
+        st.text(
+            st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    attr=st.one_of(
+        st.integers(-(2**63), 2**63 - 1),
+        st.floats(allow_nan=True),
+        st.text(max_size=6).filter(
+            lambda t: t not in ("NaN", "Infinity", "-Infinity") and "\x00" not in t
+        ),
+    ),
+)
+def test_random_strings_and_attributes_round_trip(
+    tmp_path: Path, texts: list[str], attr: Any
+) -> None:
+    path = tmp_path / f"s{uuid.uuid4().hex}.h5"
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("s", data=texts, dtype=h5py.string_dtype())
+        d.attrs["a"] = attr
+    _, ours = convert(path)
+    with h5py.File(path) as theirs:
+        same_tree(ours, theirs)
+    assert list(ours["s"].asstr()[:]) == texts
