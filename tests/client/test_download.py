@@ -16,6 +16,7 @@ from zarrchive.cli import app
 from zarrchive.client import ApiClient, Uploader
 from zarrchive.client.download import PARTIAL_SUFFIX, Downloader, RemoteFile
 from zarrchive.client.upload import BatchRecords
+from zarrchive.errors import LocalFileError
 
 
 @pytest.fixture
@@ -140,3 +141,24 @@ def test_download_through_an_injected_fetcher(
         result = downloader.download(zarr_id, tmp_path / "via-boto3")
     assert result.ok and fetcher.fetched == result.downloaded == file_count(source)
     assert zarr_checksum_of(tmp_path / "via-boto3") == zarr_checksum_of(source)
+
+
+def test_file_directory_conflicts_need_sync(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
+) -> None:
+    source = tmp_path / "conflict.zarr"
+    (source / "arr" / "sub").mkdir(parents=True)
+    (source / "arr" / "0").write_bytes(b"zero")
+    (source / "arr" / "sub" / "1").write_bytes(b"one")
+    result = Uploader(client, jobs=2, records=records).upload(source, dandiset=dandiset)
+    assert result.zarr_id
+    dest = tmp_path / "dest"
+    (dest / "arr" / "0").mkdir(parents=True)  # a directory where the archive has a file
+    (dest / "arr" / "0" / "x").write_bytes(b"x")
+    (dest / "arr" / "sub").write_bytes(b"a file where the archive has a directory")
+    with Downloader(client, jobs=2) as downloader:
+        with pytest.raises(LocalFileError, match="use --sync"):
+            downloader.download(result.zarr_id, dest)
+        fixed = downloader.download(result.zarr_id, dest, sync=True)
+    assert (fixed.deleted, fixed.downloaded) == (2, 2) and fixed.ok
+    assert zarr_checksum_of(dest) == zarr_checksum_of(source)

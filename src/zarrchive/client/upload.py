@@ -315,6 +315,9 @@ class Uploader:
         if zarr is not None and zarr.upload_in_progress and not dry_run:
             result.stale_batch = self._resolve_stale_batch(zarr.zarr_id, result)
             zarr = self.client.get_zarr(zarr.zarr_id)
+        elif zarr is not None and not dry_run:
+            # A record without an open batch: we were killed before the batch opened.
+            self.records.clear(self.client.url, zarr.zarr_id)
 
         if zarr is not None and zarr.file_count == 0 and not dry_run:
             # A new (or empty) Zarr: every file goes up, so batches start while the
