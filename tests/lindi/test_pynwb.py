@@ -102,3 +102,28 @@ def test_pynwb_reads_through_our_reader(tmp_path: Path) -> None:
     assert got["groups"] == ["shank0"] * 4
     assert got["description"] == "a test session"
     assert np.array(got["ephys"]).shape == (1000, 3)
+
+
+def test_pynwb_reads_a_file_lindi_wrote_through_our_reader(
+    tmp_path: Path, lindi_python: str
+) -> None:
+    from pynwb import NWBHDF5IO
+
+    from tests.lindi._lindi_helpers import run_oracle
+
+    path = tmp_path / "f.nwb"
+    _write_nwb(path)
+    theirs = tmp_path / "theirs.lindi.json"
+    script = r"""
+import sys, lindi
+f = lindi.LindiH5pyFile.from_hdf5_file(sys.argv[1], url=sys.argv[1])
+f.write_lindi_file(sys.argv[2])
+print("{}")
+"""
+    run_oracle(lindi_python, script, path, theirs, cwd=tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with NWBHDF5IO(str(path), "r") as io:
+            expected = _summary(io.read())
+        with File(theirs) as f, NWBHDF5IO(file=f, mode="r") as io:
+            assert _summary(io.read()) == expected
