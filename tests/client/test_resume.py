@@ -140,3 +140,47 @@ def test_expired_urls_are_reminted(
     finally:
         live_server.app.state.archive = archive
         short.close()
+
+
+def test_ctrl_c_exits_130_and_a_rerun_finishes(
+    tmp_path: Path,
+    client: ApiClient,
+    dandiset: str,
+    client_env: dict[str, str],
+    records: BatchRecords,
+) -> None:
+    local = tmp_path / "interrupted.zarr"
+    make_zarr(local, seed=4, coarse=6)
+    total = file_count(local)
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "zarrchive.cli", "upload", str(local)),
+            *("--dandiset", dandiset, "--batch-files", "20", "--jobs", "2"),
+        ],
+        env={**os.environ, **client_env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert process.poll() is None
+            zarr = client.find_zarr(dandiset, "interrupted.zarr")
+            if zarr is not None and zarr.file_count >= 40:
+                break
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert stderr.splitlines()[-1] == (
+        "zarrchive upload: interrupted; run the same command again to finish"
+    )
+    assert "Traceback" not in stderr
+    result = Uploader(client, jobs=4, records=records).upload(local, dandiset=dandiset)
+    assert result.ok and result.uploaded + result.skipped == total
+    assert result.remote_checksum == zarr_checksum_of(local)
+    assert not client.upload_in_progress(result.zarr_id or "")

@@ -260,26 +260,28 @@ class ApiClient:
         *,
         json: Any = None,
         params: Mapping[str, str | int] | None = None,
+        retry: RetryPolicy | None = None,
     ) -> httpx.Response:
         """A successful (2xx) response, after retries; raises ApiError / NetworkError."""
         self._local.retried = False
+        policy = retry or self.retry
         attempt = 0
         while True:
             attempt += 1
             try:
                 response = self.http.request(method, path, json=json, params=params)
             except httpx.TransportError as exc:
-                if attempt >= self.retry.attempts:
+                if attempt >= policy.attempts:
                     raise NetworkError(
                         f"cannot reach the archive at {self.url}: {_transport_message(exc)}"
                     ) from None
                 self._local.retried = True
-                time.sleep(self.retry.delay(attempt))
+                time.sleep(policy.delay(attempt))
                 continue
-            if response.status_code in RETRY_STATUSES and attempt < self.retry.attempts:
+            if response.status_code in RETRY_STATUSES and attempt < policy.attempts:
                 self._local.retried = True
                 wait = parse_retry_after(response.headers.get("Retry-After"))
-                time.sleep(self.retry.delay(attempt, wait))
+                time.sleep(policy.delay(attempt, wait))
                 continue
             if response.is_success:
                 return response
@@ -469,8 +471,8 @@ class ApiClient:
     def complete_upload(self, zarr_id: str) -> ZarrInfo:
         return ZarrInfo.from_json(self._json("POST", f"/api/zarr/{_id(zarr_id)}/upload/complete/"))
 
-    def cancel_upload(self, zarr_id: str) -> None:
-        self.request("DELETE", f"/api/zarr/{_id(zarr_id)}/upload/")
+    def cancel_upload(self, zarr_id: str, *, retry: RetryPolicy | None = None) -> None:
+        self.request("DELETE", f"/api/zarr/{_id(zarr_id)}/upload/", retry=retry)
 
     def delete_files(self, zarr_id: str, paths: Sequence[str]) -> ZarrInfo:
         return ZarrInfo.from_json(

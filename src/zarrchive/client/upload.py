@@ -73,6 +73,8 @@ MAX_BATCH_BYTES = 2 * 1024**3
 MAX_REFUSALS = 8
 
 S3_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+#: For cleaning up after a failure or Ctrl-C: do not keep the user waiting.
+QUICK_RETRY = RetryPolicy(attempts=2, base_delay=0.2, max_retry_after=1.0)
 
 
 def md5_to_content_md5(md5_hex: str) -> str:
@@ -510,9 +512,9 @@ class Uploader:
             self.progress.note(message)
         return outcome
 
-    def _cancel(self, zarr_id: str) -> None:
+    def _cancel(self, zarr_id: str, retry: RetryPolicy | None = None) -> None:
         try:
-            self.client.cancel_upload(zarr_id)
+            self.client.cancel_upload(zarr_id, retry=retry)
         except ApiError as exc:
             if exc.status_code != 404:  # already closed: fine
                 raise
@@ -679,9 +681,10 @@ class Uploader:
             raise
 
     def _abort(self, zarr_id: str) -> None:
-        """Cancel the open batch after a failure (best effort: a rerun cancels it anyway)."""
+        """Cancel the open batch after a failure (best effort and quick: a rerun cancels
+        it anyway)."""
         try:
-            self._cancel(zarr_id)
+            self._cancel(zarr_id, QUICK_RETRY)
         except (ApiError, NetworkError):
             return
         self.records.clear(self.client.url, zarr_id)
