@@ -694,3 +694,29 @@ def test_reference_store_is_a_read_only_zarr_store() -> None:
     assert store.read_only and not store.supports_writes
     with pytest.raises(ValueError):
         sync(store.set("x", proto.buffer.from_bytes(b"1")))
+
+
+def test_summarize_codecs_like_h5py() -> None:
+    from zarrchive.lindi.codecs import summarize
+
+    pipeline = [
+        {"id": "shuffle", "elementsize": 4},
+        {"id": "zlib", "level": 5},
+        {"id": "fletcher32"},
+    ]
+    assert summarize(pipeline, None) == {
+        "compression": "gzip",
+        "compression_opts": 5,
+        "shuffle": True,
+        "fletcher32": True,
+    }
+    assert summarize([{"id": "blosc"}], None)["compression"] == "unknown"
+    assert summarize([], None) == {
+        "compression": None,
+        "compression_opts": None,
+        "shuffle": False,
+        "fletcher32": False,
+    }
+    # inline object data JSON-encoded and blosc-compressed (lindi's inline arrays): no HDF5 filter
+    assert summarize([dict(rules.JSON_CODEC)], {"id": "blosc"})["compression"] is None
+    assert summarize([], {"id": "zlib", "level": 1})["compression"] == "gzip"

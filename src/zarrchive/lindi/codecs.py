@@ -240,16 +240,31 @@ def decode_chunk(
     return arr.reshape(chunk_shape, order="F" if order == "F" else "C")
 
 
-def summarize(codec_ids: Sequence[str], configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """h5py-like ``compression``, ``compression_opts``, ``shuffle``, ``fletcher32``."""
+def summarize(
+    filters: Sequence[dict[str, Any]], compressor: dict[str, Any] | None
+) -> dict[str, Any]:
+    """h5py-like ``compression``, ``compression_opts``, ``shuffle``, ``fletcher32``.
+
+    ``"gzip"`` for a zlib codec, ``"unknown"`` (as h5py says of plugin filters)
+    for other codecs among the ``filters``, where LINDI puts the HDF5 pipeline;
+    a ``compressor`` (how some writers store inline data) is not an HDF5 filter.
+    """
+    configs = [*filters, *([compressor] if compressor else [])]
+    ids = [str(c.get("id")) for c in configs]
     compression: str | None = None
     opts: Any = None
-    for cid, cfg in zip(codec_ids, configs, strict=False):
+    for cid, cfg in zip(ids, configs, strict=True):
         if cid in ("zlib", "gzip"):
             compression, opts = "gzip", cfg.get("level")
+    if compression is None and any(
+        str(c.get("id")) not in ("shuffle", "fletcher32")
+        and str(c.get("id")) not in OBJECT_CODEC_IDS
+        for c in filters
+    ):
+        compression = "unknown"
     return {
         "compression": compression,
         "compression_opts": opts,
-        "shuffle": "shuffle" in codec_ids,
-        "fletcher32": "fletcher32" in codec_ids,
+        "shuffle": "shuffle" in ids,
+        "fletcher32": "fletcher32" in ids,
     }

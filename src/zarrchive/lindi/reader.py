@@ -928,11 +928,7 @@ class Dataset(_Node, h5py.Dataset):  # type: ignore[misc]
 
     @property
     def _codec_info(self) -> dict[str, Any]:
-        configs = [
-            *(self._meta.get("filters") or []),
-            *([self._meta["compressor"]] if self._meta.get("compressor") else []),
-        ]
-        return summarize([str(c.get("id")) for c in configs], configs)
+        return summarize(self._meta.get("filters") or [], self._meta.get("compressor"))
 
     @property
     def compression(self) -> str | None:
