@@ -115,12 +115,112 @@ def child(approach: str, n: int) -> None:
     )
 
 
+def s3_child() -> None:
+    """In its own process: write the manifest of the seeded Zarr (settings from the env)."""
+    from zarrchive.config import Settings
+    from zarrchive.services.manifests import write_manifest
+    from zarrchive.services.runtime import Archive
+
+    archive = Archive.from_settings(Settings.from_env(), migrate=False)
+    start = time.perf_counter()
+    outcome = write_manifest(archive, os.environ["BENCH_ZARR_ID"])
+    elapsed = time.perf_counter() - start
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(
+        json.dumps(
+            {
+                "status": outcome.status,
+                "seconds": elapsed,
+                "peak_rss_mib": peak_kib / 1024,
+                "mismatch": outcome.mismatch,
+            }
+        )
+    )
+
+
+def s3_run(n: int) -> None:
+    """End to end on SeaweedFS: listing of current versions + generation + upload."""
+    import hashlib
+    import uuid
+
+    from zarrchive.checksum import compute_checksum
+    from zarrchive.config import Settings
+    from zarrchive.db.models import Dandiset, Zarr
+    from zarrchive.services.runtime import Archive
+    from zarrchive.storage.seaweedfs import SeaweedFS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = SeaweedFS(Path(tmp) / "s3", "bench", "bench-secret")
+        server.start()
+        try:
+            env = {
+                **os.environ,
+                "ZARRCHIVE_DATA_DIR": tmp,
+                "ZARRCHIVE_DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3",
+                "ZARRCHIVE_S3_ENDPOINT_URL": server.endpoint_url,
+                "ZARRCHIVE_S3_ACCESS_KEY_ID": "bench",
+                "ZARRCHIVE_S3_SECRET_ACCESS_KEY": "bench-secret",
+            }
+            archive = Archive.from_settings(Settings.from_env(env))
+            zarr_id = str(uuid.uuid4())
+            paths = [e.path for e in listing(n)]
+            start = time.perf_counter()
+            archive.store.map(lambda p: archive.store.put(f"zarr/{zarr_id}/{p}", p.encode()), paths)
+            seeded = time.perf_counter() - start
+            checksum = compute_checksum(
+                (p, len(p.encode()), hashlib.md5(p.encode()).hexdigest()) for p in paths
+            )
+            with archive.db.session() as session:
+                dandiset = Dandiset(name="bench")
+                session.add(dandiset)
+                session.flush()
+                session.add(
+                    Zarr(
+                        id=zarr_id,
+                        name="z",
+                        dandiset_id=dandiset.id,
+                        checksum=checksum,
+                        file_count=n,
+                        size=sum(len(p.encode()) for p in paths),
+                    )
+                )
+            archive.close()
+            proc = subprocess.run(
+                [sys.executable, __file__, "--s3-child"],
+                env={**env, "BENCH_ZARR_ID": zarr_id},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            assert r["status"] == "written" and not r["mismatch"], r
+            print(
+                f"{n:>9} {'S3 e2e':<10} {r['seconds']:>8.2f} {r['peak_rss_mib']:>13.1f} "
+                f"  ({n / r['seconds']:.0f} entries/s; seeding took {seeded:.0f} s)",
+                flush=True,
+            )
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--approaches", nargs="+", default=["streaming", "in-memory"])
     parser.add_argument("--child", nargs=2, metavar=("APPROACH", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--s3-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--s3",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help="also measure end to end on SeaweedFS (seeded with N objects): listing + writing",
+    )
     args = parser.parse_args()
+    if args.s3_child:
+        s3_child()
+        return
     if args.child:
         child(args.child[0], int(args.child[1]))
         return
@@ -145,6 +245,8 @@ def main() -> None:
     for n, found in checksums.items():
         if len(found) != 1:
             raise SystemExit(f"the approaches disagree on the checksum of {n} entries: {found}")
+    for n in args.s3:
+        s3_run(n)
 
 
 if __name__ == "__main__":
