@@ -135,7 +135,7 @@ def test_friendly_errors(client: ApiClient, dandiset: str) -> None:
     assert client.upload_in_progress(zarr.zarr_id)
     client.cancel_upload(zarr.zarr_id)
     assert not client.upload_in_progress(zarr.zarr_id)
-    with pytest.raises(ApiError) as bad:
-        ApiClient(client.url, "wrong").find_zarr(dandiset, "x.zarr")
+    with ApiClient(client.url, "wrong") as wrong, pytest.raises(ApiError) as bad:
+        wrong.find_zarr(dandiset, "x.zarr")
     assert bad.value.status_code == 401
     assert bad.value.message.startswith("the archive refused the credentials: ")

@@ -24,7 +24,7 @@ def uploaded(
     tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
 ) -> tuple[Path, str, dict[str, np.ndarray]]:
     source = tmp_path / "source.zarr"
-    arrays = make_zarr(source, seed=7, coarse=4)
+    arrays = make_zarr(source, seed=7, coarse=8)
     result = Uploader(client, jobs=8, records=records).upload(source, dandiset=dandiset)
     assert result.ok and result.zarr_id
     return source, result.zarr_id, arrays

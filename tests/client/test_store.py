@@ -68,8 +68,11 @@ def test_open_store_by_id_and_api_url(
         with pytest.raises(InvalidInput, match="this store cannot list"):
             list(zarr.open_group(store, mode="r").members())
     # read-only
-    with pytest.raises(ValueError):
-        zarr.open_group(open_store(zarr_id, api_url=client_env["ZARRCHIVE_URL"]), mode="w")
+    with (
+        open_store(zarr_id, api_url=client_env["ZARRCHIVE_URL"]) as store,
+        pytest.raises(ValueError),
+    ):
+        zarr.open_group(store, mode="w")
 
 
 class Boto3Reader:
