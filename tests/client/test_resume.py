@@ -184,3 +184,40 @@ def test_ctrl_c_exits_130_and_a_rerun_finishes(
     assert result.ok and result.uploaded + result.skipped == total
     assert result.remote_checksum == zarr_checksum_of(local)
     assert not client.upload_in_progress(result.zarr_id or "")
+
+
+def test_own_stale_batch_with_every_file_sent_is_completed(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
+) -> None:
+    import hashlib
+
+    import httpx
+
+    from zarrchive.client.upload import md5_to_content_md5
+
+    local = tmp_path / "stale.zarr"
+    local.mkdir()
+    files = {f"f{i}": bytes([i]) * (10 + i) for i in range(5)}
+    for name, body in files.items():
+        (local / name).write_bytes(body)
+    zarr = client.create_zarr("stale.zarr", dandiset)
+    # What an earlier run did before it was killed: record, open, send every file.
+    records.mark(client.url, zarr.zarr_id, 3)
+    sent = {n: files[n] for n in ("f0", "f1", "f2")}
+    md5s = {n: hashlib.md5(b).hexdigest() for n, b in sent.items()}
+    urls = client.start_upload(zarr.zarr_id, list(md5s.items()))
+    with httpx.Client() as http:
+        for name, url in urls.items():
+            response = http.put(
+                url, content=sent[name], headers={"Content-MD5": md5_to_content_md5(md5s[name])}
+            )
+            assert response.status_code == 200
+    progress = NullProgress()
+    result = Uploader(client, jobs=2, records=records, progress=progress).upload(
+        local, dandiset=dandiset
+    )
+    assert result.stale_batch == "completed"
+    assert progress.notes[0].startswith("completed the upload batch left open by an interrupted")
+    assert (result.uploaded, result.skipped) == (2, 3)
+    assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+    assert records.get(client.url, zarr.zarr_id) is None
