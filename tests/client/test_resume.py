@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.client.conftest import file_count, make_zarr, zarr_checksum_of
 from tests.conftest import LiveServer, make_settings
 from zarrchive.client import ApiClient, NullProgress, Uploader
@@ -221,3 +223,27 @@ def test_own_stale_batch_with_every_file_sent_is_completed(
     assert (result.uploaded, result.skipped) == (2, 3)
     assert result.ok and result.remote_checksum == zarr_checksum_of(local)
     assert records.get(client.url, zarr.zarr_id) is None
+
+
+def test_a_file_changed_during_the_upload_is_refused_by_s3(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
+) -> None:
+    from zarrchive.errors import LocalFileError
+
+    local = tmp_path / "moving.zarr"
+    local.mkdir()
+    for i in range(3):
+        (local / f"f{i}").write_bytes(b"before")
+
+    def change(files: int) -> None:
+        (local / "f1").write_bytes(b"AFTER!")  # same size, other content
+
+    uploader = Uploader(client, jobs=2, records=records, on_batch_open=change)
+    with pytest.raises(LocalFileError, match="changed while it was being uploaded"):
+        uploader.upload(local, dandiset=dandiset)
+    zarr = client.find_zarr(dandiset, "moving.zarr")
+    assert zarr is not None and not zarr.upload_in_progress and zarr.file_count == 0
+    assert records.get(client.url, zarr.zarr_id) is None
+    result = Uploader(client, jobs=2, records=records).upload(local, dandiset=dandiset)
+    assert result.ok and result.uploaded == 3
+    assert result.remote_checksum == zarr_checksum_of(local)
