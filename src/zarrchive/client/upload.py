@@ -280,8 +280,9 @@ class Uploader:
     ) -> UploadResult:
         """Make the archive's Zarr equal to the directory *local*.
 
-        The Zarr is *zarr_id*, or the one named *name* (default: the directory's
-        name) in *dandiset*, created if absent.
+        The Zarr is *zarr_id*, or the one at the asset path *name* (default: the
+        directory's name) in *dandiset*'s draft, created if absent
+        (:func:`find_or_create_zarr`).
         """
         root = os.fspath(local)
         if not os.path.isdir(root):
