@@ -267,6 +267,8 @@ class Uploader:
         self.records = records or BatchRecords()
         self.retry = retry or client.retry
         self.on_batch_open = on_batch_open
+        #: S3's explanation of its last 403 to a PUT.
+        self._refusal = ""
 
     # -- public -------------------------------------------------------------------------
     def upload(
@@ -573,8 +575,8 @@ class Uploader:
                 if refusals >= MAX_REFUSALS:
                     raise TransferError(
                         f"S3 refused the upload URLs of a batch {refusals} times in a row "
-                        "(403): the server's clock, its presigned URLs or this network path "
-                        "may be broken"
+                        f"(403: {self._refusal}): the server's clock, its presigned URLs or "
+                        "this network path may be broken"
                     )
                 result.reopened += 1
                 half = max(1, len(chunk) // 2)
@@ -713,6 +715,7 @@ class Uploader:
             if status == 200:
                 return True
             if status == 403:
+                self._refusal = _s3_message(response.text)
                 return False
             if status == 400 and b"BadDigest" in response.content:
                 raise LocalFileError(
