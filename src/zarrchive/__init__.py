@@ -2,18 +2,36 @@
 
 The curated public surface:
 
+- :func:`open_store`: a read-only zarr-python 3 store of a Zarr in the archive;
 - :mod:`zarrchive.checksum`: the Dandi Zarr tree hash (pure);
 - :mod:`zarrchive.paths`: Zarr entry path validation (pure);
 - :mod:`zarrchive.errors`: the one exception tree;
 - :mod:`zarrchive.client`: the API client and sync engine;
+- :mod:`zarrchive.manifest`: Zarr manifest files (pure);
 - :mod:`zarrchive.lindi`: HDF5/NWB as LINDI Zarr.
 """
 
+from __future__ import annotations
+
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("zarrchive")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from zarrchive.client import open_store
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `import zarrchive` stays light for the server and the CLI.
+    if name == "open_store":
+        from zarrchive.client import open_store
+
+        return open_store
+    raise AttributeError(f"module 'zarrchive' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "open_store"]

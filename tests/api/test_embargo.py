@@ -196,3 +196,27 @@ def test_unembargo_moves_blobs_and_copies_shared_ones(
         owner_view.status_code == 302
         and httpx.get(owner_view.headers["location"]).content == shared
     )
+
+
+def test_download_urls(
+    api: httpx.Client, users: Users, archive: Archive, zarr_id: str, embargoed: tuple[str, str]
+) -> None:
+    _, private_id = embargoed
+    upload(api, private_id, FILES)
+    upload(api, zarr_id, FILES)
+    body = [{"path": "arr/0"}, {"path": "arr/sub/deep/x"}]
+    for zid in (private_id, zarr_id):
+        urls = api.post(f"/api/zarr/{zid}/download/", json=body).json()
+        assert [u["path"] for u in urls] == ["arr/0", "arr/sub/deep/x"]
+        assert httpx.get(urls[0]["url"]).content == b"zero"
+        assert httpx.get(urls[1]["url"]).content == b"deep x"
+    public = api.post(f"/api/zarr/{zarr_id}/download/", json=body).json()
+    assert public[0]["url"] == archive.store.public_url(f"zarr/{zarr_id}/arr/0")
+    for token in (None, users.other):
+        with client(api, token) as c:
+            assert c.post(f"/api/zarr/{private_id}/download/", json=body).status_code == 404
+            assert c.post(f"/api/zarr/{zarr_id}/download/", json=body).status_code == 200
+    assert api.post(f"/api/zarr/{zarr_id}/download/", json=[]).status_code == 400
+    assert api.post(f"/api/zarr/{zarr_id}/download/", json=[{"path": "/x"}]).status_code == 400
+    too_many = [{"path": f"f{i}"} for i in range(501)]
+    assert api.post(f"/api/zarr/{zarr_id}/download/", json=too_many).status_code == 400

@@ -1,11 +1,13 @@
-"""Embargoed Zarrs: uploaded like any other; anonymous reads refused with a clear message;
-reads through injected credentials (the hook for authorised reads) work."""
+"""Embargoed Zarrs: uploaded like any other; owners read them through presigned URLs from
+the API (download and open_store); strangers are told nothing exists; injected credentials
+(the library's hook) work too."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import zarr
@@ -16,7 +18,7 @@ from tests.client.test_store import Boto3Reader
 from tests.conftest import Users
 from zarrchive.client import ApiClient, Downloader, Uploader, open_store
 from zarrchive.client.upload import BatchRecords
-from zarrchive.errors import ApiError, PermissionDenied
+from zarrchive.errors import ApiError
 from zarrchive.services.runtime import Archive
 
 
@@ -39,15 +41,17 @@ def test_embargoed_zarr(
     zarr_id = result.zarr_id
     s3.head_object(Bucket=private_bucket, Key=f"zarr/{zarr_id}/zarr.json")
 
-    with Downloader(client, jobs=4) as downloader, pytest.raises(PermissionDenied) as caught:
-        downloader.download(zarr_id, tmp_path / "anonymous")
-    assert caught.value.message == (
-        f"Zarr {zarr_id} belongs to the embargoed dandiset {dandiset}: its objects are not "
-        "public and the archive offers no authorised reads yet; pass a fetcher with "
-        "credentials (library)"
-    )
-    with pytest.raises(PermissionDenied, match="pass reader= with credentials"):
-        open_store(zarr_id, api_url=client.url, token=client.token)
+    # the owner, with nothing but the API token: presigned URLs from the API
+    with Downloader(client, jobs=4) as downloader:
+        owned = downloader.download(zarr_id, tmp_path / "owned")
+    assert owned.ok and zarr_checksum_of(tmp_path / "owned") == result.local_checksum
+    with open_store(zarr_id, api_url=client.url, token=client.token) as store:
+        group = zarr.open_group(store, mode="r")
+        for name, data in arrays.items():
+            np.testing.assert_array_equal(group[name][...], data)
+    # the objects themselves stay private
+    public_url = f"{archive.settings.s3_endpoint_url}/{private_bucket}/zarr/{zarr_id}/zarr.json"
+    assert httpx.get(public_url).status_code == 403
 
     fetcher = Boto3Fetcher(s3, private_bucket, lambda f: f"zarr/{zarr_id}/{f.path}")
     with Downloader(client, jobs=4, fetcher=fetcher) as downloader:

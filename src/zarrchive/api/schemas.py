@@ -80,6 +80,11 @@ class UploadUrlOut(BaseModel):
     upload_url: str = Field(description="Presigned PUT URL; send the Content-MD5 header")
 
 
+class DownloadUrlOut(BaseModel):
+    path: str
+    url: str = Field(description="GET it (presigned and short-lived for embargoed Zarrs)")
+
+
 class DeleteFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str

@@ -450,6 +450,16 @@ class ApiClient:
             raise
         return data if data.get("type") == "file" else None
 
+    def download_urls(self, zarr_id: str, paths: Sequence[str]) -> dict[str, str]:
+        """URLs to GET files (presigned, short-lived, for an embargoed Zarr), batched."""
+        step = self.info().max_batch_files
+        urls: dict[str, str] = {}
+        for start in range(0, len(paths), step):
+            chunk = [{"path": p} for p in paths[start : start + step]]
+            data = self._json("POST", f"/api/zarr/{_id(zarr_id)}/download/", json=chunk)
+            urls.update((str(item["path"]), str(item["url"])) for item in data)
+        return urls
+
     def upload_in_progress(self, zarr_id: str) -> bool:
         try:
             self.request("GET", f"/api/zarr/{_id(zarr_id)}/upload/")

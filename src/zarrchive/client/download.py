@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Protocol
 
 import httpx
@@ -171,16 +171,12 @@ class VerifyResult:
         return not (self.missing or self.differ or self.extra)
 
 
-def require_public(client: ApiClient, zarr: ZarrInfo, remedy: str) -> None:
-    """Refuse, with a clear message, to read an embargoed Zarr anonymously.
-
-    The archive has no authorised read of embargoed objects yet (presigned GET
-    URLs from the API): only a fetcher or reader with credentials can read them.
-    """
-    if client.is_private(zarr.dandiset):
+def require_token(client: ApiClient, zarr: ZarrInfo) -> None:
+    """Refuse, with a clear message, to read an embargoed Zarr without a token."""
+    if client.token is None:
         raise PermissionDenied(
-            f"Zarr {zarr.zarr_id} belongs to the embargoed dandiset {zarr.dandiset}: its objects "
-            f"are not public and the archive offers no authorised reads yet; {remedy}"
+            f"Zarr {zarr.zarr_id} belongs to the embargoed dandiset {zarr.dandiset}: reading it "
+            "needs the API token of an owner (--token or ZARRCHIVE_TOKEN)"
         )
 
 
@@ -311,8 +307,11 @@ class Downloader:
     ) -> DownloadResult:
         """Make *dest* hold the Zarr's files (and, with *sync*, nothing else)."""
         zarr = ref if isinstance(ref, ZarrInfo) else resolve_zarr(self.client, ref)
-        if self._own_fetcher:
-            require_public(self.client, zarr, "pass a fetcher with credentials (library)")
+        # An embargoed Zarr is read through presigned URLs from the API (unless the
+        # caller brought a fetcher of its own, e.g. with S3 credentials).
+        private = self._own_fetcher and self.client.is_private(zarr.dandiset)
+        if private:
+            require_token(self.client, zarr)
         root = os.fspath(dest)
         if os.path.lexists(root) and not os.path.isdir(root):
             raise LocalFileError(f"{root!r} exists and is not a directory")
@@ -336,7 +335,11 @@ class Downloader:
             result.deleted = len(comparison.extra)
         elif comparison.extra:
             result.extra = comparison.extra
-        verified = self._fetch_all(root, comparison.fetch, result)
+        fetch = comparison.fetch
+        if private and fetch:
+            urls = self.client.download_urls(zarr.zarr_id, [f.path for f in fetch])
+            fetch = [replace(f, url=urls[f.path]) for f in fetch]
+        verified = self._fetch_all(root, fetch, result)
         final = [
             *comparison.identical_files,
             *comparison.matching,
@@ -477,6 +480,6 @@ __all__ = [
     "HttpFetcher",
     "RemoteFile",
     "VerifyResult",
-    "require_public",
+    "require_token",
     "resolve_zarr",
 ]

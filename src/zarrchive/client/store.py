@@ -38,7 +38,7 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 
 from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo, is_zarr_id
-from zarrchive.client.download import require_public, resolve_zarr
+from zarrchive.client.download import require_token, resolve_zarr
 from zarrchive.errors import ApiError, InvalidInput, NetworkError, TransferError
 
 S3_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
@@ -122,6 +122,31 @@ class HttpObjectReader:
 
     def close(self) -> None:
         self.http.close()
+
+
+class PresignedObjectReader(HttpObjectReader):
+    """Reads an embargoed Zarr's objects through presigned URLs the API hands out.
+
+    URLs are asked for one path at a time and kept until shortly before they expire;
+    existence is asked of the API (a presigned GET URL cannot answer a HEAD).
+    """
+
+    def __init__(self, api: ApiClient, zarr_id: str, *, max_connections: int = 32) -> None:
+        super().__init__("presigned://", max_connections=max_connections)
+        self.api, self.zarr_id = api, zarr_id
+        self._urls: dict[str, tuple[str, float]] = {}
+        self._lifetime = 300.0  # re-ask well before any server's presign expiry
+
+    def url(self, path: str) -> str:
+        cached = self._urls.get(path)
+        if cached is None or cached[1] < time.monotonic():
+            url = self.api.download_urls(self.zarr_id, [path])[path]
+            cached = (url, time.monotonic() + self._lifetime)
+            self._urls[path] = cached
+        return cached[0]
+
+    def exists(self, path: str) -> bool:
+        return self.api.get_file(self.zarr_id, path) is not None
 
 
 def range_header(request: ByteRequest | None) -> str | None:
@@ -308,13 +333,23 @@ def open_store(
             api.close()
         raise
     if reader is None:
-        try:
-            require_public(api, info, "pass reader= with credentials")
-        except BaseException:
-            api.close()
-            raise
-        reader = HttpObjectReader(info.s3_url)
+        if api.is_private(info.dandiset):
+            try:
+                require_token(api, info)
+            except BaseException:
+                api.close()
+                raise
+            reader = PresignedObjectReader(api, info.zarr_id)
+        else:
+            reader = HttpObjectReader(info.s3_url)
     return ZarrchiveStore(reader, api=api, zarr_id=info.zarr_id)
 
 
-__all__ = ["HttpObjectReader", "ObjectReader", "ZarrchiveStore", "open_store", "range_header"]
+__all__ = [
+    "HttpObjectReader",
+    "ObjectReader",
+    "PresignedObjectReader",
+    "ZarrchiveStore",
+    "open_store",
+    "range_header",
+]

@@ -263,3 +263,22 @@ def browse(
         files=entries(1),
         next=_encode_cursor(rows[-1][0], rows[-1][1]) if more and rows else None,
     )
+
+
+def download_urls(archive: Archive, zarr: Zarr, paths: list[str]) -> list[tuple[str, str]]:
+    """``(path, url)`` to GET each file: public URLs, presigned ones when embargoed.
+
+    The caller has checked that the user may read the Zarr; the paths are not looked
+    up (S3 answers 404 for a file that does not exist).
+    """
+    if not paths:
+        raise InvalidInput("give at least one path")
+    limit = archive.settings.max_batch_files
+    if len(paths) > limit:
+        raise InvalidInput(f"{len(paths)} paths: at most {limit} per request")
+    store = archive.store_for(zarr.dandiset)
+    keys = [(validate_path(p), zarr_object_key(zarr.id, validate_path(p))) for p in paths]
+    if zarr.dandiset.embargoed:
+        expiry = archive.settings.presign_expiry
+        return [(p, store.presign_get(k, expiry)) for p, k in keys]
+    return [(p, store.public_url(k)) for p, k in keys]

@@ -11,6 +11,7 @@ from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import (
     DeleteFile,
     DirectoryOut,
+    DownloadUrlOut,
     FileOut,
     ListingEntryOut,
     ManifestOut,
@@ -68,6 +69,22 @@ def list_zarrs(
 def get_zarr(zarr_id: str, archive: ArchiveDep, user: UserDep) -> ZarrOut:
     """Name, dandiset, S3 location, checksum, file count and size."""
     return zarr_out(archive, zarr_id, user)
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/download/",
+    response_model=list[DownloadUrlOut],
+    summary="URLs to read files (presigned for embargoed Zarrs)",
+)
+def download_urls(
+    zarr_id: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
+) -> list[DownloadUrlOut]:
+    """For each `{"path"}` (at most `max_batch_files`), a URL to GET the file: the public
+    URL, or for an embargoed Zarr (owners and admins) a presigned one."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        urls = zarrs.download_urls(archive, zarr, [f.path for f in body])
+    return [DownloadUrlOut(path=p, url=u) for p, u in urls]
 
 
 @router.get(
