@@ -26,17 +26,38 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def friendly_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn zarrchive errors into one line on stderr and exit code 2."""
+def one_line_errors(prefix: str = "zarrchive") -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Turn zarrchive errors (and unreadable files) into one line on stderr, exit code 2."""
 
-    @wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except ZarrchiveError as exc:
-            raise fail(exc.message) from None
+    def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+        @wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(*args, **kwargs)
+            except ZarrchiveError as exc:
+                message = exc.message
+            except OSError as exc:
+                message = f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
+            print(f"{prefix}: {message}", file=sys.stderr)
+            raise typer.Exit(2)
 
-    return wrapper
+        return wrapper
+
+    return decorate
+
+
+#: The decorator of most commands: ``zarrchive: <message>``.
+friendly_errors = one_line_errors()
+
+
+def human_size(n: int) -> str:
+    """``12 B``, ``3.4 MiB``..."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
 
 
 @contextlib.contextmanager

@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from functools import wraps
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import typer
 
-from zarrchive.errors import ZarrchiveError
+from zarrchive.cli._common import one_line_errors
 
 app = typer.Typer(help="LINDI: HDF5/NWB files as Zarr.", no_args_is_help=True)
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """zarrchive errors (and unreadable files) as one line on stderr, exit code 2."""
-
-    @wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except ZarrchiveError as exc:
-            message = exc.message
-        except OSError as exc:
-            message = f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
-        print(f"zarrchive lindi: {message}", file=sys.stderr)
-        raise typer.Exit(2)
-
-    return wrapper
+_one_line_errors = one_line_errors("zarrchive lindi")
 
 
 @app.command("convert")

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.prompt import Confirm
 from rich.table import Table
 
+from zarrchive.cli._common import human_size
 from zarrchive.cli.upload import API_URL_OPTION, TOKEN_OPTION
 
 
@@ -62,15 +63,6 @@ def _draft_zarrs(client: httpx.Client, dandiset: str) -> list[dict[str, Any]]:
             return found
 
 
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def _warn(console: Console, dandiset: str, zarrs: list[dict[str, Any]]) -> None:
     if not zarrs:
         console.print(f"[bold]Dandiset {dandiset}: the draft has no Zarr assets.[/bold]")
@@ -87,7 +79,9 @@ def _warn(console: Console, dandiset: str, zarrs: list[dict[str, Any]]) -> None:
     for asset in zarrs:
         metadata = asset.get("metadata", {})
         checksum = (metadata.get("digest") or {}).get("dandi:dandi-zarr-checksum", "")
-        table.add_row(asset["path"], asset["zarr_id"], checksum, _size(int(asset.get("size", 0))))
+        table.add_row(
+            asset["path"], asset["zarr_id"], checksum, human_size(int(asset.get("size", 0)))
+        )
     console.print(table)
 
 

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import typer
 
+from zarrchive.cli._common import human_size
 from zarrchive.client.api import ApiClient
 from zarrchive.client.progress import PlainProgress, Progress, RichProgress
 from zarrchive.client.upload import Uploader, UploadResult
@@ -72,15 +73,6 @@ def make_progress(quiet: bool = False) -> Iterator[Progress]:
         progress.stop()
 
 
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def summary(result: UploadResult, seconds: float | None = None) -> str:
     if result.dry_run:
         return (
@@ -90,10 +82,10 @@ def summary(result: UploadResult, seconds: float | None = None) -> str:
         )
     rate = ""
     if seconds and result.uploaded_bytes:
-        rate = f" at {_size(int(result.uploaded_bytes / seconds))}/s"
+        rate = f" at {human_size(int(result.uploaded_bytes / seconds))}/s"
     return (
         f"Zarr {result.zarr_id}: uploaded {result.uploaded} files "
-        f"({_size(result.uploaded_bytes)}{rate}), deleted {result.deleted}, skipped "
+        f"({human_size(result.uploaded_bytes)}{rate}), deleted {result.deleted}, skipped "
         f"{result.skipped}; checksum {result.remote_checksum}"
         + (" (matches the local one)" if result.ok else "")
     )
