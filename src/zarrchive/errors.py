@@ -104,6 +104,18 @@ class ApiError(ZarrchiveError):
         self.status_code = status_code
 
 
+class LocalFileError(ZarrchiveError):
+    """A local file or directory cannot be read (missing, not a directory, unreadable, a loop)."""
+
+
+class NetworkError(ZarrchiveError):
+    """The archive's API or its object store could not be reached (client side)."""
+
+
+class TransferError(ZarrchiveError):
+    """An object could not be uploaded to or downloaded from the object store (client side)."""
+
+
 # -- manifests and jobs ---------------------------------------------------------
 class InvalidManifest(InvalidInput):
     """A Zarr manifest file (or the listing it is built from) is malformed or inconsistent."""
@@ -111,6 +123,10 @@ class InvalidManifest(InvalidInput):
 
 class InvalidJob(InvalidInput):
     """A background job is malformed: unknown function or arguments that are not JSON."""
+
+
+class JobQueueClosed(Conflict):
+    """A job was enqueued on a job queue that is closed or closing."""
 
 
 # -- LINDI (HDF5/NWB as Zarr) -------------------------------------------------
@@ -138,25 +154,9 @@ class InvalidLindiFile(LindiError, InvalidInput):
     """A LINDI reference file system or Zarr hierarchy is malformed."""
 
 
-class ReferenceMismatch(LindiError):
+class ReferenceMismatch(LindiError, InvalidInput):
     """A LINDI reference points to an object whose ``object_id`` differs."""
 
 
 class RemoteReadError(LindiError, StorageError):
     """A byte range of a remote file could not be read."""
-
-
-class JobQueueClosed(Conflict):
-    """A job was enqueued on a job queue that is closed or closing."""
-
-
-class LocalFileError(ZarrchiveError):
-    """A local file or directory cannot be read (missing, not a directory, unreadable, a loop)."""
-
-
-class NetworkError(ZarrchiveError):
-    """The archive's API or its object store could not be reached (client side)."""
-
-
-class TransferError(ZarrchiveError):
-    """An object could not be uploaded to or downloaded from the object store (client side)."""
