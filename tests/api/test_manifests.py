@@ -75,7 +75,7 @@ def test_manifest_content_is_exact(
     # our reader agrees, and the API points at it; the public bucket serves it anonymously
     assert read_manifest(raw).statistics.zarr_checksum == final["checksum"]
     now = info(api, zarr_id)
-    assert now["checksum_mismatch"] is None
+    assert now["checksum_mismatch"] is None and now["manifest_status"] == "available"
     assert httpx.get(now["manifest_url"]).content == raw
     listed = anon.get(f"/api/zarr/{zarr_id}/manifests/").json()
     assert [m["checksum"] for m in listed] == [final["checksum"]]

@@ -75,6 +75,7 @@ def test_new_zarr_is_empty(api: httpx.Client, zarr_id: str, dandiset: str) -> No
     assert info["s3_path"] == f"zarr/{zarr_id}/"
     assert info["upload_in_progress"] is False
     assert info["published_versions"] == [] and info["manifest_url"] is None
+    assert info["manifest_status"] == "pending"
     assert info["checksum_mismatch"] is None
     listing = api.get(f"/api/zarr/{zarr_id}/").json()
     assert listing["checksum"] == EMPTY_CHECKSUM

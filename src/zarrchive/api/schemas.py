@@ -51,6 +51,9 @@ class ZarrOut(BaseModel):
     manifest_url: str | None = Field(
         description="URL of the manifest of the current checksum; null while it is pending"
     )
+    manifest_status: str = Field(
+        description="`available`, or `pending` until the background job has written it"
+    )
     checksum_mismatch: str | None = Field(
         description="ALARM: the tree hash of the Zarr's S3 objects when it differs from "
         "`checksum` (found while writing the manifest); null when they agree"

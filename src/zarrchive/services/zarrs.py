@@ -39,6 +39,7 @@ class ZarrInfo:
     created: datetime
     modified: datetime
     manifest_url: str | None
+    manifest_status: str
     checksum_mismatch: str | None
     published_versions: list[str]
 
@@ -157,6 +158,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         created=zarr.created_at,
         modified=zarr.modified_at,
         manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,
+        manifest_status="available" if manifest else "pending",
         checksum_mismatch=manifest.listing_checksum if manifest and manifest.mismatch else None,
         published_versions=list(
             session.scalars(
