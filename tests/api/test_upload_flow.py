@@ -76,6 +76,8 @@ def test_new_zarr_is_empty(api: httpx.Client, zarr_id: str, dandiset: str) -> No
     assert info["upload_in_progress"] is False
     assert info["published_versions"] == [] and info["manifest_url"] is None
     assert info["manifest_status"] == "pending"
+    # timestamps are UTC and say so, on SQLite as on PostgreSQL
+    assert info["created"].endswith("Z") and info["modified"].endswith("Z")
     assert info["checksum_mismatch"] is None
     listing = api.get(f"/api/zarr/{zarr_id}/").json()
     assert listing["checksum"] == EMPTY_CHECKSUM

@@ -20,8 +20,10 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from zarrchive.checksum import EMPTY_CHECKSUM
@@ -29,6 +31,23 @@ from zarrchive.checksum import EMPTY_CHECKSUM
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware timestamp on every database (SQLite stores none: it is UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
 
 
 class Base(DeclarativeBase):
@@ -41,7 +60,7 @@ class User(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     username: Mapped[str] = mapped_column(String(150), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ApiToken(Base):
@@ -51,7 +70,7 @@ class ApiToken(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     #: sha256 hex of the token; the token itself is shown once and never stored.
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     user: Mapped[User] = relationship()
 
@@ -64,7 +83,7 @@ class Dandiset(Base):
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
     #: ``embargoed``, ``unembargoing`` (objects being moved to the public bucket) or ``open``.
     embargo_status: Mapped[str] = mapped_column(String(16), default="open")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     owners: Mapped[list[User]] = relationship(secondary="dandiset_owners", lazy="selectin")
 
@@ -94,8 +113,8 @@ class Zarr(Base):
     checksum: Mapped[str] = mapped_column(String(80), default=EMPTY_CHECKSUM)
     file_count: Mapped[int] = mapped_column(BigInteger, default=0)
     size: Mapped[int] = mapped_column(BigInteger, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    modified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    modified_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     dandiset: Mapped[Dandiset] = relationship(lazy="joined", innerjoin=True)
 
@@ -115,7 +134,7 @@ class UploadBatch(Base):
     kind: Mapped[str] = mapped_column(String(16), default="upload")
     state: Mapped[str] = mapped_column(String(16), default="open")
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     files: Mapped[list[UploadBatchFile]] = relationship(
         cascade="all, delete-orphan", lazy="selectin", order_by="UploadBatchFile.path"
@@ -147,7 +166,7 @@ class ZarrManifest(Base):
     #: The tree hash of the S3 listing; differs from ``checksum`` on a mismatch.
     listing_checksum: Mapped[str] = mapped_column(String(80))
     entries: Mapped[int] = mapped_column(BigInteger)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     @property
     def mismatch(self) -> bool:
@@ -166,8 +185,8 @@ class Version(Base):
     )
     version: Mapped[str] = mapped_column(String(32))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    modified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    modified_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     @property
     def is_draft(self) -> bool:
@@ -186,7 +205,7 @@ class Blob(Base):
     key: Mapped[str] = mapped_column(String(200))
     #: True while it lives in the embargo bucket.
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class BlobUpload(Base):
@@ -203,7 +222,7 @@ class BlobUpload(Base):
     multipart_upload_id: Mapped[str | None] = mapped_column(String(400), nullable=True)
     part_size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Asset(Base):
@@ -224,8 +243,8 @@ class Asset(Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     blob_id: Mapped[str | None] = mapped_column(ForeignKey("blobs.id"), nullable=True, index=True)
     zarr_id: Mapped[str | None] = mapped_column(ForeignKey("zarrs.id"), nullable=True, index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    modified_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    modified_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     version: Mapped[Version] = relationship(lazy="joined", innerjoin=True)
     blob: Mapped[Blob | None] = relationship(lazy="joined")
