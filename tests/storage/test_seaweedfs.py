@@ -134,3 +134,18 @@ def test_find_lists_or_heads_and_reports_exactly(store: ObjectStore, others: int
             assert info is None
     assert found["e/only"] is None
     assert found["d/sub/k0002"] is not None
+
+
+def test_fast_timestamp_parser_agrees_with_botocore() -> None:
+    import botocore.utils
+
+    from zarrchive.storage.objects import parse_timestamp
+
+    for text in (
+        "2022-06-27T23:09:39.000Z",
+        "2022-06-27T23:09:39Z",
+        "2022-06-27T23:09:39+02:00",
+        "Sun, 22 Nov 2026 05:40:31 GMT",
+        "1700000000",
+    ):
+        assert parse_timestamp(text) == botocore.utils.parse_timestamp(text), text

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import email.utils
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import boto3
+import botocore.session
+import botocore.utils
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -61,6 +64,31 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def parse_timestamp(value: str) -> datetime:
+    """S3's timestamps, fast: ISO 8601 in listings, RFC 1123 in headers.
+
+    botocore's default parser (dateutil) costs about 0.1 ms a timestamp: most of the CPU
+    time of a large listing.
+    """
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return botocore.utils.parse_timestamp(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _session() -> boto3.Session:
+    """A boto3 session whose responses parse timestamps with :func:`parse_timestamp`."""
+    core = botocore.session.get_session()
+    core.get_component("response_parser_factory").set_parser_defaults(
+        timestamp_parser=parse_timestamp
+    )
+    return boto3.Session(botocore_session=core)
+
+
 def md5_to_content_md5(md5_hex: str) -> str:
     """The base64 ``Content-MD5`` header value for a hex md5."""
     return base64.b64encode(binascii.unhexlify(md5_hex)).decode("ascii")
@@ -90,7 +118,7 @@ class ObjectStore:
             connect_timeout=5,
             read_timeout=60,
         )
-        self.client: S3Client = boto3.client(
+        self.client: S3Client = _session().client(
             "s3",
             endpoint_url=endpoint_url,
             aws_access_key_id=access_key_id,
