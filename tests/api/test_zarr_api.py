@@ -312,6 +312,16 @@ def test_browse(api: httpx.Client, zarr_id: str) -> None:
     assert api.get(f"/api/zarr/{zarr_id}/arr/", params={"page_size": 0}).status_code == 400
     assert api.get(f"/api/zarr/{zarr_id}/arr/", params={"cursor": "garbage"}).status_code == 400
     assert root["checksum"] == oracle(FILES)
+    # the dedicated listing route: the root by default, any directory by prefix
+    listing = api.get(f"/api/zarr/{zarr_id}/files/").json()
+    assert [d["name"] for d in listing["directories"]] == ["arr", "other"]
+    assert [f["name"] for f in listing["files"]] == [".zgroup"]
+    assert listing["digest"] == root["checksum"] and listing["path"] == ""
+    assert api.get(f"/api/zarr/{zarr_id}//").json() == listing
+    sub = api.get(f"/api/zarr/{zarr_id}/files/", params={"prefix": "arr/sub"}).json()
+    assert [d["path"] for d in sub["directories"]] == ["arr/sub/deep"]
+    missing = api.get(f"/api/zarr/{zarr_id}/files/", params={"prefix": "arr/0"})
+    assert missing.status_code == 404  # a file is not a directory
 
 
 def test_info(api: httpx.Client, archive: Archive) -> None:

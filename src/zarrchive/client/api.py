@@ -409,9 +409,8 @@ class ApiClient:
         self, zarr_id: str, directory: str, *, cursor: str | None = None, page_size: int = 1000
     ) -> DirectoryPage:
         """One page of a directory's listing (``""`` is the root)."""
-        # The root's listing is at ``{id}//``: ``{id}/`` is the Zarr's own description.
-        path = f"/api/zarr/{_id(zarr_id)}/{quote(directory, safe='/~')}/"
-        params: dict[str, str | int] = {"page_size": page_size}
+        path = f"/api/zarr/{_id(zarr_id)}/files/"
+        params: dict[str, str | int] = {"prefix": directory, "page_size": page_size}
         if cursor:
             params["cursor"] = cursor
         data = self._json("GET", path, params=params)

@@ -156,6 +156,28 @@ def delete_files(
 
 
 @router.get(
+    "/api/zarr/{zarr_id}/files/",
+    response_model=DirectoryOut,
+    summary="A page of a directory's listing (the root by default)",
+)
+def list_directory(
+    zarr_id: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    prefix: Annotated[str, Query(description="The directory, e.g. `arr/0`; empty: the root")] = "",
+    page_size: Annotated[int, Query(ge=1, le=zarrs.MAX_PAGE_SIZE)] = 100,
+    cursor: str | None = None,
+) -> DirectoryOut:
+    """Directories and files with their digests and sizes, from the `.checksum` nodes."""
+    directory = prefix.strip("/")
+    listing = browse(
+        zarr_id, f"{directory}/" if directory else "", archive, user, page_size, cursor
+    )
+    assert isinstance(listing, DirectoryOut)  # a path ending in "/" is always a directory
+    return listing
+
+
+@router.get(
     "/api/zarr/{zarr_id}/{path:path}",
     response_model=FileOut | DirectoryOut,
     summary="A file, or a page of a directory's listing",
