@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,30 +45,23 @@ def location_of(source: str | os.PathLike[str]) -> str:
 def open_hdf5(source: str | os.PathLike[str]) -> Iterator[h5py.File]:
     """An h5py file for a local path or an http(s) URL (read with range requests)."""
     text = os.fspath(source)
-    if rfs_mod.is_remote(text):
-        import remfile
+    with ExitStack() as stack:
+        if rfs_mod.is_remote(text):
+            import remfile
 
-        try:
-            remote = remfile.File(text, verbose=False)
-            h5 = h5py.File(remote, "r")
-        except Exception as exc:
-            raise InvalidInput(f"cannot open {text} as a remote HDF5 file: {exc}") from exc
-        try:
-            yield h5
-        finally:
-            h5.close()
-            remote.close()
-        return
-    if not Path(text).is_file():
-        raise InvalidInput(f"{text}: no such HDF5 file")
-    try:
-        h5 = h5py.File(text, "r")
-    except OSError as exc:
-        raise InvalidInput(f"{text} is not a readable HDF5 file: {exc}") from exc
-    try:
+            try:
+                remote = stack.enter_context(closing(remfile.File(text, verbose=False)))
+                h5 = stack.enter_context(h5py.File(remote, "r"))
+            except Exception as exc:
+                raise InvalidInput(f"cannot open {text} as a remote HDF5 file: {exc}") from exc
+        else:
+            if not Path(text).is_file():
+                raise InvalidInput(f"{text}: no such HDF5 file")
+            try:
+                h5 = stack.enter_context(h5py.File(text, "r"))
+            except OSError as exc:
+                raise InvalidInput(f"{text} is not a readable HDF5 file: {exc}") from exc
         yield h5
-    finally:
-        h5.close()
 
 
 def hdf5_to_rfs(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -126,13 +125,7 @@ class _StoreSource:
         data = self.get_many([key])[key]
         if data is None:
             return None
-        try:
-            obj = json.loads(data)
-        except ValueError as exc:
-            raise InvalidLindiFile(f"{key} is not valid JSON: {exc}") from exc
-        if not isinstance(obj, dict):
-            raise InvalidLindiFile(f"{key} must hold a JSON object")
-        return obj
+        return rfs_mod.json_object(key, data)
 
     async def _exists_all(self, keys: Sequence[str]) -> list[bool]:
         return list(await asyncio.gather(*(self.store.exists(k) for k in keys)))

@@ -60,6 +60,17 @@ def decode_inline(value: str) -> bytes:
     return value.encode("utf-8")
 
 
+def json_object(key: str, data: bytes) -> dict[str, Any]:
+    """The JSON object stored at *key* (``.zarray``, ``.zattrs``, ...), checked."""
+    try:
+        obj = json.loads(data)
+    except ValueError as exc:
+        raise InvalidLindiFile(f"{key} is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise InvalidLindiFile(f"{key} must hold a JSON object")
+    return obj
+
+
 def meta_bytes(value: Mapping[str, Any]) -> bytes:
     """The bytes of a metadata file given as a JSON object."""
     return json.dumps(value, allow_nan=False, sort_keys=True).encode("utf-8")

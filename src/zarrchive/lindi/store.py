@@ -10,7 +10,6 @@ returned untouched.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 import time
@@ -391,13 +390,7 @@ class LindiReferenceStore(Store):
         data = self.get_bytes(key)
         if data is None:
             return None
-        try:
-            obj = json.loads(data)
-        except ValueError as exc:
-            raise InvalidLindiFile(f"{key} is not valid JSON: {exc}") from exc
-        if not isinstance(obj, dict):
-            raise InvalidLindiFile(f"{key} must hold a JSON object")
-        return obj
+        return rfs_mod.json_object(key, data)
 
     def _pad(self, key: str, data: bytes) -> bytes:
         parent, name = rfs_mod.split_key(key)

@@ -87,14 +87,18 @@ def _check_batch_size(archive: Archive, count: int, what: str) -> None:
         )
 
 
-def _validate_files(files: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+def _validate(
+    items: Sequence[tuple[str, str | None]],
+) -> list[tuple[str, str | None]]:
+    """Check every path (and md5, where given); report all problems at once."""
     seen: set[str] = set()
-    result: list[tuple[str, str]] = []
+    result: list[tuple[str, str | None]] = []
     errors: list[str] = []
-    for path, etag in files:
+    for path, etag in items:
         try:
             path = validate_path(path)
-            etag = validate_md5(etag)
+            if etag is not None:
+                etag = validate_md5(etag)
         except ZarrchiveError as exc:
             errors.append(exc.message)
             continue
@@ -106,6 +110,16 @@ def _validate_files(files: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         more = f" (and {len(errors) - 20} more)" if len(errors) > 20 else ""
         raise InvalidInput("; ".join(errors[:20]) + more)
     return result
+
+
+def _validate_files(files: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(path, md5)`` pairs, checked."""
+    return [(p, e) for p, e in _validate(files) if e is not None]
+
+
+def _validate_paths(paths: Sequence[str]) -> list[str]:
+    """Paths, checked."""
+    return [p for p, _ in _validate([(p, None) for p in paths])]
 
 
 # -- finishing interrupted work ------------------------------------------------------
@@ -304,7 +318,7 @@ def _restore(
 def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Sequence[str]) -> Zarr:
     """Delete files; all must exist, else nothing is deleted."""
     _check_batch_size(archive, len(paths), "deletion")
-    checked = [p for p, _ in _validate_files([(p, "0" * 32) for p in paths])]
+    checked = _validate_paths(paths)
     zarr_id = _check_and_recover(archive, user, zarr_id)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)

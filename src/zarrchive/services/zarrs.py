@@ -220,21 +220,31 @@ def _decode_cursor(cursor: str) -> tuple[int, str]:
 def browse(
     archive: Archive, zarr: Zarr, path: str, *, page_size: int = 100, cursor: str | None = None
 ) -> FileEntry | DirectoryListing:
-    """A file's details, or a page of a directory's listing (from the ``.checksum`` nodes)."""
-    if not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+    """A file's details, or a page of a directory's listing (from the ``.checksum`` nodes).
+
+    A path ending in ``/`` (or empty) is a directory; otherwise a file if there is one.
+    """
     is_directory_path = path == "" or path.endswith("/")
     directory = validate_directory_path(path)
-    store = archive.store_for(zarr.dandiset)
     if directory and not is_directory_path:
-        validate_path(directory)
+        store = archive.store_for(zarr.dandiset)
         parent, name = split_path(directory)
         parent_node = read_node(store, zarr.id, parent)
         child = parent_node.files.get(name) if parent_node is not None else None
         if child is not None:
             key = zarr_object_key(zarr.id, directory)
             return FileEntry(name, directory, child.size, child.digest, key, store.public_url(key))
-    node = read_node(store, zarr.id, directory)
+    return list_directory(archive, zarr, directory, page_size=page_size, cursor=cursor)
+
+
+def list_directory(
+    archive: Archive, zarr: Zarr, path: str, *, page_size: int = 100, cursor: str | None = None
+) -> DirectoryListing:
+    """A page of a directory's listing (``""``: the root)."""
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
+    directory = validate_directory_path(path)
+    node = read_node(archive.store_for(zarr.dandiset), zarr.id, directory)
     if node is None:
         if directory == "":
             node = ChecksumNode()
@@ -279,7 +289,8 @@ def download_urls(archive: Archive, zarr: Zarr, paths: list[str]) -> list[tuple[
     if len(paths) > limit:
         raise InvalidInput(f"{len(paths)} paths: at most {limit} per request")
     store = archive.store_for(zarr.dandiset)
-    keys = [(validate_path(p), zarr_object_key(zarr.id, validate_path(p))) for p in paths]
+    checked = [validate_path(p) for p in paths]
+    keys = [(p, zarr_object_key(zarr.id, p)) for p in checked]
     if zarr.dandiset.embargoed:
         expiry = archive.settings.presign_expiry
         return [(p, store.presign_get(k, expiry)) for p, k in keys]

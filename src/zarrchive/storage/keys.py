@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from zarrchive.manifest import MANIFEST_PREFIX
+
 
 def zarr_prefix(zarr_id: str) -> str:
     return f"zarr/{zarr_id}/"
@@ -30,7 +32,7 @@ def checksum_node_key(zarr_id: str, directory: str) -> str:
 
 def manifest_prefix(zarr_id: str) -> str:
     """Prefix of a Zarr's manifests (the key itself: :func:`zarrchive.manifest.manifest_key`)."""
-    return f"zarr-manifest/{zarr_id}/"
+    return f"{MANIFEST_PREFIX}{zarr_id}/"
 
 
 def blob_key(blob_id: str) -> str:

@@ -170,11 +170,10 @@ def list_directory(
 ) -> DirectoryOut:
     """Directories and files with their digests and sizes, from the `.checksum` nodes."""
     directory = prefix.strip("/")
-    listing = browse(
-        zarr_id, f"{directory}/" if directory else "", archive, user, page_size, cursor
-    )
-    assert isinstance(listing, DirectoryOut)  # a path ending in "/" is always a directory
-    return listing
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+    listing = zarrs.list_directory(archive, zarr, directory, page_size=page_size, cursor=cursor)
+    return _directory_out(listing)
 
 
 @router.get(
@@ -205,12 +204,16 @@ def browse(
             s3_key=result.s3_key,
             s3_url=result.s3_url,
         )
+    return _directory_out(result)
+
+
+def _directory_out(listing: zarrs.DirectoryListing) -> DirectoryOut:
     return DirectoryOut(
-        path=result.path,
-        digest=result.digest,
-        file_count=result.file_count,
-        size=result.size,
-        directories=[ListingEntryOut(**e.__dict__) for e in result.directories],
-        files=[ListingEntryOut(**e.__dict__) for e in result.files],
-        next=result.next,
+        path=listing.path,
+        digest=listing.digest,
+        file_count=listing.file_count,
+        size=listing.size,
+        directories=[ListingEntryOut(**e.__dict__) for e in listing.directories],
+        files=[ListingEntryOut(**e.__dict__) for e in listing.files],
+        next=listing.next,
     )
