@@ -32,7 +32,7 @@ import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
 from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo, is_zarr_id
-from zarrchive.client.local import default_jobs, iter_local_entries
+from zarrchive.client.local import default_jobs, hash_local
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
 from zarrchive.client.upload import _wait_all
@@ -248,13 +248,7 @@ class Downloader:
         if not os.listdir(root):
             return []
         self.progress.start("hashing", None, None)
-        done = [0, 0]
-
-        def report(files: int, nbytes: int) -> None:
-            self.progress.advance(files - done[0], nbytes - done[1])
-            done[0], done[1] = files, nbytes
-
-        return list(iter_local_entries(root, jobs=min(self.jobs, default_jobs()), progress=report))
+        return hash_local(root, jobs=self.jobs, progress=self.progress.advance)
 
     def _compare(self, zarr: ZarrInfo, root: str) -> _Comparison:
         entries = self._local_entries(root)

@@ -512,11 +512,27 @@ def local_directory_digests(
     return hasher.completed
 
 
+def hash_local(
+    root: str, *, jobs: int, progress: Callable[[int, int], None] | None = None
+) -> list[ZarrEntry]:
+    """Every file below *root* with its md5, hashed on at most *jobs* threads (capped at the
+    machine's sensible default); *progress* gets the increments of files and bytes."""
+    done = [0, 0]
+
+    def report(files: int, nbytes: int) -> None:
+        if progress is not None:
+            progress(files - done[0], nbytes - done[1])
+        done[0], done[1] = files, nbytes
+
+    return list(iter_local_entries(root, jobs=min(jobs, default_jobs()), progress=report))
+
+
 __all__ = [
     "BLOCK_SIZE",
     "LocalFile",
     "ProgressCallback",
     "default_jobs",
+    "hash_local",
     "iter_local_entries",
     "local_checksum",
     "local_directory_digests",

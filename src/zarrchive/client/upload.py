@@ -51,7 +51,7 @@ import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
 from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo
-from zarrchive.client.local import default_jobs, iter_local_entries, walk_local
+from zarrchive.client.local import default_jobs, hash_local, iter_local_entries, walk_local
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
 from zarrchive.errors import (
@@ -472,13 +472,7 @@ class Uploader:
     # -- local ----------------------------------------------------------------------------
     def _hash_local(self, root: str, count: int, nbytes: int) -> list[ZarrEntry]:
         self.progress.start("hashing", count, nbytes)
-        done = [0, 0]
-
-        def report(files: int, nbytes: int) -> None:
-            self.progress.advance(files - done[0], nbytes - done[1])
-            done[0], done[1] = files, nbytes
-
-        return list(iter_local_entries(root, jobs=min(self.jobs, default_jobs()), progress=report))
+        return hash_local(root, jobs=self.jobs, progress=self.progress.advance)
 
     # -- stale batches ----------------------------------------------------------------------
     def _resolve_stale_batch(self, zarr_id: str, result: UploadResult) -> str | None:

@@ -181,16 +181,22 @@ class ObjectStore:
         )
         return url
 
-    def head(self, key: str) -> ObjectInfo | None:
-        """The current version of *key*, or ``None`` when absent."""
+    def _lookup(self, fn: Any, what: str, key: str) -> Any:
+        """``fn(Bucket, Key)``'s response, or ``None`` when the key is absent."""
         try:
-            response = self.client.head_object(Bucket=self.bucket, Key=key)
+            return fn(Bucket=self.bucket, Key=key)
         except ClientError as exc:
             if _code(exc) in _NOT_FOUND:
                 return None
-            raise StorageError(f"S3 HEAD {key!r} failed: {exc}") from exc
+            raise StorageError(f"S3 {what} {key!r} failed: {exc}") from exc
         except BotoCoreError as exc:
-            raise StorageError(f"S3 HEAD {key!r} failed: {exc}") from exc
+            raise StorageError(f"S3 {what} {key!r} failed: {exc}") from exc
+
+    def head(self, key: str) -> ObjectInfo | None:
+        """The current version of *key*, or ``None`` when absent."""
+        response = self._lookup(self.client.head_object, "HEAD", key)
+        if response is None:
+            return None
         return ObjectInfo(
             key=key,
             size=int(response["ContentLength"]),
@@ -201,16 +207,14 @@ class ObjectStore:
 
     def get(self, key: str) -> bytes | None:
         """The content of *key*, or ``None`` when absent."""
+        response = self._lookup(self.client.get_object, "GET", key)
+        if response is None:
+            return None
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=key)
             data: bytes = response["Body"].read()
-            return data
-        except ClientError as exc:
-            if _code(exc) in _NOT_FOUND:
-                return None
-            raise StorageError(f"S3 GET {key!r} failed: {exc}") from exc
         except BotoCoreError as exc:
-            raise StorageError(f"S3 GET {key!r} failed: {exc}") from exc
+            raise StorageError(f"S3 GET {key!r} failed while reading: {exc}") from exc
+        return data
 
     def put(
         self, key: str, data: bytes, content_type: str = "application/octet-stream"
