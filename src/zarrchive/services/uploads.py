@@ -57,7 +57,10 @@ def _check_and_recover(archive: Archive, user: User | None, zarr_id: str) -> str
         require_owner(user, zarr.dandiset)
         ensure_writable(session, zarr)
         zarr_id = zarr.id
-    finish_interrupted(archive, zarr_id)
+        batch = open_batch(session, zarr)
+        interrupted = batch is not None and batch.state == "applying"
+    if interrupted:  # rare: only then take the write lock for the repair
+        finish_interrupted(archive, zarr_id)
     return zarr_id
 
 
