@@ -5,22 +5,33 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LINDI_VENV := .venv-lindi
 LINDI_STAMP := $(LINDI_VENV)/.installed-stamp
+# Installs are reproducible: every environment is installed from a lock file (exact versions
+# and hashes) by uv, itself pinned; `make lock` regenerates the locks after a dependency change.
+UV_VERSION := 0.13.9
+UV := $(BIN)/uv
+LOCK := requirements/zarrchive.lock
 
-.PHONY: serve test lint typecheck pytest install bench clean
+.PHONY: serve test lint typecheck pytest install bench clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet 'uv==$(UV_VERSION)'
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+$(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	$(UV) pip install --quiet --python $(BIN)/python --require-hashes -r $(LOCK)
+	$(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
+# Regenerate the lock from pyproject.toml (run after changing dependencies; commit the result).
+COMPILE := $(UV) pip compile --universal --python-version 3.11 --generate-hashes --quiet
+lock: | $(BIN)/python
+	$(COMPILE) pyproject.toml --extra test -o $(LOCK)
+	$(COMPILE) requirements/lindi.in -o requirements/lindi.lock
+
 # lindi 0.4.6 pins zarr<3: it lives in its own environment, used only as a test oracle.
-$(LINDI_STAMP):
-	$(PYTHON) -m venv $(LINDI_VENV)
-	$(LINDI_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LINDI_VENV)/bin/python -m pip install --quiet 'lindi==0.4.6' 'h5py>=3.11,<4'
+$(LINDI_STAMP): requirements/lindi.lock | $(BIN)/python
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(LINDI_VENV)
+	$(UV) pip install --quiet --python $(LINDI_VENV)/bin/python --require-hashes -r requirements/lindi.lock
 	touch $(LINDI_STAMP)
 
 install: $(STAMP)
