@@ -12,15 +12,17 @@ from zarrchive.errors import InvalidInput, InvalidPath
 from zarrchive.paths import (
     MAX_PATH_BYTES,
     MAX_SEGMENT_BYTES,
+    find_file_directory_clashes,
     normalize_path,
     parent_directories,
     split_path,
     validate_directory_path,
     validate_path,
 )
+from zarrchive.storage.keys import MAX_KEY_BYTES, longest_derived_key_bytes
 
-#: Exactly MAX_PATH_BYTES bytes: 3 x 255 + 253 + 3 slashes + "/bb".
-LONGEST = "/".join(["a" * 255] * 3 + ["a" * 253]) + "/bb"
+#: Exactly MAX_PATH_BYTES (941) bytes: 3 x 255 + 170 + 3 slashes + "/bb".
+LONGEST = "/".join(["a" * 255] * 3 + ["a" * 170]) + "/bb"
 
 
 @pytest.mark.parametrize(
@@ -50,8 +52,31 @@ def test_valid_paths(path: str) -> None:
 
 
 def test_limits() -> None:
-    assert (MAX_PATH_BYTES, MAX_SEGMENT_BYTES) == (1024, 255)
-    assert len(LONGEST.encode()) == 1024
+    assert (MAX_PATH_BYTES, MAX_SEGMENT_BYTES) == (941, 255)
+    assert len(LONGEST.encode()) == 941
+
+
+def test_every_key_derived_from_the_longest_path_fits_s3() -> None:
+    """S3 refuses keys over 1024 bytes: the object, its staging object and every parent's
+    ``.checksum`` node must fit, or a batch could never be applied."""
+    assert longest_derived_key_bytes(LONGEST) == MAX_KEY_BYTES == 1024
+    directory_path = LONGEST.rpartition("/")[0] + "/" + "x" * 200
+    with pytest.raises(InvalidPath):
+        validate_path(directory_path)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.text("ab/", min_size=1, max_size=6), max_size=8))
+def test_clashes_are_the_files_that_are_also_directories(paths: list[str]) -> None:
+    clashes = find_file_directory_clashes(paths)
+    directories = {p.rsplit("/", i)[0] for p in paths for i in range(1, p.count("/") + 1)}
+    assert clashes == sorted(set(paths) & directories)
+
+
+def test_clash_examples() -> None:
+    assert find_file_directory_clashes(["a", "a/b"]) == ["a"]
+    assert find_file_directory_clashes(["a/b/c", "a/b", "x"]) == ["a/b"]
+    assert find_file_directory_clashes(["a/b", "ab", "a/bc"]) == []
 
 
 @pytest.mark.parametrize(
@@ -84,11 +109,21 @@ def test_limits() -> None:
         ("b/" + "é" * 128, f"{'b/' + 'é' * 128!r} has a segment longer than 255 bytes"),
         (
             LONGEST + "b",
-            f"{'a' * 40!r}... is 1025 bytes long: at most 1024 are allowed",
+            f"{'a' * 40!r}... is 942 bytes long: at most 941 are allowed",
         ),
         (
             "/".join(["é" * 100] * 6),
-            f"{'é' * 40!r}... is 1205 bytes long: at most 1024 are allowed",
+            f"{'é' * 40!r}... is 1205 bytes long: at most 941 are allowed",
+        ),
+        (
+            ".checksum",
+            "'.checksum' has a segment named '.checksum': the archive keeps its tree hash "
+            "in files of that name, so no entry may be called so",
+        ),
+        (
+            "a/.checksum/b",
+            "'a/.checksum/b' has a segment named '.checksum': the archive keeps its tree hash "
+            "in files of that name, so no entry may be called so",
         ),
         (b"a\xffb", "b'a\\xffb' is not valid UTF-8: invalid start byte"),
         (b"a/\xc3", "b'a/\\xc3' is not valid UTF-8: unexpected end of data"),
@@ -146,27 +181,40 @@ def _is_valid(path: str) -> bool:
         return False
     if any(0xD800 <= ord(c) <= 0xDFFF or ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in path):
         return False
-    if len(path.encode()) > 1024:
+    if len(path.encode()) > 941:
         return False
     segments = path.split("/")
-    return all(s not in ("", ".", "..") and len(s.encode()) <= 255 for s in segments)
+    return all(s not in ("", ".", "..", ".checksum") and len(s.encode()) <= 255 for s in segments)
 
 
 SEGMENT_CHARS = st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\")
 SEGMENTS = st.text(SEGMENT_CHARS, min_size=1, max_size=20).filter(
-    lambda s: s not in (".", "..") and len(s.encode()) <= 255
+    lambda s: s not in (".", "..", ".checksum") and len(s.encode()) <= 255
 )
 VALID = (
     st.lists(SEGMENTS, min_size=1, max_size=10)
     .map("/".join)
-    .filter(lambda p: len(p.encode()) <= 1024)
+    .filter(lambda p: len(p.encode()) <= 941)
 )
-TRICKY = st.text(
+TRICKY = st.lists(
     st.sampled_from(
-        ["a", "é", "/", ".", "\\", "\x00", "\x1f", "\x7f", "\x9f", "\ud800", "\U0001f600"]
+        [
+            "a",
+            "é",
+            "/",
+            ".",
+            "\\",
+            "\x00",
+            "\x1f",
+            "\x7f",
+            "\x9f",
+            "\ud800",
+            "\U0001f600",
+            ".checksum",
+        ]
     ),
     max_size=12,
-)
+).map("".join)
 
 
 @settings(max_examples=300)

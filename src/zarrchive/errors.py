@@ -82,9 +82,18 @@ class UploadInProgress(Conflict):
     """The Zarr already has an open upload batch."""
 
 
-# -- infrastructure (HTTP 502 / 503) ----------------------------------------
+# -- infrastructure (HTTP 500 / 502 / 503) ------------------------------------
 class StorageError(ZarrchiveError):
     """The object store failed or answered unexpectedly."""
+
+
+class StorageUnavailable(StorageError):
+    """The object store can't be reached, stalls or says "later": retry (HTTP 503)."""
+
+
+class CorruptChecksumNode(ZarrchiveError):
+    """A ``.checksum`` node stored in S3 is unreadable: the archive's fault, repaired by
+    ``zarrchive admin fsck ZARR_ID --repair``."""
 
 
 class ConfigurationError(ZarrchiveError):

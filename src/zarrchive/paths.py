@@ -2,8 +2,8 @@
 
 An entry path is relative to the Zarr root, ``/``-separated, with no leading
 ``/``, no empty, ``.`` or ``..`` segment, no backslash, no NUL or other control
-character, valid UTF-8, at most :data:`MAX_PATH_BYTES` bytes in all and
-:data:`MAX_SEGMENT_BYTES` bytes per segment.
+character, no segment named ``.checksum`` (the name of the tree hash's nodes), valid UTF-8,
+at most :data:`MAX_PATH_BYTES` bytes in all and :data:`MAX_SEGMENT_BYTES` bytes per segment.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import re
 
 from zarrchive.errors import InvalidPath
 
-MAX_PATH_BYTES = 1024
+#: S3 keys are at most 1024 bytes, and the longest key derived from a path is its upload
+#: staging key ``zarr-staging/{36-char zarr id}/{32-char batch uid}/{path}``: 83 bytes more.
+MAX_PATH_BYTES = 1024 - 83
+#: The name of the tree hash's node files: no entry may have it (its node would collide).
+CHECKSUM_NODE_NAME = ".checksum"
 MAX_SEGMENT_BYTES = 255
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -53,6 +57,11 @@ def validate_path(path: object) -> str:
             raise InvalidPath(f"{path!r} has an empty segment ('//' or a trailing '/')")
         if segment in (".", ".."):
             raise InvalidPath(f"{path!r} has a {segment!r} segment: give a plain path")
+        if segment == CHECKSUM_NODE_NAME:
+            raise InvalidPath(
+                f"{path!r} has a segment named {CHECKSUM_NODE_NAME!r}: the archive keeps its "
+                "tree hash in files of that name, so no entry may be called so"
+            )
         if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
             raise InvalidPath(f"{path!r} has a segment longer than {MAX_SEGMENT_BYTES} bytes")
     return path
@@ -93,3 +102,17 @@ def split_path(path: str) -> tuple[str, str]:
     """``(directory, name)`` of an entry path (directory ``""`` for top-level entries)."""
     directory, _, name = path.rpartition("/")
     return directory, name
+
+
+def find_file_directory_clashes(paths: list[str]) -> list[str]:
+    """Paths of *paths* that are also a directory of another path of *paths* (``a`` beside
+    ``a/b``): a Zarr can't hold both a file and a directory of one name.  Pure."""
+    files = set(paths)
+    clashes = set()
+    for path in paths:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            directory = "/".join(parts[:i])
+            if directory in files:
+                clashes.add(directory)
+    return sorted(clashes)

@@ -80,9 +80,11 @@ def test_delete_files_and_empty_directories(
     assert_nodes_match(archive, zarr_id, {}, s3)
 
 
-def test_cancel_restores_overwritten_files(
+def test_cancel_leaves_overwritten_files_untouched(
     api: httpx.Client, zarr_id: str, archive: Archive, s3: Any
 ) -> None:
+    """An open batch's PUTs land in its staging area: the Zarr shows none of them until
+    complete, and after a cancel nothing of the batch remains."""
     upload(api, zarr_id, FILES)
     before = info(api, zarr_id)
     batch = {"arr/0": b"overwritten", "arr/2": b"a new file", ".zgroup": FILES[".zgroup"]}
@@ -91,13 +93,14 @@ def test_cancel_restores_overwritten_files(
     )
     assert response.status_code == 200
     put_files(response.json(), batch)
-    assert s3_body(archive, zarr_id, "arr/0") == b"overwritten"
+    assert s3_body(archive, zarr_id, "arr/0") == b"zero"  # staged, not in the Zarr yet
+    assert s3_body(archive, zarr_id, "arr/2") is None
     assert api.get(f"/api/zarr/{zarr_id}/upload/").status_code == 204
     response = api.delete(f"/api/zarr/{zarr_id}/upload/")
     assert response.status_code == 204, response.text
     assert api.get(f"/api/zarr/{zarr_id}/upload/").status_code == 404
-    assert s3_body(archive, zarr_id, "arr/0") == b"zero"  # old content back
-    assert s3_body(archive, zarr_id, "arr/2") is None  # new file gone
+    assert s3_body(archive, zarr_id, "arr/0") == b"zero"  # never changed
+    assert s3_body(archive, zarr_id, "arr/2") is None  # never there
     assert s3_body(archive, zarr_id, ".zgroup") == FILES[".zgroup"]  # identical rewrite kept
     after = info(api, zarr_id)
     assert after["checksum"] == before["checksum"] == oracle(FILES)
@@ -137,7 +140,8 @@ def test_wrong_body_refused_by_s3_and_complete_fails(
     response = api.post(f"/api/zarr/{zarr_id}/upload/complete/")
     assert response.status_code == 400
     detail = response.json()["detail"]
-    assert detail["files"] == [{"path": "arr/0", "expected": md5(bad), "found": md5(b"zero")}]
+    # the batch's staged object is missing (the Zarr's own "zero" is not the batch's file)
+    assert detail["files"] == [{"path": "arr/0", "expected": md5(bad), "found": None}]
     # batch still open, nothing changed
     assert api.get(f"/api/zarr/{zarr_id}/upload/").status_code == 204
     assert info(api, zarr_id)["checksum"] == before["checksum"]

@@ -19,6 +19,9 @@ from zarrchive import errors
 
 log = logging.getLogger(__name__)
 
+#: Seconds a client should wait before retrying a 503.
+RETRY_AFTER_SECONDS = 5
+
 #: Most specific class first.
 STATUS_CODES: list[tuple[type[errors.ZarrchiveError], int]] = [
     (errors.InvalidInput, 400),
@@ -26,7 +29,9 @@ STATUS_CODES: list[tuple[type[errors.ZarrchiveError], int]] = [
     (errors.PermissionDenied, 403),
     (errors.NotFound, 404),
     (errors.Conflict, 409),
+    (errors.StorageUnavailable, 503),
     (errors.StorageError, 502),
+    (errors.CorruptChecksumNode, 500),
     (errors.ConfigurationError, 500),
 ]
 
@@ -49,7 +54,11 @@ def install_error_handlers(app: FastAPI) -> None:
         status = status_code_for(exc)
         if status >= 500:
             log.error("%s: %s", type(exc).__name__, exc.message)
-        headers = {"WWW-Authenticate": "token"} if status == 401 else None
+        headers: dict[str, str] | None = None
+        if status == 401:
+            headers = {"WWW-Authenticate": "token"}
+        elif status == 503:
+            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
         return JSONResponse({"detail": exc.detail}, status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

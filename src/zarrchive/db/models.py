@@ -8,6 +8,7 @@ keeps a second batch out).
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -122,14 +123,20 @@ class Zarr(Base):
 class UploadBatch(Base):
     """An open batch (kind ``upload``) or a file deletion being applied (kind ``delete``).
 
-    ``state`` is ``open`` while the client uploads, ``applying`` once verified and
-    while the tree is being updated: a batch found ``applying`` by a later
-    request was interrupted and is finished by that request.
+    ``state`` is ``open`` while the client uploads (to the batch's staging keys),
+    ``applying`` once verified, while its files are copied into place and the tree is
+    updated: a batch found ``applying`` by a later request was interrupted (or is being
+    applied right now) and is finished by that request (every step is idempotent).
     """
 
     __tablename__ = "upload_batches"
+    #: SQLite must never reuse an id (without AUTOINCREMENT it reuses the largest freed one).
+    __table_args__ = ({"sqlite_autoincrement": True},)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    #: The batch's identity, unique forever: it names the batch's staging prefix in S3, and
+    #: ``complete`` applies only the batch (uid) it verified.
+    uid: Mapped[str] = mapped_column(String(32), unique=True, default=lambda: uuid.uuid4().hex)
     zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), unique=True)
     kind: Mapped[str] = mapped_column(String(16), default="upload")
     state: Mapped[str] = mapped_column(String(16), default="open")
@@ -151,6 +158,8 @@ class UploadBatchFile(Base):
     etag: Mapped[str | None] = mapped_column(String(32), nullable=True)
     #: Filled in when the batch is verified.
     size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: The S3 version id of the verified staging object (what ``complete`` copies into place).
+    staged_version: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class ZarrManifest(Base):

@@ -55,8 +55,13 @@ def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
     with archive.db.session() as session:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         zarr_id, db_checksum = zarr.id, zarr.checksum
-        db_count, db_size = zarr.file_count, zarr.size
+        db_count, db_size, stamp = zarr.file_count, zarr.size, zarr.modified_at
         store = archive.store_for(zarr.dandiset)
+        if repair and open_batch(session, zarr) is not None:
+            raise Conflict(
+                f"Zarr {zarr_id} has an upload batch open: fsck --repair would write what "
+                "the batch has not applied yet; complete or cancel it, then run fsck again"
+            )
     expected: dict[str, bytes] = {}
     root_checksum, count, size = EMPTY_CHECKSUM, 0, 0
     for directory in iter_directory_digests(
@@ -89,7 +94,11 @@ def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
     if repair and report.problems:
         with archive.db.write_session() as session:
             zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
-            if zarr.checksum != db_checksum or open_batch(session, zarr) is not None:
+            if (
+                zarr.checksum != db_checksum
+                or zarr.modified_at != stamp
+                or open_batch(session, zarr) is not None
+            ):
                 raise Conflict(
                     f"Zarr {zarr_id} changed while fsck listed it (or has a batch open): "
                     "run fsck again when it is idle"

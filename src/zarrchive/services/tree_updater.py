@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ChecksumNode
+from zarrchive.errors import CorruptChecksumNode, InvalidChecksumNode
 from zarrchive.paths import split_path
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.objects import ObjectStore
@@ -41,9 +42,22 @@ def _depth(directory: str) -> int:
 
 
 def read_node(store: ObjectStore, zarr_id: str, directory: str) -> ChecksumNode | None:
-    """The ``.checksum`` node of *directory*, or ``None`` if it has none."""
-    data = store.get(checksum_node_key(zarr_id, directory))
-    return None if data is None else ChecksumNode.from_json(data)
+    """The ``.checksum`` node of *directory*, or ``None`` if it has none.
+
+    A node that can't be parsed is the archive's fault (:class:`CorruptChecksumNode`), never
+    the caller's: ``zarrchive admin fsck --repair`` rewrites it from S3's listing.
+    """
+    key = checksum_node_key(zarr_id, directory)
+    data = store.get(key)
+    if data is None:
+        return None
+    try:
+        return ChecksumNode.from_json(data)
+    except InvalidChecksumNode as exc:
+        raise CorruptChecksumNode(
+            f"the archive's tree hash node {key} of Zarr {zarr_id} is corrupt ({exc.message}): "
+            f"an administrator must run 'zarrchive admin fsck {zarr_id} --repair'"
+        ) from exc
 
 
 def read_nodes(

@@ -9,8 +9,10 @@ from __future__ import annotations
 import base64
 import binascii
 import email.utils
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -19,9 +21,16 @@ import boto3
 import botocore.session
 import botocore.utils
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
-from zarrchive.errors import InvalidInput, StorageError
+from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -30,6 +39,37 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound", "NoSuchVersion"}
+#: S3's answers that say "later": the request may succeed when retried.
+_UNAVAILABLE = {"500", "502", "503", "504", "InternalError", "ServiceUnavailable", "SlowDown"}
+#: Connection-level failures: S3 is unreachable or stalled.
+_UNREACHABLE = (
+    EndpointConnectionError,
+    ConnectTimeoutError,
+    ReadTimeoutError,
+    ConnectionClosedError,
+)
+#: How long a request waits for S3 (connect, then each read) before the archive answers 503.
+CONNECT_TIMEOUT = 3
+READ_TIMEOUT = 10
+
+
+@contextmanager
+def s3_errors(what: str) -> Iterator[None]:
+    """Translate boto3's errors into the archive's: :class:`StorageUnavailable` when S3 is
+    unreachable, stalled or says "later" (the API answers 503 with ``Retry-After``),
+    :class:`StorageError` for anything else.  *what* names the operation in the message."""
+    try:
+        yield
+    except ClientError as exc:
+        code = _code(exc)
+        status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+        if code in _UNAVAILABLE or status in _UNAVAILABLE:
+            raise StorageUnavailable(f"S3 is unavailable ({what}: {exc}); retry later") from exc
+        raise StorageError(f"S3 {what} failed: {exc}") from exc
+    except _UNREACHABLE as exc:
+        raise StorageUnavailable(f"S3 cannot be reached ({what}: {exc}); retry later") from exc
+    except BotoCoreError as exc:
+        raise StorageError(f"S3 {what} failed: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +153,10 @@ class ObjectStore:
         config = Config(
             signature_version="s3v4",
             max_pool_connections=max_workers + 4,
-            retries={"max_attempts": 4, "mode": "standard"},
+            retries={"max_attempts": 2, "mode": "standard"},
             s3={"addressing_style": "path"},
-            connect_timeout=5,
-            read_timeout=60,
+            connect_timeout=CONNECT_TIMEOUT,
+            read_timeout=READ_TIMEOUT,
         )
         self.client: S3Client = _session().client(
             "s3",
@@ -138,10 +178,15 @@ class ObjectStore:
             if _code(exc) not in _NOT_FOUND | {"NoSuchBucket"}:
                 raise StorageError(f"cannot reach bucket {self.bucket!r}: {exc}") from exc
             try:
-                self.client.create_bucket(Bucket=self.bucket)
-            except ClientError as exc2:
-                if _code(exc2) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                    raise StorageError(f"cannot create bucket {self.bucket!r}: {exc2}") from exc2
+                with s3_errors(f"creation of bucket {self.bucket!r}"):
+                    self.client.create_bucket(Bucket=self.bucket)
+            except StorageError as exc2:
+                cause = exc2.__cause__
+                if not (
+                    isinstance(cause, ClientError)
+                    and _code(cause) in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists")
+                ):
+                    raise
         if versioned:
             self._call(
                 self.client.put_bucket_versioning,
@@ -150,20 +195,16 @@ class ObjectStore:
             )
 
     def public_url(self, key: str) -> str:
-        """The plain (unsigned) URL of *key*."""
-        base = self.endpoint_url or f"https://{self.bucket}.s3.amazonaws.com"
+        """The plain (unsigned) URL of *key*, percent-encoded (``#``, ``?``, ``%``, spaces...)."""
+        quoted = urllib.parse.quote(key, safe="/~")
         if self.endpoint_url:
-            return f"{base.rstrip('/')}/{self.bucket}/{key}"
-        return f"{base}/{key}"
+            return f"{self.endpoint_url.rstrip('/')}/{self.bucket}/{quoted}"
+        return f"https://{self.bucket}.s3.amazonaws.com/{quoted}"
 
     # -- single objects ---------------------------------------------------------
     def _call(self, fn: Any, **kwargs: Any) -> Any:
-        try:
+        with s3_errors(fn.__name__):
             return fn(**kwargs)
-        except ClientError as exc:
-            raise StorageError(f"S3 {fn.__name__} failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"S3 {fn.__name__} failed: {exc}") from exc
 
     def presign_put(self, key: str, md5_hex: str, expires_in: int) -> str:
         """A presigned PUT URL that signs ``Content-MD5``: S3 refuses any other body."""
@@ -184,13 +225,13 @@ class ObjectStore:
     def _lookup(self, fn: Any, what: str, key: str) -> Any:
         """``fn(Bucket, Key)``'s response, or ``None`` when the key is absent."""
         try:
-            return fn(Bucket=self.bucket, Key=key)
-        except ClientError as exc:
-            if _code(exc) in _NOT_FOUND:
+            with s3_errors(f"{what} {key!r}"):
+                return fn(Bucket=self.bucket, Key=key)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND:
                 return None
-            raise StorageError(f"S3 {what} {key!r} failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"S3 {what} {key!r} failed: {exc}") from exc
+            raise
 
     def head(self, key: str) -> ObjectInfo | None:
         """The current version of *key*, or ``None`` when absent."""
@@ -210,10 +251,8 @@ class ObjectStore:
         response = self._lookup(self.client.get_object, "GET", key)
         if response is None:
             return None
-        try:
+        with s3_errors(f"GET {key!r} (reading)"):
             data: bytes = response["Body"].read()
-        except BotoCoreError as exc:
-            raise StorageError(f"S3 GET {key!r} failed while reading: {exc}") from exc
         return data
 
     def put(
@@ -232,12 +271,10 @@ class ObjectStore:
 
     def upload_fileobj(self, key: str, fileobj: IO[bytes], content_type: str) -> None:
         """Stream a file object to *key* (multipart when large)."""
-        try:
+        with s3_errors(f"upload of {key!r}"):
             self.client.upload_fileobj(
                 fileobj, self.bucket, key, ExtraArgs={"ContentType": content_type}
             )
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"S3 upload of {key!r} failed: {exc}") from exc
 
     def delete(self, key: str) -> None:
         """Delete *key* (on a versioned bucket: adds a delete marker)."""
@@ -272,7 +309,7 @@ class ObjectStore:
     def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         """Current objects under *prefix*, in key order (no version ids)."""
         paginator = self.client.get_paginator("list_objects_v2")
-        try:
+        with s3_errors(f"listing of {prefix!r}"):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 for item in page.get("Contents", []):
                     yield ObjectInfo(
@@ -282,13 +319,11 @@ class ObjectStore:
                         version_id=None,
                         last_modified=item["LastModified"],
                     )
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"S3 listing of {prefix!r} failed: {exc}") from exc
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
         """Every version and delete marker under *prefix*: by key, newest first."""
         paginator = self.client.get_paginator("list_object_versions")
-        try:
+        with s3_errors(f"version listing of {prefix!r}"):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
                 rows: list[ObjectVersion] = []
                 for item in page.get("Versions", []):
@@ -316,8 +351,6 @@ class ObjectStore:
                         )
                     )
                 yield from rows
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"S3 version listing of {prefix!r} failed: {exc}") from exc
 
     def latest_version(self, key: str) -> ObjectVersion | None:
         """The current version or delete marker of exactly *key* (``None``: never written)."""
@@ -400,16 +433,47 @@ class ObjectStore:
         )
 
     def purge(self, prefix: str) -> int:
-        """Delete every version and delete marker under *prefix* for good."""
+        """Delete every version and delete marker under *prefix* for good; raises
+        :class:`StorageError` if S3 refuses any of them."""
         versions = [(v.key, v.version_id) for v in self.iter_versions(prefix)]
         for start in range(0, len(versions), 1000):
             chunk = versions[start : start + 1000]
-            self._call(
+            response = self._call(
                 self.client.delete_objects,
                 Bucket=self.bucket,
                 Delete={"Objects": [{"Key": k, "VersionId": v} for k, v in chunk], "Quiet": True},
             )
+            errors = response.get("Errors") or []
+            if errors:
+                raise StorageError(
+                    f"S3 refused to delete {len(errors)} object versions under {prefix!r}, "
+                    f"e.g. {errors[0]}"
+                )
         return len(versions)
+
+    def copy_within(self, source_key: str, key: str, version_id: str | None = None) -> str:
+        """Server-side copy of *source_key* (at *version_id*, default its current version) to
+        *key* in this bucket; returns the new object's ETag (an md5 for objects up to 5 GiB
+        that were uploaded in one PUT)."""
+        source: dict[str, str] = {"Bucket": self.bucket, "Key": source_key}
+        if version_id is not None:
+            source["VersionId"] = version_id
+        response = self._call(
+            self.client.copy_object,
+            Bucket=self.bucket,
+            Key=key,
+            CopySource=source,
+            MetadataDirective="COPY",
+        )
+        return _strip(str(response.get("CopyObjectResult", {}).get("ETag", "")))
+
+    def iter_prefixes(self, prefix: str) -> Iterator[str]:
+        """The "subdirectories" directly under *prefix* (each ending with ``/``)."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        with s3_errors(f"listing of {prefix!r}"):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+                for item in page.get("CommonPrefixes", []):
+                    yield str(item["Prefix"])
 
     # -- concurrency --------------------------------------------------------------
     def map(self, fn: Any, items: Iterable[Any]) -> list[Any]:
@@ -459,35 +523,38 @@ class ObjectStore:
         too small and unknown uploads are the caller's mistakes: :class:`InvalidInput`.
         """
         try:
-            response = self.client.complete_multipart_upload(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                MultipartUpload={
-                    "Parts": [{"PartNumber": n, "ETag": f'"{_strip(e)}"'} for n, e in parts]
-                },
-            )
-        except ClientError as exc:
-            code = _code(exc)
+            with s3_errors("complete_multipart_upload"):
+                response = self.client.complete_multipart_upload(
+                    Bucket=self.bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={
+                        "Parts": [{"PartNumber": n, "ETag": f'"{_strip(e)}"'} for n, e in parts]
+                    },
+                )
+        except StorageError as exc:
+            cause = exc.__cause__
+            code = _code(cause) if isinstance(cause, ClientError) else ""
             if code in ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "NoSuchUpload"):
-                message = exc.response.get("Error", {}).get("Message", "")
+                assert isinstance(cause, ClientError)
+                message = cause.response.get("Error", {}).get("Message", "")
                 raise InvalidInput(
                     f"S3 refused to complete the upload of {key!r}: {code} {message}".strip()
-                ) from exc
-            raise StorageError(f"S3 complete_multipart_upload failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"S3 complete_multipart_upload failed: {exc}") from exc
+                ) from cause
+            raise
         return _strip(str(response.get("ETag", "")))
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:
         """Abort a multipart upload (its parts are discarded); unknown uploads are ignored."""
         try:
-            self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
-        except ClientError as exc:
-            if _code(exc) not in _NOT_FOUND | {"NoSuchUpload"}:
-                raise StorageError(f"S3 abort_multipart_upload failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"S3 abort_multipart_upload failed: {exc}") from exc
+            with s3_errors("abort_multipart_upload"):
+                self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if not (
+                isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND | {"NoSuchUpload"}
+            ):
+                raise
 
     def iter_content(
         self, key: str, version_id: str | None = None, chunk_size: int = 8 * 1024 * 1024
@@ -496,14 +563,12 @@ class ObjectStore:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if version_id is not None:
             kwargs["VersionId"] = version_id
-        try:
+        with s3_errors(f"GET {key!r}"):
             body = self.client.get_object(**kwargs)["Body"]
             try:
                 yield from body.iter_chunks(chunk_size)
             finally:
                 body.close()
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"S3 GET {key!r} failed: {exc}") from exc
 
     def delete_all_versions(self, key: str) -> None:
         """Remove every version and delete marker of exactly *key*, for good."""
