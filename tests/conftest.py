@@ -36,7 +36,6 @@ from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 TEST_ACCESS_KEY = "zarrchive-test"
 TEST_SECRET_KEY = "zarrchive-test-secret"
 #: Test buckets named so are world-readable (anonymous GET), like the archive's public bucket.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fixtures import ZARR_MANIFESTS
 
 from zarrchive.checksum import (
     EMPTY_CHECKSUM,
@@ -20,8 +20,7 @@ from zarrchive.checksum import (
     listing_json,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-MANIFESTS = REPO / ".." / "shared" / "fixtures" / "zarr-manifests"
+MANIFESTS = ZARR_MANIFESTS
 A32 = "a" * 32
 B32 = "b" * 32
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from tests.fixtures import ZARR_MANIFESTS
 
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
 from zarrchive.errors import (
@@ -30,7 +31,7 @@ from zarrchive.manifest import (
     write_manifest,
 )
 
-FIXTURES = Path("/work/shared/fixtures/zarr-manifests")
+FIXTURES = ZARR_MANIFESTS
 EMPTY_FIXTURE = (
     FIXTURES / "003eb053-d45c-42e2-a040-79bca28c84ae__481a2f77ab786a0f45aafd5db0971caa-0--0.json"
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,11 +13,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pytest
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
+from zarrchive.errors import StorageUnavailable
 from zarrchive.storage.objects import ObjectStore, md5_to_content_md5
-from zarrchive.storage.seaweedfs import SeaweedFS
+from zarrchive.storage.seaweedfs import SeaweedFS, _port_free, free_port, write_private
 
 
 @pytest.fixture
@@ -149,3 +155,89 @@ def test_fast_timestamp_parser_agrees_with_botocore() -> None:
         "1700000000",
     ):
         assert parse_timestamp(text) == botocore.utils.parse_timestamp(text), text
+
+
+def test_public_bucket_is_listable_anonymously_and_the_embargo_bucket_not(
+    s3: Any, bucket: str, embargo_bucket: str, seaweedfs: SeaweedFS
+) -> None:
+    """As DANDI's public bucket: ``aws s3 ls --no-sign-request`` works; the embargo bucket
+    stays private."""
+    prefix = f"zarr/{uuid.uuid4()}/"
+    for name in (bucket, embargo_bucket):
+        s3.put_object(Bucket=name, Key=prefix + "a/0", Body=b"data")
+    anonymous = boto3.client(
+        "s3",
+        endpoint_url=seaweedfs.endpoint_url,
+        region_name="us-east-1",
+        config=Config(signature_version=UNSIGNED),
+    )
+    listed = anonymous.list_objects_v2(Bucket=bucket, Prefix=prefix)
+    assert [o["Key"] for o in listed["Contents"]] == [prefix + "a/0"]
+    with pytest.raises(ClientError) as refused:
+        anonymous.list_objects_v2(Bucket=embargo_bucket, Prefix=prefix)
+    assert refused.value.response["Error"]["Code"] == "AccessDenied"
+
+
+def test_port_in_time_wait_counts_as_free() -> None:
+    """After Ctrl-C the embedded S3's port holds TIME_WAIT sockets for a minute: a restart
+    must not take them for a running server."""
+    port = free_port()
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen()
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    accepted.close()  # the server side closes first: its end goes to TIME_WAIT
+    time.sleep(0.1)
+    client.close()
+    server.close()
+    assert _port_free(port)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # what the old probe did: TIME_WAIT got in its way
+    busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    busy.bind(("127.0.0.1", port))
+    busy.listen()
+    try:
+        assert not _port_free(port)  # a listening socket is really in the way
+    finally:
+        busy.close()
+
+
+def test_private_files_are_never_readable_by_others(tmp_path: Path) -> None:
+    path = tmp_path / "secret.json"
+    write_private(path, '{"k": 1}')
+    assert path.read_text() == '{"k": 1}' and (path.stat().st_mode & 0o777) == 0o600
+    write_private(path, '{"k": 2}')
+    assert path.read_text() == '{"k": 2}' and (path.stat().st_mode & 0o777) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["secret.json"]
+
+
+@pytest.mark.parametrize("name", ["a#b", "q?x=1", "100%", "with space", "é/ü"])
+def test_public_urls_are_percent_encoded(
+    store: ObjectStore, seaweedfs: SeaweedFS, bucket: str, name: str
+) -> None:
+    public = ObjectStore(
+        endpoint_url=seaweedfs.endpoint_url,
+        bucket=bucket,
+        access_key_id=seaweedfs.access_key_id,
+        secret_access_key=seaweedfs.secret_access_key,
+    )
+    key = f"zarr/{uuid.uuid4()}/{name}"
+    public.put(key, b"exact bytes")
+    assert httpx.get(public.public_url(key)).content == b"exact bytes"
+
+
+def test_unreachable_s3_is_storage_unavailable() -> None:
+    port = free_port()  # nothing listens there
+    store = ObjectStore(
+        endpoint_url=f"http://127.0.0.1:{port}",
+        bucket="nowhere",
+        access_key_id="k",
+        secret_access_key="s",
+    )
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailable, match="retry later"):
+        store.get("a")
+    assert time.monotonic() - started < 15

@@ -19,7 +19,7 @@ import httpx
 
 from zarrchive.config import Settings
 from zarrchive.errors import ConfigurationError
-from zarrchive.storage.seaweedfs import SeaweedFS
+from zarrchive.storage.seaweedfs import SeaweedFS, write_private
 
 DEFAULT_PORT = 8333
 
@@ -31,10 +31,8 @@ def _credentials(data_dir: Path, settings: Settings) -> tuple[str, str]:
     if path.exists():
         stored = json.loads(path.read_text())
         return str(stored["access_key_id"]), str(stored["secret_access_key"])
-    data_dir.mkdir(parents=True, exist_ok=True)
     key, secret = "zarrchive" + secrets.token_hex(6), secrets.token_hex(20)
-    path.write_text(json.dumps({"access_key_id": key, "secret_access_key": secret}))
-    path.chmod(0o600)
+    write_private(path, json.dumps({"access_key_id": key, "secret_access_key": secret}))
     return key, secret
 
 

@@ -55,7 +55,13 @@ def find_weed() -> str:
 
 
 def _port_free(port: int) -> bool:
+    """Whether a server could listen on *port* now.
+
+    ``SO_REUSEADDR`` as servers (SeaweedFS among them) set it: a port whose only sockets are
+    in TIME_WAIT (a server stopped a moment ago) is free, so a restart needs no wait.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -72,6 +78,22 @@ def free_port(exclude: Sequence[int] = ()) -> int:
         if port + _GRPC_OFFSET < 65536 and port not in exclude and _port_free(port + _GRPC_OFFSET):
             return port
     raise StorageError("could not find a free TCP port pair on 127.0.0.1")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write *text* to *path*, readable by its owner only from the first byte (created 0600
+    beside it, then renamed into place: never a moment with wider permissions)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -113,12 +135,16 @@ class SeaweedFS:
             identities.append(
                 {
                     "name": "anonymous",
-                    "actions": [f"Read:{bucket}" for bucket in self.public_read_buckets],
+                    # world-readable and listable, as DANDI's public bucket is
+                    "actions": [
+                        f"{action}:{bucket}"
+                        for bucket in self.public_read_buckets
+                        for action in ("Read", "List")
+                    ],
                 }
             )
         path = self.data_dir / "s3-identities.json"
-        path.write_text(json.dumps({"identities": identities}, indent=1))
-        path.chmod(0o600)
+        write_private(path, json.dumps({"identities": identities}, indent=1))
         return path
 
     def start(self, timeout: float = 60.0) -> None:
