@@ -11,6 +11,7 @@
 | ``ZARRCHIVE_S3_REGION`` | ``us-east-1`` |
 | ``ZARRCHIVE_MAX_BATCH_FILES`` | ``500`` |
 | ``ZARRCHIVE_PRESIGN_EXPIRY`` | ``3600`` seconds |
+| ``ZARRCHIVE_MAX_REQUEST_BODY`` | ``8388608`` bytes (8 MiB; anonymous requests: 1 MiB at most) |
 | ``ZARRCHIVE_REDIS_URL`` | unset: jobs run in-process |
 | ``ZARRCHIVE_HOST`` / ``ZARRCHIVE_PORT`` | ``127.0.0.1`` / ``8000`` |
 """
@@ -23,6 +24,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from zarrchive.errors import ConfigurationError
+
+#: The most an anonymous request may send (e.g. the paths of ``POST .../download/``).
+ANONYMOUS_BODY_LIMIT = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class Settings:
     redis_url: str | None
     host: str
     port: int
+    #: Largest request body accepted (an authenticated batch of ``max_batch_files`` entries
+    #: needs well under 1 MiB); anonymous requests get at most :data:`ANONYMOUS_BODY_LIMIT`.
+    max_request_body: int = 8 * 1024 * 1024
 
     @property
     def embedded_s3(self) -> bool:
@@ -77,6 +84,9 @@ class Settings:
             redis_url=get("REDIS_URL"),
             host=get("HOST") or "127.0.0.1",
             port=_positive_int("PORT", get("PORT"), 8000),
+            max_request_body=_positive_int(
+                "MAX_REQUEST_BODY", get("MAX_REQUEST_BODY"), 8 * 1024 * 1024
+            ),
         )
 
 

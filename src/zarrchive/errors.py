@@ -47,6 +47,10 @@ class BatchTooLarge(InvalidInput):
     """A batch has more files than the server's limit."""
 
 
+class RequestTooLarge(InvalidInput):
+    """A request body is larger than the server accepts (HTTP 413)."""
+
+
 class UploadVerificationFailed(InvalidInput):
     """Objects of a batch are missing in S3 or have the wrong ETag."""
 

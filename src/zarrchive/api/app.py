@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from zarrchive import __version__
 from zarrchive.api.errors import install_error_handlers
+from zarrchive.api.middleware import RequestGuard
 from zarrchive.api.routers import assets, blob_uploads, dandisets, info, versions, zarrs
 from zarrchive.services.runtime import Archive
 
@@ -38,6 +39,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     )
     app.state.archive = archive
     install_error_handlers(app)
+    app.add_middleware(RequestGuard)
     app.include_router(info.router)
     app.include_router(dandisets.router)
     app.include_router(zarrs.router)

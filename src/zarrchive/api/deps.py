@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from zarrchive.api.middleware import USER_STATE_KEY, parse_token
 from zarrchive.db.models import User
-from zarrchive.errors import AuthenticationRequired
 from zarrchive.services.auth import authenticate
 from zarrchive.services.runtime import Archive
 
@@ -18,19 +18,23 @@ def get_archive(request: Request) -> Archive:
 
 
 def get_user(
+    request: Request,
     archive: Annotated[Archive, Depends(get_archive)],
     authorization: Annotated[str | None, Header()] = None,
 ) -> User | None:
-    """The user of ``Authorization: token KEY``; ``None`` for anonymous requests."""
+    """The user of ``Authorization: token KEY``; ``None`` for anonymous requests.
+
+    The request guard (:mod:`zarrchive.api.middleware`) has authenticated the token before
+    the body was read; its user is reused here.
+    """
     if authorization is None:
         return None
-    scheme, _, token = authorization.strip().partition(" ")
-    if scheme.lower() != "token" or not token.strip():
-        raise AuthenticationRequired(
-            "malformed Authorization header: send 'Authorization: token KEY'"
-        )
+    known: User | None = getattr(request.state, USER_STATE_KEY, None)
+    if known is not None:
+        return known
+    token = parse_token(authorization)
     with archive.db.session() as session:
-        user = authenticate(session, token.strip())
+        user = authenticate(session, token)
         session.expunge(user)
         return user
 

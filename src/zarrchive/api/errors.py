@@ -24,6 +24,7 @@ RETRY_AFTER_SECONDS = 5
 
 #: Most specific class first.
 STATUS_CODES: list[tuple[type[errors.ZarrchiveError], int]] = [
+    (errors.RequestTooLarge, 413),
     (errors.InvalidInput, 400),
     (errors.AuthenticationRequired, 401),
     (errors.PermissionDenied, 403),
@@ -48,18 +49,23 @@ def _format_location(loc: tuple[object, ...]) -> str:
     return ".".join(parts) or "body"
 
 
+def error_response(exc: errors.ZarrchiveError) -> JSONResponse:
+    """The HTTP response of an error of the tree (also used by the request guard)."""
+    status = status_code_for(exc)
+    if status >= 500:
+        log.error("%s: %s", type(exc).__name__, exc.message)
+    headers: dict[str, str] | None = None
+    if status == 401:
+        headers = {"WWW-Authenticate": "token"}
+    elif status == 503:
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+    return JSONResponse({"detail": exc.detail}, status_code=status, headers=headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(errors.ZarrchiveError)
     async def _zarrchive_error(_request: Request, exc: errors.ZarrchiveError) -> JSONResponse:
-        status = status_code_for(exc)
-        if status >= 500:
-            log.error("%s: %s", type(exc).__name__, exc.message)
-        headers: dict[str, str] | None = None
-        if status == 401:
-            headers = {"WWW-Authenticate": "token"}
-        elif status == 503:
-            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-        return JSONResponse({"detail": exc.detail}, status_code=status, headers=headers)
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:

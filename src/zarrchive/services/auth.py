@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, or_, select, true
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import ApiToken, Dandiset, User
+from zarrchive.db.models import ApiToken, Dandiset, DandisetOwner, User
 from zarrchive.errors import AuthenticationRequired, Conflict, InvalidInput, PermissionDenied
 
 
@@ -76,3 +76,15 @@ def require_owner(user: User | None, dandiset: Dandiset) -> User:
 def can_read(user: User | None, dandiset: Dandiset) -> bool:
     """Public dandisets are readable by anyone; embargoed ones by owners and admins."""
     return not dandiset.embargoed or is_owner(user, dandiset)
+
+
+def readable_dandisets(user: User | None) -> ColumnElement[bool]:
+    """:func:`can_read` as a SQL condition on ``dandisets``: filter visibility in the query,
+    before any LIMIT, so pages are never short."""
+    if user is not None and user.is_admin:
+        return true()
+    public = Dandiset.embargoed.is_(False)
+    if user is None:
+        return public
+    owned = select(DandisetOwner.dandiset_id).where(DandisetOwner.user_id == user.id)
+    return or_(public, Dandiset.id.in_(owned))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Dandiset, User, Version
@@ -26,8 +28,12 @@ def create_dandiset(
     return dandiset
 
 
+_IDENTIFIER = re.compile(r"[0-9]{6}")
+
+
 def parse_identifier(identifier: str) -> int:
-    if not (len(identifier) == 6 and identifier.isdigit()):
+    """The number of a dandiset identifier: exactly six ASCII digits (``000001``)."""
+    if not isinstance(identifier, str) or _IDENTIFIER.fullmatch(identifier) is None:
         raise NotFound(f"{identifier!r} is not a dandiset identifier (six digits, e.g. 000001)")
     return int(identifier)
 

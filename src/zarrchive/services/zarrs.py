@@ -13,10 +13,18 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import ChecksumNode
-from zarrchive.db.models import Asset, UploadBatch, User, Version, Zarr, ZarrManifest
+from zarrchive.db.models import (
+    Asset,
+    Dandiset,
+    UploadBatch,
+    User,
+    Version,
+    Zarr,
+    ZarrManifest,
+)
 from zarrchive.errors import InvalidInput, NotFound, ZarrFrozen
 from zarrchive.paths import split_path, validate_directory_path, validate_path
-from zarrchive.services.auth import can_read, require_owner
+from zarrchive.services.auth import can_read, readable_dandisets, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
 from zarrchive.services.tree_updater import read_node
@@ -126,14 +134,20 @@ def list_zarrs(
     after: str | None = None,
 ) -> list[Zarr]:
     """Zarrs visible to *user*, optionally of one dandiset and/or with one name."""
-    query = select(Zarr).order_by(Zarr.id).limit(limit)
+    query = (
+        select(Zarr)
+        .join(Dandiset, Zarr.dandiset_id == Dandiset.id)
+        .where(readable_dandisets(user))
+        .order_by(Zarr.id)
+        .limit(limit)
+    )
     if dandiset_id is not None:
         query = query.where(Zarr.dandiset_id == get_dandiset(session, user, dandiset_id).id)
     if name is not None:
         query = query.where(Zarr.name == name)
     if after is not None:
         query = query.where(Zarr.id > after)
-    return [z for z in session.scalars(query) if can_read(user, z.dandiset)]
+    return list(session.scalars(query))
 
 
 def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
@@ -206,15 +220,24 @@ def _encode_cursor(kind: int, name: str) -> str:
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
+#: A cursor holds one entry name (at most 255 bytes, JSON-escaped and base64-encoded).
+MAX_CURSOR_LENGTH = 4096
+
+
 def _decode_cursor(cursor: str) -> tuple[int, str]:
+    """The ``(kind, name)`` a cursor stands for; anything else (garbage, deep nesting, huge
+    strings) is the caller's mistake, refused before it is parsed."""
+    refused = InvalidInput(f"{cursor[:60]!r} is not a cursor this server gave out")
+    if len(cursor) > MAX_CURSOR_LENGTH:
+        raise refused
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         kind, name = json.loads(base64.urlsafe_b64decode(padded))
         if kind not in (0, 1) or not isinstance(name, str):
             raise ValueError
         return int(kind), name
-    except (ValueError, TypeError, json.JSONDecodeError):
-        raise InvalidInput(f"{cursor!r} is not a cursor this server gave out") from None
+    except (ValueError, TypeError, RecursionError):
+        raise refused from None
 
 
 def browse(
