@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import urllib.parse
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from tests.api.conftest import md5
 from tests.conftest import LiveServer, Users
+from zarrchive.services.runtime import Archive
 
 
 def raw_request(
@@ -99,3 +102,37 @@ def test_other_users_token_works_and_is_checked_once(
     assert response.status_code == 200, response.text
     response = anon.get("/api/dandisets/000001/", headers={"Authorization": "Bearer x"})
     assert response.status_code == 401
+
+
+def test_writes_wait_for_a_running_sqlite_write(
+    api: httpx.Client, dandiset: str, archive: Archive, database_url: str
+) -> None:
+    """Creating a Zarr or a blob upload while another write holds SQLite's write lock (and
+    commits) waits for it instead of answering 500 "database is locked"."""
+    if not database_url.startswith("sqlite"):
+        pytest.skip("SQLite's locking")
+    release = threading.Event()
+    holding = threading.Event()
+
+    def long_write() -> None:
+        with archive.db.write_session() as session:
+            session.execute(text("UPDATE dandisets SET name = name || '!'"))
+            holding.set()
+            release.wait(10)
+
+    writer = threading.Thread(target=long_write)
+    writer.start()
+    holding.wait(10)
+    threading.Timer(0.5, release.set).start()
+    results = []
+    for n in range(3):
+        results.append(api.post("/api/zarr/", json={"name": f"z{n}", "dandiset": dandiset}))
+    data = b"blob"
+    results.append(
+        api.post(
+            "/api/uploads/initialize/",
+            json={"size": len(data), "md5": md5(data), "dandiset": dandiset},
+        )
+    )
+    writer.join()
+    assert [r.status_code for r in results] == [200] * 4, [r.text for r in results]

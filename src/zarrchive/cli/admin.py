@@ -27,7 +27,7 @@ def create_user(
     db = Database(settings.database_url)
     try:
         db.migrate()
-        with db.session() as session:
+        with db.write_session() as session:
             _, token = auth.create_user(session, name, admin=admin)
     finally:
         db.dispose()

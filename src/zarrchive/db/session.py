@@ -44,7 +44,12 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A read (or lightly writing) session, committed at the end."""
+        """A session for reads, committed at the end.
+
+        On SQLite it must not write: a deferred transaction that read before another writer
+        committed can't take the write lock ("database is locked", at once, whatever the busy
+        timeout).  Anything that writes uses :meth:`write_session`.
+        """
         with self._sessions() as session, session.begin():
             yield session
 

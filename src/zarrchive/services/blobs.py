@@ -104,7 +104,7 @@ def initialize(
     md5 = validate_md5(md5)
     if not 0 <= size <= MAX_BLOB_SIZE:
         raise InvalidInput(f"size must be between 0 and {MAX_BLOB_SIZE} bytes (5 TiB)")
-    with archive.db.session() as session:
+    with archive.db.write_session() as session:
         dandiset = get_dandiset(session, user, dandiset_id)
         owner = require_owner(user, dandiset)
         embargoed = dandiset.embargoed

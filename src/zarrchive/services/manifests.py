@@ -128,7 +128,7 @@ def write_manifest(archive: Archive, zarr_id: str, *, force: bool = False) -> Ma
             listing,
             zarr_id,
         )
-    with archive.db.session() as session:
+    with archive.db.write_session() as session:
         row = session.scalar(
             select(ZarrManifest).where(
                 ZarrManifest.zarr_id == zarr_id, ZarrManifest.checksum == before.checksum

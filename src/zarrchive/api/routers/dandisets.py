@@ -25,7 +25,7 @@ def dandiset_out(dandiset: Dandiset) -> DandisetOut:
 
 @router.post("/api/dandisets/", response_model=DandisetOut, summary="Create a dandiset")
 def create_dandiset(body: DandisetCreate, archive: ArchiveDep, user: UserDep) -> DandisetOut:
-    with archive.db.session() as session:
+    with archive.db.write_session() as session:
         dandiset = dandisets.create_dandiset(session, user, body.name, embargoed=body.embargo)
         return dandiset_out(dandiset)
 

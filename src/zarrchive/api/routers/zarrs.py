@@ -42,7 +42,7 @@ def _zarr_out(archive: Archive, session: Session, zarr: Zarr) -> ZarrOut:
 @router.post("/api/zarr/", response_model=ZarrOut, summary="Create a Zarr archive")
 def create_zarr(body: ZarrCreate, archive: ArchiveDep, user: UserDep) -> ZarrOut:
     """Mint a new, empty Zarr in a dandiset (owners only); names are unique per dandiset."""
-    with archive.db.session() as session:
+    with archive.db.write_session() as session:
         zarr = zarrs.create_zarr(session, user, body.name, body.dandiset)
         return _zarr_out(archive, session, zarr)
 
