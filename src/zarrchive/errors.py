@@ -95,6 +95,10 @@ class StorageUnavailable(StorageError):
     """The object store can't be reached, stalls or says "later": retry (HTTP 503)."""
 
 
+class ArchiveBusy(ZarrchiveError):
+    """The archive is at its limit of concurrent heavy work: retry shortly (HTTP 503)."""
+
+
 class CorruptChecksumNode(ZarrchiveError):
     """A ``.checksum`` node stored in S3 is unreadable: the archive's fault, repaired by
     ``zarrchive admin fsck ZARR_ID --repair``."""

@@ -16,6 +16,7 @@ import pytest
 from tests.api.conftest import md5, upload
 from tests.api.test_zarr_api import FILES, info
 from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY
+from tests.fixtures import ZARR_MANIFESTS
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
 from zarrchive.jobs import InProcessJobQueue, RedisJobQueue
 from zarrchive.manifest import format_timestamp, manifest_key, read_manifest
@@ -104,8 +105,7 @@ def test_statistics(
     assert stats["zarrChecksum"] == checksum
     if not files:
         assert stats["lastModified"] is None
-        fixture = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
-        empty = next((fixture / "zarr-manifests").glob("*481a2f77*"))
+        empty = next(ZARR_MANIFESTS.glob("*481a2f77*"))
         raw = archive.store.get(manifest_key(zarr_id, checksum))
         assert raw == empty.read_bytes()
 

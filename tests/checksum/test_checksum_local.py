@@ -340,13 +340,13 @@ def test_non_utf8_name(tmp_path: Path) -> None:
 
 
 def test_path_too_long(tmp_path: Path) -> None:
-    deep = "/".join(["d" * 250] * 4) + "/" + "f" * 30  # 1000 + 4 + 30 bytes
+    deep = "/".join(["d" * 230] * 4) + "/" + "f" * 30  # 920 + 4 + 30 bytes
     write(tmp_path, deep, b"x")
-    write(tmp_path, "/".join(["d" * 250] * 4) + "/ok", b"x")  # 1006 bytes: fine
-    with pytest.raises(InvalidPath, match="is 1034 bytes long: at most 1024 are allowed"):
+    write(tmp_path, "/".join(["d" * 230] * 4) + "/ok", b"x")  # 926 bytes: fine
+    with pytest.raises(InvalidPath, match="is 954 bytes long: at most 941 are allowed"):
         local_entries(tmp_path)
     (tmp_path / deep).unlink()
-    assert [len(e.path.encode()) for e in local_entries(tmp_path)] == [1006]
+    assert [len(e.path.encode()) for e in local_entries(tmp_path)] == [926]
 
 
 def test_invalid_directory_names_matter_only_with_files(tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ STATUS_CODES: list[tuple[type[errors.ZarrchiveError], int]] = [
     (errors.NotFound, 404),
     (errors.Conflict, 409),
     (errors.StorageUnavailable, 503),
+    (errors.ArchiveBusy, 503),
     (errors.StorageError, 502),
     (errors.CorruptChecksumNode, 500),
     (errors.ConfigurationError, 500),

@@ -12,7 +12,6 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from zarrchive.checksum import ChecksumNode
 from zarrchive.db.models import (
     Asset,
     Dandiset,
@@ -26,9 +25,9 @@ from zarrchive.errors import InvalidInput, NotFound, ZarrFrozen
 from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services.auth import can_read, readable_dandisets, require_owner
 from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
-from zarrchive.services.tree_updater import read_node
-from zarrchive.storage.keys import zarr_object_key, zarr_prefix
+from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
 
 MAX_PAGE_SIZE = 1000
 
@@ -252,7 +251,7 @@ def browse(
     if directory and not is_directory_path:
         store = archive.store_for(zarr.dandiset)
         parent, name = split_path(directory)
-        parent_node = read_node(store, zarr.id, parent)
+        parent_node = NODE_CACHE.get(store, checksum_node_key(zarr.id, parent))
         child = parent_node.files.get(name) if parent_node is not None else None
         if child is not None:
             key = zarr_object_key(zarr.id, directory)
@@ -263,39 +262,31 @@ def browse(
 def list_directory(
     archive: Archive, zarr: Zarr, path: str, *, page_size: int = 100, cursor: str | None = None
 ) -> DirectoryListing:
-    """A page of a directory's listing (``""``: the root)."""
+    """A page of a directory's listing (``""``: the root), from the cached parsed node:
+    memory and time per page are bounded whatever the directory's width."""
     if not 1 <= page_size <= MAX_PAGE_SIZE:
         raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
     directory = validate_directory_path(path)
-    node = read_node(archive.store_for(zarr.dandiset), zarr.id, directory)
+    after = _decode_cursor(cursor) if cursor else None
+    node = NODE_CACHE.get(archive.store_for(zarr.dandiset), checksum_node_key(zarr.id, directory))
     if node is None:
         if directory == "":
-            node = ChecksumNode()
+            node = NodeView.empty()
         else:
             raise NotFound(f"Zarr {zarr.id} has no file or directory {directory!r}")
-    after = _decode_cursor(cursor) if cursor else None
-    rows: list[tuple[int, str, str, int]] = []
-    for name, is_dir, child in node.iter_children():
-        kind = 0 if is_dir else 1
-        if after is not None and (kind, name) <= after:
-            continue
-        rows.append((kind, name, child.digest, child.size))
-        if len(rows) > page_size:
-            break
-    more = len(rows) > page_size
-    rows = rows[:page_size]
+    rows, more = node.page(after, page_size)
     prefix = f"{directory}/" if directory else ""
 
     def entries(kind: int) -> list[ListingEntry]:
-        return [ListingEntry(n, prefix + n, d, s) for k, n, d, s in rows if k == kind]
+        return [ListingEntry(n, prefix + n, c.digest, c.size) for k, n, c in rows if k == kind]
 
     return DirectoryListing(
         path=directory,
         digest=node.digest,
         file_count=node.count,
         size=node.size,
-        directories=entries(0),
-        files=entries(1),
+        directories=entries(DIRECTORY),
+        files=entries(FILE),
         next=_encode_cursor(rows[-1][0], rows[-1][1]) if more and rows else None,
     )
 

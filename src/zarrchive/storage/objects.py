@@ -246,6 +246,15 @@ class ObjectStore:
             last_modified=response["LastModified"],
         )
 
+    def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
+        """The content of *key* and the ETag of exactly that content, or ``None``."""
+        response = self._lookup(self.client.get_object, "GET", key)
+        if response is None:
+            return None
+        with s3_errors(f"GET {key!r} (reading)"):
+            data: bytes = response["Body"].read()
+        return data, _strip(response["ETag"])
+
     def get(self, key: str) -> bytes | None:
         """The content of *key*, or ``None`` when absent."""
         response = self._lookup(self.client.get_object, "GET", key)

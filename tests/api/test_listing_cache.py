@@ -1,0 +1,89 @@
+"""Listings read parsed ``.checksum`` nodes from a cache keyed by ETag: one download and
+parse per node version, pages by bisection, never a stale node."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.api.conftest import upload
+from zarrchive.checksum import ChecksumNode
+from zarrchive.services.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
+from zarrchive.services.runtime import Archive
+from zarrchive.storage.keys import checksum_node_key
+
+NAMES = st.text("abc0", min_size=1, max_size=4)
+
+
+@settings(max_examples=200)
+@given(
+    st.sets(NAMES, max_size=12),
+    st.sets(NAMES, max_size=12),
+    st.integers(1, 5),
+)
+def test_pages_cover_the_listing_in_order_exactly_once(
+    directories: set[str], files: set[str], limit: int
+) -> None:
+    node = ChecksumNode()
+    for name in directories:
+        node.set_directory(name, "d41d8cd98f00b204e9800998ecf8427e-1--1")
+    for name in files - directories:
+        node.set_file(name, "0" * 32, 1)
+    view = NodeView.of(node)
+    expected = [(DIRECTORY if d else FILE, n) for n, d, _ in node.iter_children()]
+    seen: list[tuple[int, str]] = []
+    after = None
+    while True:
+        rows, more = view.page(after, limit)
+        assert len(rows) <= limit
+        seen.extend((k, n) for k, n, _ in rows)
+        if not more:
+            break
+        after = (rows[-1][0], rows[-1][1])
+    assert seen == expected
+
+
+def wide_node(count: int) -> bytes:
+    node = ChecksumNode()
+    for i in range(count):
+        node.set_file(f"{i:06d}", hashlib.md5(str(i).encode()).hexdigest(), i)
+    return node.to_json()
+
+
+def test_a_wide_directory_is_parsed_once_and_paged(
+    api: httpx.Client, anon: httpx.Client, zarr_id: str, archive: Archive
+) -> None:
+    upload(api, zarr_id, {"wide/000000": b"0"})
+    key = checksum_node_key(zarr_id, "wide")
+    archive.store.put(key, wide_node(100_000), "application/json")
+    loads = NODE_CACHE.loads
+    seen: list[str] = []
+    cursor = None
+    for _ in range(4):
+        params = {"page_size": 1000, **({"cursor": cursor} if cursor else {})}
+        page = anon.get(f"/api/zarr/{zarr_id}/wide/", params=params).json()
+        seen += [f["name"] for f in page["files"]]
+        cursor = page["next"]
+    assert seen == [f"{i:06d}" for i in range(4000)]
+    assert page["file_count"] == 100_000
+    # pages deep in the directory and file lookups reuse the parsed node
+    assert anon.get(f"/api/zarr/{zarr_id}/wide/099999").json()["size"] == 99_999
+    assert NODE_CACHE.loads == loads + 1
+    # concurrent cold requests for a new version: one load between them
+    archive.store.put(key, wide_node(100_001), "application/json")
+    results: list[int] = []
+
+    def count() -> None:
+        results.append(anon.get(f"/api/zarr/{zarr_id}/wide/").json()["file_count"])
+
+    threads = [threading.Thread(target=count) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [100_001] * 4  # the rewritten node is seen at once, never the old one
+    assert NODE_CACHE.loads == loads + 2
