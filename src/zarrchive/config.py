@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -88,6 +89,19 @@ class Settings:
                 "MAX_REQUEST_BODY", get("MAX_REQUEST_BODY"), 8 * 1024 * 1024
             ),
         )
+
+
+def redact_url(url: str) -> str:
+    """*url* with its password (if any) replaced by ``***``: what logs and messages show."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    user = urllib.parse.unquote(parts.username or "")
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def _positive_int(name: str, raw: str | None, default: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import httpx
@@ -12,11 +13,12 @@ from tests.api.conftest import upload
 from tests.api.test_upload_flow import assert_nodes_match
 from tests.api.test_zarr_api import FILES, oracle
 from tests.conftest import Users
-from zarrchive.db.models import Dandiset
+from zarrchive.config import redact_url
+from zarrchive.db.models import Dandiset, Zarr
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.manifest import manifest_key
 from zarrchive.services.fsck import fsck
-from zarrchive.services.manifests import write_manifest
+from zarrchive.services.manifests import manifest_url, write_manifest
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.seaweedfs import SeaweedFS
@@ -220,3 +222,34 @@ def test_download_urls(
     assert api.post(f"/api/zarr/{zarr_id}/download/", json=[{"path": "/x"}]).status_code == 400
     too_many = [{"path": f"f{i}"} for i in range(501)]
     assert api.post(f"/api/zarr/{zarr_id}/download/", json=too_many).status_code == 400
+
+
+def test_embargoed_manifest_urls_follow_the_presign_expiry(
+    api: httpx.Client, archive: Archive, embargoed: tuple[str, str]
+) -> None:
+    _identifier, zarr_id = embargoed
+    upload(api, zarr_id, FILES)
+    write_manifest(archive, zarr_id)
+    short = dataclasses.replace(
+        archive, settings=archive.settings.with_overrides(presign_expiry=77)
+    )
+    with archive.db.session() as session:
+        zarr = session.get(Zarr, zarr_id)
+        assert zarr is not None
+        url = manifest_url(short, zarr, zarr.checksum)
+    assert "X-Amz-Expires=77" in url
+    assert httpx.get(url).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:s3cret@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
+        ("redis://user:p%40ss@host/1", "redis://user:***@host/1"),
+        ("postgresql+psycopg://u:pw@[::1]:5432/db", "postgresql+psycopg://u:***@[::1]:5432/db"),
+        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+        ("sqlite:////tmp/x.sqlite3", "sqlite:////tmp/x.sqlite3"),
+    ],
+)
+def test_urls_are_logged_without_passwords(url: str, shown: str) -> None:
+    assert redact_url(url) == shown

@@ -7,7 +7,7 @@ import logging
 import typer
 
 from zarrchive.cli._common import friendly_errors
-from zarrchive.config import Settings
+from zarrchive.config import Settings, redact_url
 
 log = logging.getLogger("zarrchive")
 
@@ -47,9 +47,9 @@ def serve(
         set_current_archive(archive)
         log.info(
             "background jobs: %s",
-            f"Redis at {resolved.redis_url}" if resolved.redis_url else "in-process",
+            f"Redis at {redact_url(resolved.redis_url)}" if resolved.redis_url else "in-process",
         )
-        log.info("database: %s", _redact(resolved.database_url))
+        log.info("database: %s", redact_url(resolved.database_url))
         log.info("API listening on http://%s:%d (docs at /docs)", resolved.host, resolved.port)
         try:
             uvicorn.run(
@@ -61,9 +61,3 @@ def serve(
         finally:
             archive.close()
         log.info("stopped")
-
-
-def _redact(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

@@ -162,7 +162,9 @@ def manifest_url(archive: Archive, zarr: Zarr, checksum: str) -> str:
     """A URL of the manifest the caller can read: public, or presigned when embargoed."""
     store = archive.store_for(zarr.dandiset)
     key = manifest_key(zarr.id, checksum)
-    return store.presign_get(key) if zarr.dandiset.embargoed else store.public_url(key)
+    if zarr.dandiset.embargoed:
+        return store.presign_get(key, archive.settings.presign_expiry)
+    return store.public_url(key)
 
 
 def list_manifests(archive: Archive, session: Session, zarr: Zarr) -> list[ManifestInfo]:

@@ -216,7 +216,7 @@ class ObjectStore:
         )
         return url
 
-    def presign_get(self, key: str, expires_in: int = 3600) -> str:
+    def presign_get(self, key: str, expires_in: int) -> str:
         url: str = self.client.generate_presigned_url(
             "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
         )
