@@ -148,14 +148,17 @@ def initialize(
         return UploadPlan(upload_id, None, multipart_id is not None, part_size, parts)
 
 
-def _get_upload(session: Session, user: User | None, upload_id: str) -> BlobUpload:
-    """The upload, if *user* started it (or is an admin); else :class:`NotFound`."""
+def _get_upload(
+    session: Session, user: User | None, upload_id: str, *, lock: bool = False
+) -> BlobUpload:
+    """The upload, if *user* started it (or is an admin); else :class:`NotFound`.  *lock*
+    takes its row lock (validate and cancel serialise on it)."""
     user = require_user(user)
     try:
         key = str(uuid.UUID(upload_id))
     except (ValueError, AttributeError, TypeError):
         raise NotFound(f"no upload {upload_id!r}: upload ids are UUIDs") from None
-    upload = session.get(BlobUpload, key)
+    upload = session.get(BlobUpload, key, with_for_update=lock)
     if upload is None or (upload.created_by != user.id and not user.is_admin):
         raise NotFound(f"no upload {upload_id} (validated, cancelled, or never started)")
     session.expunge(upload)
@@ -194,8 +197,12 @@ def _discard(store: ObjectStore, upload: BlobUpload) -> None:
 def cancel(archive: Archive, user: User | None, upload_id: str) -> None:
     """Abandon an upload: its parts or object are removed."""
     with archive.db.write_session() as session:
-        upload = _get_upload(session, user, upload_id)
-        session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
+        upload = _get_upload(session, user, upload_id, lock=True)
+        removed = session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
+        if removed.rowcount != 1:  # type: ignore[attr-defined]
+            # validated meanwhile: its object is a blob now and must stay
+            raise NotFound(f"no upload {upload_id} (validated meanwhile)")
+        session.expunge(upload)
     _discard(_store(archive, upload.embargoed), upload)
 
 
@@ -239,7 +246,9 @@ def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo:
         )
     duplicate = False
     with archive.db.write_session() as session:
-        if session.get(BlobUpload, upload.id) is None:  # validated concurrently
+        # the row lock: a concurrent cancel either removed the upload before (then nothing
+        # is recorded) or waits and then finds it gone (then it discards nothing)
+        if session.get(BlobUpload, upload.id, with_for_update=True) is None:
             done = session.get(Blob, upload.id)
             if done is None:
                 raise NotFound(f"no upload {upload.id} (validated or cancelled meanwhile)")
