@@ -58,6 +58,7 @@ def test_cancel_racing_validate_keeps_the_blobs_object(
     canceller.start()
     info = blobs.validate(archive, owner, plan["upload_id"])
     canceller.join()
+    assert info is not None
     assert isinstance(outcome[0], NotFound)  # too late: the upload is a blob now
     with archive.db.session() as session:
         blob = session.get(Blob, info.blob_id)

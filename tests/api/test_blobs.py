@@ -18,8 +18,9 @@ from tests.api.asset_helpers import (
     upload_blob,
 )
 from tests.conftest import Users
+from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services import blobs
-from zarrchive.services.runtime import Archive
+from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import blob_key
 from zarrchive.storage.objects import md5_to_content_md5
 
@@ -286,3 +287,61 @@ def test_download_redirects(
         httpx.get(archive.embargo_store.public_url(blob_key(hidden["blob_id"]))).status_code == 403
     )
     assert anon.get("/api/assets/nope/download/").status_code == 404
+
+
+@pytest.fixture
+def job_queue(archive: Archive) -> Iterator[InProcessJobQueue]:
+    queue = InProcessJobQueue(backoff=0.1)
+    archive.jobs = queue
+    set_current_archive(archive)
+    try:
+        yield queue
+    finally:
+        queue.close()
+        archive.jobs = None
+        set_current_archive(None)
+
+
+def _put_parts(plan: dict[str, Any], data: bytes) -> list[dict[str, Any]]:
+    etags = []
+    offset = 0
+    with httpx.Client(timeout=60) as s3:
+        for part in plan["parts"]:
+            chunk = data[offset : offset + part["size"]]
+            offset += part["size"]
+            response = s3.put(part["upload_url"], content=chunk)
+            assert response.status_code == 200
+            etags.append({"part_number": part["part_number"], "etag": response.headers["ETag"]})
+    return etags
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_multipart_validation_runs_in_the_background(
+    api: httpx.Client,
+    dandiset: str,
+    archive: Archive,
+    small_parts: None,
+    job_queue: InProcessJobQueue,
+    wrong: bool,
+) -> None:
+    """Hashing a multipart object is a job: validate answers 202 at once, then the blob
+    (or why not) when asked again."""
+    data = os.urandom(PART + 100)
+    plan = initialize(api, dandiset, data)
+    upload_id = plan["upload_id"]
+    sent = bytes(data[:-1] + bytes([data[-1] ^ 0xFF])) if wrong else data
+    ok(api.post(f"/api/uploads/{upload_id}/complete/", json={"parts": _put_parts(plan, sent)}))
+    response = api.post(f"/api/uploads/{upload_id}/validate/")
+    assert response.status_code == 202, response.text
+    assert response.json() == {"upload_id": upload_id, "status": "validating"}
+    assert job_queue.join(timeout=60)
+    response = api.post(f"/api/uploads/{upload_id}/validate/")
+    if wrong:
+        assert response.status_code == 400
+        assert "does not match what was announced" in response.json()["detail"]
+        assert api.post(f"/api/uploads/{upload_id}/validate/").status_code == 404
+    else:
+        assert response.status_code == 200, response.text
+        blob = response.json()
+        assert (blob["md5"], blob["size"]) == (md5(data), len(data))
+        assert archive.store.get(blob_key(blob["blob_id"])) == data

@@ -216,3 +216,10 @@ class BlobOut(BaseModel):
     blob_id: str
     md5: str
     size: int
+
+
+class ValidatingOut(BaseModel):
+    """A multipart upload being validated in the background: ask again."""
+
+    upload_id: str
+    status: str

@@ -230,6 +230,12 @@ class BlobUpload(Base):
     #: S3's multipart upload id, when the blob is uploaded in parts.
     multipart_upload_id: Mapped[str | None] = mapped_column(String(400), nullable=True)
     part_size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: ``None`` while uploading; ``validating`` while a background job hashes a multipart
+    #: object; ``failed`` (with :attr:`validation_error`) when it did not match.
+    validation: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    validation_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: The blob a background validation recorded (``validation`` is then ``valid``).
+    validated_blob_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

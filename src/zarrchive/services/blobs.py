@@ -23,11 +23,12 @@ object and answers the existing blob's id.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -36,9 +37,11 @@ from zarrchive.db.models import Asset, Blob, BlobUpload, DandisetOwner, User, Ve
 from zarrchive.errors import InvalidInput, NotFound, UploadVerificationFailed
 from zarrchive.services.auth import require_owner, require_user
 from zarrchive.services.dandisets import get_dandiset
-from zarrchive.services.runtime import Archive
+from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.storage.keys import blob_key
 from zarrchive.storage.objects import ObjectStore
+
+log = logging.getLogger(__name__)
 
 #: Larger blobs are uploaded in parts (S3 allows single PUTs up to 5 GiB).  Tests lower it.
 MAX_SINGLE_PUT = 5 * 1024**3
@@ -202,7 +205,6 @@ def cancel(archive: Archive, user: User | None, upload_id: str) -> None:
         if removed.rowcount != 1:  # type: ignore[attr-defined]
             # validated meanwhile: its object is a blob now and must stay
             raise NotFound(f"no upload {upload_id} (validated meanwhile)")
-        session.expunge(upload)
     _discard(_store(archive, upload.embargoed), upload)
 
 
@@ -213,10 +215,66 @@ def _md5_of(store: ObjectStore, key: str, version_id: str | None) -> str:
     return digest.hexdigest()
 
 
-def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo:
-    """Check the uploaded object's size and md5 and record it as a blob (deduplicated)."""
+VALIDATE_JOB = "zarrchive.services.blobs:validate_upload_job"
+
+
+def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo | None:
+    """Check the uploaded object's size and md5 and record it as a blob (deduplicated).
+
+    A single PUT is checked at once (S3's ETag is its md5).  A multipart object must be read
+    and hashed: with a job queue that runs in the background and this answers ``None``
+    ("validating": ask again); the next call after the job answers its outcome.
+    """
+    failure: str | None = None
+    with archive.db.write_session() as session:
+        upload = _get_upload(session, user, upload_id, lock=True)
+        if upload.validation in ("failed", "valid"):
+            # the background job's outcome, told once: the upload is then forgotten
+            session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
+            if upload.validation == "valid":
+                blob = session.get(Blob, upload.validated_blob_id)
+                if blob is None:
+                    raise NotFound(f"the blob of upload {upload_id} is gone")
+                return BlobInfo(blob.id, blob.md5, blob.size)
+            failure = upload.validation_error or "the upload did not match what was announced"
+        elif upload.validation == "validating":
+            return None
+    if failure is not None:
+        raise UploadVerificationFailed(failure)
+    with archive.db.write_session() as session:
+        upload = _get_upload(session, user, upload_id, lock=True)
+        if upload.validation is not None:
+            return None  # validated concurrently: ask again
+        background = upload.multipart_upload_id is not None and archive.jobs is not None
+        if background:
+            session.execute(
+                update(BlobUpload).where(BlobUpload.id == upload.id).values(validation="validating")
+            )
+    if background:
+        assert archive.jobs is not None
+        archive.jobs.enqueue(VALIDATE_JOB, {"upload_id": upload.id}, key=f"validate:{upload.id}")
+        return None
+    return _validate_now(archive, upload, background=False)
+
+
+def validate_upload_job(upload_id: str) -> None:
+    """The background validation of a multipart upload (see :func:`validate`)."""
+    archive = current_archive()
     with archive.db.session() as session:
-        upload = _get_upload(session, user, upload_id)
+        upload = session.get(BlobUpload, upload_id)
+        if upload is None or upload.validation != "validating":
+            return
+        session.expunge(upload)
+    try:
+        _validate_now(archive, upload, background=True)
+    except UploadVerificationFailed:
+        log.info("upload %s did not match what was announced", upload_id)
+
+
+def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> BlobInfo:
+    """Check the object of *upload* and record its blob.  On a mismatch the object is
+    removed and the upload forgotten, or *in the background* the outcome is kept so that the
+    client's next validate hears why."""
     store = _store(archive, upload.embargoed)
     head = store.head(upload.key)
     if head is None:
@@ -230,14 +288,24 @@ def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo:
     if head.size == upload.size and found_md5 is None:
         found_md5 = _md5_of(store, upload.key, head.version_id)
     if head.size != upload.size or found_md5 != upload.md5:
-        with archive.db.write_session() as session:
-            session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
-        _discard(store, upload)
-        raise UploadVerificationFailed(
+        message = (
             f"upload {upload.id} does not match what was announced: expected {upload.size} "
             f"bytes with md5 {upload.md5}, found {head.size} bytes"
             + (f" with md5 {found_md5}" if found_md5 else "")
-            + "; the object was removed: start again (POST /api/uploads/initialize/)",
+            + "; the object was removed: start again (POST /api/uploads/initialize/)"
+        )
+        with archive.db.write_session() as session:
+            if background:
+                session.execute(
+                    update(BlobUpload)
+                    .where(BlobUpload.id == upload.id)
+                    .values(validation="failed", validation_error=message)
+                )
+            else:
+                session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
+        _discard(store, upload)
+        raise UploadVerificationFailed(
+            message,
             detail={
                 "message": "upload verification failed",
                 "expected": {"size": upload.size, "md5": upload.md5},
@@ -269,7 +337,14 @@ def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo:
                 blob = _same_content(session, upload)
                 assert blob is not None
         duplicate = blob.id != upload.id
-        session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
+        if background:  # in the background: keep the outcome for the client's next ask
+            session.execute(
+                update(BlobUpload)
+                .where(BlobUpload.id == upload.id)
+                .values(validation="valid", validated_blob_id=blob.id)
+            )
+        else:
+            session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
         info = BlobInfo(blob.id, blob.md5, blob.size)
     if duplicate:
         store.delete_all_versions(upload.key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
 
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import (
@@ -12,6 +13,7 @@ from zarrchive.api.schemas import (
     BlobPartOut,
     BlobUploadIn,
     BlobUploadOut,
+    ValidatingOut,
 )
 from zarrchive.services import blobs
 
@@ -48,12 +50,18 @@ def complete(
 @router.post(
     "/api/uploads/{upload_id}/validate/",
     response_model=BlobOut,
+    responses={202: {"model": ValidatingOut, "description": "Being validated: ask again"}},
     summary="Verify the upload and get its blob_id",
 )
-def validate(upload_id: str, archive: ArchiveDep, user: UserDep) -> BlobOut:
-    """Checks size and md5 (multipart objects are read once and hashed).  On a mismatch the
+def validate(upload_id: str, archive: ArchiveDep, user: UserDep) -> BlobOut | JSONResponse:
+    """Checks size and md5.  A single PUT is checked at once; a multipart object is read
+    and hashed by a background job: the answer is then 202 `{"status": "validating"}`, and
+    the same request, repeated, answers the blob once the job is done.  On a mismatch the
     object is removed and the answer is 400: start again."""
     info = blobs.validate(archive, user, upload_id)
+    if info is None:
+        body = ValidatingOut(upload_id=upload_id, status="validating")
+        return JSONResponse(body.model_dump(), status_code=202, headers={"Retry-After": "2"})
     return BlobOut(blob_id=info.blob_id, md5=info.md5, size=info.size)
 
 
