@@ -4,6 +4,7 @@ the API (download and open_store); strangers are told nothing exists; injected c
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,23 @@ def test_embargoed_zarr(
     with pytest.raises(ApiError) as stranger:
         open_store(zarr_id, api_url=client.url, token=users.other)
     assert stranger.value.status_code == 404
+
+
+def test_expired_presigned_urls_are_minted_again_never_read_as_absent(
+    tmp_path: Path, client: ApiClient, records: BatchRecords, archive: Archive
+) -> None:
+    """A presigned URL that expired answers 403: open_store asks for a new one instead of
+    handing zarr "no such chunk" (which zarr would silently fill with the fill value)."""
+    dandiset = client.create_dandiset("secret", embargo=True)
+    source = tmp_path / "secret.zarr"
+    arrays = make_zarr(source, seed=7, coarse=12)
+    result = Uploader(client, jobs=4, records=records).upload(source, dandiset=dandiset)
+    assert result.ok and result.zarr_id
+    archive.settings = archive.settings.with_overrides(presign_expiry=3)
+    with open_store(result.zarr_id, api_url=client.url, token=client.token) as store:
+        group = zarr.open_group(store, mode="r")
+        name = next(iter(arrays))
+        np.testing.assert_array_equal(group[name][...], arrays[name])
+        time.sleep(4)  # every URL the store holds has expired (it would keep them 300 s)
+        for name, data in arrays.items():
+            np.testing.assert_array_equal(group[name][...], data)

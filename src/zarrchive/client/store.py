@@ -116,6 +116,17 @@ class HttpObjectReader:
             return b""
         raise TransferError(f"S3 answered {response.status_code} to GET {self.url(path)}")
 
+    @staticmethod
+    def _content(response: httpx.Response) -> bytes | None:
+        """The body of a successful GET; ``None`` for 404; ``b""`` for a range past the end."""
+        if response.status_code in (200, 206):
+            return response.content
+        if response.status_code == 404:
+            return None
+        if response.status_code == 416:
+            return b""
+        raise TransferError(f"S3 answered {response.status_code} to GET {response.request.url}")
+
     def exists(self, path: str) -> bool:
         response = self._request("HEAD", path, {})
         return response.status_code == 200
@@ -144,6 +155,22 @@ class PresignedObjectReader(HttpObjectReader):
             cached = (url, time.monotonic() + self._lifetime)
             self._urls[path] = cached
         return cached[0]
+
+    def read(self, path: str, range_header: str | None = None) -> bytes | None:
+        """A presigned URL answers 403 when it expired (or was revoked): that is never
+        "absent".  The URL is asked for again once; a second refusal is an error, so zarr
+        never fills a chunk it was not allowed to read."""
+        headers = {"Range": range_header} if range_header else {}
+        response = self._request("GET", path, headers)
+        if response.status_code == 403:
+            self._urls.pop(path, None)
+            response = self._request("GET", path, headers)
+            if response.status_code == 403:
+                raise TransferError(
+                    f"S3 refused to read {path!r} of Zarr {self.zarr_id} even through a fresh "
+                    "presigned URL (403): check the token's access to the dandiset"
+                )
+        return self._content(response)
 
     def exists(self, path: str) -> bool:
         return self.api.get_file(self.zarr_id, path) is not None
