@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from zarrchive.checksum import ZarrEntry, iter_directory_digests
 from zarrchive.client.api import ApiClient, DirectoryListing
+from zarrchive.errors import InvalidPath, TransferError
+from zarrchive.paths import validate_path
 
 
 @dataclass
@@ -107,6 +109,8 @@ def walk_remote(
                         if local.get("") == listing.digest:
                             state.identical.add("")
                             return state
+                    for entry in (*listing.files, *listing.directories):
+                        check_listed_path(listing.path, entry.path)
                     for entry in listing.files:
                         state.files[entry.path] = (entry.digest, entry.size)
                     for entry in listing.directories:
@@ -120,9 +124,37 @@ def walk_remote(
     return state
 
 
+def check_listed_path(directory: str, path: str) -> None:
+    """Refuse an entry the archive listed in *directory* unless it is a valid entry path
+    directly inside it: a server (or anything between) must never make the client write
+    outside its destination (``..``, absolute paths, backslashes...)."""
+    try:
+        validate_path(path)
+    except InvalidPath as exc:
+        raise TransferError(
+            f"the archive listed an invalid path {path!r} ({exc.message}): refusing to use it"
+        ) from None
+    parent, _, name = path.rpartition("/")
+    if parent != directory or not name:
+        raise TransferError(
+            f"the archive listed {path!r} as an entry of {directory or 'the root'!r}: "
+            "refusing to use it"
+        )
+
+
 def os_path(root: str | os.PathLike[str], path: str) -> str:
-    """The local path of the entry *path* below *root*."""
+    """The local path of the entry *path* below *root* (a valid entry path: never outside
+    *root*)."""
+    validate_path(path)
     return os.path.join(os.fspath(root), *path.split("/"))
 
 
-__all__ = ["RemoteState", "SubtreeFilter", "in_subtrees", "local_digests", "os_path", "walk_remote"]
+__all__ = [
+    "RemoteState",
+    "SubtreeFilter",
+    "check_listed_path",
+    "in_subtrees",
+    "local_digests",
+    "os_path",
+    "walk_remote",
+]
