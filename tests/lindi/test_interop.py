@@ -200,3 +200,34 @@ print(json.dumps(dump(f)))
     theirs = run_oracle(lindi_python, script, out, cwd=tmp_path)
     with h5py.File(h5) as f:
         assert theirs == json.loads(json.dumps(dump(f)))
+
+
+def test_small_dataset_with_many_chunks_is_a_link_as_lindi_makes_it(
+    tmp_path: Path, lindi_python: str
+) -> None:
+    """50x12 in 10x6 chunks (10 chunks) at threshold 4: an ``_EXTERNAL_ARRAY_LINK``, though
+    600 elements would fit inline: lindi 0.4.6 checks the chunk count first."""
+    h5 = tmp_path / "small.h5"
+    with h5py.File(h5, "w") as f:
+        f.create_dataset("d", data=np.arange(600, dtype="int32").reshape(50, 12), chunks=(10, 6))
+    script = r"""
+import json, sys
+import lindi
+f = lindi.LindiH5pyFile.from_hdf5_file(
+    sys.argv[1],
+    url=sys.argv[1],
+    zarr_store_opts=lindi.LindiH5ZarrStoreOpts(num_dataset_chunks_threshold=4),
+)
+attrs = f.to_reference_file_system()["refs"].get("d/.zattrs", {})
+print(json.dumps(json.loads(attrs) if isinstance(attrs, str) else attrs))
+"""
+    theirs = run_oracle(lindi_python, script, h5, cwd=tmp_path)
+    out = convert_to_lindi_json(
+        h5, tmp_path / "ours.lindi.json", options=ConvertOptions(external_array_link_threshold=4)
+    )
+    refs = json.loads(out.read_text())["refs"]
+    ours = refs["d/.zattrs"]
+    ours = json.loads(ours) if isinstance(ours, str) else ours
+    assert "_EXTERNAL_ARRAY_LINK" in theirs
+    assert ours["_EXTERNAL_ARRAY_LINK"]["name"] == theirs["_EXTERNAL_ARRAY_LINK"]["name"] == "d"
+    assert not any(key.startswith("d/0") for key in refs)  # no inline chunk

@@ -253,11 +253,17 @@ class _Converter:
         readable = all(
             h5py.h5z.filter_avail(dcpl.get_filter(i)[0]) for i in range(dcpl.get_nfilters())
         )
+        # a chunked dataset with more chunks than the threshold is a link, however small
+        # (as lindi does): the link rule comes before the inline rule
+        linked = layout == _LAYOUT_CHUNKED and rules.needs_external_link(
+            shape, tuple(int(c) for c in ds.chunks), opts.external_array_link_threshold
+        )
         if (
             shape == ()
             or layout == _LAYOUT_COMPACT
             or (
                 readable
+                and not linked
                 and rules.is_inline_numeric(shape, inline_max_elements=opts.inline_max_elements)
             )
         ):
