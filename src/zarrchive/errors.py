@@ -95,6 +95,10 @@ class StorageUnavailable(StorageError):
     """The object store can't be reached, stalls or says "later": retry (HTTP 503)."""
 
 
+class DatabaseUnavailable(ZarrchiveError):
+    """The database can't be reached or lost the connection: retry (HTTP 503)."""
+
+
 class ArchiveBusy(ZarrchiveError):
     """The archive is at its limit of concurrent heavy work: retry shortly (HTTP 503)."""
 

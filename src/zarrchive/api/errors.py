@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -32,6 +33,7 @@ STATUS_CODES: list[tuple[type[errors.ZarrchiveError], int]] = [
     (errors.Conflict, 409),
     (errors.StorageUnavailable, 503),
     (errors.ArchiveBusy, 503),
+    (errors.DatabaseUnavailable, 503),
     (errors.StorageError, 502),
     (errors.CorruptChecksumNode, 500),
     (errors.ConfigurationError, 500),
@@ -75,6 +77,17 @@ def install_error_handlers(app: FastAPI) -> None:
             where = _format_location(tuple(error.get("loc", ())))
             messages.append(f"{where}: {error.get('msg', 'invalid')}")
         return JSONResponse({"detail": "invalid request: " + "; ".join(messages)}, status_code=400)
+
+    @app.exception_handler(sqlalchemy.exc.OperationalError)
+    @app.exception_handler(sqlalchemy.exc.InterfaceError)
+    async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
+        # the server is gone, restarting, or the connection dropped: it will pass
+        return error_response(
+            errors.DatabaseUnavailable(
+                f"the database is unavailable ({type(exc).__name__}): the request did not "
+                "complete; retry in a few seconds"
+            )
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
