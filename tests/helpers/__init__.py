@@ -1,0 +1,1 @@
+"""Shared test helpers (import them; test modules never import each other)."""
