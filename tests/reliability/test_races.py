@@ -63,10 +63,12 @@ class Client:
         end = self.random.random()
         if end < 0.7:
             self.call("complete", "POST", f"{z}/upload/complete/")
-        elif end < 0.9 and self.call("cancel", "DELETE", f"{z}/upload/").status_code == 204:
-            if urls:
+        elif end < 0.9:
+            cancelled = self.call("cancel", "DELETE", f"{z}/upload/").status_code == 204
+            if cancelled and urls:
+                first = urls[0]
                 with self.shared["lock"]:
-                    self.shared["cancelled"].append((urls[0]["upload_url"], files[urls[0]["path"]]))
+                    self.shared["cancelled"].append((first["upload_url"], files[first["path"]]))
 
     def step(self) -> None:
         z = f"/api/zarr/{self.zarr_id}"
