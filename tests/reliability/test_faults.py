@@ -4,7 +4,9 @@ bounded time, changes nothing, and the same batch completes once S3 is back."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from tests.conftest import (
 )
 from tests.helpers.consistency import assert_consistent
 from tests.helpers.reliability import count
+from tests.helpers.throwaway_postgres import ThrowawayPostgres, find_pg_bin
 from tests.helpers.zarr_client import (
     authed,
     create_dandiset,
@@ -135,8 +138,72 @@ def test_s3_paused_mid_batch(
     assert_consistent(archive, api, own_seaweedfs.client(), archive.settings.s3_bucket, zarr_id)
 
 
-def test_postgresql_restart_mid_batch() -> None:
-    pytest.skip(
-        "needs a throwaway PostgreSQL cluster on a free port (never the machine's shared "
-        "one): not written yet"
-    )
+@pytest.fixture
+def own_postgres() -> Iterator[ThrowawayPostgres]:
+    bin_dir = find_pg_bin()
+    if bin_dir is None or (shutil.which("runuser") is None and os.geteuid() == 0):
+        pytest.skip("no PostgreSQL binaries (initdb, pg_ctl) to run a throwaway cluster")
+    cluster = ThrowawayPostgres(bin_dir)
+    try:
+        cluster.init()
+        cluster.start()
+    except (subprocess.CalledProcessError, OSError) as exc:
+        cluster.destroy()
+        pytest.skip(f"could not start a throwaway PostgreSQL cluster: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+def test_postgresql_restart_mid_batch(
+    own_postgres: ThrowawayPostgres,
+    seaweedfs: SeaweedFS,
+    bucket: str,
+    embargo_bucket: str,
+    live_server: LiveServer,
+    tmp_path: Path,
+    s3: Any,
+) -> None:
+    """The database goes away mid-batch: 503 + Retry-After within a bounded time, nothing
+    changes, and the same batch completes once it is back."""
+    settings = make_settings(seaweedfs, bucket, own_postgres.url, tmp_path)
+    archive = Archive.from_settings(settings)
+    try:
+        with archive.db.session() as session:
+            token = create_user(session, "owner", admin=False)[1]
+        live_server.app.state.archive = archive
+        with authed(live_server.url, token, timeout=ANSWER_WITHIN + 5) as api:
+            zarr_id = create_zarr(api, create_dandiset(api, "pg"))
+            files = {"a/0": b"zero"}
+            upload(api, zarr_id, files)
+            batch = {"a/1": os.urandom(20)}
+            (item,) = expect(
+                api.post(
+                    f"/api/zarr/{zarr_id}/upload/",
+                    json=[{"path": p, "etag": md5(b)} for p, b in batch.items()],
+                )
+            )
+            with httpx.Client(timeout=30) as raw:
+                expect(put_presigned(raw, item["upload_url"], batch["a/1"]))
+            own_postgres.stop()
+            count(PART, faults=1)
+            try:
+                started = time.monotonic()
+                try:
+                    response = api.post(f"/api/zarr/{zarr_id}/upload/complete/")
+                except httpx.TimeoutException:
+                    pytest.fail(f"no answer within {ANSWER_WITHIN} s while the database is down")
+                count(PART, cases=1, server_errors=int(response.status_code >= 500))
+                assert time.monotonic() - started < ANSWER_WITHIN
+                assert response.status_code == 503, (response.status_code, response.text)
+                assert int(response.headers["Retry-After"]) > 0
+            finally:
+                own_postgres.start()
+            info = expect(api.get(f"/api/zarr/{zarr_id}/"))
+            assert info["checksum"] == oracle_checksum(files) and info["upload_in_progress"]
+            info = expect(api.post(f"/api/zarr/{zarr_id}/upload/complete/"))
+            assert info["checksum"] == oracle_checksum({**files, **batch})
+            assert_consistent(archive, api, s3, bucket, zarr_id)
+    finally:
+        archive.close()
