@@ -72,7 +72,7 @@ def test_no_server_errors(
         "--max-examples",
         str(budget(8, 100)),
         "--max-time",
-        str(budget(30, 600)),
+        str(budget(30, 240)),
         "--workers",
         "1",
         "--seed",
@@ -85,7 +85,7 @@ def test_no_server_errors(
         str(junit),
     ]
     result = subprocess.run(
-        command, cwd=tmp_path, capture_output=True, text=True, timeout=budget(120, 900)
+        command, cwd=tmp_path, capture_output=True, text=True, timeout=budget(120, 600)
     )
     out = result.stdout + result.stderr
     tested = re.search(r"(\d+) generated", out)
