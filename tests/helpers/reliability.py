@@ -23,6 +23,15 @@ def budget(small: int, full: int) -> int:
 
 
 @dataclass
+class Tokens:
+    """API tokens of the three users of a test archive."""
+
+    owner: str
+    other: str
+    admin: str
+
+
+@dataclass
 class Figures:
     """What one part of the suite did."""
 

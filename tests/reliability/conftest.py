@@ -1,13 +1,29 @@
 """The reliability suite: its figures are printed at the end (and written as JSON to
-``ZARRCHIVE_RELIABILITY_FIGURES`` when set)."""
+``ZARRCHIVE_RELIABILITY_FIGURES`` when set); one archive per module for the parts whose
+cases must change nothing (they share it)."""
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.helpers.reliability import FULL, summary, write_summary
+import httpx
+import pytest
+
+from tests.conftest import (
+    LiveServer,
+    _pg_state,
+    _postgres_ready,
+    _truncate_postgres,
+    make_settings,
+)
+from tests.helpers.reliability import FULL, Tokens, summary, write_summary
+from zarrchive.services.auth import create_user
+from zarrchive.services.runtime import Archive
+from zarrchive.storage.seaweedfs import SeaweedFS
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -22,25 +38,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if target:
         write_summary(Path(target))
 
-
-# -- one archive per module (cases that must change nothing share it) ------------------------
-import itertools  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-
-import httpx  # noqa: E402
-import pytest  # noqa: E402
-
-from tests.conftest import (  # noqa: E402
-    LiveServer,
-    _pg_state,
-    _postgres_ready,
-    _truncate_postgres,
-    make_settings,
-)
-from zarrchive.services.auth import create_user  # noqa: E402
-from zarrchive.services.runtime import Archive  # noqa: E402
-from zarrchive.storage.seaweedfs import SeaweedFS  # noqa: E402
 
 _module_counter = itertools.count()
 
@@ -60,13 +57,6 @@ def module_database_url(
     url = str(_pg_state["url"])
     _truncate_postgres(url)
     return url
-
-
-@dataclass
-class Tokens:
-    owner: str
-    other: str
-    admin: str
 
 
 @pytest.fixture(scope="module")

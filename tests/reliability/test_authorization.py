@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.reliability import FULL, count
+from tests.helpers.reliability import FULL, Tokens, count
 from tests.helpers.zarr_client import (
     authed,
     create_dandiset,
@@ -24,7 +24,6 @@ from tests.helpers.zarr_client import (
     put_presigned,
     upload,
 )
-from tests.reliability.conftest import Tokens
 from zarrchive.api import create_app
 from zarrchive.manifest import manifest_key
 from zarrchive.services.manifests import write_manifest

@@ -16,9 +16,8 @@ import httpx
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers.reliability import FULL, budget, count, note
+from tests.helpers.reliability import FULL, Tokens, budget, count, note
 from tests.helpers.zarr_client import create_dandiset, create_zarr, expect, md5, upload
-from tests.reliability.conftest import Tokens
 
 PART = "fuzz"
 ST = REPO / ".venv-schemathesis" / "bin" / "st"
