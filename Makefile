@@ -5,13 +5,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LINDI_VENV := .venv-lindi
 LINDI_STAMP := $(LINDI_VENV)/.installed-stamp
+SCHEMATHESIS_VENV := .venv-schemathesis
+SCHEMATHESIS_STAMP := $(SCHEMATHESIS_VENV)/.installed-stamp
 # Installs are reproducible: every environment is installed from a lock file (exact versions
 # and hashes) by uv, itself pinned; `make lock` regenerates the locks after a dependency change.
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 LOCK := requirements/zarrchive.lock
 
-.PHONY: serve test lint typecheck pytest install bench clean lock
+.PHONY: serve test lint typecheck pytest install bench clean lock reliability
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,17 +24,27 @@ $(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
 	$(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
-# Regenerate the lock from pyproject.toml (run after changing dependencies; commit the result).
+# Regenerate the locks (run after changing dependencies; commit the result).
 COMPILE := $(UV) pip compile --universal --python-version 3.11 --generate-hashes --quiet
 lock: | $(BIN)/python
 	$(COMPILE) pyproject.toml --extra test -o $(LOCK)
 	$(COMPILE) requirements/lindi.in -o requirements/lindi.lock
+	$(COMPILE) requirements/schemathesis.in -o requirements/schemathesis.lock
 
-# lindi 0.4.6 pins zarr<3: it lives in its own environment, used only as a test oracle.
+# Test oracles live in environments of their own (each pins what clashes with ours).
+# lindi 0.4.6 pins zarr<3.
 $(LINDI_STAMP): requirements/lindi.lock | $(BIN)/python
 	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(LINDI_VENV)
 	$(UV) pip install --quiet --python $(LINDI_VENV)/bin/python --require-hashes -r requirements/lindi.lock
 	touch $(LINDI_STAMP)
+
+# schemathesis, run as a CLI by the fuzz tests.
+$(SCHEMATHESIS_STAMP): requirements/schemathesis.lock | $(BIN)/python
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(SCHEMATHESIS_VENV)
+	$(UV) pip install --quiet --python $(SCHEMATHESIS_VENV)/bin/python --require-hashes -r requirements/schemathesis.lock
+	touch $(SCHEMATHESIS_STAMP)
+
+.venv-schemathesis: $(SCHEMATHESIS_STAMP)
 
 install: $(STAMP)
 
@@ -46,10 +58,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-pytest: $(STAMP) $(LINDI_STAMP)
+pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP)
 	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python $(BIN)/pytest
+
+# The reliability suite at full size (fuzz, races, crashes, faults, authorization, bad input):
+# see README "Reliability".  `make test` runs the same tests on a small budget.
+reliability: $(STAMP) $(SCHEMATHESIS_STAMP)
+	ZARRCHIVE_RELIABILITY=full $(BIN)/pytest tests/reliability -v -p no:cacheprovider
 
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) $(LINDI_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) .pytest_cache .mypy_cache .ruff_cache

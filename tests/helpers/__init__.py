@@ -1,1 +1,1 @@
-"""Helpers shared by the test modules."""
+"""Shared test helpers (import them; test modules never import each other)."""

@@ -8,48 +8,79 @@ AWS S3 (a bucket policy granting ``s3:GetObject`` to ``*`` on the public bucket)
 and on SeaweedFS (an ``anonymous`` identity with ``Read:{public bucket}``).
 
 Unembargoing moves the objects: the dandiset is marked ``unembargoing`` (its
-Zarrs refuse writes), every current object is copied server-side to the public
-bucket, the dandiset flips to public, manifests are regenerated (S3 version ids
-change with the copy) and the embargo bucket's copies are purged.  Each step is
-idempotent, so an interrupted move is finished by running it again.
+Zarrs refuse writes), every object version is copied server-side to the public
+bucket (oldest first, on the job's own thread pool; in parts above 5 GiB), reads
+flip to the public bucket, manifests are regenerated (S3 version ids change with
+the copy), the embargo bucket's copies are purged (any refused deletion fails
+the job) and only then the dandiset is ``open``.  Each step is idempotent, so an
+interrupted move is finished by running it again.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, Zarr, ZarrManifest
-from zarrchive.errors import Conflict
+from zarrchive.errors import Conflict, StorageError
 from zarrchive.services.auth import require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.uploads import open_batch, queue_manifest
 from zarrchive.storage.keys import blob_key, checksum_prefix, manifest_prefix, zarr_prefix
+from zarrchive.storage.objects import (
+    COPY_OBJECT_LIMIT,
+    COPY_PART_SIZE,
+    ObjectStore,
+    ObjectVersion,
+    copy_object_version,
+    purge_checked,
+)
 
 log = logging.getLogger(__name__)
 
 UNEMBARGO_JOB = "zarrchive.services.embargo:unembargo_job"
 
 
+class EmbargoStatus(StrEnum):
+    """Where a dandiset is on the way from private to public."""
+
+    EMBARGOED = "embargoed"
+    UNEMBARGOING = "unembargoing"
+    OPEN = "open"
+
+
+#: Threads of one unembargo's copies: its own bounded pool, never the request handlers'.
+UNEMBARGO_WORKERS = 8
+
+
 def embargo_status(dandiset: Dandiset) -> str:
     """``embargoed``, ``unembargoing`` or ``open``."""
-    if dandiset.embargo_status == "unembargoing":
-        return "unembargoing"
-    return "embargoed" if dandiset.embargoed else "open"
+    if dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
+        return EmbargoStatus.UNEMBARGOING.value
+    return (EmbargoStatus.EMBARGOED if dandiset.embargoed else EmbargoStatus.OPEN).value
 
 
 def start_unembargo(archive: Archive, user: User | None, identifier: str) -> Dandiset:
-    """Begin making an embargoed dandiset public (owners); the move runs as a job."""
+    """Begin making an embargoed dandiset public (owners); the move runs as a job.
+
+    A dandiset still ``unembargoing`` (an earlier move failed, e.g. S3 refused a purge) may
+    be asked again: the move is idempotent and resumes.
+    """
     with archive.db.write_session() as session:
         dandiset = get_dandiset(session, user, identifier)
         require_owner(user, dandiset)
-        if not dandiset.embargoed:
+        resuming = dandiset.embargo_status == EmbargoStatus.UNEMBARGOING
+        if not dandiset.embargoed and not resuming:
             raise Conflict(f"dandiset {dandiset.identifier} is not embargoed")
-        if dandiset.embargo_status != "unembargoing":
+        if not resuming:
             zarrs = session.scalars(
                 select(Zarr).where(Zarr.dandiset_id == dandiset.id).with_for_update(of=Zarr)
             )
@@ -59,7 +90,7 @@ def start_unembargo(archive: Archive, user: User | None, identifier: str) -> Dan
                     f"Zarrs {', '.join(busy)} have upload batches open: complete or cancel "
                     "them, then unembargo"
                 )
-            dandiset.embargo_status = "unembargoing"
+            dandiset.embargo_status = EmbargoStatus.UNEMBARGOING.value
         number = dandiset.id
     if archive.jobs is not None:
         archive.jobs.enqueue(UNEMBARGO_JOB, {"dandiset_id": number}, key=f"unembargo:{number}")
@@ -73,61 +104,173 @@ def _prefixes(zarr_ids: list[str]) -> list[str]:
     return [p(z) for z in zarr_ids for p in (zarr_prefix, checksum_prefix)]
 
 
-def move_to_public(archive: Archive, dandiset_id: int) -> None:
+def oldest_first(history: list[ObjectVersion]) -> list[ObjectVersion]:
+    """One key's versions and delete markers (as S3 lists them: each kind newest first) in
+    the order they were written.
+
+    S3's timestamps have one-second precision on some servers: the current entry goes last,
+    and ties between a version and a delete marker of the same second otherwise keep
+    versions first.
+    """
+    rank: dict[tuple[bool, str], int] = {}
+    for kind in (False, True):
+        same = [v for v in history if v.is_delete_marker is kind]
+        for position, version in enumerate(reversed(same)):
+            rank[(kind, version.version_id)] = position
+    return sorted(
+        history,
+        key=lambda v: (
+            v.is_latest,
+            v.last_modified,
+            v.is_delete_marker,
+            rank[(v.is_delete_marker, v.version_id)],
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """The copy of one object with its whole history (or only its current version)."""
+
+    key: str
+    history: list[ObjectVersion]
+    target_key: str
+
+
+class _Mover:
+    """Copies objects from *source* to *target* on a pool of its own, keeping histories."""
+
+    def __init__(
+        self,
+        source: ObjectStore,
+        target: ObjectStore,
+        pool: ThreadPoolExecutor,
+        *,
+        threshold: int,
+        part_size: int,
+    ) -> None:
+        self.source, self.target, self.pool = source, target, pool
+        self.threshold, self.part_size = threshold, part_size
+        self.copied = 0
+
+    def histories(self, prefix: str, *, exact: bool = False) -> list[_Copy]:
+        """What is left to copy under *prefix*: every key's versions that *target* lacks.
+
+        Each key's history is replayed oldest first by one thread, so *target* holds a
+        prefix of it after an interruption: the versions it has are skipped on a re-run.
+        """
+        by_key: dict[str, list[ObjectVersion]] = {}
+        for version in self.source.iter_versions(prefix):
+            if not exact or version.key == prefix:
+                by_key.setdefault(version.key, []).append(version)
+        done = Counter(
+            v.key for v in self.target.iter_versions(prefix) if not exact or v.key == prefix
+        )
+        return [
+            _Copy(key, oldest_first(history)[done[key] :], key)
+            for key, history in sorted(by_key.items())
+        ]
+
+    def run(self, copies: list[_Copy]) -> None:
+        for _ in self.pool.map(self._replay, copies):
+            pass
+
+    def _replay(self, copy: _Copy) -> None:
+        for version in copy.history:
+            if version.is_delete_marker:
+                self.target.delete(copy.target_key)
+            else:
+                copy_object_version(
+                    self.target,
+                    self.source,
+                    copy.target_key,
+                    size=version.size,
+                    source_key=copy.key,
+                    version_id=version.version_id,
+                    threshold=self.threshold,
+                    part_size=self.part_size,
+                )
+            self.copied += 1
+
+
+def move_to_public(
+    archive: Archive,
+    dandiset_id: int,
+    *,
+    copy_threshold: int = COPY_OBJECT_LIMIT,
+    copy_part_size: int = COPY_PART_SIZE,
+) -> None:
     """Copy the dandiset's objects to the public bucket, flip it public, purge the copies.
 
-    A blob that an other (still embargoed) dandiset uses too is copied, not moved: this
-    dandiset's assets get a public blob of their own and the other keeps its private one.
+    Every version of every Zarr object and ``.checksum`` node is copied, oldest first, so
+    the public bucket keeps the history (versioned Zarrs name object versions); manifests
+    are regenerated instead, since S3 version ids change with the copy.  A blob that an
+    other (still embargoed) dandiset uses too is copied, not moved: this dandiset's assets
+    get a public blob of their own and the other keeps its private one.
+
+    The copies run on a pool of this job's own (:data:`UNEMBARGO_WORKERS` threads), not on
+    the store's pool that request handlers share.  Objects above *copy_threshold* are
+    copied in parts.  The dandiset stays ``unembargoing`` until the embargo bucket's
+    copies are purged: if S3 refuses any deletion the job fails, and running it again
+    finishes the move.
     """
     with archive.db.session() as session:
         dandiset = session.get(Dandiset, dandiset_id)
-        if dandiset is None:
+        if dandiset is None or dandiset.embargo_status != EmbargoStatus.UNEMBARGOING:
             return
         zarr_ids = list(session.scalars(select(Zarr.id).where(Zarr.dandiset_id == dandiset_id)))
-        blobs = _dandiset_blobs(session, dandiset_id)
+        blobs = _dandiset_blobs(session, dandiset_id, embargoed=True)
         shared = {b.id for b in blobs if _used_elsewhere(session, b, dandiset_id)}
-        moving = dandiset.embargo_status == "unembargoing"
+        # blobs an interrupted run already published still need their private copies purged
+        published = [b.key for b in _dandiset_blobs(session, dandiset_id, embargoed=False)]
     source, target = archive.embargo_store, archive.store
-    if moving:
-        keys = [o.key for p in _prefixes(zarr_ids) for o in source.iter_objects(p)]
-        keys += [b.key for b in blobs if b.id not in shared]
-        target.map(lambda key: target.copy_from(source, key), keys)
-        copies = {b.id: str(uuid.uuid4()) for b in blobs if b.id in shared}
-        target.map(
-            lambda b: target.copy_from(source, blob_key(copies[b.id]), b.key),
-            [b for b in blobs if b.id in shared],
-        )
-        with archive.db.write_session() as session:
-            dandiset = session.get(Dandiset, dandiset_id)
-            assert dandiset is not None
-            dandiset.embargoed = False
-            dandiset.embargo_status = "open"
-            for blob in session.scalars(select(Blob).where(Blob.id.in_([b.id for b in blobs]))):
-                if blob.id in shared:
-                    _copy_blob(session, blob, copies[blob.id], dandiset_id)
-                else:
-                    _publish_blob(session, blob)
-            # version ids changed with the copy: manifests are written anew
-            for row in session.scalars(
-                select(ZarrManifest).where(ZarrManifest.zarr_id.in_(zarr_ids))
-            ):
-                session.delete(row)
-        log.info("dandiset %06d is public: %d objects moved", dandiset_id, len(keys))
+    with ThreadPoolExecutor(UNEMBARGO_WORKERS, thread_name_prefix="unembargo") as pool:
+        mover = _Mover(source, target, pool, threshold=copy_threshold, part_size=copy_part_size)
+        copies = [c for prefix in _prefixes(zarr_ids) for c in mover.histories(prefix)]
+        for blob in blobs:
+            if blob.id not in shared:
+                copies += mover.histories(blob.key, exact=True)
+        mover.run(copies)
+        shared_copies = {b.id: str(uuid.uuid4()) for b in blobs if b.id in shared}
+        current = []
+        for blob in blobs:
+            if blob.id in shared:
+                latest = source.latest_version(blob.key)
+                if latest is None or latest.is_delete_marker:
+                    raise StorageError(f"blob {blob.id}: {blob.key!r} is missing in S3")
+                current.append(_Copy(blob.key, [latest], blob_key(shared_copies[blob.id])))
+        mover.run(current)
+    with archive.db.write_session() as session:
+        dandiset = session.get(Dandiset, dandiset_id)
+        assert dandiset is not None
+        dandiset.embargoed = False  # reads go to the public bucket from now on
+        for blob in session.scalars(select(Blob).where(Blob.id.in_([b.id for b in blobs]))):
+            if blob.id in shared:
+                _copy_blob(session, blob, shared_copies[blob.id], dandiset_id)
+            else:
+                _publish_blob(session, blob)
+        # version ids changed with the copy: manifests are written anew
+        for row in session.scalars(select(ZarrManifest).where(ZarrManifest.zarr_id.in_(zarr_ids))):
+            session.delete(row)
     for prefix in [*_prefixes(zarr_ids), *(manifest_prefix(z) for z in zarr_ids)]:
-        source.purge(prefix)
-    for blob in blobs:
-        if blob.id not in shared:
-            source.purge(blob.key)
+        purge_checked(source, prefix)
+    for key in [*published, *(b.key for b in blobs if b.id not in shared)]:
+        purge_checked(source, key, exact=True)
+    with archive.db.write_session() as session:
+        dandiset = session.get(Dandiset, dandiset_id)
+        assert dandiset is not None
+        dandiset.embargo_status = EmbargoStatus.OPEN.value
+    log.info("dandiset %06d is public: %d object versions copied", dandiset_id, mover.copied)
     for zarr_id in zarr_ids:
         queue_manifest(archive, zarr_id)
 
 
-def _dandiset_blobs(session: Session, dandiset_id: int) -> list[Blob]:
+def _dandiset_blobs(session: Session, dandiset_id: int, *, embargoed: bool) -> list[Blob]:
     query = (
         select(Blob)
         .join(Asset, Asset.blob_id == Blob.id)
         .join(Version, Version.id == Asset.version_id)
-        .where(Version.dandiset_id == dandiset_id, Blob.embargoed.is_(True))
+        .where(Version.dandiset_id == dandiset_id, Blob.embargoed.is_(embargoed))
         .distinct()
     )
     return list(session.scalars(query))

@@ -584,3 +584,91 @@ class ObjectStore:
         for version in list(self.iter_versions(key)):
             if version.key == key:
                 self.delete_version(key, version.version_id)
+
+
+# -- unembargo's copies and purges (appended; used by services/embargo.py) -----------------
+#: AWS refuses ``CopyObject`` above 5 GiB: larger objects are copied in parts.
+COPY_OBJECT_LIMIT = 5 * 1024**3
+#: The part size of a multipart copy (S3 allows 5 MiB to 5 GiB, at most 10,000 parts).
+COPY_PART_SIZE = 256 * 1024**2
+
+
+def copy_object_version(
+    target: ObjectStore,
+    source: ObjectStore,
+    key: str,
+    *,
+    size: int,
+    source_key: str | None = None,
+    version_id: str | None = None,
+    threshold: int = COPY_OBJECT_LIMIT,
+    part_size: int = COPY_PART_SIZE,
+) -> None:
+    """Server-side copy of one version (default: the current one) of *source_key* (default
+    *key*) in *source*'s bucket to *key* in *target*'s.
+
+    Objects of *size* up to *threshold* take one ``CopyObject`` (the ETag, an md5 for single
+    uploads, is kept); larger ones a multipart copy (``UploadPartCopy`` per *part_size*),
+    aborted if any part fails.
+    """
+    copy_source: dict[str, str] = {"Bucket": source.bucket, "Key": source_key or key}
+    if version_id is not None:
+        copy_source["VersionId"] = version_id
+    if size <= threshold:
+        target._call(
+            target.client.copy_object,
+            Bucket=target.bucket,
+            Key=key,
+            CopySource=copy_source,
+            MetadataDirective="COPY",
+        )
+        return
+    head_kwargs: dict[str, Any] = {"Bucket": source.bucket, "Key": copy_source["Key"]}
+    if version_id is not None:
+        head_kwargs["VersionId"] = version_id
+    head = source._call(source.client.head_object, **head_kwargs)
+    upload_id = target.create_multipart_upload(
+        key, str(head.get("ContentType") or "application/octet-stream")
+    )
+    parts: list[tuple[int, str]] = []
+    try:
+        for number, start in enumerate(range(0, size, part_size), start=1):
+            end = min(start + part_size, size) - 1
+            response = target._call(
+                target.client.upload_part_copy,
+                Bucket=target.bucket,
+                Key=key,
+                UploadId=upload_id,
+                PartNumber=number,
+                CopySource=copy_source,
+                CopySourceRange=f"bytes={start}-{end}",
+            )
+            parts.append((number, _strip(response["CopyPartResult"]["ETag"])))
+        target.complete_multipart_upload(key, upload_id, parts)
+    except BaseException:
+        target.abort_multipart_upload(key, upload_id)
+        raise
+
+
+def purge_checked(store: ObjectStore, prefix: str, *, exact: bool = False) -> int:
+    """Delete every version and delete marker under *prefix* (or of exactly the key *prefix*
+    when *exact*) for good; raises :class:`StorageError` if S3 refuses any of them."""
+    versions = [
+        (v.key, v.version_id) for v in store.iter_versions(prefix) if not exact or v.key == prefix
+    ]
+    for start in range(0, len(versions), 1000):
+        chunk = versions[start : start + 1000]
+        response = store._call(
+            store.client.delete_objects,
+            Bucket=store.bucket,
+            Delete={"Objects": [{"Key": k, "VersionId": v} for k, v in chunk], "Quiet": True},
+        )
+        errors = response.get("Errors") or []
+        if errors:
+            first = errors[0]
+            raise StorageError(
+                f"S3 refused to delete {len(errors)} of {len(chunk)} object versions under "
+                f"{prefix!r}, e.g. {first.get('Key')!r} ({first.get('Code')}: "
+                f"{first.get('Message')})"
+            )
+    return len(versions)

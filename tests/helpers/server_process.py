@@ -1,0 +1,98 @@
+"""``zarrchive serve`` as a child process (to SIGKILL it), over a given database and S3."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from zarrchive.config import Settings
+from zarrchive.storage.seaweedfs import free_port
+
+
+def zarrchive_command() -> list[str]:
+    script = Path(sys.executable).with_name("zarrchive")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "zarrchive.cli"]
+
+
+class ServerProcess:
+    """The archive's server in a process of its own, configured through ``ZARRCHIVE_*``."""
+
+    def __init__(self, settings: Settings, log_path: Path) -> None:
+        self.settings = settings
+        self.port = free_port()
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def environment(self) -> dict[str, str]:
+        s = self.settings
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRCHIVE_")}
+        env.update(
+            {
+                "ZARRCHIVE_DATA_DIR": str(s.data_dir),
+                "ZARRCHIVE_DATABASE_URL": s.database_url,
+                "ZARRCHIVE_S3_ENDPOINT_URL": str(s.s3_endpoint_url),
+                "ZARRCHIVE_S3_BUCKET": s.s3_bucket,
+                "ZARRCHIVE_S3_EMBARGO_BUCKET": s.s3_embargo_bucket,
+                "ZARRCHIVE_S3_ACCESS_KEY_ID": str(s.s3_access_key_id),
+                "ZARRCHIVE_S3_SECRET_ACCESS_KEY": str(s.s3_secret_access_key),
+                "ZARRCHIVE_HOST": "127.0.0.1",
+                "ZARRCHIVE_PORT": str(self.port),
+            }
+        )
+        return env
+
+    def start(self, timeout: float = 60) -> None:
+        assert self.process is None
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [*zarrchive_command(), "serve"],
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.starts += 1
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"zarrchive serve exited ({self.process.returncode}):\n{tail}")
+            try:
+                if httpx.get(f"{self.url}/api/info/", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"zarrchive serve did not answer within {timeout} s")
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup of any kind, as a power cut."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+            self.process = None

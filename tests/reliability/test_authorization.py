@@ -1,0 +1,359 @@
+"""Authorization matrix: anonymous / other user / owner / admin x every route x public /
+embargoed dandiset, through the API, and directly against S3.
+
+The routes come from the app's own OpenAPI schema: a new route without a row here fails
+:func:`test_every_route_has_a_row`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers.reliability import FULL, Tokens, count
+from tests.helpers.zarr_client import (
+    authed,
+    create_dandiset,
+    create_zarr,
+    expect,
+    md5,
+    put_presigned,
+    upload,
+)
+from zarrchive.api import create_app
+from zarrchive.manifest import manifest_key
+from zarrchive.services.manifests import write_manifest
+from zarrchive.services.runtime import Archive
+from zarrchive.storage.keys import checksum_node_key
+from zarrchive.storage.seaweedfs import SeaweedFS
+
+PART = "authorization"
+ROLES = ("anonymous", "other", "owner", "admin")
+FILES = {"arr/.zarray": b"{}", "arr/0": b"zero"}
+
+
+@dataclass
+class World:
+    """What one dandiset holds, made by its owner through the API."""
+
+    dandiset: str
+    zarr_id: str
+    asset_id: str
+    upload_id: str
+
+
+@dataclass(frozen=True)
+class Row:
+    method: str
+    path: str
+    #: read: anyone may when public; write: owners and admins; open: anyone;
+    #: login: any signed-in user; create: signed-in user who owns the dandiset named.
+    kind: str
+    url: Callable[[World], str]
+    body: Callable[[World], Any] | None = None
+    #: changes the world: each allowed role gets a fresh one
+    mutating: bool = False
+    #: run by the owner before the request (e.g. open a batch)
+    prepare: Callable[[httpx.Client, World], None] | None = None
+    #: statuses other than 401/403/404 also acceptable for anyone denied (e.g. 409)
+    extra: frozenset[int] = field(default_factory=frozenset)
+
+
+def _open_batch(api: httpx.Client, w: World) -> None:
+    body = [{"path": "new", "etag": md5(b"new")}]
+    (item,) = expect(api.post(f"/api/zarr/{w.zarr_id}/upload/", json=body))
+    with httpx.Client(timeout=30) as raw:
+        expect(put_presigned(raw, item["upload_url"], b"new"))
+
+
+def _add_zarr(api: httpx.Client, w: World) -> None:
+    w.zarr_id = create_zarr(api, w.dandiset, "second.zarr")
+
+
+#: A blob upload is its uploader's: others are told it does not exist.
+PRIVATE_TO_UPLOADER = frozenset({404})
+Z = "/api/zarr/{zarr_id}/"
+D = "/api/dandisets/{dandiset_id}/"
+V = D + "versions/{version}/"
+ROWS = [
+    Row("GET", "/api/info/", "open", lambda w: "/api/info/"),
+    Row("POST", "/api/dandisets/", "login", lambda w: "/api/dandisets/", lambda w: {"name": "n"}),
+    Row("GET", D, "read", lambda w: f"/api/dandisets/{w.dandiset}/"),
+    Row(
+        "POST",
+        D + "unembargo/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/unembargo/",
+        mutating=True,
+    ),
+    Row(
+        "POST",
+        "/api/zarr/",
+        "write",
+        lambda w: "/api/zarr/",
+        lambda w: {"name": "x.zarr", "dandiset": w.dandiset},
+        mutating=True,
+    ),
+    Row("GET", "/api/zarr/", "read", lambda w: f"/api/zarr/?dandiset={w.dandiset}"),
+    Row("GET", Z, "read", lambda w: f"/api/zarr/{w.zarr_id}/"),
+    Row(
+        "POST",
+        Z + "download/",
+        "read",
+        lambda w: f"/api/zarr/{w.zarr_id}/download/",
+        lambda w: [{"path": "arr/0"}],
+    ),
+    Row("GET", Z + "manifests/", "read", lambda w: f"/api/zarr/{w.zarr_id}/manifests/"),
+    Row(
+        "GET",
+        Z + "upload/",
+        "read",
+        lambda w: f"/api/zarr/{w.zarr_id}/upload/",
+        mutating=True,
+        prepare=_open_batch,
+    ),
+    Row(
+        "POST",
+        Z + "upload/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/upload/",
+        lambda w: [{"path": "x", "etag": md5(b"x")}],
+        mutating=True,
+    ),
+    Row(
+        "DELETE",
+        Z + "upload/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/upload/",
+        mutating=True,
+        prepare=_open_batch,
+    ),
+    Row(
+        "POST",
+        Z + "upload/complete/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/upload/complete/",
+        mutating=True,
+        prepare=_open_batch,
+    ),
+    Row(
+        "DELETE",
+        Z + "files/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/files/",
+        lambda w: [{"path": "arr/0"}],
+        mutating=True,
+    ),
+    Row("GET", Z + "files/", "read", lambda w: f"/api/zarr/{w.zarr_id}/files/"),
+    Row("GET", Z + "{path}", "read", lambda w: f"/api/zarr/{w.zarr_id}/arr/0"),
+    Row("GET", D + "versions/", "read", lambda w: f"/api/dandisets/{w.dandiset}/versions/"),
+    Row("GET", V, "read", lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/"),
+    Row(
+        "PUT",
+        V,
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/",
+        lambda w: {"metadata": {"name": "changed"}},
+        mutating=True,
+    ),
+    Row(
+        "POST",
+        D + "versions/draft/publish/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/publish/",
+        mutating=True,
+    ),
+    Row(
+        "POST",
+        V + "assets/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/",
+        lambda w: {"metadata": {"path": "second.zarr"}, "zarr_id": w.zarr_id},
+        mutating=True,
+        prepare=_add_zarr,
+    ),
+    Row(
+        "GET",
+        V + "assets/",
+        "read",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/",
+    ),
+    Row(
+        "GET",
+        V + "assets/{asset_id}/",
+        "read",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/{w.asset_id}/",
+    ),
+    Row(
+        "PUT",
+        V + "assets/{asset_id}/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/{w.asset_id}/",
+        lambda w: {"metadata": {"path": "renamed.zarr"}, "zarr_id": w.zarr_id},
+        mutating=True,
+    ),
+    Row(
+        "DELETE",
+        V + "assets/{asset_id}/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/{w.asset_id}/",
+        mutating=True,
+    ),
+    Row(
+        "GET",
+        "/api/assets/{asset_id}/download/",
+        "read",
+        lambda w: f"/api/assets/{w.asset_id}/download/",
+    ),
+    Row(
+        "POST",
+        "/api/uploads/initialize/",
+        "write",
+        lambda w: "/api/uploads/initialize/",
+        lambda w: {"size": 3, "md5": md5(b"new"), "dandiset": w.dandiset},
+        mutating=True,
+    ),
+    Row(
+        "POST",
+        "/api/uploads/{upload_id}/complete/",
+        "write",
+        lambda w: f"/api/uploads/{w.upload_id}/complete/",
+        lambda w: {"parts": []},
+        mutating=True,
+        extra=PRIVATE_TO_UPLOADER,
+    ),
+    Row(
+        "POST",
+        "/api/uploads/{upload_id}/validate/",
+        "write",
+        lambda w: f"/api/uploads/{w.upload_id}/validate/",
+        mutating=True,
+        extra=PRIVATE_TO_UPLOADER,
+    ),
+    Row(
+        "DELETE",
+        "/api/uploads/{upload_id}/",
+        "write",
+        lambda w: f"/api/uploads/{w.upload_id}/",
+        mutating=True,
+        extra=PRIVATE_TO_UPLOADER,
+    ),
+]
+
+
+def _routes() -> set[tuple[str, str]]:
+    schema = create_app(None).openapi()  # type: ignore[arg-type]
+    return {(m.upper(), p) for p, ops in schema["paths"].items() for m in ops}
+
+
+def test_every_route_has_a_row() -> None:
+    rows = {(r.method, r.path) for r in ROWS}
+    assert len(rows) == len(ROWS)
+    assert rows == _routes(), {"without a row": _routes() - rows, "stale rows": rows - _routes()}
+
+
+def make_world(api: httpx.Client, embargoed: bool) -> World:
+    dandiset = create_dandiset(api, "authz", embargo=embargoed)
+    zarr_id = create_zarr(api, dandiset)
+    upload(api, zarr_id, FILES)
+    asset = expect(
+        api.post(
+            f"/api/dandisets/{dandiset}/versions/draft/assets/",
+            json={"metadata": {"path": "test.zarr"}, "zarr_id": zarr_id},
+        )
+    )
+    plan = expect(
+        api.post(
+            "/api/uploads/initialize/",
+            json={"size": 4, "md5": md5(b"blob"), "dandiset": dandiset},
+        )
+    )
+    return World(dandiset, zarr_id, asset["asset_id"], plan["upload_id"])
+
+
+def expected_denial(row: Row, role: str, embargoed: bool) -> set[int] | None:
+    """The statuses *role* may get (None: it is allowed)."""
+    if row.kind == "open" or role in ("owner", "admin"):
+        return None
+    if row.kind == "login":
+        return {401} if role == "anonymous" else None
+    if row.kind == "read":
+        return {404} if embargoed else None
+    # writes: authenticate first; an embargoed dandiset's existence is not revealed
+    if role == "anonymous":
+        return {401, 404} if embargoed else {401}
+    return {404} if embargoed else {403}
+
+
+def _tokens(tokens: Tokens) -> dict[str, str | None]:
+    return {"anonymous": None, "other": tokens.other, "owner": tokens.owner, "admin": tokens.admin}
+
+
+@pytest.mark.parametrize("embargoed", [False, True], ids=["public", "embargoed"])
+def test_authorization_matrix(
+    embargoed: bool, module_api: httpx.Client, module_tokens: Tokens, module_database_url: str
+) -> None:
+    if not FULL and not module_database_url.startswith("sqlite"):
+        pytest.skip("the matrix runs on PostgreSQL under make reliability only (time budget)")
+    base = str(module_api.base_url)
+    tokens = _tokens(module_tokens)
+    shared = make_world(module_api, embargoed)
+    failures: list[str] = []
+    for row in ROWS:
+        # denied roles first, on a world they must not change; then the allowed ones
+        for role in sorted(ROLES, key=lambda r: expected_denial(row, r, embargoed) is None):
+            denial = expected_denial(row, role, embargoed)
+            world = shared
+            if row.mutating and denial is None:
+                world = make_world(module_api, embargoed)
+            if row.prepare is not None:
+                world = make_world(module_api, embargoed) if world is shared else world
+                row.prepare(module_api, world)
+            with authed(base, tokens[role]) as client:
+                body = row.body(world) if row.body else None
+                kwargs = {"json": body} if body is not None else {}
+                response = client.request(row.method, row.url(world), **kwargs)
+            status = response.status_code
+            count(PART, cases=1, server_errors=int(status >= 500))
+            label = f"{row.method} {row.path} as {role}: {status} {response.text[:160]}"
+            if status >= 500:
+                failures.append(label)
+            elif denial is not None and status not in denial | row.extra:
+                failures.append(f"{label} (expected {sorted(denial)})")
+            elif denial is None and status in (401, 403, 404):
+                failures.append(f"{label} (expected to be allowed)")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("embargoed", [False, True], ids=["public", "embargoed"])
+def test_s3_objects_follow_the_embargo(
+    embargoed: bool, module_api: httpx.Client, module_archive: Archive, seaweedfs: SeaweedFS
+) -> None:
+    """Objects, ``.checksum`` nodes and manifests: public ones anonymously readable,
+    embargoed ones unreadable without authorization (and not in the public bucket)."""
+    world = make_world(module_api, embargoed)
+    checksum = expect(module_api.get(f"/api/zarr/{world.zarr_id}/"))["checksum"]
+    write_manifest(module_archive, world.zarr_id)
+    keys = [
+        f"zarr/{world.zarr_id}/arr/0",
+        checksum_node_key(world.zarr_id, ""),
+        checksum_node_key(world.zarr_id, "arr"),
+        manifest_key(world.zarr_id, checksum),
+    ]
+    public, private = module_archive.settings.s3_bucket, module_archive.settings.s3_embargo_bucket
+    with httpx.Client(timeout=30) as anon:
+        for key in keys:
+            count(PART, cases=2)
+            in_public = anon.get(f"{seaweedfs.endpoint_url}/{public}/{key}").status_code
+            in_private = anon.get(f"{seaweedfs.endpoint_url}/{private}/{key}").status_code
+            if embargoed:
+                assert in_public in (403, 404) and in_private == 403, key
+            else:
+                assert in_public == 200 and in_private in (403, 404), key
+    # owners read embargoed objects through presigned URLs; others get nothing
+    urls = expect(module_api.post(f"/api/zarr/{world.zarr_id}/download/", json=[{"path": "arr/0"}]))
+    assert httpx.get(urls[0]["url"]).content == b"zero"
