@@ -85,12 +85,6 @@ def fault_api(
         archive.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11: S3 failures hang for minutes (60 s read timeout, 4 attempts) and answer "
-    "502 without Retry-After; fixed on branch upload-path (S3 timeouts <= 10 s, 503 + "
-    "Retry-After)",
-)
 def test_s3_paused_mid_batch(
     fault_api: tuple[httpx.Client, Archive], own_seaweedfs: SeaweedFS
 ) -> None:

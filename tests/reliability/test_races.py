@@ -10,7 +10,6 @@ import threading
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.conftest import Users
 from tests.helpers.consistency import assert_consistent
@@ -91,11 +90,6 @@ class Client:
         self.s3.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11: a presigned PUT replayed after its batch ended changes the Zarr; "
-    "fixed on branch upload-path (staging keys)",
-)
 def test_four_clients_race_on_one_zarr(
     api: httpx.Client, archive: Archive, users: Users, s3: Any
 ) -> None:

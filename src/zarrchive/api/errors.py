@@ -52,6 +52,18 @@ def _format_location(loc: tuple[object, ...]) -> str:
     return ".".join(parts) or "body"
 
 
+#: What the database driver raises when the server is gone, restarting or dropped the
+#: connection: it will pass.
+DATABASE_DOWN = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
+
+
+def database_unavailable(exc: Exception) -> errors.DatabaseUnavailable:
+    return errors.DatabaseUnavailable(
+        f"the database is unavailable ({type(exc).__name__}): the request did not complete; "
+        "retry in a few seconds"
+    )
+
+
 def error_response(exc: errors.ZarrchiveError) -> JSONResponse:
     """The HTTP response of an error of the tree (also used by the request guard)."""
     status = status_code_for(exc)
@@ -81,13 +93,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(sqlalchemy.exc.OperationalError)
     @app.exception_handler(sqlalchemy.exc.InterfaceError)
     async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
-        # the server is gone, restarting, or the connection dropped: it will pass
-        return error_response(
-            errors.DatabaseUnavailable(
-                f"the database is unavailable ({type(exc).__name__}): the request did not "
-                "complete; retry in a few seconds"
-            )
-        )
+        return error_response(database_unavailable(exc))
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:

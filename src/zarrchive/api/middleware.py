@@ -24,7 +24,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from zarrchive.api.errors import error_response
+from zarrchive.api.errors import DATABASE_DOWN, database_unavailable, error_response
 from zarrchive.config import ANONYMOUS_BODY_LIMIT
 from zarrchive.db.models import User
 from zarrchive.errors import AuthenticationRequired, InvalidInput, RequestTooLarge, ZarrchiveError
@@ -71,6 +71,9 @@ class RequestGuard:
             receive = await self._check(scope, receive)
         except ZarrchiveError as exc:
             await error_response(exc)(scope, receive, send)
+            return
+        except DATABASE_DOWN as exc:  # authenticating needs the database
+            await error_response(database_unavailable(exc))(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

@@ -50,7 +50,7 @@ _UNREACHABLE = (
 )
 #: How long a request waits for S3 (connect, then each read) before the archive answers 503.
 CONNECT_TIMEOUT = 3
-READ_TIMEOUT = 10
+READ_TIMEOUT = 8
 
 
 @contextmanager
@@ -153,7 +153,7 @@ class ObjectStore:
         config = Config(
             signature_version="s3v4",
             max_pool_connections=max_workers + 4,
-            retries={"max_attempts": 2, "mode": "standard"},
+            retries={"total_max_attempts": 2, "mode": "standard"},
             s3={"addressing_style": "path"},
             connect_timeout=CONNECT_TIMEOUT,
             read_timeout=READ_TIMEOUT,
