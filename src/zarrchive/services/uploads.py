@@ -76,19 +76,26 @@ class UploadUrl:
     upload_url: str
 
 
+def _writable(
+    archive: Archive, user: User | None, zarr_id: str
+) -> tuple[str, tuple[str, str] | None]:
+    """Refuse (404/403) unless *user* may write the Zarr; its normalised id and the
+    ``(kind, state)`` of its batch, if it has one."""
+    with archive.db.session() as session:
+        zarr = get_zarr(session, user, zarr_id)
+        require_owner(user, zarr.dandiset)
+        ensure_writable(session, zarr)
+        batch = open_batch(session, zarr)
+        return zarr.id, (batch.kind, batch.state) if batch is not None else None
+
+
 def _check_and_recover(archive: Archive, user: User | None, zarr_id: str) -> str:
     """Refuse (404/403) before touching anything, then finish an interrupted update.
 
     Returns the normalised Zarr id.
     """
-    with archive.db.session() as session:
-        zarr = get_zarr(session, user, zarr_id)
-        require_owner(user, zarr.dandiset)
-        ensure_writable(session, zarr)
-        zarr_id = zarr.id
-        batch = open_batch(session, zarr)
-        interrupted = batch is not None and batch.state == "applying"
-    if interrupted:  # rare: only then take the write lock for the repair
+    zarr_id, current = _writable(archive, user, zarr_id)
+    if current is not None and current[1] == "applying":  # rare: only then take the write lock
         finish_interrupted(archive, zarr_id)
     return zarr_id
 
@@ -364,14 +371,8 @@ def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
     write it, and only with the announced content); the lock is taken to record the verified
     batch, if it is still the same open batch (same uid), as ``applying``.
     """
-    with archive.db.session() as session:
-        zarr = get_zarr(session, user, zarr_id)
-        require_owner(user, zarr.dandiset)
-        ensure_writable(session, zarr)
-        zarr_id = zarr.id
-        batch = open_batch(session, zarr)
-        retried = batch is not None and batch.kind == "upload" and batch.state == "applying"
-    if retried:
+    zarr_id, current = _writable(archive, user, zarr_id)
+    if current == ("upload", "applying"):
         # a complete that verified the batch and died (or failed) while applying it, retried:
         # finish that batch, which is the one the caller completes (one batch per Zarr)
         finish_interrupted(archive, zarr_id, expected=True)

@@ -430,35 +430,10 @@ class ObjectStore:
             found[key] = info
         return {key: found.get(key) for key in keys}
 
-    def copy_from(self, source: ObjectStore, key: str, source_key: str | None = None) -> None:
-        """Server-side copy of the current version of *source_key* (default *key*) in
-        *source*'s bucket to *key* in this one."""
-        self._call(
-            self.client.copy_object,
-            Bucket=self.bucket,
-            Key=key,
-            CopySource={"Bucket": source.bucket, "Key": source_key or key},
-            MetadataDirective="COPY",
-        )
-
     def purge(self, prefix: str) -> int:
-        """Delete every version and delete marker under *prefix* for good; raises
-        :class:`StorageError` if S3 refuses any of them."""
-        versions = [(v.key, v.version_id) for v in self.iter_versions(prefix)]
-        for start in range(0, len(versions), 1000):
-            chunk = versions[start : start + 1000]
-            response = self._call(
-                self.client.delete_objects,
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k, "VersionId": v} for k, v in chunk], "Quiet": True},
-            )
-            errors = response.get("Errors") or []
-            if errors:
-                raise StorageError(
-                    f"S3 refused to delete {len(errors)} object versions under {prefix!r}, "
-                    f"e.g. {errors[0]}"
-                )
-        return len(versions)
+        """Delete every version and delete marker under *prefix* for good (see
+        :func:`purge_checked`)."""
+        return purge_checked(self, prefix)
 
     def copy_within(self, source_key: str, key: str, version_id: str | None = None) -> str:
         """Server-side copy of *source_key* (at *version_id*, default its current version) to
@@ -581,12 +556,10 @@ class ObjectStore:
 
     def delete_all_versions(self, key: str) -> None:
         """Remove every version and delete marker of exactly *key*, for good."""
-        for version in list(self.iter_versions(key)):
-            if version.key == key:
-                self.delete_version(key, version.version_id)
+        purge_checked(self, key, exact=True)
 
 
-# -- unembargo's copies and purges (appended; used by services/embargo.py) -----------------
+# -- copies across buckets and purges -----------------------------------------------------
 #: AWS refuses ``CopyObject`` above 5 GiB: larger objects are copied in parts.
 COPY_OBJECT_LIMIT = 5 * 1024**3
 #: The part size of a multipart copy (S3 allows 5 MiB to 5 GiB, at most 10,000 parts).
