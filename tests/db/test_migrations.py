@@ -6,10 +6,22 @@ import threading
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from zarrchive.db.models import Base, Dandiset, UploadBatch, User, Zarr
+from zarrchive.db.migrate import upgrade
+from zarrchive.db.models import (
+    Base,
+    BatchKind,
+    BatchState,
+    Dandiset,
+    UploadBatch,
+    User,
+    Zarr,
+)
 from zarrchive.db.session import Database
+
+ZARR = "00000000-0000-0000-0000-000000000001"
 
 
 def test_migrations_match_the_models(database_url: str) -> None:
@@ -54,5 +66,77 @@ def test_one_open_batch_per_zarr_is_enforced_by_the_database(database_url: str) 
         for t in threads:
             t.join()
         assert sorted(results) == ["opened", "refused", "refused", "refused"]
+    finally:
+        db.dispose()
+
+
+def test_upgrading_keeps_open_batches_and_gives_them_identities(database_url: str) -> None:
+    """0003 rebuilds ``upload_batches`` on SQLite: an open batch and its files survive."""
+    db = Database(database_url)
+    try:
+        if not db.is_sqlite:  # the session's database is at head: start from scratch
+            with db.engine.begin() as connection:
+                connection.execute(text("DROP SCHEMA public CASCADE"))
+                connection.execute(text("CREATE SCHEMA public"))
+        upgrade(db.engine, "0002")
+        with db.engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO users (id, username, is_admin, created_at) "
+                    "VALUES (1, 'u', false, CURRENT_TIMESTAMP)"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO dandisets (id, name, embargoed, embargo_status, created_at) "
+                    "VALUES (1, 'd', false, 'open', CURRENT_TIMESTAMP)"
+                )
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO zarrs (id, dandiset_id, name, checksum, file_count, size, "
+                    "created_at, modified_at) VALUES (:z, 1, 'z', 'x', 0, 0, CURRENT_TIMESTAMP, "
+                    "CURRENT_TIMESTAMP)"
+                ),
+                {"z": ZARR},
+            )
+            connection.execute(
+                text(
+                    "INSERT INTO upload_batches (id, zarr_id, kind, state, created_at) "
+                    "VALUES (7, :z, 'upload', 'open', CURRENT_TIMESTAMP)"
+                ),
+                {"z": ZARR},
+            )
+            connection.execute(
+                text("INSERT INTO upload_batch_files (batch_id, path, etag) VALUES (7, 'a/b', :e)"),
+                {"e": "0" * 32},
+            )
+        db.migrate()
+        with db.session() as session:
+            batch = session.query(UploadBatch).one()
+            assert (batch.id, batch.state, len(batch.uid)) == (7, BatchState.OPEN, 32)
+            assert [(f.path, f.etag) for f in batch.files] == [("a/b", "0" * 32)]
+    finally:
+        db.dispose()
+
+
+def test_batch_states_are_checked_by_the_database(database_url: str) -> None:
+    db = Database(database_url)
+    try:
+        db.migrate()
+        with db.write_session() as session:
+            dandiset = Dandiset(name="d")
+            session.add(dandiset)
+            session.flush()
+            session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+        for column, value in (("kind", "upload-ish"), ("state", "done")):
+            try:
+                with db.write_session() as session:
+                    session.add(UploadBatch(zarr_id=ZARR, **{column: value}))
+            except IntegrityError:
+                continue
+            raise AssertionError(f"the database accepted {column}={value!r}")
+        with db.write_session() as session:
+            session.add(UploadBatch(zarr_id=ZARR, kind=BatchKind.DELETE, state=BatchState.APPLYING))
     finally:
         db.dispose()

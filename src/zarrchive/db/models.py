@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    CheckConstraint,
     DateTime,
     ForeignKey,
     Integer,
@@ -53,6 +55,39 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     pass
+
+
+class BatchKind(StrEnum):
+    """What a row of ``upload_batches`` is."""
+
+    #: files PUT by the client to the batch's staging area
+    UPLOAD = "upload"
+    #: files being deleted
+    DELETE = "delete"
+
+
+class BatchState(StrEnum):
+    """Where a batch is in its life (see :mod:`zarrchive.services.uploads`)."""
+
+    #: the client PUTs its files
+    OPEN = "open"
+    #: verified and recorded: its files are copied into place and the tree updated
+    APPLYING = "applying"
+
+
+class BlobValidation(StrEnum):
+    """A background validation of a multipart blob upload (``None``: not asked yet)."""
+
+    VALIDATING = "validating"
+    VALID = "valid"
+    FAILED = "failed"
+
+
+def _one_of(column: str, values: type[StrEnum], *, nullable: bool = False) -> str:
+    """SQL of a CHECK constraint: *column* holds one of the enum's values."""
+    listed = ", ".join(f"'{v.value}'" for v in values)
+    check = f"{column} IN ({listed})"
+    return f"{check} OR {column} IS NULL" if nullable else check
 
 
 class User(Base):
@@ -131,15 +166,19 @@ class UploadBatch(Base):
 
     __tablename__ = "upload_batches"
     #: SQLite must never reuse an id (without AUTOINCREMENT it reuses the largest freed one).
-    __table_args__ = ({"sqlite_autoincrement": True},)
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", BatchKind), name="ck_batch_kind"),
+        CheckConstraint(_one_of("state", BatchState), name="ck_batch_state"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     #: The batch's identity, unique forever: it names the batch's staging prefix in S3, and
     #: ``complete`` applies only the batch (uid) it verified.
     uid: Mapped[str] = mapped_column(String(32), unique=True, default=lambda: uuid.uuid4().hex)
     zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), unique=True)
-    kind: Mapped[str] = mapped_column(String(16), default="upload")
-    state: Mapped[str] = mapped_column(String(16), default="open")
+    kind: Mapped[str] = mapped_column(String(16), default=BatchKind.UPLOAD)
+    state: Mapped[str] = mapped_column(String(16), default=BatchState.OPEN)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -221,6 +260,11 @@ class BlobUpload(Base):
     """An upload of a blob in progress (single PUT or S3 multipart)."""
 
     __tablename__ = "blob_uploads"
+    __table_args__ = (
+        CheckConstraint(
+            _one_of("validation", BlobValidation, nullable=True), name="ck_blob_validation"
+        ),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     md5: Mapped[str] = mapped_column(String(32))

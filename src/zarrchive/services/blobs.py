@@ -33,7 +33,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import validate_md5
-from zarrchive.db.models import Asset, Blob, BlobUpload, DandisetOwner, User, Version
+from zarrchive.db.models import (
+    Asset,
+    Blob,
+    BlobUpload,
+    BlobValidation,
+    DandisetOwner,
+    User,
+    Version,
+)
 from zarrchive.errors import InvalidInput, NotFound, UploadVerificationFailed
 from zarrchive.services.auth import require_owner, require_user
 from zarrchive.services.dandisets import get_dandiset
@@ -228,16 +236,16 @@ def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo | 
     failure: str | None = None
     with archive.db.write_session() as session:
         upload = _get_upload(session, user, upload_id, lock=True)
-        if upload.validation in ("failed", "valid"):
+        if upload.validation in (BlobValidation.FAILED, BlobValidation.VALID):
             # the background job's outcome, told once: the upload is then forgotten
             session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
-            if upload.validation == "valid":
+            if upload.validation == BlobValidation.VALID:
                 blob = session.get(Blob, upload.validated_blob_id)
                 if blob is None:
                     raise NotFound(f"the blob of upload {upload_id} is gone")
                 return BlobInfo(blob.id, blob.md5, blob.size)
             failure = upload.validation_error or "the upload did not match what was announced"
-        elif upload.validation == "validating":
+        elif upload.validation == BlobValidation.VALIDATING:
             return None
     if failure is not None:
         raise UploadVerificationFailed(failure)
@@ -248,7 +256,9 @@ def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo | 
         background = upload.multipart_upload_id is not None and archive.jobs is not None
         if background:
             session.execute(
-                update(BlobUpload).where(BlobUpload.id == upload.id).values(validation="validating")
+                update(BlobUpload)
+                .where(BlobUpload.id == upload.id)
+                .values(validation=BlobValidation.VALIDATING)
             )
     if background:
         assert archive.jobs is not None
@@ -262,7 +272,7 @@ def validate_upload_job(upload_id: str) -> None:
     archive = current_archive()
     with archive.db.session() as session:
         upload = session.get(BlobUpload, upload_id)
-        if upload is None or upload.validation != "validating":
+        if upload is None or upload.validation != BlobValidation.VALIDATING:
             return
         session.expunge(upload)
     try:
@@ -299,7 +309,7 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
                 session.execute(
                     update(BlobUpload)
                     .where(BlobUpload.id == upload.id)
-                    .values(validation="failed", validation_error=message)
+                    .values(validation=BlobValidation.FAILED, validation_error=message)
                 )
             else:
                 session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
@@ -341,7 +351,7 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
             session.execute(
                 update(BlobUpload)
                 .where(BlobUpload.id == upload.id)
-                .values(validation="valid", validated_blob_id=blob.id)
+                .values(validation=BlobValidation.VALID, validated_blob_id=blob.id)
             )
         else:
             session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))

@@ -36,7 +36,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import validate_md5
-from zarrchive.db.models import UploadBatch, UploadBatchFile, User, Zarr, utcnow
+from zarrchive.db.models import (
+    BatchKind,
+    BatchState,
+    UploadBatch,
+    UploadBatchFile,
+    User,
+    Zarr,
+    utcnow,
+)
 from zarrchive.errors import (
     BatchTooLarge,
     Conflict,
@@ -95,7 +103,9 @@ def _check_and_recover(archive: Archive, user: User | None, zarr_id: str) -> str
     Returns the normalised Zarr id.
     """
     zarr_id, current = _writable(archive, user, zarr_id)
-    if current is not None and current[1] == "applying":  # rare: only then take the write lock
+    if (
+        current is not None and current[1] == BatchState.APPLYING
+    ):  # rare: only then take the write lock
         finish_interrupted(archive, zarr_id)
     return zarr_id
 
@@ -176,12 +186,12 @@ class _Applying:
 
 def _read_applying(session: Session, zarr: Zarr) -> _Applying | None:
     batch = open_batch(session, zarr)
-    if batch is None or batch.state != "applying":
+    if batch is None or batch.state != BatchState.APPLYING:
         return None
     applying = _Applying(zarr.id, batch.uid, batch.kind)
     for f in batch.files:
         applying.paths.append(f.path)
-        if batch.kind == "upload":
+        if batch.kind == BatchKind.UPLOAD:
             assert f.etag is not None and f.size is not None
             applying.files[f.path] = (f.etag, f.size, f.staged_version)
     return applying
@@ -223,7 +233,7 @@ def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False
             "Zarr %s: finishing interrupted %s batch %s", zarr_id, applying.kind, applying.uid
         )
     # S3 work outside the database lock: only this batch's objects, all idempotent.
-    if applying.kind == "delete":
+    if applying.kind == BatchKind.DELETE:
         store.delete_many(zarr_object_key(zarr_id, p) for p in applying.paths)
         changes: dict[str, FileChange] = dict.fromkeys(applying.paths)
     else:
@@ -232,13 +242,13 @@ def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False
     with archive.db.write_session() as session:
         zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
         batch = open_batch(session, zarr)
-        if batch is None or batch.uid != applying.uid or batch.state != "applying":
+        if batch is None or batch.uid != applying.uid or batch.state != BatchState.APPLYING:
             return False  # another request applied it meanwhile
         state = apply_changes(store, zarr_id, changes)
         zarr.checksum, zarr.file_count, zarr.size = state.checksum, state.file_count, state.size
         zarr.modified_at = utcnow()
         session.delete(batch)
-    if applying.kind == "upload":
+    if applying.kind == BatchKind.UPLOAD:
         _drop_staging(store, zarr_id, applying.uid)
     queue_manifest(archive, zarr_id)
     return True
@@ -290,7 +300,7 @@ def upload_in_progress(archive: Archive, user: User | None, zarr_id: str) -> boo
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
         batch = open_batch(session, zarr)
-        return batch is not None and batch.kind == "upload"
+        return batch is not None and batch.kind == BatchKind.UPLOAD
 
 
 def start_batch(
@@ -311,8 +321,8 @@ def start_batch(
         batch = UploadBatch(
             zarr_id=zarr.id,
             uid=uuid.uuid4().hex,
-            kind="upload",
-            state="open",
+            kind=BatchKind.UPLOAD,
+            state=BatchState.OPEN,
             created_by=user.id if user else None,
         )
         batch.files = [UploadBatchFile(path=p, etag=e) for p, e in checked]
@@ -372,7 +382,7 @@ def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
     batch, if it is still the same open batch (same uid), as ``applying``.
     """
     zarr_id, current = _writable(archive, user, zarr_id)
-    if current == ("upload", "applying"):
+    if current == (BatchKind.UPLOAD, BatchState.APPLYING):
         # a complete that verified the batch and died (or failed) while applying it, retried:
         # finish that batch, which is the one the caller completes (one batch per Zarr)
         finish_interrupted(archive, zarr_id, expected=True)
@@ -382,7 +392,7 @@ def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
         batch = open_batch(session, zarr)
-        if batch is None or batch.kind != "upload" or batch.state != "open":
+        if batch is None or batch.kind != BatchKind.UPLOAD or batch.state != BatchState.OPEN:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         uid = batch.uid
         expected = {f.path: f.etag for f in batch.files}
@@ -391,13 +401,13 @@ def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         batch = open_batch(session, zarr)
-        if batch is None or batch.uid != uid or batch.state != "open":
+        if batch is None or batch.uid != uid or batch.state != BatchState.OPEN:
             raise NoUploadInProgress(
                 f"Zarr {zarr.id}: the batch was completed or cancelled meanwhile by another request"
             )
         for f in batch.files:
             f.size, f.staged_version = staged[f.path]
-        batch.state = "applying"
+        batch.state = BatchState.APPLYING
     # Recorded as verified: from here on a crash is repaired by the next write.
     finish_interrupted(archive, zarr_id, expected=True)
     with archive.db.session() as session:
@@ -450,7 +460,7 @@ def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         batch = open_batch(session, zarr)
-        if batch is None or batch.kind != "upload" or batch.state != "open":
+        if batch is None or batch.kind != BatchKind.UPLOAD or batch.state != BatchState.OPEN:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         uid = batch.uid
         store = archive.store_for(zarr.dandiset)
@@ -483,8 +493,8 @@ def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Seque
         batch = UploadBatch(
             zarr_id=zarr.id,
             uid=uuid.uuid4().hex,
-            kind="delete",
-            state="applying",
+            kind=BatchKind.DELETE,
+            state=BatchState.APPLYING,
             created_by=user.id if user else None,
         )
         batch.files = [UploadBatchFile(path=p) for p in checked]

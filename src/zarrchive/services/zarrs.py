@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import (
     Asset,
+    BatchKind,
     Dandiset,
     UploadBatch,
     User,
@@ -167,7 +168,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         checksum=zarr.checksum,
         file_count=zarr.file_count,
         size=zarr.size,
-        upload_in_progress=batch == "upload",
+        upload_in_progress=batch == BatchKind.UPLOAD,
         created=zarr.created_at,
         modified=zarr.modified_at,
         manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,

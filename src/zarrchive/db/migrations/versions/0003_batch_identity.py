@@ -17,6 +17,11 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
+#: The batch states as CHECK constraints (the values of ``db.models.BatchKind``/``BatchState``
+#: when this revision was written: a migration never imports the models).
+KIND_CHECK = "kind IN ('upload', 'delete')"
+STATE_CHECK = "state IN ('open', 'applying')"
+
 
 def _batch_columns() -> list[sa.schema.SchemaItem]:
     return [
@@ -32,6 +37,8 @@ def _batch_columns() -> list[sa.schema.SchemaItem]:
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("zarr_id"),
         sa.UniqueConstraint("uid"),
+        sa.CheckConstraint(KIND_CHECK, name="ck_batch_kind"),
+        sa.CheckConstraint(STATE_CHECK, name="ck_batch_state"),
     ]
 
 
@@ -88,6 +95,8 @@ def upgrade() -> None:
         )
     op.alter_column("upload_batches", "uid", nullable=False)
     op.create_unique_constraint("upload_batches_uid_key", "upload_batches", ["uid"])
+    op.create_check_constraint("ck_batch_kind", "upload_batches", KIND_CHECK)
+    op.create_check_constraint("ck_batch_state", "upload_batches", STATE_CHECK)
     op.add_column(
         "upload_batch_files",
         sa.Column("staged_version", sa.String(length=200), nullable=True),
@@ -98,5 +107,7 @@ def downgrade() -> None:
     with op.batch_alter_table("upload_batch_files") as batch:
         batch.drop_column("staged_version")
     with op.batch_alter_table("upload_batches") as batch:
+        batch.drop_constraint("ck_batch_state", type_="check")
+        batch.drop_constraint("ck_batch_kind", type_="check")
         batch.drop_constraint("upload_batches_uid_key", type_="unique")
         batch.drop_column("uid")
