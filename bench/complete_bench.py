@@ -1,14 +1,17 @@
-"""Latency of ``POST /api/zarr/{id}/upload/complete/`` for 500-file batches into big Zarrs.
+"""Latency of ``POST /api/zarr/{id}/upload/complete/`` (and time until applied) into big Zarrs.
 
 The Zarr's existing content is seeded directly: its ``.checksum`` nodes are
 computed from synthetic entries and written to S3, and its root checksum to the
 database (the objects themselves are not needed by ``complete``, which only
-verifies the batch's objects and rewrites the affected nodes).  Then each
-iteration opens a batch of 500 new files, PUTs them through the presigned URLs
-and times ``complete``.
+verifies the batch's objects, copies them into place and rewrites the affected
+nodes).  Then each iteration opens a batch of new files (``--batch``, 500 by
+default), PUTs them through the presigned URLs and times ``complete``: the
+request (verification and queueing; the server applies in the background, with
+its in-process job queue as ``zarrchive serve`` runs it) and the time until the
+batch is applied (polling the Zarr until ``upload_state`` is ``at_rest``).
 
     .venv/bin/python bench/complete_bench.py [--sizes 10000,100000,1000000] [--flat 100000]
-        [--iterations 10]
+        [--iterations 10] [--batch 500,1000,2000,5000]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -31,13 +35,12 @@ from zarrchive.api import create_app
 from zarrchive.checksum import iter_directory_digests
 from zarrchive.config import Settings
 from zarrchive.db.models import Zarr
+from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services.auth import create_user
-from zarrchive.services.runtime import Archive
+from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.objects import md5_to_content_md5
 from zarrchive.storage.seaweedfs import SeaweedFS, free_port
-
-BATCH = 500
 
 
 def nested_entries(n: int) -> Iterator[tuple[str, int, str]]:
@@ -88,36 +91,53 @@ def seed(archive: Archive, zarr_id: str, entries: Iterator[tuple[str, int, str]]
     return written
 
 
-def batch_paths(layout: str, iteration: int) -> list[str]:
+def batch_paths(layout: str, iteration: int, batch: int) -> list[str]:
     if layout == "flat":
-        return [f"new-{iteration}-{k}" for k in range(BATCH)]
-    # five leaf directories of an existing array region, 100 new chunks each
-    return [f"arr/{iteration}/{j}/new{k}" for j in range(5) for k in range(100)]
+        return [f"new-{iteration}-{k}" for k in range(batch)]
+    # leaf directories of an existing array region, 100 new chunks each
+    return [f"arr/{iteration}/{j}/new{k}" for j in range(batch // 100) for k in range(100)]
 
 
-def run(api: httpx.Client, zarr_id: str, layout: str, iterations: int) -> list[float]:
-    times = []
-    with httpx.Client(timeout=120) as s3:
+def percentile(times: list[float], q: float) -> float:
+    ordered = sorted(times)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run(
+    api: httpx.Client, zarr_id: str, layout: str, iterations: int, batch: int
+) -> tuple[list[float], list[float]]:
+    """Per iteration: the request time of ``complete`` and the time until applied."""
+    requests, applied = [], []
+    with httpx.Client(timeout=120) as s3, ThreadPoolExecutor(16) as pool:
         for it in range(iterations):
-            bodies = {p: f"{p}-{it}".encode() for p in batch_paths(layout, it)}
+            bodies = {p: f"{p}-{it}".encode() for p in batch_paths(layout, it, batch)}
             md5s = {p: hashlib.md5(b).hexdigest() for p, b in bodies.items()}
             urls = api.post(
                 f"/api/zarr/{zarr_id}/upload/",
                 json=[{"path": p, "etag": m} for p, m in md5s.items()],
             )
-            urls.raise_for_status()
-            for item in urls.json():
+            if urls.status_code != 200:
+                raise SystemExit(f"opening a batch: {urls.status_code} {urls.text[:300]}")
+
+            def put(
+                item: dict[str, str], bodies: dict[str, bytes] = bodies, md5s: dict[str, str] = md5s
+            ) -> None:
                 p = item["path"]
                 s3.put(
                     item["upload_url"],
                     content=bodies[p],
                     headers={"Content-MD5": md5_to_content_md5(md5s[p])},
                 ).raise_for_status()
+
+            list(pool.map(put, urls.json()))
             start = time.perf_counter()
             done = api.post(f"/api/zarr/{zarr_id}/upload/complete/")
-            times.append(time.perf_counter() - start)
+            requests.append(time.perf_counter() - start)
             done.raise_for_status()
-    return times
+            while api.get(f"/api/zarr/{zarr_id}/").json()["upload_state"] != "at_rest":
+                time.sleep(0.01)
+            applied.append(time.perf_counter() - start)
+    return requests, applied
 
 
 def main() -> None:
@@ -125,6 +145,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--flat", default="100000", help="sizes of the flat layout")
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--batch", default="500", help="files per batch (comma-separated)")
     args = parser.parse_args()
     configs = [("nested", int(n)) for n in args.sizes.split(",") if n]
     configs += [("flat", int(n)) for n in args.flat.split(",") if n]
@@ -139,11 +160,14 @@ def main() -> None:
                 s3_endpoint_url=server.endpoint_url,
                 s3_access_key_id="bench",
                 s3_secret_access_key="bench-secret",
+                max_batch_files=max(int(b) for b in args.batch.split(",") if b),
             )
             archive = Archive.from_settings(settings)
             with archive.db.session() as session:
                 _, token = create_user(session, "bench")
             port = free_port()
+            archive.jobs = InProcessJobQueue()  # as `zarrchive serve` runs it
+            set_current_archive(archive)
             app = create_app(archive)
             uv = uvicorn.Server(
                 uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
@@ -158,8 +182,10 @@ def main() -> None:
             )
             dandiset = api.post("/api/dandisets/", json={"name": "bench"}).json()["identifier"]
             print(
-                f"{'layout':8} {'entries':>9} {'nodes':>7} {'seed s':>7} {'p50 s':>7} {'p95 s':>7}"
+                f"{'layout':8} {'entries':>9} {'nodes':>7} {'batch':>6} {'seed s':>7} "
+                f"{'req p50':>8} {'req p99':>8} {'appl p50':>8} {'appl p99':>8}"
             )
+            batches = [int(b) for b in args.batch.split(",") if b]
             for layout, n in configs:
                 zarr_id = api.post(
                     "/api/zarr/", json={"name": f"{layout}-{n}", "dandiset": dandiset}
@@ -168,11 +194,14 @@ def main() -> None:
                 entries = flat_entries(n) if layout == "flat" else nested_entries(n)
                 nodes = seed(archive, zarr_id, entries)
                 seeded = time.perf_counter() - t0
-                times = sorted(run(api, zarr_id, layout, args.iterations))
-                p50 = statistics.median(times)
-                p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-                print(f"{layout:8} {n:>9} {nodes:>7} {seeded:>7.1f} {p50:>7.3f} {p95:>7.3f}")
-                sys.stdout.flush()
+                for batch in batches:
+                    requests, applied = run(api, zarr_id, layout, args.iterations, batch)
+                    print(
+                        f"{layout:8} {n:>9} {nodes:>7} {batch:>6} {seeded:>7.1f} "
+                        f"{statistics.median(requests):>8.3f} {percentile(requests, 0.99):>8.3f} "
+                        f"{statistics.median(applied):>8.3f} {percentile(applied, 0.99):>8.3f}"
+                    )
+                    sys.stdout.flush()
             uv.should_exit = True
             archive.close()
         finally:

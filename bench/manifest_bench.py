@@ -115,30 +115,47 @@ def child(approach: str, n: int) -> None:
     )
 
 
-def s3_child() -> None:
-    """In its own process: write the manifest of the seeded Zarr (settings from the env)."""
+#: What each S3 child measures: the manifest job (prefixes listed 1 or 8 at a time), or the
+#: listing of current versions alone (one paginator, or prefixes listed P at a time).
+S3_MODES = [
+    "manifest/1",
+    "manifest/8",
+    "list/serial",
+    "list/2",
+    "list/4",
+    "list/8",
+    "list/16",
+]
+
+
+def s3_child(mode: str) -> None:
+    """In its own process: one S3 measurement of the seeded Zarr (settings from the env)."""
     from zarrchive.config import Settings
-    from zarrchive.services.manifests import write_manifest
+    from zarrchive.services import manifests
     from zarrchive.services.runtime import Archive
 
     archive = Archive.from_settings(Settings.from_env(), migrate=False)
+    zarr_id = os.environ["BENCH_ZARR_ID"]
+    kind, _, parallel = mode.partition("/")
     start = time.perf_counter()
-    outcome = write_manifest(archive, os.environ["BENCH_ZARR_ID"])
+    result: dict[str, Any] = {}
+    if kind == "manifest":
+        manifests.LIST_PARALLELISM = int(parallel)
+        outcome = manifests.write_manifest(archive, zarr_id, force=True)
+        result = {"status": outcome.status, "mismatch": outcome.mismatch}
+    else:
+        prefix = f"zarr/{zarr_id}/"
+        if parallel == "serial":
+            rows = (v for v in archive.store.iter_versions(prefix) if v.is_latest)
+        else:
+            rows = archive.store.iter_current_versions(prefix, parallel=int(parallel))
+        result = {"status": "written", "mismatch": False, "entries": sum(1 for _ in rows)}
     elapsed = time.perf_counter() - start
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(
-        json.dumps(
-            {
-                "status": outcome.status,
-                "seconds": elapsed,
-                "peak_rss_mib": peak_kib / 1024,
-                "mismatch": outcome.mismatch,
-            }
-        )
-    )
+    print(json.dumps({**result, "seconds": elapsed, "peak_rss_mib": peak_kib / 1024}))
 
 
-def s3_run(n: int) -> None:
+def s3_run(n: int, modes: list[str]) -> None:
     """End to end on SeaweedFS: listing of current versions + generation + upload."""
     import hashlib
     import uuid
@@ -185,20 +202,23 @@ def s3_run(n: int) -> None:
                     )
                 )
             archive.close()
-            proc = subprocess.run(
-                [sys.executable, __file__, "--s3-child"],
-                env={**env, "BENCH_ZARR_ID": zarr_id},
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            r = json.loads(proc.stdout.strip().splitlines()[-1])
-            assert r["status"] == "written" and not r["mismatch"], r
-            print(
-                f"{n:>9} {'S3 e2e':<10} {r['seconds']:>8.2f} {r['peak_rss_mib']:>13.1f} "
-                f"  ({n / r['seconds']:.0f} entries/s; seeding took {seeded:.0f} s)",
-                flush=True,
-            )
+            print(f"seeded {n} objects in {seeded:.0f} s", flush=True)
+            for mode in modes:
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--s3-child", mode],
+                    env={**env, "BENCH_ZARR_ID": zarr_id},
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                r = json.loads(proc.stdout.strip().splitlines()[-1])
+                assert r["status"] == "written" and not r["mismatch"], r
+                assert r.get("entries", n) == n, r
+                print(
+                    f"{n:>9} {'S3 ' + mode:<14} {r['seconds']:>8.2f} {r['peak_rss_mib']:>13.1f} "
+                    f"  ({n / r['seconds']:.0f} entries/s)",
+                    flush=True,
+                )
         finally:
             server.stop()
 
@@ -208,7 +228,10 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--approaches", nargs="+", default=["streaming", "in-memory"])
     parser.add_argument("--child", nargs=2, metavar=("APPROACH", "N"), help=argparse.SUPPRESS)
-    parser.add_argument("--s3-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--s3-child", metavar="MODE", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--s3-modes", nargs="+", default=S3_MODES, help=f"S3 measurements ({', '.join(S3_MODES)})"
+    )
     parser.add_argument(
         "--s3",
         type=int,
@@ -219,7 +242,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.s3_child:
-        s3_child()
+        s3_child(args.s3_child)
         return
     if args.child:
         child(args.child[0], int(args.child[1]))
@@ -246,7 +269,7 @@ def main() -> None:
         if len(found) != 1:
             raise SystemExit(f"the approaches disagree on the checksum of {n} entries: {found}")
     for n in args.s3:
-        s3_run(n)
+        s3_run(n, args.s3_modes)
 
 
 if __name__ == "__main__":

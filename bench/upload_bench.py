@@ -8,11 +8,13 @@ uploaded
   each thread reading its file from disk;
 - zarrchive: ``zarrchive upload DIR --dandiset ID --jobs N`` as a subprocess (so the
   client does not share this process's GIL with the server), wall time including the
-  CLI's start-up, the local md5 pass, batches and their server-side verification.
+  CLI's start-up, the local md5 pass, batches and their server-side verification, and
+  the wait at the end until the server has applied every batch (copies and tree).
 
 Then a Zarr of ``--noop-files`` small files is uploaded once and re-uploaded unchanged.
 
     .venv/bin/python bench/upload_bench.py [--files 5000] [--jobs 16] [--noop-files 20000]
+        [--batch-files N]
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from botocore.config import Config
 
 from zarrchive.api import create_app
 from zarrchive.config import Settings
+from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services.auth import create_user
-from zarrchive.services.runtime import Archive
+from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
 KEY, SECRET = "bench", "bench-secret"
@@ -121,6 +124,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="65536,262144")
     parser.add_argument("--jobs", type=int, default=16)
     parser.add_argument("--noop-files", type=int, default=20000)
+    parser.add_argument(
+        "--batch-files", type=int, default=0, help="the server's max_batch_files (0: default)"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="upload-bench-"))
@@ -148,10 +154,15 @@ def main() -> None:
             s3_access_key_id=KEY,
             s3_secret_access_key=SECRET,
         )
+        if args.batch_files:
+            settings = settings.with_overrides(max_batch_files=args.batch_files)
         (work / "data").mkdir()
         archive = Archive.from_settings(settings)
         with archive.db.session() as session:
             token = create_user(session, "bench")[1]
+        # batches are applied by the job queue, as `zarrchive serve` runs it (in-process)
+        archive.jobs = InProcessJobQueue()
+        set_current_archive(archive)
         app = create_app(archive)
         port = free_port()
         server = uvicorn.Server(

@@ -13,7 +13,9 @@
 | ``ZARRCHIVE_PRESIGN_EXPIRY`` | ``3600`` seconds |
 | ``ZARRCHIVE_MAX_REQUEST_BODY`` | ``8388608`` bytes (8 MiB; anonymous requests: 1 MiB at most) |
 | ``ZARRCHIVE_REDIS_URL`` | unset: jobs run in-process |
+| ``ZARRCHIVE_REDIS_QUEUE`` | ``zarrchive`` (the RQ queue; archives sharing a Redis need their own) |
 | ``ZARRCHIVE_HOST`` / ``ZARRCHIVE_PORT`` | ``127.0.0.1`` / ``8000`` |
+| ``ZARRCHIVE_PUBLISHED_ZARRS`` | ``freeze`` (the spec) or ``snapshot`` (see :class:`PublishedZarrs`) |
 """
 
 from __future__ import annotations
@@ -22,12 +24,22 @@ import os
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 
 from zarrchive.errors import ConfigurationError
 
 #: The most an anonymous request may send (e.g. the paths of ``POST .../download/``).
 ANONYMOUS_BODY_LIMIT = 1024 * 1024
+
+
+class PublishedZarrs(StrEnum):
+    """What publishing a dandiset does to its Zarrs."""
+
+    #: the spec: a published Zarr is immutable for good (its one snapshot is its live state)
+    FREEZE = "freeze"
+    #: the version pins the Zarr's checksum and manifest; the draft's Zarr stays writable
+    SNAPSHOT = "snapshot"
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,10 @@ class Settings:
     #: Largest request body accepted (an authenticated batch of ``max_batch_files`` entries
     #: needs well under 1 MiB); anonymous requests get at most :data:`ANONYMOUS_BODY_LIMIT`.
     max_request_body: int = 8 * 1024 * 1024
+    #: What publishing does to Zarrs (``ZARRCHIVE_PUBLISHED_ZARRS``).
+    published_zarrs: PublishedZarrs = PublishedZarrs.FREEZE
+    #: The RQ queue the API processes fill and ``zarrchive worker`` consumes.
+    redis_queue: str = "zarrchive"
 
     @property
     def embedded_s3(self) -> bool:
@@ -88,6 +104,8 @@ class Settings:
             max_request_body=_positive_int(
                 "MAX_REQUEST_BODY", get("MAX_REQUEST_BODY"), 8 * 1024 * 1024
             ),
+            published_zarrs=_published_zarrs(get("PUBLISHED_ZARRS")),
+            redis_queue=get("REDIS_QUEUE") or "zarrchive",
         )
 
 
@@ -114,3 +132,13 @@ def _positive_int(name: str, raw: str | None, default: int) -> int:
     if value <= 0:
         raise ConfigurationError(f"ZARRCHIVE_{name}={raw!r}: expected a positive integer")
     return value
+
+
+def _published_zarrs(raw: str | None) -> PublishedZarrs:
+    if raw is None:
+        return PublishedZarrs.FREEZE
+    try:
+        return PublishedZarrs(raw.strip().lower())
+    except ValueError:
+        choices = " or ".join(repr(m.value) for m in PublishedZarrs)
+        raise ConfigurationError(f"ZARRCHIVE_PUBLISHED_ZARRS={raw!r}: expected {choices}") from None

@@ -108,6 +108,11 @@ class CorruptChecksumNode(ZarrchiveError):
     ``zarrchive admin fsck ZARR_ID --repair``."""
 
 
+class CorruptManifest(ZarrchiveError):
+    """A stored manifest a published snapshot needs is unreadable or disagrees with its
+    checksum: the archive's fault (HTTP 500, naming what an administrator must run)."""
+
+
 class ConfigurationError(ZarrchiveError):
     """The archive's configuration is invalid or incomplete."""
 
@@ -148,6 +153,10 @@ class InvalidJob(InvalidInput):
 
 class JobQueueClosed(Conflict):
     """A job was enqueued on a job queue that is closed or closing."""
+
+
+class JobLockTimeout(ZarrchiveError):
+    """A keyed job waited too long for the job of the same key running elsewhere."""
 
 
 # -- LINDI (HDF5/NWB as Zarr) -------------------------------------------------

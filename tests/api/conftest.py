@@ -60,7 +60,8 @@ def upload(
         )
         assert response.status_code == 200, response.text
         put_files(response.json(), batch)
-        response = api.post(f"/api/zarr/{zarr_id}/upload/complete/")
+        # wait=true: applied before the answer, so its checksum is the new one
+        response = api.post(f"/api/zarr/{zarr_id}/upload/complete/", params={"wait": "true"})
         assert response.status_code == 200, response.text
         info = response.json()
     return info

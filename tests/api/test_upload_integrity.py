@@ -181,9 +181,10 @@ def test_interrupted_copy_is_finished_by_the_retried_complete(
     monkeypatch.setattr(ObjectStore, "copy_within", flaky)
     response = api.post(f"/api/zarr/{zarr_id}/upload/complete/")
     assert response.status_code == 502
-    # the batch is recorded as verified; the tree and the checksum have not moved
+    # the batch is recorded as verified (queued); the tree and the checksum have not moved
     assert info(api, zarr_id)["checksum"] == before["checksum"]
-    assert api.get(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    assert info(api, zarr_id)["upload_state"] == "applying"
+    assert api.get(f"/api/zarr/{zarr_id}/upload/").status_code == 404  # none open
     monkeypatch.setattr(ObjectStore, "copy_within", copy)
     # the client retries complete: the batch is finished, exactly once
     response = api.post(f"/api/zarr/{zarr_id}/upload/complete/")

@@ -204,9 +204,11 @@ def test_second_batch_conflicts(api: httpx.Client, zarr_id: str) -> None:
     response = api.post(url, json=[{"path": "b", "etag": "b" * 32}])
     assert response.status_code == 409
     assert "cancel" in response.json()["detail"]
-    # deletions are refused while a batch is open
+    # deletions are queued behind an open batch, but only of files the Zarr has: a file
+    # of the open batch is not one yet
     response = api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": "a"}])
-    assert response.status_code == 409
+    assert response.status_code == 404
+    assert response.json()["detail"]["missing"] == ["a"]
 
 
 def test_delete_missing_paths_deletes_nothing(
@@ -333,7 +335,14 @@ def test_info(api: httpx.Client, archive: Archive) -> None:
     assert body["bucket"] == archive.settings.s3_bucket
     assert body["max_batch_files"] == 500
     assert body["s3_endpoint_url"] == archive.settings.s3_endpoint_url
-    assert set(body) == {"version", "s3_endpoint_url", "bucket", "max_batch_files"}
+    assert set(body) == {
+        "version",
+        "s3_endpoint_url",
+        "bucket",
+        "max_batch_files",
+        "published_zarrs",
+    }
+    assert body["published_zarrs"] == "freeze"
     assert api.get("/docs").status_code == 200
     assert "/api/zarr/{zarr_id}/upload/complete/" in api.get("/openapi.json").json()["paths"]
 

@@ -140,3 +140,38 @@ def test_batch_states_are_checked_by_the_database(database_url: str) -> None:
             session.add(UploadBatch(zarr_id=ZARR, kind=BatchKind.DELETE, state=BatchState.APPLYING))
     finally:
         db.dispose()
+
+
+def test_one_open_batch_plus_queued_ones_in_a_unique_order(database_url: str) -> None:
+    """0005: the partial unique index allows one ``open`` batch per Zarr beside any number of
+    queued ones, and each queued batch has its own apply number."""
+    db = Database(database_url)
+    try:
+        db.migrate()
+        with db.write_session() as session:
+            dandiset = Dandiset(name="d")
+            session.add(dandiset)
+            session.flush()
+            session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+        with db.write_session() as session:
+            session.add_all(
+                [
+                    UploadBatch(zarr_id=ZARR, state=BatchState.QUEUED, seq=1),
+                    UploadBatch(zarr_id=ZARR, state=BatchState.APPLYING, seq=2),
+                    UploadBatch(zarr_id=ZARR, state=BatchState.OPEN),
+                ]
+            )
+        for extra in (
+            UploadBatch(zarr_id=ZARR, state=BatchState.OPEN),
+            UploadBatch(zarr_id=ZARR, state=BatchState.QUEUED, seq=2),
+        ):
+            try:
+                with db.write_session() as session:
+                    session.add(extra)
+            except IntegrityError:
+                continue
+            raise AssertionError(f"the database accepted {extra.state} seq={extra.seq}")
+        with db.session() as session:
+            assert session.query(UploadBatch).count() == 3
+    finally:
+        db.dispose()

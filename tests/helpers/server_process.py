@@ -25,8 +25,10 @@ def zarrchive_command() -> list[str]:
 class ServerProcess:
     """The archive's server in a process of its own, configured through ``ZARRCHIVE_*``."""
 
-    def __init__(self, settings: Settings, log_path: Path) -> None:
+    def __init__(self, settings: Settings, log_path: Path, *, args: tuple[str, ...] = ()) -> None:
         self.settings = settings
+        #: Extra arguments of ``zarrchive serve`` (e.g. ``("--workers", "2")``).
+        self.args = args
         self.port = free_port()
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
@@ -52,13 +54,16 @@ class ServerProcess:
                 "ZARRCHIVE_PORT": str(self.port),
             }
         )
+        if s.redis_url:
+            env["ZARRCHIVE_REDIS_URL"] = s.redis_url
+            env["ZARRCHIVE_REDIS_QUEUE"] = s.redis_queue
         return env
 
     def start(self, timeout: float = 60) -> None:
         assert self.process is None
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [*zarrchive_command(), "serve"],
+                [*zarrchive_command(), "serve", *self.args],
                 env=self.environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,8 +76,24 @@ def upload(api: httpx.Client, zarr_id: str, files: Mapping[str, bytes]) -> dict[
     with httpx.Client(timeout=60) as s3:
         for item in urls:
             expect(put_presigned(s3, item["upload_url"], files[item["path"]]))
-    info: dict[str, Any] = expect(api.post(f"/api/zarr/{zarr_id}/upload/complete/"))
-    return info
+    expect(api.post(f"/api/zarr/{zarr_id}/upload/complete/"))
+    return wait_at_rest(api, zarr_id)
+
+
+def wait_at_rest(api: httpx.Client, zarr_id: str, timeout: float = 120) -> dict[str, Any]:
+    """Poll the Zarr until no completed batch waits to be applied; its info then.
+
+    ``complete`` answers before its batch is applied (``upload_state`` ``applying``);
+    the checksum is the new one once the Zarr is ``at_rest`` (or ``open``: a new batch)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.02
+    while True:
+        info: dict[str, Any] = expect(api.get(f"/api/zarr/{zarr_id}/"))
+        if info.get("upload_state", "at_rest") != "applying":
+            return info
+        assert time.monotonic() < deadline, f"Zarr {zarr_id} still applying after {timeout} s"
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.5)
 
 
 def delete_files(api: httpx.Client, zarr_id: str, paths: list[str]) -> dict[str, Any]:

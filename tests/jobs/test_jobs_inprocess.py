@@ -15,9 +15,9 @@ from zarrchive.config import Settings
 from zarrchive.errors import ConfigurationError, InvalidJob, JobQueueClosed
 from zarrchive.jobs import InProcessJobQueue, import_string, job_queue_from_settings
 
-APPEND = "jobs_helpers:append_line"
-FLAKY = "jobs_helpers:fail_then_append"
-SLOW = "jobs_helpers:slow_append"
+APPEND = "tests.helpers.job_functions:append_line"
+FLAKY = "tests.helpers.job_functions:fail_then_append"
+SLOW = "tests.helpers.job_functions:slow_append"
 
 
 @pytest.fixture
@@ -123,11 +123,11 @@ def test_close_without_wait_drops_queued_jobs(tmp_path: Path) -> None:
 
 def test_validation_at_enqueue(queue: InProcessJobQueue, tmp_path: Path) -> None:
     with pytest.raises(InvalidJob, match="not an import string"):
-        queue.enqueue("jobs_helpers.append_line", {})
+        queue.enqueue("tests.helpers.job_functions.append_line", {})
     with pytest.raises(InvalidJob, match="cannot import module 'no_such_module_xyz'"):
         queue.enqueue("no_such_module_xyz:f", {})
     with pytest.raises(InvalidJob, match="has no function 'nope'"):
-        queue.enqueue("jobs_helpers:nope", {})
+        queue.enqueue("tests.helpers.job_functions:nope", {})
     with pytest.raises(InvalidJob, match="JSON-serialisable"):
         queue.enqueue(APPEND, {"path": tmp_path, "text": "x"})
     with pytest.raises(InvalidJob, match="module-level"):
@@ -136,7 +136,7 @@ def test_validation_at_enqueue(queue: InProcessJobQueue, tmp_path: Path) -> None
 
 
 def test_callable_and_kwargs_copy(queue: InProcessJobQueue, tmp_path: Path) -> None:
-    import jobs_helpers
+    from tests.helpers import job_functions as jobs_helpers
 
     assert import_string(jobs_helpers.append_line) == APPEND
     out = tmp_path / "out"

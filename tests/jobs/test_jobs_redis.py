@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +19,11 @@ from zarrchive.jobs import RedisJobQueue, job_queue_from_settings, run_worker
 pytestmark = pytest.mark.redis
 
 HERE = Path(__file__).parent
-SRC = HERE.parents[1] / "src"
+ROOT = HERE.parents[1]  # the job functions are tests.helpers.job_functions:...
+SRC = ROOT / "src"
 REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
-APPEND = "jobs_helpers:append_line"
-FLAKY = "jobs_helpers:fail_then_append"
+APPEND = "tests.helpers.job_functions:append_line"
+FLAKY = "tests.helpers.job_functions:fail_then_append"
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def lines(path: Path) -> list[str]:
 
 def run_cli_worker(queue_name: str) -> subprocess.CompletedProcess[str]:
     """``zarrchive worker --burst`` in a subprocess (the CLI function through typer)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(SRC)])}
     env.pop("ZARRCHIVE_REDIS_URL", None)
     code = "import typer; from zarrchive.cli.worker import worker; typer.run(worker)"
     return subprocess.run(
@@ -147,3 +149,33 @@ def test_cli_default_queue_is_the_jobs_default() -> None:
     from zarrchive.jobs import DEFAULT_QUEUE
 
     assert worker.DEFAULT_QUEUE == DEFAULT_QUEUE
+
+
+def test_jobs_of_one_key_never_overlap_on_two_workers(queue_name: str, tmp_path: Path) -> None:
+    """A keyed job that started is not replaced; the next one of its key, popped by a second
+    worker, waits until the first has finished (jobs of one Zarr run one after the other)."""
+    out = tmp_path / "out.txt"
+    q = RedisJobQueue(REDIS_URL, queue_name=queue_name, result_ttl=60)
+    q.enqueue(
+        "tests.helpers.job_functions:span", {"path": str(out), "text": "A", "seconds": 3}, key="k"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(SRC)])}
+    code = "import typer; from zarrchive.cli.worker import worker; typer.run(worker)"
+    command = [sys.executable, "-c", code, "--redis-url", REDIS_URL, "--queue", queue_name]
+    first = subprocess.Popen([*command, "--burst"], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while "start A" not in lines(out):
+            assert time.monotonic() < deadline, "the first worker did not start job A"
+            time.sleep(0.05)
+        q.enqueue(
+            "tests.helpers.job_functions:span",
+            {"path": str(out), "text": "B", "seconds": 0},
+            key="k",
+        )
+        second = subprocess.run([*command, "--burst"], env=env, timeout=120, check=False)
+        assert second.returncode == 0
+    finally:
+        first.wait(120)
+    assert lines(out) == ["start A", "end A", "start B", "end B"]
+    q.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lindi._lindi_helpers import LINDI_PYTHON_ENV, RangeServer, range_server_process
+from tests.helpers.lindi import LINDI_PYTHON_ENV, RangeServer, range_server_process
 
 
 @pytest.fixture

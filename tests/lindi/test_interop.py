@@ -10,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.lindi._lindi_helpers import run_oracle, same_tree
+from tests.helpers.lindi import run_oracle, same_tree
 from zarrchive.lindi import ConvertOptions, File, convert_to_lindi_json
 
 #: Normalises a file (h5py, lindi or ours) to JSON; the same code runs on both sides.

@@ -109,7 +109,7 @@ def test_pynwb_reads_a_file_lindi_wrote_through_our_reader(
 ) -> None:
     from pynwb import NWBHDF5IO
 
-    from tests.lindi._lindi_helpers import run_oracle
+    from tests.helpers.lindi import run_oracle
 
     path = tmp_path / "f.nwb"
     _write_nwb(path)

@@ -9,7 +9,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from tests.lindi._lindi_helpers import RangeServer, same_tree
+from tests.helpers.lindi import RangeServer, same_tree
 from zarrchive.lindi import ConvertOptions, File, RangeReader, hdf5_to_rfs, write_lindi_json
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from zarr.storage import LocalStore
 
-from tests.lindi._lindi_helpers import same_tree, same_value
+from tests.helpers.lindi import same_tree, same_value
 from zarrchive.errors import InvalidInput, InvalidLindiFile, ReferenceMismatch
 from zarrchive.lindi import (
     ConvertOptions,

@@ -44,6 +44,8 @@ class World:
     zarr_id: str
     asset_id: str
     upload_id: str
+    #: the Zarr's checksum that a published version pins (set by :func:`_publish`)
+    checksum: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,9 @@ class Row:
     prepare: Callable[[httpx.Client, World], None] | None = None
     #: statuses other than 401/403/404 also acceptable for anyone denied (e.g. 409)
     extra: frozenset[int] = field(default_factory=frozenset)
+    #: reads a published snapshot: embargoed dandisets cannot publish, so there even
+    #: the allowed roles find nothing (404)
+    snapshot: bool = False
 
 
 def _open_batch(api: httpx.Client, w: World) -> None:
@@ -70,6 +75,14 @@ def _open_batch(api: httpx.Client, w: World) -> None:
         expect(put_presigned(raw, item["upload_url"], b"new"))
 
 
+def _publish(api: httpx.Client, w: World) -> None:
+    """Publish the draft when the dandiset can be published (not embargoed): its Zarr's
+    checksum becomes a snapshot."""
+    w.checksum = expect(api.get(f"/api/zarr/{w.zarr_id}/"))["checksum"]
+    if not expect(api.get(f"/api/dandisets/{w.dandiset}/")).get("embargoed"):
+        expect(api.post(f"/api/dandisets/{w.dandiset}/versions/draft/publish/"))
+
+
 def _add_zarr(api: httpx.Client, w: World) -> None:
     w.zarr_id = create_zarr(api, w.dandiset, "second.zarr")
 
@@ -77,6 +90,7 @@ def _add_zarr(api: httpx.Client, w: World) -> None:
 #: A blob upload is its uploader's: others are told it does not exist.
 PRIVATE_TO_UPLOADER = frozenset({404})
 Z = "/api/zarr/{zarr_id}/"
+S = Z + "snapshots/{checksum}/"
 D = "/api/dandisets/{dandiset_id}/"
 V = D + "versions/{version}/"
 ROWS = [
@@ -147,6 +161,40 @@ ROWS = [
         lambda w: f"/api/zarr/{w.zarr_id}/files/",
         lambda w: [{"path": "arr/0"}],
         mutating=True,
+    ),
+    Row("GET", Z + "snapshots/", "read", lambda w: f"/api/zarr/{w.zarr_id}/snapshots/"),
+    Row(
+        "GET",
+        S,
+        "read",
+        lambda w: f"/api/zarr/{w.zarr_id}/snapshots/{w.checksum}/",
+        prepare=_publish,
+        snapshot=True,
+    ),
+    Row(
+        "GET",
+        S + "files/",
+        "read",
+        lambda w: f"/api/zarr/{w.zarr_id}/snapshots/{w.checksum}/files/",
+        prepare=_publish,
+        snapshot=True,
+    ),
+    Row(
+        "GET",
+        S + "{path}",
+        "read",
+        lambda w: f"/api/zarr/{w.zarr_id}/snapshots/{w.checksum}/arr/0",
+        prepare=_publish,
+        snapshot=True,
+    ),
+    Row(
+        "POST",
+        S + "download/",
+        "read",
+        lambda w: f"/api/zarr/{w.zarr_id}/snapshots/{w.checksum}/download/",
+        lambda w: [{"path": "arr/0"}],
+        prepare=_publish,
+        snapshot=True,
     ),
     Row("GET", Z + "files/", "read", lambda w: f"/api/zarr/{w.zarr_id}/files/"),
     Row("GET", Z + "{path}", "read", lambda w: f"/api/zarr/{w.zarr_id}/arr/0"),
@@ -324,6 +372,8 @@ def test_authorization_matrix(
                 failures.append(label)
             elif denial is not None and status not in denial | row.extra:
                 failures.append(f"{label} (expected {sorted(denial)})")
+            elif denial is None and row.snapshot and embargoed and status == 404:
+                pass  # nothing published to read
             elif denial is None and status in (401, 403, 404):
                 failures.append(f"{label} (expected to be allowed)")
     assert not failures, "\n".join(failures)

@@ -20,6 +20,7 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from tests.helpers.s3 import object_store
 from zarrchive.errors import StorageUnavailable
 from zarrchive.storage.objects import ObjectStore, md5_to_content_md5
 from zarrchive.storage.seaweedfs import SeaweedFS, _port_free, free_port, write_private
@@ -27,12 +28,7 @@ from zarrchive.storage.seaweedfs import SeaweedFS, _port_free, free_port, write_
 
 @pytest.fixture
 def store(seaweedfs: SeaweedFS, fresh_bucket: str) -> ObjectStore:
-    return ObjectStore(
-        endpoint_url=seaweedfs.endpoint_url,
-        bucket=fresh_bucket,
-        access_key_id=seaweedfs.access_key_id,
-        secret_access_key=seaweedfs.secret_access_key,
-    )
+    return object_store(seaweedfs, fresh_bucket)
 
 
 def test_versioned_put_returns_a_version_id(s3: Any, fresh_bucket: str) -> None:
@@ -218,12 +214,7 @@ def test_private_files_are_never_readable_by_others(tmp_path: Path) -> None:
 def test_public_urls_are_percent_encoded(
     store: ObjectStore, seaweedfs: SeaweedFS, bucket: str, name: str
 ) -> None:
-    public = ObjectStore(
-        endpoint_url=seaweedfs.endpoint_url,
-        bucket=bucket,
-        access_key_id=seaweedfs.access_key_id,
-        secret_access_key=seaweedfs.secret_access_key,
-    )
+    public = object_store(seaweedfs, bucket)
     key = f"zarr/{uuid.uuid4()}/{name}"
     public.put(key, b"exact bytes")
     assert httpx.get(public.public_url(key)).content == b"exact bytes"

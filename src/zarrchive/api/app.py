@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from zarrchive import __version__
 from zarrchive.api.errors import install_error_handlers
 from zarrchive.api.middleware import RequestGuard
-from zarrchive.api.routers import assets, blob_uploads, dandisets, info, versions, zarrs
+from zarrchive.api.routers import (
+    assets,
+    blob_uploads,
+    dandisets,
+    info,
+    snapshots,
+    versions,
+    zarrs,
+)
 from zarrchive.services.runtime import Archive
+
+log = logging.getLogger(__name__)
 
 DESCRIPTION = """
 An archive for Zarr datasets. Upload a Zarr in batches through presigned S3 URLs;
@@ -22,11 +34,22 @@ Authenticate with `Authorization: token KEY`.
 """
 
 
+def _sweep_pending(archive: Archive) -> None:
+    from zarrchive.services.uploads import sweep_pending
+
+    try:
+        sweep_pending(archive)
+    except Exception:  # the database or S3 is down: the next write to each Zarr finishes it
+        log.exception("could not look for verified batches to apply")
+
+
 def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     """The API over *archive* (database, object store and job queue already set up)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # batches verified before a crash are applied even if nobody writes to their Zarr
+        await run_in_threadpool(_sweep_pending, archive)
         yield
         if close_on_shutdown:
             archive.close()
@@ -42,6 +65,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.add_middleware(RequestGuard)
     app.include_router(info.router)
     app.include_router(dandisets.router)
+    app.include_router(snapshots.router)  # before zarrs: its routes win over the catch-all
     app.include_router(zarrs.router)
     app.include_router(versions.router)
     app.include_router(assets.router)

@@ -13,6 +13,11 @@ class Info(BaseModel):
     s3_endpoint_url: str | None
     bucket: str
     max_batch_files: int
+    published_zarrs: str = Field(
+        "freeze",
+        description="What publishing does to Zarrs: `freeze` (immutable) or `snapshot` "
+        "(the version pins the Zarr's state; the draft stays writable)",
+    )
 
 
 class DandisetCreate(BaseModel):
@@ -45,7 +50,11 @@ class ZarrOut(BaseModel):
     checksum: str = Field(description="The Dandi Zarr checksum of the whole Zarr")
     file_count: int
     size: int
-    upload_in_progress: bool
+    upload_in_progress: bool = Field(description="An upload batch is open")
+    upload_state: str = Field(
+        description="`at_rest`; `open` (an upload batch is open); `applying` (verified "
+        "batches are being applied: `checksum` changes when they are done)"
+    )
     created: datetime
     modified: datetime = Field(description="Last change of the Zarr's content or upload state")
     manifest_url: str | None = Field(

@@ -1,4 +1,5 @@
-"""Helpers shared by the CLI commands: errors as one-line messages, the archive runtime."""
+"""Helpers shared by the CLI commands: common options, errors as one-line messages, progress,
+the archive runtime."""
 
 from __future__ import annotations
 
@@ -14,10 +15,70 @@ from zarrchive.config import Settings
 from zarrchive.errors import ZarrchiveError
 
 if TYPE_CHECKING:  # imported when used: `zarrchive --help` and `checksum` stay quick
+    from zarrchive.client.progress import Progress
     from zarrchive.services.runtime import Archive
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+
+API_URL_OPTION = typer.Option(
+    None,
+    "--api-url",
+    envvar="ZARRCHIVE_URL",
+    help="The archive's URL (or ZARRCHIVE_URL).",
+    show_default=False,
+)
+TOKEN_OPTION = typer.Option(
+    None,
+    "--token",
+    envvar="ZARRCHIVE_TOKEN",
+    help="Your API token (or ZARRCHIVE_TOKEN).",
+    show_default=False,
+)
+JOBS_OPTION = typer.Option(
+    None, "--jobs", "-j", help="Parallel transfers (default: 8 or more).", show_default=False
+)
+
+
+def say(message: str) -> None:
+    """Print *message* on stderr as ``zarrchive: <message>`` (a note, not an error)."""
+    print(f"zarrchive: {message}", file=sys.stderr, flush=True)
+
+
+def run_client_command(command: str, fn: Callable[[], T]) -> T:
+    """Run *fn*; zarrchive errors, OS errors and Ctrl-C become one line and an exit code.
+
+    The wrapper of the client commands (upload, download, verify): ``zarrchive <command>:
+    <message>``, exit 2, and 130 on Ctrl-C with the advice to rerun.
+    """
+    try:
+        return fn()
+    except ZarrchiveError as exc:
+        print(f"zarrchive {command}: {exc.message}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        where = f" {exc.filename!r}" if exc.filename else ""
+        print(f"zarrchive {command}:{where} {exc.strerror or exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        print(
+            f"zarrchive {command}: interrupted; run the same command again to finish",
+            file=sys.stderr,
+        )
+        raise typer.Exit(130) from None
+
+
+@contextlib.contextmanager
+def make_progress(quiet: bool = False) -> Iterator[Progress]:
+    """A progress display on stderr: rich on a terminal, plain lines otherwise."""
+    from zarrchive.client.progress import PlainProgress, RichProgress
+
+    progress: Progress = RichProgress() if sys.stderr.isatty() and not quiet else PlainProgress()
+    try:
+        yield progress
+    finally:
+        progress.stop()
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

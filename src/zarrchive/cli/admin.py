@@ -71,3 +71,38 @@ def fsck(
                     console.print(f"  {problem}")
     if bad and not repair:
         raise typer.Exit(1)
+
+
+@app.command("gc")
+@friendly_errors
+def gc(
+    zarr_ids: list[str] = typer.Argument(None, help="Zarr ids (default: every Zarr)"),
+    apply: bool = typer.Option(False, "--apply", help="Remove (default: only print)"),
+) -> None:
+    """Remove what no published snapshot and no open batch needs: noncurrent object versions
+    of Zarrs (and of their .checksum nodes) that no pinned manifest names, and the staging
+    areas of batches no longer open.  A dry run (nothing removed) unless --apply."""
+    from zarrchive.cli._common import human_size
+    from zarrchive.services.snapshots import collect_garbage, gc_zarr_ids
+
+    console = Console(stderr=True, soft_wrap=True)
+    total_versions = total_bytes = total_staging = 0
+    verb = "removed" if apply else "would remove"
+    with open_archive() as archive:
+        for zarr_id in zarr_ids or gc_zarr_ids(archive):
+            report = collect_garbage(archive, zarr_id, apply=apply)
+            if report.skipped:
+                console.print(f"[yellow]skipped[/] {report.zarr_id}: {report.skipped}")
+                continue
+            for key, version_id, size in report.versions:
+                print(f"{verb}\t{key}\t{version_id}\t{size}")
+            for prefix, size in report.staging:
+                print(f"{verb}\t{prefix}\t(staging)\t{size}")
+            total_versions += len(report.versions)
+            total_staging += len(report.staging)
+            total_bytes += report.bytes
+    console.print(
+        f"{verb} {total_versions} object versions and {total_staging} staging areas: "
+        f"{total_bytes} bytes ({human_size(total_bytes)})"
+        + ("" if apply else "; rerun with --apply to remove them")
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from zarrchive.cli.upload import (
+from zarrchive.cli._common import (
     API_URL_OPTION,
     JOBS_OPTION,
     TOKEN_OPTION,
@@ -20,11 +20,13 @@ from zarrchive.cli.upload import (
     run_client_command,
 )
 from zarrchive.client.api import ApiClient
-from zarrchive.client.download import Downloader, DownloadResult, VerifyResult
+from zarrchive.client.download import DownloadResult, VerifyResult
+from zarrchive.client.snapshot import SnapshotDownloader
 
 ZARR_ARGUMENT = typer.Argument(
     ...,
-    help="The Zarr: its id, or DANDISET/ASSET_PATH (the draft's asset at that path).",
+    help="The Zarr: its id, DANDISET/ASSET_PATH (the draft's asset at that path), or "
+    "DANDISET@VERSION/ASSET_PATH (exactly the state that published version pins).",
     show_default=False,
 )
 
@@ -43,7 +45,7 @@ def download(
         with (
             ApiClient.from_env(api_url, token) as client,
             make_progress() as progress,
-            Downloader(client, jobs=jobs, progress=progress) as downloader,
+            SnapshotDownloader(client, jobs=jobs, progress=progress) as downloader,
         ):
             return downloader.download(zarr, dest, sync=sync)
 
@@ -88,7 +90,7 @@ def verify(
         with (
             ApiClient.from_env(api_url, token) as client,
             make_progress() as progress,
-            Downloader(client, jobs=jobs, progress=progress) as verifier,
+            SnapshotDownloader(client, jobs=jobs, progress=progress) as verifier,
         ):
             return verifier.verify(zarr, local)
 

@@ -1,9 +1,12 @@
-"""``zarrchive publish DANDISET``: publish a dandiset's draft, after a loud warning.
+"""``zarrchive publish DANDISET``: publish a dandiset's draft, after saying what happens.
 
-Publishing makes every Zarr of the draft immutable for good (no upload, no
-deletion: the published version references the Zarr, it is not copied).  The
-command lists those Zarrs in red and asks for confirmation; ``--yes`` skips the
-question, and without a terminal it refuses unless ``--yes`` is given.
+In the archive's ``freeze`` mode (the spec; ``GET /api/info/`` tells), publishing makes
+every Zarr of the draft immutable for good (no upload, no deletion: the published version
+references the Zarr, it is not copied): the command lists those Zarrs in red.  In
+``snapshot`` mode the version pins each Zarr's current state (checksum and manifest) and
+the draft's Zarrs stay writable: the command lists the states it pins.  Either way it asks
+for confirmation; ``--yes`` skips the question, and without a terminal it refuses unless
+``--yes`` is given.
 
 Plain httpx, on purpose: two requests, kept local to the command.
 """
@@ -19,8 +22,7 @@ from rich.console import Console
 from rich.prompt import Confirm
 from rich.table import Table
 
-from zarrchive.cli._common import human_size
-from zarrchive.cli.upload import API_URL_OPTION, TOKEN_OPTION
+from zarrchive.cli._common import API_URL_OPTION, TOKEN_OPTION, human_size
 
 
 class _Failure(Exception):
@@ -63,17 +65,33 @@ def _draft_zarrs(client: httpx.Client, dandiset: str) -> list[dict[str, Any]]:
             return found
 
 
-def _warn(console: Console, dandiset: str, zarrs: list[dict[str, Any]]) -> None:
+def _mode(client: httpx.Client) -> str:
+    """The archive's ``published_zarrs`` mode (``freeze`` for archives that do not say)."""
+    info = _request(client, "GET", "/api/info/")
+    return str(info.get("published_zarrs") or "freeze")
+
+
+def _warn(console: Console, dandiset: str, zarrs: list[dict[str, Any]], mode: str) -> None:
     if not zarrs:
         console.print(f"[bold]Dandiset {dandiset}: the draft has no Zarr assets.[/bold]")
         return
-    console.print(
-        f"[bold red]WARNING: publishing dandiset {dandiset} makes {len(zarrs)} Zarr(s) "
-        "IMMUTABLE, for good.[/bold red]\n"
-        "[red]No upload and no deletion will ever be accepted for them again; "
-        "new data will need new Zarrs.[/red]"
-    )
-    table = Table(border_style="red", header_style="bold red")
+    if mode == "snapshot":
+        console.print(
+            f"[bold]Publishing dandiset {dandiset} pins the current state of {len(zarrs)} "
+            "Zarr(s) (checksum and manifest): the version will always read exactly these "
+            "files.[/bold]\nThe draft's Zarrs stay writable: later uploads and deletions "
+            "change the draft only."
+        )
+        style, header = "cyan", "bold cyan"
+    else:
+        console.print(
+            f"[bold red]WARNING: publishing dandiset {dandiset} makes {len(zarrs)} Zarr(s) "
+            "IMMUTABLE, for good.[/bold red]\n"
+            "[red]No upload and no deletion will ever be accepted for them again; "
+            "new data will need new Zarrs.[/red]"
+        )
+        style, header = "red", "bold red"
+    table = Table(border_style=style, header_style=header)
     for column in ("path", "zarr_id", "checksum", "size"):
         table.add_column(column)
     for asset in zarrs:
@@ -91,7 +109,8 @@ def publish(
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
-    """Publish the draft of DANDISET: its Zarrs become immutable (you are asked first)."""
+    """Publish the draft of DANDISET (you are asked first): its Zarrs become immutable, or
+    in an archive in snapshot mode their current states are pinned."""
     try:
         if not api_url:
             raise _Failure("no archive URL: pass --api-url or set ZARRCHIVE_URL")
@@ -100,21 +119,27 @@ def publish(
         headers = {"Authorization": f"token {token}"}
         with httpx.Client(base_url=api_url.rstrip("/"), headers=headers, timeout=120) as client:
             zarrs = _draft_zarrs(client, dandiset)
+            mode = _mode(client)
             if not yes:
                 if not sys.stdin.isatty():
+                    what = (
+                        "would have their state pinned"
+                        if mode == "snapshot"
+                        else "would become immutable"
+                    )
                     raise _Failure(
-                        f"not publishing dandiset {dandiset}: {len(zarrs)} Zarr(s) would become "
-                        "immutable and stdin is not a terminal to confirm; rerun with --yes"
+                        f"not publishing dandiset {dandiset}: {len(zarrs)} Zarr(s) {what} "
+                        "and stdin is not a terminal to confirm; rerun with --yes"
                     )
                 console = Console(stderr=True)
-                _warn(console, dandiset, zarrs)
+                _warn(console, dandiset, zarrs, mode)
                 if not Confirm.ask(
                     f"Publish dandiset {dandiset} now?", default=False, console=console
                 ):
                     print("zarrchive publish: not published", file=sys.stderr)
                     raise typer.Exit(1)
             else:
-                _warn(Console(stderr=True), dandiset, zarrs)
+                _warn(Console(stderr=True), dandiset, zarrs, mode)
             version = _request(client, "POST", f"/api/dandisets/{dandiset}/versions/draft/publish/")
     except _Failure as exc:
         print(f"zarrchive publish: {exc}", file=sys.stderr)

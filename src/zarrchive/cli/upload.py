@@ -7,70 +7,22 @@ upload exits 1 with a report; Ctrl-C exits 130 (a rerun finishes the job).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
 import typer
 
-from zarrchive.cli._common import human_size
+from zarrchive.cli._common import (
+    API_URL_OPTION,
+    JOBS_OPTION,
+    TOKEN_OPTION,
+    human_size,
+    make_progress,
+    run_client_command,
+    say,
+)
 from zarrchive.client.api import ApiClient
-from zarrchive.client.progress import PlainProgress, Progress, RichProgress
 from zarrchive.client.upload import Uploader, UploadResult
 from zarrchive.errors import ZarrchiveError
-
-T = TypeVar("T")
-
-API_URL_OPTION = typer.Option(
-    None,
-    "--api-url",
-    envvar="ZARRCHIVE_URL",
-    help="The archive's URL (or ZARRCHIVE_URL).",
-    show_default=False,
-)
-TOKEN_OPTION = typer.Option(
-    None,
-    "--token",
-    envvar="ZARRCHIVE_TOKEN",
-    help="Your API token (or ZARRCHIVE_TOKEN).",
-    show_default=False,
-)
-JOBS_OPTION = typer.Option(
-    None, "--jobs", "-j", help="Parallel transfers (default: 8 or more).", show_default=False
-)
-
-
-def say(message: str) -> None:
-    print(f"zarrchive: {message}", file=sys.stderr, flush=True)
-
-
-def run_client_command(command: str, fn: Callable[[], T]) -> T:
-    """Run *fn*; zarrchive errors, OS errors and Ctrl-C become one line and an exit code."""
-    try:
-        return fn()
-    except ZarrchiveError as exc:
-        print(f"zarrchive {command}: {exc.message}", file=sys.stderr)
-        raise typer.Exit(2) from None
-    except OSError as exc:
-        where = f" {exc.filename!r}" if exc.filename else ""
-        print(f"zarrchive {command}:{where} {exc.strerror or exc}", file=sys.stderr)
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        print(
-            f"zarrchive {command}: interrupted; run the same command again to finish",
-            file=sys.stderr,
-        )
-        raise typer.Exit(130) from None
-
-
-@contextmanager
-def make_progress(quiet: bool = False) -> Iterator[Progress]:
-    progress: Progress = RichProgress() if sys.stderr.isatty() and not quiet else PlainProgress()
-    try:
-        yield progress
-    finally:
-        progress.stop()
 
 
 def summary(result: UploadResult, seconds: float | None = None) -> str:
@@ -114,10 +66,14 @@ def upload(
     """Upload a local Zarr: only new and changed files; delete files gone locally."""
     import time
 
+    mode = ["freeze"]
+
     def run() -> UploadResult:
         with ApiClient.from_env(api_url, token) as client, make_progress() as progress:
             uploader = Uploader(client, jobs=jobs, progress=progress, batch_files=batch_files)
-            return uploader.upload(local, dandiset=dandiset, name=path, dry_run=dry_run)
+            result = uploader.upload(local, dandiset=dandiset, name=path, dry_run=dry_run)
+            mode[0] = _published_zarrs(client)
+            return result
 
     started = time.monotonic()
     result = run_client_command("upload", run)
@@ -127,10 +83,16 @@ def upload(
         if note.startswith("uploaded, but"):
             say(note)
     if not result.dry_run and result.ok:
-        say(
-            f"NOTE: publishing dandiset {dandiset} makes this Zarr immutable: after "
-            "publication it can never change again"
-        )
+        if mode[0] == "snapshot":
+            say(
+                f"NOTE: publishing dandiset {dandiset} pins this Zarr's current state for the "
+                "version; the draft's Zarr stays writable"
+            )
+        else:
+            say(
+                f"NOTE: publishing dandiset {dandiset} makes this Zarr immutable: after "
+                "publication it can never change again"
+            )
     if not result.ok:
         print(
             "zarrchive upload: CHECKSUM MISMATCH: the archive's checksum "
@@ -140,3 +102,13 @@ def upload(
             file=sys.stderr,
         )
         raise typer.Exit(1)
+
+
+def _published_zarrs(client: ApiClient) -> str:
+    """The archive's ``published_zarrs`` mode (``freeze`` when it does not say)."""
+    try:
+        info = client.request("GET", "/api/info/").json()
+    except (ZarrchiveError, ValueError):
+        return "freeze"
+    mode = info.get("published_zarrs") if isinstance(info, dict) else None
+    return mode if isinstance(mode, str) else "freeze"

@@ -92,6 +92,8 @@ class ZarrInfo:
     file_count: int
     size: int
     upload_in_progress: bool
+    #: ``at_rest``, ``open`` or ``applying`` (completed batches not applied yet)
+    upload_state: str = "at_rest"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ZarrInfo:
@@ -105,6 +107,7 @@ class ZarrInfo:
             file_count=int(data["file_count"]),
             size=int(data["size"]),
             upload_in_progress=bool(data["upload_in_progress"]),
+            upload_state=str(data.get("upload_state", "at_rest")),
         )
 
     def object_url(self, path: str) -> str:
@@ -477,8 +480,15 @@ class ApiClient:
         )
         return {str(r["path"]): str(r["upload_url"]) for r in rows}
 
-    def complete_upload(self, zarr_id: str) -> ZarrInfo:
-        return ZarrInfo.from_json(self._json("POST", f"/api/zarr/{_id(zarr_id)}/upload/complete/"))
+    def complete_upload(self, zarr_id: str, *, wait: bool = False) -> ZarrInfo:
+        """Verify the open batch and queue it (with *wait*: apply it before answering)."""
+        return ZarrInfo.from_json(
+            self._json(
+                "POST",
+                f"/api/zarr/{_id(zarr_id)}/upload/complete/",
+                params={"wait": "true"} if wait else None,
+            )
+        )
 
     def cancel_upload(self, zarr_id: str, *, retry: RetryPolicy | None = None) -> None:
         self.request("DELETE", f"/api/zarr/{_id(zarr_id)}/upload/", retry=retry)

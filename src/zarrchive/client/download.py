@@ -34,7 +34,13 @@ from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
 from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo, is_zarr_id
 from zarrchive.client.local import default_jobs, hash_local
 from zarrchive.client.progress import NullProgress, Progress
-from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
+from zarrchive.client.remote import (
+    RemoteState,
+    SubtreeFilter,
+    local_digests,
+    os_path,
+    walk_remote,
+)
 from zarrchive.client.upload import _wait_all
 from zarrchive.errors import (
     InvalidInput,
@@ -243,6 +249,21 @@ class Downloader:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- what to read (overridden by zarrchive.client.snapshot.SnapshotDownloader) -------------
+    def _resolve(self, ref: str | ZarrInfo) -> ZarrInfo:
+        return ref if isinstance(ref, ZarrInfo) else resolve_zarr(self.client, ref)
+
+    def _remote_state(self, zarr: ZarrInfo, digests: dict[str, str]) -> RemoteState:
+        return walk_remote(
+            self.client, zarr.zarr_id, digests, root_digest=zarr.checksum, jobs=self.jobs
+        )
+
+    def _object_url(self, zarr: ZarrInfo, path: str) -> str:
+        return zarr.object_url(path)
+
+    def _private_urls(self, zarr: ZarrInfo, paths: list[str]) -> dict[str, str]:
+        return self.client.download_urls(zarr.zarr_id, paths)
+
     # -- comparing ------------------------------------------------------------------------
     def _local_entries(self, root: str) -> list[ZarrEntry]:
         if not os.listdir(root):
@@ -255,9 +276,7 @@ class Downloader:
         digests = local_digests(entries)
         if not entries:
             digests[""] = EMPTY_CHECKSUM
-        remote = walk_remote(
-            self.client, zarr.zarr_id, digests, root_digest=zarr.checksum, jobs=self.jobs
-        )
+        remote = self._remote_state(zarr, digests)
         same = SubtreeFilter(remote.identical)
         identical_files: list[ZarrEntry] = []
         local: dict[str, ZarrEntry] = {}
@@ -276,13 +295,13 @@ class Downloader:
                 matching.append(mine)
                 continue
             (missing if mine is None else differ).append(path)
-            fetch.append(RemoteFile(path, md5, size, zarr.object_url(path)))
+            fetch.append(RemoteFile(path, md5, size, self._object_url(zarr, path)))
         extra = sorted(p for p in local if p not in remote.files)
         return _Comparison(zarr, entries, fetch, matching, missing, differ, extra, identical_files)
 
     def verify(self, ref: str | ZarrInfo, local: str | os.PathLike[str]) -> VerifyResult:
         """Compare a local directory with a Zarr of the archive, without transferring data."""
-        zarr = ref if isinstance(ref, ZarrInfo) else resolve_zarr(self.client, ref)
+        zarr = self._resolve(ref)
         root = _existing_directory(local)
         comparison = self._compare(zarr, root)
         self.progress.stop()
@@ -300,7 +319,7 @@ class Downloader:
         self, ref: str | ZarrInfo, dest: str | os.PathLike[str], *, sync: bool = False
     ) -> DownloadResult:
         """Make *dest* hold the Zarr's files (and, with *sync*, nothing else)."""
-        zarr = ref if isinstance(ref, ZarrInfo) else resolve_zarr(self.client, ref)
+        zarr = self._resolve(ref)
         # An embargoed Zarr is read through presigned URLs from the API (unless the
         # caller brought a fetcher of its own, e.g. with S3 credentials).
         private = self._own_fetcher and self.client.is_private(zarr.dandiset)
@@ -331,7 +350,7 @@ class Downloader:
             result.extra = comparison.extra
         fetch = comparison.fetch
         if private and fetch:
-            urls = self.client.download_urls(zarr.zarr_id, [f.path for f in fetch])
+            urls = self._private_urls(zarr, [f.path for f in fetch])
             fetch = [replace(f, url=urls[f.path]) for f in fetch]
         verified = self._fetch_all(root, fetch, result)
         final = [

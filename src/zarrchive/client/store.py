@@ -37,6 +37,7 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype
 
+from zarrchive.client.address import is_versioned_address
 from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo, is_zarr_id
 from zarrchive.client.download import require_token, resolve_zarr
 from zarrchive.errors import ApiError, InvalidInput, NetworkError, TransferError
@@ -333,14 +334,20 @@ def open_store(
     """A read-only zarr-python 3 store of a Zarr in the archive.
 
     *zarr* is the Zarr's id (the API at *api_url* or ``ZARRCHIVE_URL``), its API
-    URL (``https://host/api/zarr/ID/``), ``DANDISET/PATH``, or the S3 URL of its
-    objects (``https://bucket.s3.amazonaws.com/zarr/ID/``: no API, no listing).
+    URL (``https://host/api/zarr/ID/``), ``DANDISET/PATH``, ``DANDISET@VERSION/PATH``
+    (exactly the state a published version pins: see :mod:`zarrchive.client.snapshot`),
+    or the S3 URL of its objects (``https://bucket.s3.amazonaws.com/zarr/ID/``: no API,
+    no listing).
 
     Objects are read straight from S3 over HTTP with no credentials; pass *reader*
     to read them another way (credentials, or the API's authorisation for an
     embargoed Zarr).  *token* (or ``ZARRCHIVE_TOKEN``) authenticates the API calls
     (finding the Zarr, listing), never the reads from S3.
     """
+    if reader is None and is_versioned_address(zarr):
+        from zarrchive.client.snapshot import open_snapshot_store
+
+        return open_snapshot_store(zarr, api_url=api_url, token=token)
     api: ApiClient | None = None
     info: ZarrInfo | None = None
     split = _split_api_url(zarr) if zarr.startswith(("http://", "https://")) else None

@@ -12,8 +12,11 @@
    files in batches of at most the server's ``max_batch_files``: open a batch,
    PUT its files in parallel to their presigned URLs (``Content-MD5`` signed),
    complete it.  Files are taken in path order, so a batch touches few
-   directories of the tree hash.
-5. Compare the server's checksum with the local one.
+   directories of the tree hash.  ``complete`` answers once the batch is verified
+   and queued; the server copies it into place while the next batch is opened and
+   PUT (pipelining: the server applies completed batches strictly in order).
+5. Wait until the Zarr is at rest (no completed batch left to apply), then compare
+   the server's checksum with the local one.
 
 Resumability: every step is idempotent; a rerun recomputes the difference and
 does only what is missing.  An upload batch left open by an interrupted run is
@@ -75,6 +78,8 @@ MAX_REFUSALS = 8
 S3_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 #: For cleaning up after a failure or Ctrl-C: do not keep the user waiting.
 QUICK_RETRY = RetryPolicy(attempts=2, base_delay=0.2, max_retry_after=1.0)
+#: How long to wait, at the end, for the archive to apply the completed batches.
+APPLY_TIMEOUT = 1800.0
 
 
 def md5_to_content_md5(md5_hex: str) -> str:
@@ -324,6 +329,10 @@ class Uploader:
             # A record without an open batch: we were killed before the batch opened.
             self.records.clear(self.client.url, zarr.zarr_id)
 
+        if zarr is not None and zarr.upload_state == "applying":
+            # batches completed earlier are still being applied: compare with their result
+            zarr = self._wait_at_rest(zarr.zarr_id, result)
+
         if zarr is not None and zarr.file_count == 0 and not dry_run:
             # A new (or empty) Zarr: every file goes up, so batches start while the
             # rest is still being hashed.
@@ -338,7 +347,9 @@ class Uploader:
             if zarr is None or dry_run:
                 return result
         self.progress.stop()
-        result.remote_checksum = self.client.get_zarr(zarr.zarr_id).checksum
+        # complete answers before its batch is applied (the server applies while we PUT the
+        # next one): the checksum to compare is the one at rest
+        result.remote_checksum = self._wait_at_rest(zarr.zarr_id, result).checksum
         if dandiset is not None and zarr_id is None and result.ok:
             try:
                 result.asset_id = ensure_asset(self.client, dandiset, name, zarr.zarr_id)
@@ -473,6 +484,25 @@ class Uploader:
     def _hash_local(self, root: str, count: int, nbytes: int) -> list[ZarrEntry]:
         self.progress.start("hashing", count, nbytes)
         return hash_local(root, jobs=self.jobs, progress=self.progress.advance)
+
+    def _wait_at_rest(self, zarr_id: str, result: UploadResult) -> ZarrInfo:
+        """Poll the Zarr until no completed batch of it waits to be applied."""
+        started = time.perf_counter()
+        deadline = time.monotonic() + APPLY_TIMEOUT
+        pause = 0.02
+        while True:
+            zarr = self.client.get_zarr(zarr_id)
+            if zarr.upload_state != "applying":
+                result.add_time("apply", started)
+                return zarr
+            if time.monotonic() > deadline:
+                raise TransferError(
+                    f"the archive is still applying the completed batches of Zarr {zarr_id} "
+                    f"after {APPLY_TIMEOUT:.0f} s (they will be applied): check later with "
+                    "`zarrchive verify`"
+                )
+            time.sleep(pause)
+            pause = min(pause * 1.5, 1.0)
 
     # -- stale batches ----------------------------------------------------------------------
     def _resolve_stale_batch(self, zarr_id: str, result: UploadResult) -> str | None:

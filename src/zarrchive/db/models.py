@@ -1,9 +1,10 @@
 """SQLAlchemy models.
 
 Only the root checksum (with file count and size) of a Zarr lives in the
-database; every directory's node lives in S3 next to the Zarr.  An open upload
-batch is a row of ``upload_batches`` (unique per Zarr: the database, not luck,
-keeps a second batch out).
+database; every directory's node lives in S3 next to the Zarr.  An upload batch
+or a deletion is a row of ``upload_batches``: at most one ``open`` per Zarr (a partial
+unique index: the database, not luck, keeps a second one out), plus any number of verified
+ones queued to be applied in the order of their ``seq``.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -71,8 +74,15 @@ class BatchState(StrEnum):
 
     #: the client PUTs its files
     OPEN = "open"
-    #: verified and recorded: its files are copied into place and the tree updated
+    #: verified (or a deletion, checked) and recorded with its ``seq``: waits to be applied
+    QUEUED = "queued"
+    #: claimed by an applier (``claimed_by`` until ``claimed_until``): its files are being
+    #: copied into place and the tree updated; an expired claim is taken over
     APPLYING = "applying"
+
+
+#: The states of a batch that is verified and waits for (or is in) its apply.
+PENDING_STATES = (BatchState.QUEUED, BatchState.APPLYING)
 
 
 class BlobValidation(StrEnum):
@@ -156,12 +166,13 @@ class Zarr(Base):
 
 
 class UploadBatch(Base):
-    """An open batch (kind ``upload``) or a file deletion being applied (kind ``delete``).
+    """An upload batch (kind ``upload``) or a file deletion (kind ``delete``).
 
-    ``state`` is ``open`` while the client uploads (to the batch's staging keys),
-    ``applying`` once verified, while its files are copied into place and the tree is
-    updated: a batch found ``applying`` by a later request was interrupted (or is being
-    applied right now) and is finished by that request (every step is idempotent).
+    ``state`` is ``open`` while the client uploads (to the batch's staging keys; at most one
+    per Zarr), ``queued`` once verified (``seq`` gives the order in which the Zarr's batches
+    are applied), ``applying`` while an applier that claimed it copies its files into place
+    and updates the tree.  The row is deleted when the batch is applied (or cancelled).
+    See :mod:`zarrchive.services.uploads`.
     """
 
     __tablename__ = "upload_batches"
@@ -169,6 +180,14 @@ class UploadBatch(Base):
     __table_args__ = (
         CheckConstraint(_one_of("kind", BatchKind), name="ck_batch_kind"),
         CheckConstraint(_one_of("state", BatchState), name="ck_batch_state"),
+        UniqueConstraint("zarr_id", "seq", name="uq_batch_seq"),
+        Index(
+            "uq_one_open_batch",
+            "zarr_id",
+            unique=True,
+            sqlite_where=text("state = 'open'"),
+            postgresql_where=text("state = 'open'"),
+        ),
         {"sqlite_autoincrement": True},
     )
 
@@ -176,9 +195,14 @@ class UploadBatch(Base):
     #: The batch's identity, unique forever: it names the batch's staging prefix in S3, and
     #: ``complete`` applies only the batch (uid) it verified.
     uid: Mapped[str] = mapped_column(String(32), unique=True, default=lambda: uuid.uuid4().hex)
-    zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), unique=True)
+    zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(16), default=BatchKind.UPLOAD)
     state: Mapped[str] = mapped_column(String(16), default=BatchState.OPEN)
+    #: The apply order among the Zarr's batches (given when verified; ``None`` while open).
+    seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: The applier that claimed the batch, and until when (it renews the claim as it goes).
+    claimed_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
@@ -308,3 +332,23 @@ class Asset(Base):
     version: Mapped[Version] = relationship(lazy="joined", innerjoin=True)
     blob: Mapped[Blob | None] = relationship(lazy="joined")
     zarr: Mapped[Zarr | None] = relationship(lazy="joined")
+
+
+class ZarrPin(Base):
+    """A published version's hold on one state of a Zarr: its checksum at publication.
+
+    ``frozen`` pins (publishing in ``freeze`` mode, and every publication older than pins)
+    make the Zarr immutable for good; ``snapshot`` pins leave the Zarr writable, and the
+    version reads the pinned state through the manifest of ``checksum`` (which names each
+    object's S3 version): nothing a pin needs is ever deleted.
+    """
+
+    __tablename__ = "zarr_pins"
+    __table_args__ = (UniqueConstraint("zarr_id", "version_id", name="uq_pin_per_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), index=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("versions.id", ondelete="CASCADE"))
+    checksum: Mapped[str] = mapped_column(String(80))
+    frozen: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -14,9 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+#: The PostgreSQL advisory lock that serialises migrations between processes.
+_MIGRATION_LOCK = 0x7A617272  # "zarr"
 
 _immediate: contextvars.ContextVar[bool] = contextvars.ContextVar("immediate", default=False)
 
@@ -67,7 +70,18 @@ class Database:
         """Bring the schema to the newest Alembic revision."""
         from zarrchive.db.migrate import upgrade
 
-        upgrade(self.engine)
+        if self.engine.dialect.name != "postgresql":
+            upgrade(self.engine)
+            return
+        # several processes (API servers, workers) may start at once: one migrates, the
+        # others wait on a session-level advisory lock and then find nothing to do
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK})
+            try:
+                upgrade(self.engine)
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK})
+                conn.commit()
 
     def dispose(self) -> None:
         self.engine.dispose()

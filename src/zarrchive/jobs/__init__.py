@@ -18,10 +18,11 @@ from zarrchive.jobs.queue import JobFunc, JobQueue, import_string, resolve, run_
 from zarrchive.jobs.rq_queue import DEFAULT_QUEUE, RedisJobQueue, run_worker
 
 
-def job_queue_from_settings(settings: Settings, *, queue_name: str = DEFAULT_QUEUE) -> JobQueue:
-    """The archive's job queue: on Redis when ``settings.redis_url`` is set, else in-process."""
+def job_queue_from_settings(settings: Settings, *, queue_name: str | None = None) -> JobQueue:
+    """The archive's job queue: on Redis when ``settings.redis_url`` is set (the queue
+    ``settings.redis_queue`` unless *queue_name* is given), else in-process."""
     if settings.redis_url:
-        return RedisJobQueue(settings.redis_url, queue_name=queue_name)
+        return RedisJobQueue(settings.redis_url, queue_name=queue_name or settings.redis_queue)
     return InProcessJobQueue()
 
 

@@ -7,6 +7,10 @@ worker runs RQ's scheduler, which re-queues retries after their interval).
 Coalescing by key: a Redis string maps the key to its latest job ID; under a
 per-key lock, a new enqueue removes the previous job from the queue list
 (``LREM``, atomic against a worker's pop) when it has not started yet.
+
+Jobs with the same key never run at the same time, on any number of workers: a keyed job
+runs under a Redis lock named by its key (:func:`run_keyed_job`), so a newer job waits for
+the one that started before it (jobs of one Zarr run one after the other, in order).
 """
 
 from __future__ import annotations
@@ -17,16 +21,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis import Redis
-from rq import Queue, Retry, Worker
+from redis.exceptions import LockError
+from rq import Queue, Retry, Worker, get_current_job
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from zarrchive.errors import ConfigurationError, JobQueueClosed
-from zarrchive.jobs.queue import JobFunc, JobQueue, log, prepare
+from zarrchive.errors import ConfigurationError, JobLockTimeout, JobQueueClosed
+from zarrchive.jobs.queue import JobFunc, JobQueue, log, prepare, run_job
 
-#: The RQ function every job runs.
+#: The RQ function every job without a key runs.
 RUNNER = "zarrchive.jobs.queue.run_job"
+#: The RQ function every job with a key runs: one at a time per key.
+KEYED_RUNNER = "zarrchive.jobs.rq_queue.run_keyed_job"
 #: The default queue name (``zarrchive worker --queue`` changes it).
 DEFAULT_QUEUE = "zarrchive"
 _KEY_TTL = 7 * 24 * 3600
@@ -78,6 +85,9 @@ class RedisJobQueue(JobQueue):
     def _key_name(self, key: str) -> str:
         return f"zarrchive:jobs:{self.queue.name}:key:{key}"
 
+    def _running_lock_name(self, key: str) -> str:
+        return f"zarrchive:jobs:{self.queue.name}:running:{key}"
+
     def enqueue(
         self, func: JobFunc, kwargs: Mapping[str, Any] | None = None, *, key: str | None = None
     ) -> str:
@@ -101,9 +111,12 @@ class RedisJobQueue(JobQueue):
         retry = (
             Retry(max=self.max_retries, interval=self.retry_intervals) if self.max_retries else None
         )
+        runner_kwargs: dict[str, Any] = {"func": name, "kwargs": arguments}
+        if key is not None:
+            runner_kwargs.update(key=key, lock_name=self._running_lock_name(key))
         return self.queue.enqueue_call(
-            RUNNER,
-            kwargs={"func": name, "kwargs": arguments},
+            KEYED_RUNNER if key is not None else RUNNER,
+            kwargs=runner_kwargs,
             retry=retry,
             result_ttl=self.result_ttl,
             failure_ttl=self.failure_ttl,
@@ -125,6 +138,30 @@ class RedisJobQueue(JobQueue):
         self._closed = True
         if self._owns_connection:
             self.connection.close()
+
+
+def run_keyed_job(func: str, kwargs: dict[str, Any], key: str, lock_name: str) -> None:
+    """Run a keyed job under the Redis lock *lock_name*: one job per key at a time.
+
+    The lock expires after the job's timeout (a worker killed mid-job cannot hold it for
+    ever); waiting for it counts against the waiting job's timeout.
+    """
+    job = get_current_job()
+    if job is None:  # called outside a worker (tests): nothing to coordinate with
+        run_job(func, kwargs)
+        return
+    timeout = job.timeout if job.timeout and job.timeout > 0 else 3600
+    lock = job.connection.lock(lock_name, timeout=timeout, blocking_timeout=timeout)
+    if not lock.acquire():
+        raise JobLockTimeout(
+            f"job {job.id} {func} (key {key}) waited {timeout} s for the job of the same key "
+            "that runs elsewhere: retried later"
+        )
+    try:
+        run_job(func, kwargs)
+    finally:
+        with contextlib.suppress(LockError):
+            lock.release()
 
 
 def run_worker(

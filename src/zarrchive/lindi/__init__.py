@@ -14,9 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from zarrchive.lindi.base import Reference
 from zarrchive.lindi.convert import ConvertOptions
+from zarrchive.lindi.dataset import Dataset
+from zarrchive.lindi.file import File, HardLink, SoftLink
+from zarrchive.lindi.group import Group
 from zarrchive.lindi.h5source import hdf5_to_rfs
-from zarrchive.lindi.reader import Dataset, File, Group, HardLink, Reference, SoftLink
 from zarrchive.lindi.store import LindiReferenceStore, RangeReader
 from zarrchive.lindi.writers import (
     check_lindi_json_name,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -206,25 +206,37 @@ class _Converter:
             self._numeric(path, ds, shape, dtype, attrs)
         elif dtype.kind == "S":
             data = ds[()]
-            stored_shape = shape or (1,)
-            if shape == ():
-                attrs[ann.SCALAR] = True
-            self._put_meta(
-                path,
-                ".zarray",
-                rules.zarray(stored_shape, rules.zarr_chunks(stored_shape, None), dtype.str),
-            )
-            if attrs:
-                self._put_meta(path, ".zattrs", attrs)
-            if math.prod(stored_shape) > 0:
-                chunk = rules.numeric_chunk_bytes(
-                    np.asarray(data, dtype=dtype).reshape(stored_shape)
-                )
-                self.refs[rules.chunk_key(path, (0,) * len(stored_shape))] = rfs_mod.encode_inline(
-                    chunk
-                )
+            self._inline_array(path, shape, dtype, attrs, lambda: data)
         else:
             self._json_dataset(path, ds, shape, dtype, attrs, label)
+
+    def _inline_array(
+        self,
+        path: str,
+        shape: tuple[int, ...],
+        dtype: np.dtype[Any],
+        attrs: dict[str, Any],
+        read: Callable[[], Any],
+        *,
+        fill_value: Any = None,
+    ) -> None:
+        """A dataset stored as one inline chunk (a scalar as shape ``(1,)`` with ``_SCALAR``);
+        *read* gives its values, read only when there are any."""
+        stored = shape or (1,)
+        if shape == ():
+            attrs[ann.SCALAR] = True
+        self._put_meta(
+            path,
+            ".zarray",
+            rules.zarray(stored, rules.zarr_chunks(stored, None), dtype.str, fill_value=fill_value),
+        )
+        if attrs:
+            self._put_meta(path, ".zattrs", attrs)
+        if math.prod(stored) > 0:
+            data = np.asarray(read(), dtype=dtype).reshape(stored)
+            self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(
+                rules.numeric_chunk_bytes(data)
+            )
 
     def _numeric(
         self,
@@ -267,21 +279,7 @@ class _Converter:
                 and rules.is_inline_numeric(shape, inline_max_elements=opts.inline_max_elements)
             )
         ):
-            stored = shape or (1,)
-            if shape == ():
-                attrs[ann.SCALAR] = True
-            self._put_meta(
-                path,
-                ".zarray",
-                rules.zarray(stored, rules.zarr_chunks(stored, None), dtype.str, fill_value=fill),
-            )
-            if attrs:
-                self._put_meta(path, ".zattrs", attrs)
-            if math.prod(stored) > 0:
-                data = np.asarray(ds[()], dtype=dtype).reshape(stored)
-                self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(
-                    rules.numeric_chunk_bytes(data)
-                )
+            self._inline_array(path, shape, dtype, attrs, lambda: ds[()], fill_value=fill)
             return
         pipeline = [
             H5Filter(int(code), tuple(int(v) for v in values), _text(name) or "")

@@ -11,7 +11,8 @@ Unembargoing moves the objects: the dandiset is marked ``unembargoing`` (its
 Zarrs refuse writes), every object version is copied server-side to the public
 bucket (oldest first, on the job's own thread pool; in parts above 5 GiB), reads
 flip to the public bucket, manifests are regenerated (S3 version ids change with
-the copy), the embargo bucket's copies are purged (any refused deletion fails
+the copy; the manifests of states published versions pin are rewritten with the
+copies' version ids, so every snapshot still reads exactly its state), the embargo bucket's copies are purged (any refused deletion fails
 the job) and only then the dandiset is ``open``.  Each step is idempotent, so an
 interrupted move is finished by running it again.
 """
@@ -33,6 +34,7 @@ from zarrchive.errors import Conflict, StorageError
 from zarrchive.services.auth import require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
+from zarrchive.services.snapshots import remap_pinned_manifests
 from zarrchive.services.uploads import open_batch, queue_manifest
 from zarrchive.storage.keys import blob_key, checksum_prefix, manifest_prefix, zarr_prefix
 from zarrchive.storage.objects import (
@@ -240,6 +242,11 @@ def move_to_public(
                     raise StorageError(f"blob {blob.id}: {blob.key!r} is missing in S3")
                 current.append(_Copy(blob.key, [latest], blob_key(shared_copies[blob.id])))
         mover.run(current)
+    # pinned states keep their manifests, rewritten with the copies' version ids
+    kept: dict[str, set[str]] = {}
+    with archive.db.session() as session:
+        for zarr_id in zarr_ids:
+            kept[zarr_id] = remap_pinned_manifests(session, source, target, zarr_id)
     with archive.db.write_session() as session:
         dandiset = session.get(Dandiset, dandiset_id)
         assert dandiset is not None
@@ -251,7 +258,8 @@ def move_to_public(
                 _publish_blob(session, blob)
         # version ids changed with the copy: manifests are written anew
         for row in session.scalars(select(ZarrManifest).where(ZarrManifest.zarr_id.in_(zarr_ids))):
-            session.delete(row)
+            if row.checksum not in kept.get(row.zarr_id, set()):
+                session.delete(row)
     for prefix in [*_prefixes(zarr_ids), *(manifest_prefix(z) for z in zarr_ids)]:
         purge_checked(source, prefix)
     for key in [*published, *(b.key for b in blobs if b.id not in shared)]:

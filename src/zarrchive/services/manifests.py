@@ -1,6 +1,7 @@
 """Zarr manifest files: one per checksum at which a Zarr comes to rest.
 
-The job lists the Zarr's current object versions (streamed, in key order),
+The job lists the Zarr's current object versions (streamed, in key order, its prefixes
+listed in parallel: :meth:`~zarrchive.storage.objects.ObjectStore.iter_current_versions`),
 writes the manifest through :mod:`zarrchive.manifest` into a spooled temporary
 file (bounded memory), recomputes the tree hash from the listing and compares
 it with the checksum the database holds.  A difference is an alarm: it is
@@ -37,6 +38,8 @@ from zarrchive.storage.objects import ObjectStore
 log = logging.getLogger(__name__)
 
 _SPOOL_BYTES = 16 * 1024 * 1024
+#: Prefixes of a Zarr listed at once by the manifest job (S3 serves prefixes in parallel).
+LIST_PARALLELISM = 8
 
 
 @dataclass(frozen=True)
@@ -73,19 +76,24 @@ def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
         return snap, archive.store_for(zarr.dandiset)
 
 
-def current_entries(store: ObjectStore, zarr_id: str) -> Iterator[ManifestEntry]:
-    """The Zarr's current object versions, in key order."""
+def current_entries(
+    store: ObjectStore, zarr_id: str, *, parallel: int | None = None
+) -> Iterator[ManifestEntry]:
+    """The Zarr's current object versions, in key order (prefixes listed *parallel* at once,
+    default :data:`LIST_PARALLELISM`)."""
     prefix = zarr_prefix(zarr_id)
-    for version in store.iter_versions(prefix):
-        if version.is_latest and not version.is_delete_marker:
-            assert version.etag is not None
-            yield ManifestEntry(
-                version.key[len(prefix) :],
-                version.version_id,
-                version.last_modified,
-                version.size,
-                version.etag,
-            )
+    listed = store.iter_current_versions(
+        prefix, parallel=LIST_PARALLELISM if parallel is None else parallel
+    )
+    for version in listed:
+        assert version.etag is not None
+        yield ManifestEntry(
+            version.key[len(prefix) :],
+            version.version_id,
+            version.last_modified,
+            version.size,
+            version.etag,
+        )
 
 
 def has_manifest(archive: Archive, zarr_id: str, checksum: str) -> bool:

@@ -2,8 +2,18 @@
 
 A published version is a copy of the draft's asset *rows*: they reference the
 same blobs and the same Zarrs (nothing in S3 is copied), with their metadata
-pinned, including each Zarr's checksum and size at publication.  From then on
-every Zarr of the version is frozen (:func:`zarrchive.services.zarrs.ensure_writable`).
+pinned, including each Zarr's checksum and size at publication, and a pin
+(:class:`~zarrchive.db.models.ZarrPin`) of each Zarr's checksum.  What the pin does
+follows ``ZARRCHIVE_PUBLISHED_ZARRS``:
+
+- ``freeze`` (the spec): every Zarr of the version is frozen for good
+  (:func:`zarrchive.services.zarrs.ensure_writable`); its manifest is written by the
+  background job afterwards.
+- ``snapshot``: the draft's Zarrs stay writable; the version reads each pinned state
+  through the manifest of its checksum (:mod:`zarrchive.services.snapshots`).  The
+  manifests are written (or found fresh) first, and checked again under the Zarrs' locks
+  in the transaction that makes the version visible: a Zarr that changed in between is
+  prepared again (a few rounds, then 503).
 
 Version names follow the DANDI Archive: ``0.YYMMDD.HHMM`` from the UTC time of
 publication; when that name is taken (two publications in one minute) the
@@ -25,12 +35,19 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Dandiset, UploadBatch, User, Version, utcnow
-from zarrchive.errors import Conflict
+from zarrchive.config import PublishedZarrs
+from zarrchive.db.models import Asset, Dandiset, UploadBatch, User, Version, Zarr, utcnow
+from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
 from zarrchive.services.assets import computed_metadata
 from zarrchive.services.auth import require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
+from zarrchive.services.snapshots import (
+    add_pins,
+    manifest_is_fresh,
+    manifest_row,
+    prepare_manifest,
+)
 from zarrchive.services.uploads import queue_manifest
 from zarrchive.services.versions import DRAFT, VersionInfo, find_version, version_info
 from zarrchive.services.zarrs import get_zarr
@@ -50,10 +67,79 @@ def next_version_name(session: Session, dandiset: Dandiset, now: datetime | None
     return version_name(moment)
 
 
+#: Rounds of "prepare the manifests, then publish" before giving up (503) on Zarrs that
+#: keep changing meanwhile.
+PUBLISH_ROUNDS = 4
+
+
+class _ZarrsMoved(Exception):
+    """A Zarr changed between the preparation of its manifest and the transaction."""
+
+
 def publish(
     archive: Archive, user: User | None, dandiset_id: str, *, now: datetime | None = None
 ) -> VersionInfo:
     """Publish the draft of *dandiset_id* (owners only); returns the new version."""
+    mode = archive.settings.published_zarrs
+    if mode == PublishedZarrs.FREEZE:
+        info, zarr_ids = _publish(archive, user, dandiset_id, mode, now)
+        # A published checksum always has its manifest (the job skips it if it exists).
+        for zarr_id in zarr_ids:
+            queue_manifest(archive, zarr_id)
+        return info
+    for _ in range(PUBLISH_ROUNDS):
+        for zarr_id in _draft_zarr_ids(archive, user, dandiset_id):
+            prepare_manifest(archive, zarr_id)
+        try:
+            return _publish(archive, user, dandiset_id, mode, now)[0]
+        except _ZarrsMoved:
+            continue
+    raise ArchiveBusy(
+        f"the Zarrs of dandiset {dandiset_id} kept changing while it was being published: "
+        "publish again when they are at rest"
+    )
+
+
+def _draft_zarr_ids(archive: Archive, user: User | None, dandiset_id: str) -> list[str]:
+    with archive.db.session() as session:
+        dandiset = get_dandiset(session, user, dandiset_id)
+        require_owner(user, dandiset)
+        draft = find_version(session, dandiset, DRAFT)
+        return sorted(
+            {
+                z
+                for z in session.scalars(
+                    select(Asset.zarr_id).where(
+                        Asset.version_id == draft.id, Asset.zarr_id.is_not(None)
+                    )
+                )
+                if z is not None
+            }
+        )
+
+
+def _check_manifests(session: Session, zarrs: list[Zarr]) -> None:
+    """Under the Zarrs' locks: each has a fresh manifest of its current checksum that hashes
+    to it (else :class:`_ZarrsMoved`, or a 500 for a mismatch)."""
+    for zarr in zarrs:
+        row = manifest_row(session, zarr.id, zarr.checksum)
+        if row is None or not manifest_is_fresh(session, zarr, row):
+            raise _ZarrsMoved(zarr.id)
+        if row.mismatch:
+            raise CorruptManifest(
+                f"Zarr {zarr.id}: its S3 objects hash to {row.listing_checksum}, not to the "
+                f"checksum the archive holds ({zarr.checksum}): not publishing it; an "
+                f"administrator must run 'zarrchive admin fsck {zarr.id}'"
+            )
+
+
+def _publish(
+    archive: Archive,
+    user: User | None,
+    dandiset_id: str,
+    mode: PublishedZarrs,
+    now: datetime | None,
+) -> tuple[VersionInfo, list[str]]:
     with archive.db.write_session() as session:
         dandiset = get_dandiset(session, user, dandiset_id)
         require_owner(user, dandiset)
@@ -79,9 +165,12 @@ def publish(
                 f"the draft of dandiset {dandiset.identifier} has no assets: nothing to publish"
             )
         zarr_ids = sorted({a.zarr_id for a in assets if a.zarr_id is not None})
+        zarrs = []
         for zarr_id in zarr_ids:
             # the row lock, and fresh values: the checksum pinned below is the locked one
-            session.refresh(get_zarr(session, None, zarr_id, lock=True, check_read=False))
+            zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
+            session.refresh(zarr)
+            zarrs.append(zarr)
         busy = sorted(
             session.scalars(select(UploadBatch.zarr_id).where(UploadBatch.zarr_id.in_(zarr_ids)))
         )
@@ -97,6 +186,8 @@ def publish(
                     ],
                 },
             )
+        if mode == PublishedZarrs.SNAPSHOT:
+            _check_manifests(session, zarrs)
         moment = now or datetime.now(UTC)
         name = next_version_name(session, dandiset, moment)
         metadata = dict(draft.metadata_ or {})
@@ -118,9 +209,6 @@ def publish(
                     modified_at=stamp,
                 )
             )
+        add_pins(session, published.id, zarrs, mode)
         session.flush()
-        info = version_info(session, dandiset, published)
-    # A published checksum always has its manifest (the job skips it if it exists).
-    for zarr_id in zarr_ids:
-        queue_manifest(archive, zarr_id)
-    return info
+        return version_info(session, dandiset, published), zarr_ids

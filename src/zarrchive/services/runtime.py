@@ -74,12 +74,18 @@ def set_current_archive(archive: Archive | None) -> None:
 def current_archive() -> Archive:
     """The archive background jobs use: the one set by the server, or one from the environment.
 
-    A worker process (``zarrchive worker``) builds it from ``ZARRCHIVE_*`` on first use; with
-    the embedded S3 it connects to the one ``zarrchive serve`` runs.
+    A worker process (``zarrchive worker``) builds it from ``ZARRCHIVE_*`` on first use (RQ
+    runs each job in a forked child, so once per job; the worker migrated the database when
+    it started); with the embedded S3 it connects to the one ``zarrchive serve`` runs.
     """
     global _current
     if _current is None:
         from zarrchive.storage.embedded import running_embedded_s3
 
-        _current = Archive.from_settings(running_embedded_s3(Settings.from_env()))
+        archive = Archive.from_settings(running_embedded_s3(Settings.from_env()), migrate=False)
+        if archive.settings.redis_url:  # jobs may queue jobs (an applied batch: its manifest)
+            from zarrchive.jobs import job_queue_from_settings
+
+            archive.jobs = job_queue_from_settings(archive.settings)
+        _current = archive
     return _current

@@ -1,42 +1,77 @@
-"""Batched uploads, their verification and cancellation, and file deletion.
+"""Batched uploads, their verification, their (deferred) apply, cancellation and deletion.
 
-The life of a batch (one per Zarr at a time, enforced by the database):
+The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.models.BatchState`):
 
 1. ``start_batch``: under the Zarr's row lock, record the batch (state ``open``, a ``uid``
-   unique forever) and answer presigned PUT URLs for its **staging keys**
+   unique forever; at most one ``open`` batch per Zarr, enforced by a partial unique index)
+   and answer presigned PUT URLs for its **staging keys**
    ``zarr-staging/{zarr_id}/{uid}/{path}`` (signing ``Content-MD5``).  No URL ever names a
    key of the Zarr itself, so no URL, late or replayed, can change what a Zarr shows.
 2. ``complete_batch``: list the batch's staging prefix (one listing, no lock) and check every
-   file is there with its md5; then, under the lock and only if the open batch is still the
-   one verified (same uid), record each staging object's version and size and mark the batch
-   ``applying`` (committed: from here on the batch is finished by whoever comes next).
-3. ``finish_interrupted`` applies an ``applying`` batch: copy each staged version to
-   ``zarr/{zarr_id}/{path}`` (server-side, **outside** the database lock, so SQLite's writers
-   are not stalled), then under the lock rewrite the affected ``.checksum`` nodes, store the
-   root and delete the batch row; after the commit drop the staging objects (best effort:
-   leftovers are garbage that :func:`purge_stale_staging` removes).  Every step is idempotent:
-   a crash anywhere leaves the Zarr exactly before or after the batch, and the next write to
-   the Zarr (or ``admin fsck``) finishes it.
-4. ``cancel_batch``: delete the batch row under the lock, then its staging objects; the Zarr's
-   own objects are never touched.
+   file is there with its md5 (any problem: 400, nothing changes); then, under the lock and
+   only if the open batch is still the one verified (same uid), record each staging object's
+   version and size and mark the batch ``queued`` with the next apply order number ``seq``.
+   From here on the batch *will* be applied, and the Zarr can take its next batch at once.
+   ``complete`` answers right away (``wait=False``; the Zarr's ``upload_state`` says
+   ``applying``) after queueing the apply job (key ``apply:{zarr_id}``: jobs coalesce), or
+   applies before answering (``wait=True``, or when the archive has no job queue).
+3. ``apply_pending`` applies the Zarr's queued batches **in seq order**, one at a time.  For
+   each, under the lock, it claims the lowest one (state ``applying``, ``claimed_by`` a token
+   of this call, ``claimed_until`` a lease of :data:`CLAIM_SECONDS`); a batch claimed by
+   another live applier is left to it (the caller waits, or returns).  Then, outside the
+   lock, it copies each staged version to ``zarr/{zarr_id}/{path}`` (renewing the claim every
+   :data:`COPY_CHUNK` copies and stopping if it was lost), and under the lock, if it still
+   holds the claim, rewrites the affected ``.checksum`` nodes, stores the root and deletes the
+   batch row; after the commit it drops the staging objects (best effort: leftovers are
+   garbage that :func:`purge_stale_staging` removes).  Readers see a batch's effect (objects,
+   nodes, root) only once it is applied, exactly as before: the copies overwrite only keys
+   the batch changes, and the tree and root change in the commit.  Every step is idempotent:
+   a crash anywhere leaves the claim to expire, and the batch is finished by the job's retry,
+   by the next write to the Zarr (which queues the job again), by
+   :func:`sweep_pending` when a server or worker starts, or by ``admin fsck``.  The database
+   decides order (``seq``) and ownership (the claim): nothing process-local is needed.
+4. ``cancel_batch`` cancels only the ``open`` batch: delete its row under the lock, then its
+   staging objects; queued batches stay queued and are applied.
+5. ``delete_files`` is allowed while a batch is open (the open batch has not touched the
+   Zarr): it first applies every queued batch (waiting for an applier that holds one), then,
+   under the lock with nothing queued, checks the paths are files, records a batch of kind
+   ``delete`` (queued, next ``seq``) and applies it at once: delete markers (object versions
+   are kept), then the tree update.
 
-File deletion is a batch of kind ``delete`` recorded ``applying`` at once: delete markers
-(object versions are kept), then the tree update, as above.
+Anything that needs the Zarr at rest (publish, ``fsck --repair``, manifests, unembargo)
+treats a queued or applying batch like an open one: :func:`open_batch` answers any batch.
+
+For callers (routers, DANDI's ``files/`` + ``finalize/`` flow):
+
+- ``start_batch(archive, user, zarr_id, [(path, md5), ...]) -> [UploadUrl]``
+- ``complete_batch(archive, user, zarr_id, *, wait=False) -> Zarr`` (raises
+  :class:`~zarrchive.errors.UploadVerificationFailed` with every bad file)
+- ``cancel_batch(archive, user, zarr_id)``; ``delete_files(archive, user, zarr_id, paths)``
+- ``upload_status(session, zarr_id) -> UploadStatus``: ``.state`` is an
+  :class:`UploadState` (``at_rest`` | ``open`` | ``applying``): DANDI's Complete | Pending |
+  Ingesting.
+- ``finish_interrupted(archive, zarr_id)`` / ``apply_pending(archive, zarr_id, wait=True)``:
+  apply what is queued now; ``sweep_pending(archive)``: queue the apply of every Zarr with
+  pending batches (server and worker start).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
 
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import validate_md5
 from zarrchive.db.models import (
+    PENDING_STATES,
     BatchKind,
     BatchState,
     UploadBatch,
@@ -46,6 +81,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import (
+    ArchiveBusy,
     BatchTooLarge,
     Conflict,
     InvalidInput,
@@ -58,7 +94,7 @@ from zarrchive.errors import (
 )
 from zarrchive.paths import find_file_directory_clashes, split_path, validate_path
 from zarrchive.services.auth import require_owner
-from zarrchive.services.runtime import Archive
+from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.tree_updater import (
     FileChange,
     affected_directories,
@@ -77,6 +113,15 @@ from zarrchive.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
 
+#: How long an applier's claim on a batch lasts without renewal (it renews every chunk).
+CLAIM_SECONDS = 15.0
+#: Copies between renewals of the claim.
+COPY_CHUNK = 250
+#: How long a request that must apply now (``wait``) waits for another applier.
+WAIT_SECONDS = 60.0
+#: The import string of the apply job.
+APPLY_JOB = "zarrchive.services.uploads:apply_pending_job"
+
 
 @dataclass(frozen=True)
 class UploadUrl:
@@ -84,30 +129,52 @@ class UploadUrl:
     upload_url: str
 
 
-def _writable(
-    archive: Archive, user: User | None, zarr_id: str
-) -> tuple[str, tuple[str, str] | None]:
-    """Refuse (404/403) unless *user* may write the Zarr; its normalised id and the
-    ``(kind, state)`` of its batch, if it has one."""
+class UploadState(StrEnum):
+    """Where a Zarr is in its uploads (DANDI's Complete / Pending / Ingesting)."""
+
+    #: no batch: what the Zarr shows is all there is
+    AT_REST = "at_rest"
+    #: an upload batch is open (the client PUTs), nothing waits to be applied
+    OPEN = "open"
+    #: verified batches (or a deletion) are being applied; a batch may also be open
+    APPLYING = "applying"
+
+
+@dataclass(frozen=True)
+class UploadStatus:
+    #: an upload batch is open
+    open: bool
+    #: verified batches and deletions not applied yet
+    pending: int
+
+    @property
+    def state(self) -> UploadState:
+        if self.pending:
+            return UploadState.APPLYING
+        return UploadState.OPEN if self.open else UploadState.AT_REST
+
+
+def upload_status(session: Session, zarr_id: str) -> UploadStatus:
+    """The Zarr's batches: whether one is open and how many wait to be applied."""
+    rows = session.execute(
+        select(UploadBatch.state, func.count())
+        .where(UploadBatch.zarr_id == zarr_id)
+        .group_by(UploadBatch.state)
+    ).all()
+    counts = {state: n for state, n in rows}
+    return UploadStatus(
+        open=counts.get(BatchState.OPEN, 0) > 0,
+        pending=sum(counts.get(s, 0) for s in PENDING_STATES),
+    )
+
+
+def _writable(archive: Archive, user: User | None, zarr_id: str) -> tuple[str, UploadStatus]:
+    """Refuse (404/403) unless *user* may write the Zarr; its normalised id and its batches."""
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
         require_owner(user, zarr.dandiset)
         ensure_writable(session, zarr)
-        batch = open_batch(session, zarr)
-        return zarr.id, (batch.kind, batch.state) if batch is not None else None
-
-
-def _check_and_recover(archive: Archive, user: User | None, zarr_id: str) -> str:
-    """Refuse (404/403) before touching anything, then finish an interrupted update.
-
-    Returns the normalised Zarr id.
-    """
-    zarr_id, current = _writable(archive, user, zarr_id)
-    if (
-        current is not None and current[1] == BatchState.APPLYING
-    ):  # rare: only then take the write lock
-        finish_interrupted(archive, zarr_id)
-    return zarr_id
+        return zarr.id, upload_status(session, zarr.id)
 
 
 def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
@@ -123,7 +190,40 @@ def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
 
 
 def open_batch(session: Session, zarr: Zarr) -> UploadBatch | None:
-    return session.scalar(select(UploadBatch).where(UploadBatch.zarr_id == zarr.id))
+    """Any batch of the Zarr (open, queued or applying), or None when it is at rest.
+
+    What needs the Zarr at rest (publish, ``fsck --repair``, manifests, unembargo) refuses
+    or waits while this answers a batch.
+    """
+    return session.scalars(
+        select(UploadBatch).where(UploadBatch.zarr_id == zarr.id).order_by(UploadBatch.id)
+    ).first()
+
+
+def _the_open_batch(session: Session, zarr_id: str) -> UploadBatch | None:
+    """The Zarr's ``open`` upload batch (at most one: the database says so)."""
+    return session.scalar(
+        select(UploadBatch).where(
+            UploadBatch.zarr_id == zarr_id, UploadBatch.state == BatchState.OPEN
+        )
+    )
+
+
+def _has_pending(session: Session, zarr_id: str) -> bool:
+    return (
+        session.scalar(
+            select(UploadBatch.id)
+            .where(UploadBatch.zarr_id == zarr_id, UploadBatch.state.in_(PENDING_STATES))
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def _next_seq(session: Session, zarr_id: str) -> int:
+    """The next apply order number of the Zarr (call under its row lock)."""
+    last = session.scalar(select(func.max(UploadBatch.seq)).where(UploadBatch.zarr_id == zarr_id))
+    return (last or 0) + 1
 
 
 def _check_batch_size(archive: Archive, count: int, what: str) -> None:
@@ -171,87 +271,272 @@ def _validate_paths(paths: Sequence[str]) -> list[str]:
     return [p for p, _ in _validate([(p, None) for p in paths])]
 
 
-# -- applying a verified batch -----------------------------------------------------------
+# -- applying verified batches, in order ------------------------------------------------
 @dataclass(frozen=True)
-class _Applying:
-    """What applying a batch needs, read from the database (no ORM object outlives it)."""
+class _Claimed:
+    """A batch this applier claimed, read from the database (no ORM object outlives it)."""
 
     zarr_id: str
     uid: str
     kind: str
+    seq: int
     #: upload: path -> (md5, size, staged version id); delete: the paths
     files: dict[str, tuple[str, int, str | None]] = field(default_factory=dict)
     paths: list[str] = field(default_factory=list)
 
 
-def _read_applying(session: Session, zarr: Zarr) -> _Applying | None:
-    batch = open_batch(session, zarr)
-    if batch is None or batch.state != BatchState.APPLYING:
-        return None
-    applying = _Applying(zarr.id, batch.uid, batch.kind)
-    for f in batch.files:
-        applying.paths.append(f.path)
-        if batch.kind == BatchKind.UPLOAD:
-            assert f.etag is not None and f.size is not None
-            applying.files[f.path] = (f.etag, f.size, f.staged_version)
-    return applying
+class _Busy:
+    """Another applier holds the claim on the Zarr's next batch."""
 
 
-def _copy_into_place(store: ObjectStore, applying: _Applying) -> None:
-    """Copy every staged object of the batch to its key in the Zarr (idempotent)."""
+_BUSY = _Busy()
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=CLAIM_SECONDS)
+
+
+def _claim_next(
+    archive: Archive, zarr_id: str, token: str, until_seq: int | None
+) -> _Claimed | _Busy | None:
+    """Claim the Zarr's lowest pending batch (None: nothing pending up to *until_seq*)."""
+    with archive.db.write_session() as session:
+        zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
+        batch = session.scalars(
+            select(UploadBatch)
+            .where(UploadBatch.zarr_id == zarr.id, UploadBatch.state.in_(PENDING_STATES))
+            .order_by(UploadBatch.seq)
+            .limit(1)
+        ).first()
+        if batch is None or (until_seq is not None and (batch.seq or 0) > until_seq):
+            return None
+        now = utcnow()
+        if (
+            batch.state == BatchState.APPLYING
+            and batch.claimed_by != token
+            and batch.claimed_until is not None
+            and batch.claimed_until > now
+        ):
+            return _BUSY
+        if batch.state == BatchState.APPLYING:
+            log.warning(
+                "Zarr %s: taking over %s batch %s (its applier stopped)",
+                zarr.id,
+                batch.kind,
+                batch.uid,
+            )
+        batch.state = BatchState.APPLYING
+        batch.claimed_by = token
+        batch.claimed_until = now + _lease()
+        assert batch.seq is not None
+        claimed = _Claimed(zarr.id, batch.uid, batch.kind, batch.seq)
+        for f in batch.files:
+            claimed.paths.append(f.path)
+            if batch.kind == BatchKind.UPLOAD:
+                assert f.etag is not None and f.size is not None
+                claimed.files[f.path] = (f.etag, f.size, f.staged_version)
+        return claimed
+
+
+def _renew(archive: Archive, claimed: _Claimed, token: str) -> bool:
+    """Extend the claim; False if it was lost (another applier took the batch over)."""
+    with archive.db.write_session() as session:
+        result = session.execute(
+            update(UploadBatch)
+            .where(UploadBatch.uid == claimed.uid, UploadBatch.claimed_by == token)
+            .values(claimed_until=utcnow() + _lease())
+        )
+        return bool(getattr(result, "rowcount", 0))
+
+
+def _release(archive: Archive, claimed: _Claimed, token: str) -> None:
+    """Give the claim up after a failure, so the next applier need not wait for the lease."""
+    try:
+        with archive.db.write_session() as session:
+            session.execute(
+                update(UploadBatch)
+                .where(UploadBatch.uid == claimed.uid, UploadBatch.claimed_by == token)
+                .values(state=BatchState.QUEUED, claimed_by=None, claimed_until=None)
+            )
+    except Exception:  # the database is gone too: the lease expires on its own
+        log.warning("Zarr %s: could not release batch %s", claimed.zarr_id, claimed.uid)
+
+
+class _ClaimLost(Exception):
+    pass
+
+
+def _copy_into_place(archive: Archive, store: ObjectStore, claimed: _Claimed, token: str) -> None:
+    """Copy every staged object of the batch to its key in the Zarr (idempotent), renewing
+    the claim between chunks."""
 
     def copy(item: tuple[str, tuple[str, int, str | None]]) -> None:
         path, (md5, _size, version) = item
-        source = staging_object_key(applying.zarr_id, applying.uid, path)
-        etag = store.copy_within(source, zarr_object_key(applying.zarr_id, path), version)
+        source = staging_object_key(claimed.zarr_id, claimed.uid, path)
+        etag = store.copy_within(source, zarr_object_key(claimed.zarr_id, path), version)
         if etag != md5:
             raise StorageError(
-                f"copying {source!r} into Zarr {applying.zarr_id} gave ETag {etag!r}, not the "
-                f"verified md5 {md5}: S3 is not behaving; the batch stays applying and the "
-                "next write to the Zarr retries it"
+                f"copying {source!r} into Zarr {claimed.zarr_id} gave ETag {etag!r}, not the "
+                f"verified md5 {md5}: S3 is not behaving; the batch stays queued and is "
+                "applied again by the next write to the Zarr"
             )
 
-    store.map(copy, list(applying.files.items()))
+    items = list(claimed.files.items())
+    for start in range(0, len(items), COPY_CHUNK):
+        if start and not _renew(archive, claimed, token):
+            raise _ClaimLost
+        store.map(copy, items[start : start + COPY_CHUNK])
+
+
+def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
+    """Apply a claimed batch; False if the claim was lost to another applier meanwhile."""
+    zarr_id = claimed.zarr_id
+    with archive.db.session() as session:
+        store = archive.store_for(get_zarr(session, None, zarr_id, check_read=False).dandiset)
+    try:
+        # S3 work outside the database lock: only this batch's objects, all idempotent.
+        if claimed.kind == BatchKind.DELETE:
+            store.delete_many(zarr_object_key(zarr_id, p) for p in claimed.paths)
+            changes: dict[str, FileChange] = dict.fromkeys(claimed.paths)
+        else:
+            _copy_into_place(archive, store, claimed, token)
+            changes = {p: (md5, size) for p, (md5, size, _v) in claimed.files.items()}
+        with archive.db.write_session() as session:
+            zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
+            batch = session.scalar(select(UploadBatch).where(UploadBatch.uid == claimed.uid))
+            if batch is None or batch.claimed_by != token:
+                return False  # another applier took it over (and applies it)
+            state = apply_changes(store, zarr_id, changes)
+            zarr.checksum, zarr.file_count, zarr.size = (
+                state.checksum,
+                state.file_count,
+                state.size,
+            )
+            zarr.modified_at = utcnow()
+            session.delete(batch)
+    except _ClaimLost:
+        return False
+    except BaseException:
+        _release(archive, claimed, token)
+        raise
+    if claimed.kind == BatchKind.UPLOAD:
+        _drop_staging(store, zarr_id, claimed.uid)
+    return True
+
+
+def apply_pending(
+    archive: Archive,
+    zarr_id: str,
+    *,
+    wait: bool = True,
+    until_seq: int | None = None,
+    timeout: float = WAIT_SECONDS,
+) -> int:
+    """Apply the Zarr's queued batches in order (those up to *until_seq*, if given).
+
+    A batch claimed by another live applier is theirs: with *wait*, poll until they are
+    done (or their claim expires, then take over), up to *timeout* seconds (then
+    :class:`~zarrchive.errors.ArchiveBusy`, 503); without, return.  Returns how many batches
+    this call applied; queues the manifest job when it applied any.
+    """
+    token = uuid.uuid4().hex
+    applied = 0
+    deadline = time.monotonic() + timeout
+    pause = 0.02
+    try:
+        while True:
+            claimed = _claim_next(archive, zarr_id, token, until_seq)
+            if claimed is None:
+                return applied
+            if isinstance(claimed, _Busy):
+                if not wait:
+                    return applied
+                if time.monotonic() > deadline:
+                    raise ArchiveBusy(
+                        f"Zarr {zarr_id}: its verified batches are still being applied by "
+                        "another process: try again shortly",
+                    )
+                time.sleep(pause)
+                pause = min(pause * 1.5, 0.5)
+                continue
+            pause = 0.02
+            if _apply_claimed(archive, claimed, token):
+                applied += 1
+    finally:
+        if applied:
+            queue_manifest(archive, zarr_id)
 
 
 def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False) -> bool:
-    """Apply *zarr_id*'s verified batch or deletion (recorded ``applying``), if it has one.
+    """Apply every verified batch of *zarr_id* now (waiting for another applier); True if
+    this call applied any.  (``admin fsck`` calls it first; kept by name for callers.)"""
+    with archive.db.session() as session:
+        zarr_id = get_zarr(session, None, zarr_id, check_read=False).id
+        if not _has_pending(session, zarr_id):
+            return False
+    if not expected:
+        log.warning("Zarr %s: applying its pending batches", zarr_id)
+    return apply_pending(archive, zarr_id, wait=True) > 0
 
-    Called by ``complete`` and file deletion (*expected*), and by every later write, which
-    thereby finishes a batch that a crash interrupted.  True if this call applied it (the
-    manifest job is then queued).
+
+def apply_pending_job(zarr_id: str) -> None:
+    """The background job (key ``apply:{zarr_id}``): apply the Zarr's queued batches.
+
+    It waits for another applier's claim (up to twice the lease, so a dead applier's claim
+    expires and is taken over); it raises on failure, so the queue retries it.
+    """
+    try:
+        apply_pending(current_archive(), zarr_id, wait=True, timeout=2 * CLAIM_SECONDS + 5)
+    except NotFound:
+        log.info("Zarr %s is gone: nothing to apply", zarr_id)
+
+
+def _schedule(archive: Archive, zarr_id: str) -> bool:
+    """Queue the apply job of the Zarr; False if there is no job queue (or it refused):
+    the caller then applies itself."""
+    if archive.jobs is None:
+        return False
+    try:
+        archive.jobs.enqueue(APPLY_JOB, {"zarr_id": zarr_id}, key=f"apply:{zarr_id}")
+    except Exception:
+        log.exception("Zarr %s: could not queue its apply job: applying now", zarr_id)
+        return False
+    return True
+
+
+def _kick(archive: Archive, zarr_id: str) -> None:
+    """Make sure the Zarr's pending batches (if any) get applied: queue the job, or without
+    a queue apply them now.  Every write calls it, so a batch left behind by a crash is
+    finished by the next write."""
+    with archive.db.session() as session:
+        if not _has_pending(session, zarr_id):
+            return
+    if not _schedule(archive, zarr_id):
+        apply_pending(archive, zarr_id, wait=True)
+
+
+def sweep_pending(archive: Archive) -> int:
+    """Queue (or, without a job queue, run) the apply of every Zarr with pending batches.
+
+    Called when a server or a worker starts: a batch verified before a crash is applied
+    even if nobody writes to its Zarr again.  Returns how many Zarrs.
     """
     with archive.db.session() as session:
-        zarr = get_zarr(session, None, zarr_id, check_read=False)
-        zarr_id = zarr.id
-        applying = _read_applying(session, zarr)
-        store = archive.store_for(zarr.dandiset)
-    if applying is None:
-        return False
-    if not expected:
-        log.warning(
-            "Zarr %s: finishing interrupted %s batch %s", zarr_id, applying.kind, applying.uid
+        zarr_ids = sorted(
+            set(
+                session.scalars(
+                    select(UploadBatch.zarr_id).where(UploadBatch.state.in_(PENDING_STATES))
+                )
+            )
         )
-    # S3 work outside the database lock: only this batch's objects, all idempotent.
-    if applying.kind == BatchKind.DELETE:
-        store.delete_many(zarr_object_key(zarr_id, p) for p in applying.paths)
-        changes: dict[str, FileChange] = dict.fromkeys(applying.paths)
-    else:
-        _copy_into_place(store, applying)
-        changes = {p: (md5, size) for p, (md5, size, _v) in applying.files.items()}
-    with archive.db.write_session() as session:
-        zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
-        batch = open_batch(session, zarr)
-        if batch is None or batch.uid != applying.uid or batch.state != BatchState.APPLYING:
-            return False  # another request applied it meanwhile
-        state = apply_changes(store, zarr_id, changes)
-        zarr.checksum, zarr.file_count, zarr.size = state.checksum, state.file_count, state.size
-        zarr.modified_at = utcnow()
-        session.delete(batch)
-    if applying.kind == BatchKind.UPLOAD:
-        _drop_staging(store, zarr_id, applying.uid)
-    queue_manifest(archive, zarr_id)
-    return True
+    for zarr_id in zarr_ids:
+        try:
+            _kick(archive, zarr_id)
+        except ZarrchiveError as exc:
+            log.warning("Zarr %s: could not apply its pending batches: %s", zarr_id, exc.message)
+    if zarr_ids:
+        log.info("%d Zarr(s) had verified batches to apply", len(zarr_ids))
+    return len(zarr_ids)
 
 
 def _drop_staging(store: ObjectStore, zarr_id: str, uid: str) -> None:
@@ -263,16 +548,15 @@ def _drop_staging(store: ObjectStore, zarr_id: str, uid: str) -> None:
 
 
 def purge_stale_staging(archive: Archive, zarr_id: str) -> int:
-    """Remove the staging objects of every batch of *zarr_id* that is no longer open (e.g.
+    """Remove the staging objects of every batch of *zarr_id* that no longer exists (e.g.
     written by a URL replayed after its batch ended); returns how many batches' areas."""
     with archive.db.session() as session:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         zarr_id = zarr.id
-        batch = open_batch(session, zarr)
-        live = batch.uid if batch is not None else None
+        live = set(session.scalars(select(UploadBatch.uid).where(UploadBatch.zarr_id == zarr_id)))
         store = archive.store_for(zarr.dandiset)
     root = staging_zarr_prefix(zarr_id)
-    stale = [p for p in store.iter_prefixes(root) if p[len(root) :].rstrip("/") != live]
+    stale = [p for p in store.iter_prefixes(root) if p[len(root) :].rstrip("/") not in live]
     # (some S3s, SeaweedFS among them, list emptied "directories": count what held objects)
     return sum(1 for prefix in stale if store.purge(prefix) > 0)
 
@@ -297,23 +581,34 @@ def queue_manifest(archive: Archive, zarr_id: str) -> None:
 
 # -- the operations --------------------------------------------------------------------
 def upload_in_progress(archive: Archive, user: User | None, zarr_id: str) -> bool:
+    """True while the Zarr has an open upload batch."""
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
-        batch = open_batch(session, zarr)
-        return batch is not None and batch.kind == BatchKind.UPLOAD
+        return upload_status(session, zarr.id).open
 
 
 def start_batch(
     archive: Archive, user: User | None, zarr_id: str, files: Sequence[tuple[str, str]]
 ) -> list[UploadUrl]:
-    """Open a batch for *files* (``(path, md5)``) and return presigned PUT URLs."""
+    """Open a batch for *files* (``(path, md5)``) and return presigned PUT URLs.
+
+    Allowed while earlier batches are queued (verified, not applied yet): they are applied
+    in order, before this one.
+    """
     _check_batch_size(archive, len(files), "batch")
     checked = _validate_files(files)
-    zarr_id = _check_and_recover(archive, user, zarr_id)
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if status.open:
+        raise UploadInProgress(
+            f"Zarr {zarr_id} already has an upload batch open: complete it "
+            "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
+        )
+    if status.pending:
+        _kick(archive, zarr_id)  # a batch left behind by a crash is finished (or queued)
     _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
-        if open_batch(session, zarr) is not None:
+        if _the_open_batch(session, zarr.id) is not None:
             raise UploadInProgress(
                 f"Zarr {zarr.id} already has an upload batch open: complete it "
                 "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
@@ -341,6 +636,22 @@ def start_batch(
     ]
 
 
+def _queued_paths(archive: Archive, zarr_id: str) -> list[str]:
+    """The paths written by the Zarr's verified batches that are not applied yet."""
+    with archive.db.session() as session:
+        return list(
+            session.scalars(
+                select(UploadBatchFile.path)
+                .join(UploadBatch, UploadBatch.id == UploadBatchFile.batch_id)
+                .where(
+                    UploadBatch.zarr_id == zarr_id,
+                    UploadBatch.kind == BatchKind.UPLOAD,
+                    UploadBatch.state.in_(PENDING_STATES),
+                )
+            )
+        )
+
+
 def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> None:
     """A file and a directory of one name (``a`` and ``a/b``), in the batch or against the
     Zarr's tree, are refused: S3 would hold both, but no tree (or manifest) can."""
@@ -348,6 +659,19 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
         f"{p!r} is both a file and a directory in the batch"
         for p in find_file_directory_clashes(paths)
     ]
+    # the verified batches not applied yet count as the Zarr's (read before the tree: a
+    # batch applied in between is then in the tree)
+    queued = set(_queued_paths(archive, zarr_id))
+    queued_directories = affected_directories(sorted(queued))
+    for path in paths:
+        if path in queued_directories:
+            problems.append(f"{path!r} is a directory of a batch being applied: it can't be a file")
+        for parent in affected_directories([path]) - {""}:
+            if parent in queued:
+                problems.append(
+                    f"{path!r} would make {parent!r} a directory, but a batch being applied "
+                    "writes it as a file"
+                )
     with archive.db.session() as session:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         store = archive.store_for(zarr.dandiset)
@@ -374,42 +698,49 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
         )
 
 
-def complete_batch(archive: Archive, user: User | None, zarr_id: str) -> Zarr:
-    """Verify the open batch's staged objects and apply it (copy into place, tree hash).
+def complete_batch(
+    archive: Archive, user: User | None, zarr_id: str, *, wait: bool = False
+) -> Zarr:
+    """Verify the open batch's staged objects and queue it to be applied (in order).
 
     The staging area is verified without holding the Zarr's lock (only the batch's own URLs
     write it, and only with the announced content); the lock is taken to record the verified
-    batch, if it is still the same open batch (same uid), as ``applying``.
+    batch, if it is still the same open batch (same uid), as ``queued`` with the next
+    ``seq``.  Then the apply job is queued and the Zarr answered as it is (its
+    ``upload_status`` says ``applying``); with *wait* (or without a job queue) the batch and
+    every one before it are applied first.
     """
-    zarr_id, current = _writable(archive, user, zarr_id)
-    if current == (BatchKind.UPLOAD, BatchState.APPLYING):
-        # a complete that verified the batch and died (or failed) while applying it, retried:
-        # finish that batch, which is the one the caller completes (one batch per Zarr)
-        finish_interrupted(archive, zarr_id, expected=True)
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if not status.open and status.pending:
+        # a retried complete whose batch was verified (its answer lost, or its apply
+        # failed): the batch is queued; apply it (with *wait*) or make sure it will be
+        if wait or not _schedule(archive, zarr_id):
+            apply_pending(archive, zarr_id, wait=True)
         with archive.db.session() as session:
             return get_zarr(session, user, zarr_id)
-    zarr_id = _check_and_recover(archive, user, zarr_id)
     with archive.db.session() as session:
-        zarr = get_zarr(session, user, zarr_id)
-        batch = open_batch(session, zarr)
-        if batch is None or batch.kind != BatchKind.UPLOAD or batch.state != BatchState.OPEN:
-            raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
+        batch = _the_open_batch(session, zarr_id)
+        if batch is None or batch.kind != BatchKind.UPLOAD:
+            raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
         uid = batch.uid
         expected = {f.path: f.etag for f in batch.files}
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(get_zarr(session, user, zarr_id).dandiset)
     staged = _verify_staged(store, zarr_id, uid, expected)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
-        batch = open_batch(session, zarr)
-        if batch is None or batch.uid != uid or batch.state != BatchState.OPEN:
+        batch = _the_open_batch(session, zarr.id)
+        if batch is None or batch.uid != uid:
             raise NoUploadInProgress(
                 f"Zarr {zarr.id}: the batch was completed or cancelled meanwhile by another request"
             )
         for f in batch.files:
             f.size, f.staged_version = staged[f.path]
-        batch.state = BatchState.APPLYING
-    # Recorded as verified: from here on a crash is repaired by the next write.
-    finish_interrupted(archive, zarr_id, expected=True)
+        batch.state = BatchState.QUEUED
+        batch.seq = _next_seq(session, zarr.id)
+        seq = batch.seq
+    # Recorded as verified: from here on the batch is applied, whatever happens to us.
+    if wait or not _schedule(archive, zarr_id):
+        apply_pending(archive, zarr_id, wait=True, until_seq=seq)
     with archive.db.session() as session:
         return get_zarr(session, user, zarr_id)
 
@@ -452,53 +783,66 @@ def _verify_staged(
 def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
     """Cancel the open batch: forget it and drop its staging objects.
 
-    The Zarr's own objects are never touched (the batch wrote only its staging keys), so
-    nothing needs restoring; the staging objects are removed after the commit, outside the
-    lock.
+    Only the ``open`` (unverified) batch is cancelled: verified batches stay queued and are
+    applied.  The Zarr's own objects are never touched (the batch wrote only its staging
+    keys), so nothing needs restoring; the staging objects are removed after the commit,
+    outside the lock.
     """
-    zarr_id = _check_and_recover(archive, user, zarr_id)
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if status.pending:
+        _kick(archive, zarr_id)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
-        batch = open_batch(session, zarr)
-        if batch is None or batch.kind != BatchKind.UPLOAD or batch.state != BatchState.OPEN:
+        batch = _the_open_batch(session, zarr.id)
+        if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         uid = batch.uid
         store = archive.store_for(zarr.dandiset)
         session.delete(batch)
         zarr.modified_at = utcnow()
+        at_rest = not _has_pending(session, zarr.id)
     _drop_staging(store, zarr_id, uid)
-    # The Zarr is at rest again: its checksum may still lack a manifest.
-    queue_manifest(archive, zarr_id)
+    if at_rest:  # the Zarr is at rest again: its checksum may still lack a manifest
+        queue_manifest(archive, zarr_id)
 
 
 def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Sequence[str]) -> Zarr:
-    """Delete files; all must exist, else nothing is deleted."""
+    """Delete files; all must exist, else nothing is deleted.
+
+    Allowed while an upload batch is open (it has not touched the Zarr yet); applied after
+    every batch verified before it: those are applied first (waiting for another applier,
+    up to :data:`WAIT_SECONDS`), then the paths are checked and deleted.
+    """
     _check_batch_size(archive, len(paths), "deletion")
     checked = _validate_paths(paths)
-    zarr_id = _check_and_recover(archive, user, zarr_id)
-    with archive.db.write_session() as session:
-        zarr = _lock_for_write(session, user, zarr_id)
-        if open_batch(session, zarr) is not None:
-            raise UploadInProgress(
-                f"Zarr {zarr.id} has an upload batch open: complete or cancel it before deleting"
+    zarr_id, _status = _writable(archive, user, zarr_id)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        apply_pending(archive, zarr_id, wait=True, timeout=max(0.0, deadline - time.monotonic()))
+        with archive.db.write_session() as session:
+            zarr = _lock_for_write(session, user, zarr_id)
+            if _has_pending(session, zarr.id):
+                continue  # a batch was verified meanwhile: it comes first
+            current = file_lookup(archive.store_for(zarr.dandiset), zarr.id, checked)
+            missing = [p for p in checked if current[p] is None]
+            if missing:
+                raise NotFound(
+                    f"{len(missing)} of the paths are not files of Zarr {zarr.id}: "
+                    f"{', '.join(missing[:20])}; nothing was deleted",
+                    detail={"message": "files not found; nothing was deleted", "missing": missing},
+                )
+            batch = UploadBatch(
+                zarr_id=zarr.id,
+                uid=uuid.uuid4().hex,
+                kind=BatchKind.DELETE,
+                state=BatchState.QUEUED,
+                seq=_next_seq(session, zarr.id),
+                created_by=user.id if user else None,
             )
-        current = file_lookup(archive.store_for(zarr.dandiset), zarr.id, checked)
-        missing = [p for p in checked if current[p] is None]
-        if missing:
-            raise NotFound(
-                f"{len(missing)} of the paths are not files of Zarr {zarr.id}: "
-                f"{', '.join(missing[:20])}; nothing was deleted",
-                detail={"message": "files not found; nothing was deleted", "missing": missing},
-            )
-        batch = UploadBatch(
-            zarr_id=zarr.id,
-            uid=uuid.uuid4().hex,
-            kind=BatchKind.DELETE,
-            state=BatchState.APPLYING,
-            created_by=user.id if user else None,
-        )
-        batch.files = [UploadBatchFile(path=p) for p in checked]
-        session.add(batch)
-    finish_interrupted(archive, zarr_id, expected=True)
+            batch.files = [UploadBatchFile(path=p) for p in checked]
+            session.add(batch)
+            seq = batch.seq
+            break
+    apply_pending(archive, zarr_id, wait=True, until_seq=seq)
     with archive.db.session() as session:
         return get_zarr(session, user, zarr_id)

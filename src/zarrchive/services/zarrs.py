@@ -14,13 +14,12 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import (
     Asset,
-    BatchKind,
     Dandiset,
-    UploadBatch,
     User,
     Version,
     Zarr,
     ZarrManifest,
+    ZarrPin,
 )
 from zarrchive.errors import InvalidInput, NotFound, ZarrFrozen
 from zarrchive.paths import split_path, validate_directory_path, validate_path
@@ -44,6 +43,8 @@ class ZarrInfo:
     file_count: int
     size: int
     upload_in_progress: bool
+    #: ``at_rest`` | ``open`` | ``applying`` (:class:`~zarrchive.services.uploads.UploadState`)
+    upload_state: str
     created: datetime
     modified: datetime
     manifest_url: str | None
@@ -78,15 +79,16 @@ def get_zarr(
 
 
 def ensure_writable(session: Session, zarr: Zarr) -> None:
-    """Refuse changes to a Zarr referenced by an asset of any published version.
+    """Refuse changes to a Zarr that a published version froze (``freeze`` mode; a
+    ``snapshot`` pin leaves it writable: see :mod:`zarrchive.services.snapshots`).
 
     Call it under the Zarr's row lock: publishing takes the same lock, so a
     write either finishes before the publication or sees it.
     """
     published = session.execute(
         select(Version.version, Version.dandiset_id)
-        .join(Asset, Asset.version_id == Version.id)
-        .where(Asset.zarr_id == zarr.id, Version.version != "draft")
+        .join(ZarrPin, ZarrPin.version_id == Version.id)
+        .where(ZarrPin.zarr_id == zarr.id, ZarrPin.frozen.is_(True))
         .order_by(Version.id)
         .limit(1)
     ).first()
@@ -152,8 +154,9 @@ def list_zarrs(
 
 def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
     from zarrchive.services.manifests import manifest_url
+    from zarrchive.services.uploads import upload_status
 
-    batch = session.scalar(select(UploadBatch.kind).where(UploadBatch.zarr_id == zarr.id))
+    status = upload_status(session, zarr.id)
     manifest = session.scalar(
         select(ZarrManifest).where(
             ZarrManifest.zarr_id == zarr.id, ZarrManifest.checksum == zarr.checksum
@@ -168,7 +171,8 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         checksum=zarr.checksum,
         file_count=zarr.file_count,
         size=zarr.size,
-        upload_in_progress=batch == BatchKind.UPLOAD,
+        upload_in_progress=status.open,
+        upload_state=status.state.value,
         created=zarr.created_at,
         modified=zarr.modified_at,
         manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,

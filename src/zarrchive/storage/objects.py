@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections
 import email.utils
+import queue
+import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -222,6 +225,20 @@ class ObjectStore:
         )
         return url
 
+    def presign_get_version(self, key: str, version_id: str, expires_in: int) -> str:
+        """A presigned GET URL of exactly one version of *key*."""
+        url: str = self.client.generate_presigned_url(
+            "get_object",
+            Params={"Bucket": self.bucket, "Key": key, "VersionId": version_id},
+            ExpiresIn=expires_in,
+        )
+        return url
+
+    def public_version_url(self, key: str, version_id: str) -> str:
+        """The plain URL of exactly one version of *key* (``?versionId=``; S3 serves it to
+        anonymous readers of a world-readable bucket, as SeaweedFS does)."""
+        return f"{self.public_url(key)}?versionId={urllib.parse.quote(version_id, safe='')}"
+
     def _lookup(self, fn: Any, what: str, key: str) -> Any:
         """``fn(Bucket, Key)``'s response, or ``None`` when the key is absent."""
         try:
@@ -360,6 +377,28 @@ class ObjectStore:
                         )
                     )
                 yield from rows
+
+    def iter_current_versions(
+        self, prefix: str, *, parallel: int = 8, page_size: int = 1000
+    ) -> Iterator[ObjectVersion]:
+        """The current version of every object under *prefix* (no delete markers), in key
+        order, with "directories" listed *parallel* at a time.
+
+        The same rows as filtering :meth:`iter_versions`, faster where S3 serves listings of
+        different prefixes in parallel.  A plan is made first: levels are listed with the
+        ``/`` delimiter (one request each, in parallel) until there are at least
+        ``2 * parallel`` prefixes or a level does not fit in one page (a wide flat directory
+        is listed by one paginator); then each prefix is listed whole by a thread of its own,
+        at most *parallel* ahead of the consumer, each holding at most three pages: memory is
+        bounded by ``parallel * 3 * page_size`` rows, however many objects there are.
+        """
+        if parallel <= 1:
+            for version in self.iter_versions(prefix):
+                if version.is_latest and not version.is_delete_marker:
+                    yield version
+            return
+        plan = _ListingPlan(self, prefix, parallel, page_size)
+        yield from plan.run()
 
     def latest_version(self, key: str) -> ObjectVersion | None:
         """The current version or delete marker of exactly *key* (``None``: never written)."""
@@ -564,6 +603,139 @@ class ObjectStore:
 COPY_OBJECT_LIMIT = 5 * 1024**3
 #: The part size of a multipart copy (S3 allows 5 MiB to 5 GiB, at most 10,000 parts).
 COPY_PART_SIZE = 256 * 1024**2
+
+
+def _version_row(item: Any, *, delete_marker: bool = False) -> ObjectVersion:
+    return ObjectVersion(
+        key=item["Key"],
+        version_id=item["VersionId"],
+        is_latest=bool(item["IsLatest"]),
+        is_delete_marker=delete_marker,
+        etag=None if delete_marker else _strip(item["ETag"]),
+        size=0 if delete_marker else int(item["Size"]),
+        last_modified=item["LastModified"],
+    )
+
+
+def _current_rows(page: Any) -> list[ObjectVersion]:
+    """The current versions (not delete markers) of a ``ListObjectVersions`` page, by key."""
+    return [_version_row(item) for item in page.get("Versions", []) if item["IsLatest"]]
+
+
+_END = object()
+
+
+class _ListingPlan:
+    """:meth:`ObjectStore.iter_current_versions`: plan the partitions, then list them."""
+
+    def __init__(self, store: ObjectStore, prefix: str, parallel: int, page_size: int) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.parallel = parallel
+        self.page_size = page_size
+        self.stop = threading.Event()
+
+    # -- the plan: rows already listed, and prefixes to list whole, in key order ---------------
+    def _expand(self, prefix: str) -> list[tuple[str, ObjectVersion | None]] | None:
+        """The level *prefix*: its files' rows and its sub-prefixes, sorted by key; ``None``
+        when it does not fit in one page (then it is listed whole, not split)."""
+        store = self.store
+        page = store._call(
+            store.client.list_object_versions,
+            Bucket=store.bucket,
+            Prefix=prefix,
+            Delimiter="/",
+            MaxKeys=self.page_size,
+        )
+        if page.get("IsTruncated"):
+            return None
+        items: list[tuple[str, ObjectVersion | None]] = [(r.key, r) for r in _current_rows(page)]
+        items += [(str(p["Prefix"]), None) for p in page.get("CommonPrefixes", [])]
+        # a key beside a prefix P/ sorts before or after every key under P/ as it does P/
+        items.sort(key=lambda item: item[0])
+        return items
+
+    def plan(self) -> list[tuple[str, ObjectVersion | None]]:
+        items: list[tuple[str, ObjectVersion | None]] = [(self.prefix, None)]
+        whole: set[str] = set()  # prefixes too wide to split
+        for _ in range(8):  # levels
+            open_prefixes = [k for k, row in items if row is None and k not in whole]
+            if not open_prefixes or sum(1 for _, row in items if row is None) >= 2 * self.parallel:
+                break
+            expanded = dict(
+                zip(open_prefixes, self.store.map(self._expand, open_prefixes), strict=True)
+            )
+            new_items: list[tuple[str, ObjectVersion | None]] = []
+            for key, row in items:
+                if row is None and key in expanded:
+                    level = expanded[key]
+                    if level is None:
+                        whole.add(key)
+                        new_items.append((key, None))
+                    else:
+                        new_items.extend(level)
+                else:
+                    new_items.append((key, row))
+            items = new_items
+        return items
+
+    # -- the listing ------------------------------------------------------------------------
+    def _produce(self, prefix: str, out: queue.Queue[Any]) -> None:
+        store = self.store
+        try:
+            with s3_errors(f"version listing of {prefix!r}"):
+                paginator = store.client.get_paginator("list_object_versions")
+                for page in paginator.paginate(
+                    Bucket=store.bucket,
+                    Prefix=prefix,
+                    PaginationConfig={"PageSize": self.page_size},
+                ):
+                    if not self._put(out, _current_rows(page)):
+                        return
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._put(out, exc)
+            return
+        self._put(out, _END)
+
+    def _put(self, out: queue.Queue[Any], item: object) -> bool:
+        while not self.stop.is_set():
+            try:
+                out.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run(self) -> Iterator[ObjectVersion]:
+        items = self.plan()
+        prefixes = [key for key, row in items if row is None]
+        in_flight: collections.deque[queue.Queue[Any]] = collections.deque()
+        launched = 0
+        pool = ThreadPoolExecutor(self.parallel, thread_name_prefix="s3-list")
+
+        def launch() -> None:
+            nonlocal launched
+            while launched < len(prefixes) and len(in_flight) < self.parallel:
+                out: queue.Queue[Any] = queue.Queue(maxsize=2)
+                pool.submit(self._produce, prefixes[launched], out)
+                in_flight.append(out)
+                launched += 1
+
+        try:
+            for _, row in items:
+                launch()
+                if row is not None:
+                    yield row
+                    continue
+                out = in_flight.popleft()
+                while (got := out.get()) is not _END:
+                    if isinstance(got, BaseException):
+                        raise got
+                    yield from got
+                    launch()
+        finally:
+            self.stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def copy_object_version(

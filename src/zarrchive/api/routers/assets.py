@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
@@ -10,7 +11,7 @@ from fastapi.responses import RedirectResponse
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.routers.zarrs import zarr_out
 from zarrchive.api.schemas import AssetIn, AssetOut, AssetPageOut, ZarrOut
-from zarrchive.services import assets, blobs
+from zarrchive.services import assets, blobs, snapshots
 
 router = APIRouter(tags=["assets"])
 
@@ -110,11 +111,16 @@ def delete_asset(
 )
 def download_asset(asset_id: str, archive: ArchiveDep, user: UserDep) -> RedirectResponse | ZarrOut:
     """A blob: 302 to its URL (plain for public dandisets, presigned for embargoed ones).
-    A Zarr: its info (as `GET /api/zarr/{zarr_id}/`)."""
+    A Zarr of the draft: its info (as `GET /api/zarr/{zarr_id}/`); of a published version in
+    snapshot mode: 302 to the snapshot it pins (`GET /api/zarr/{zarr_id}/snapshots/{checksum}/`)."""
     with archive.db.session() as session:
         asset = assets.get_asset_by_id(session, user, asset_id)
         blob, zarr_id = asset.blob, asset.zarr_id
         if blob is not None:
             return RedirectResponse(blobs.blob_url(archive, blob), status_code=302)
+        pinned = snapshots.published_asset_checksum(session, asset.id)
+    if pinned is not None:
+        url = f"/api/zarr/{pinned[0]}/snapshots/{urllib.parse.quote(pinned[1], safe='')}/"
+        return RedirectResponse(url, status_code=302)
     assert zarr_id is not None
     return zarr_out(archive, zarr_id, user)

@@ -19,4 +19,5 @@ def info(archive: ArchiveDep) -> Info:
         s3_endpoint_url=settings.s3_endpoint_url,
         bucket=settings.s3_bucket,
         max_batch_files=settings.max_batch_files,
+        published_zarrs=settings.published_zarrs.value,
     )

@@ -131,16 +131,28 @@ def start_upload(
     response_model=ZarrOut,
     summary="Verify the batch and update the checksum",
 )
-def complete_upload(zarr_id: str, archive: ArchiveDep, user: UserDep) -> ZarrOut:
+def complete_upload(
+    zarr_id: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    wait: Annotated[
+        bool,
+        Query(description="Apply the batch before answering (`checksum` is then the new one)"),
+    ] = False,
+) -> ZarrOut:
     """Checks every file of the batch in S3 (present, ETag == md5); on any problem answers
-    400 naming each file and leaves the batch open."""
-    uploads.complete_batch(archive, user, zarr_id)
+    400 naming each file and leaves the batch open.  Otherwise the batch is queued to be
+    applied (in order, after earlier batches) and the answer comes at once with
+    `upload_state` `applying`: the next batch may be opened right away; `checksum` changes
+    when the Zarr is `at_rest` again.  With `wait=true` the batch is applied first."""
+    uploads.complete_batch(archive, user, zarr_id, wait=wait)
     return zarr_out(archive, zarr_id, user)
 
 
 @router.delete("/api/zarr/{zarr_id}/upload/", status_code=204, summary="Cancel the open batch")
 def cancel_upload(zarr_id: str, archive: ArchiveDep, user: UserDep) -> Response:
-    """Removes what the batch uploaded; files it overwrote get their previous content back."""
+    """Forgets the open batch and what it uploaded (the Zarr never saw it); batches already
+    completed are still applied."""
     uploads.cancel_batch(archive, user, zarr_id)
     return Response(status_code=204)
 
@@ -150,7 +162,7 @@ def delete_files(
     zarr_id: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
 ) -> ZarrOut:
     """All paths must be files of the Zarr, else 404 naming the missing ones and nothing is
-    deleted."""
+    deleted.  Allowed while an upload batch is open; completed batches are applied first."""
     uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
     return zarr_out(archive, zarr_id, user)
 

@@ -1,4 +1,5 @@
-"""Helpers of the LINDI tests: comparisons with h5py, an HTTP server with ranges, the lindi oracle."""
+"""Helpers of the LINDI tests: comparisons with h5py, an HTTP server with ranges (its script is
+``range_server.py`` here), the lindi oracle."""
 
 from __future__ import annotations
 

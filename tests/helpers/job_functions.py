@@ -1,4 +1,5 @@
-"""Job functions for the job-queue tests (imported by name, also by RQ workers)."""
+"""Job functions for the job-queue tests (imported by name, ``tests.helpers.job_functions:NAME``, also
+by RQ workers)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,10 @@ def slow_append(path: str, text: str, seconds: float) -> None:
     """Sleep, then append (to keep the worker busy)."""
     time.sleep(seconds)
     append_line(path, text)
+
+
+def span(path: str, text: str, seconds: float) -> None:
+    """Append ``start TEXT``, sleep, append ``end TEXT`` (to see whether jobs overlap)."""
+    append_line(path, f"start {text}")
+    time.sleep(seconds)
+    append_line(path, f"end {text}")

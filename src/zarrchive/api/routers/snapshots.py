@@ -1,0 +1,164 @@
+"""``/api/zarr/{id}/snapshots/``: the states of a Zarr that published versions pin.
+
+Mounted before the Zarr router, so these routes win over the live catch-all
+``GET /api/zarr/{id}/{path}`` (a directory named ``snapshots`` at a Zarr's root is listed
+with ``GET /api/zarr/{id}/files/?prefix=snapshots``).  Visibility is the live routes': an
+embargoed Zarr's snapshots are 404 to anyone but its owners and admins, and their URLs
+are presigned.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from zarrchive.api.deps import ArchiveDep, UserDep
+from zarrchive.api.schemas import DeleteFile, DirectoryOut, FileOut, ListingEntryOut
+from zarrchive.services import snapshots, zarrs
+
+router = APIRouter(tags=["snapshots"])
+
+
+class SnapshotOut(BaseModel):
+    zarr_id: str
+    checksum: str = Field(description="The pinned Dandi Zarr checksum")
+    file_count: int
+    size: int
+    frozen: bool = Field(
+        description="The publication froze the Zarr (freeze mode): its live state is this one"
+    )
+    versions: list[str] = Field(description="The published versions that pin this state")
+    manifest_url: str | None = Field(
+        description="The manifest naming every file's S3 version (presigned when embargoed)"
+    )
+
+
+class SnapshotFileOut(FileOut):
+    version_id: str = Field(description="The S3 version of the object this snapshot pins")
+
+
+class SnapshotUrlOut(BaseModel):
+    path: str
+    url: str = Field(description="GET it: exactly the pinned version (presigned if embargoed)")
+    version_id: str
+
+
+def _out(info: snapshots.SnapshotInfo) -> SnapshotOut:
+    return SnapshotOut(**info.__dict__)
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/snapshots/",
+    response_model=list[SnapshotOut],
+    summary="The published snapshots of a Zarr",
+)
+def list_snapshots(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[SnapshotOut]:
+    """Every checksum of the Zarr that published versions pin, with those versions (oldest
+    first)."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        return [_out(s) for s in snapshots.list_snapshots(archive, session, zarr)]
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/snapshots/{checksum}/",
+    response_model=SnapshotOut,
+    summary="One published snapshot of a Zarr",
+)
+def get_snapshot(zarr_id: str, checksum: str, archive: ArchiveDep, user: UserDep) -> SnapshotOut:
+    """Checksum, file count, size, the versions that pin it and its manifest's URL."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        return _out(snapshots.snapshot_info(archive, session, zarr, checksum))
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/snapshots/{checksum}/download/",
+    response_model=list[SnapshotUrlOut],
+    summary="URLs that read exactly the pinned versions of files",
+)
+def snapshot_download_urls(
+    zarr_id: str, checksum: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
+) -> list[SnapshotUrlOut]:
+    """For each `{"path"}` (at most `max_batch_files`, each a file of the snapshot, else 404
+    naming the others), a URL with the pinned `versionId`: public, or presigned for an
+    embargoed Zarr."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        pin = snapshots.find_pin(session, zarr, checksum)
+    urls = snapshots.snapshot_download_urls(archive, zarr, pin, [f.path for f in body])
+    return [SnapshotUrlOut(path=p, url=u, version_id=v) for p, u, v in urls]
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/snapshots/{checksum}/files/",
+    response_model=DirectoryOut,
+    summary="A page of a directory of a snapshot (the root by default)",
+)
+def list_snapshot_directory(
+    zarr_id: str,
+    checksum: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    prefix: Annotated[str, Query(description="The directory, e.g. `arr/0`; empty: the root")] = "",
+    page_size: Annotated[int, Query(ge=1, le=zarrs.MAX_PAGE_SIZE)] = 100,
+    cursor: str | None = None,
+) -> DirectoryOut:
+    """As `GET /api/zarr/{id}/files/?prefix=DIR`, from the snapshot's manifest."""
+    directory = prefix.strip("/")
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        pin = snapshots.find_pin(session, zarr, checksum)
+    listing = snapshots.browse_snapshot(
+        archive, zarr, pin, directory + "/" if directory else "", page_size=page_size, cursor=cursor
+    )
+    assert isinstance(listing, zarrs.DirectoryListing)
+    return _directory_out(listing)
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/snapshots/{checksum}/{path:path}",
+    response_model=SnapshotFileOut | DirectoryOut,
+    summary="A file of a snapshot, or a page of one of its directories",
+)
+def browse_snapshot(
+    zarr_id: str,
+    checksum: str,
+    path: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    page_size: Annotated[int, Query(ge=1, le=zarrs.MAX_PAGE_SIZE)] = 100,
+    cursor: str | None = None,
+) -> SnapshotFileOut | DirectoryOut:
+    """As `GET /api/zarr/{id}/{path}`, from the snapshot's manifest: a path ending in `/`
+    is a directory; otherwise a file if the snapshot has one, else a directory."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        pin = snapshots.find_pin(session, zarr, checksum)
+    result = snapshots.browse_snapshot(archive, zarr, pin, path, page_size=page_size, cursor=cursor)
+    if isinstance(result, snapshots.SnapshotFile):
+        return SnapshotFileOut(
+            name=result.name,
+            path=result.path,
+            size=result.size,
+            md5=result.md5,
+            etag=result.md5,
+            s3_key=result.s3_key,
+            s3_url=result.s3_url,
+            version_id=result.version_id,
+        )
+    return _directory_out(result)
+
+
+def _directory_out(result: zarrs.DirectoryListing) -> DirectoryOut:
+    return DirectoryOut(
+        path=result.path,
+        digest=result.digest,
+        file_count=result.file_count,
+        size=result.size,
+        directories=[ListingEntryOut(**e.__dict__) for e in result.directories],
+        files=[ListingEntryOut(**e.__dict__) for e in result.files],
+        next=result.next,
+    )

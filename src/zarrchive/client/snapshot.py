@@ -1,0 +1,305 @@
+"""Reading a Zarr as a published version pins it: ``DANDISET@VERSION/PATH``.
+
+A published version's Zarr asset names the checksum it pins (its ``digest``); the archive
+serves that state's **manifest**, which names every file's S3 *version*.  The client reads
+the manifest once (one GET, presigned for an embargoed dandiset), and then:
+
+- lists directories from it (no further API calls),
+- reads each file as exactly its pinned version: ``{object URL}?versionId=...`` from the
+  public bucket (no credentials), or presigned URLs of those versions from
+  ``POST /api/zarr/{id}/snapshots/{checksum}/download/`` for an embargoed dandiset.
+
+So a version keeps reading the same bytes while the draft changes the same Zarr.
+``DANDISET@draft/PATH`` reads the live draft, as ``DANDISET/PATH`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from zarrchive.checksum import EMPTY_CHECKSUM
+from zarrchive.client.address import VersionedAddress, parse_address
+from zarrchive.client.api import ApiClient, ZarrInfo
+from zarrchive.client.download import Downloader, require_token, resolve_zarr
+from zarrchive.client.remote import RemoteState, check_listed_path
+from zarrchive.client.store import (
+    HttpObjectReader,
+    PresignedObjectReader,
+    ZarrchiveStore,
+)
+from zarrchive.errors import (
+    ApiError,
+    InvalidInput,
+    InvalidManifest,
+    NotFound,
+    TransferError,
+)
+from zarrchive.manifest import read_manifest
+
+ZARR_DIGEST = "dandi:dandi-zarr-checksum"
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    path: str
+    version_id: str
+    size: int
+    md5: str
+
+
+@dataclass
+class Snapshot:
+    """A Zarr's state as a published version pins it, read from its manifest."""
+
+    address: VersionedAddress
+    #: The Zarr (its live info: id, dandiset, S3 location).
+    zarr: ZarrInfo
+    checksum: str
+    private: bool
+    files: dict[str, PinnedFile]
+    #: ``directory -> (subdirectory names, file names)``, sorted.
+    tree: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+
+    @property
+    def info(self) -> ZarrInfo:
+        """The Zarr's info with the snapshot's checksum, file count and size."""
+        return replace(
+            self.zarr,
+            checksum=self.checksum,
+            file_count=len(self.files),
+            size=sum(f.size for f in self.files.values()),
+            upload_in_progress=False,
+        )
+
+    def object_url(self, path: str) -> str:
+        """The public URL of exactly the pinned version of *path*."""
+        pinned = self.files[path]
+        return f"{self.zarr.object_url(path)}?versionId={quote(pinned.version_id, safe='')}"
+
+    def children(self, directory: str) -> tuple[list[str], list[str]]:
+        return self.tree.get(directory, ([], []))
+
+
+def _snapshot_route(zarr_id: str, checksum: str) -> str:
+    return f"/api/zarr/{zarr_id}/snapshots/{quote(checksum, safe='')}/"
+
+
+def _build_tree(paths: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    dirs: dict[str, set[str]] = {"": set()}
+    files: dict[str, list[str]] = {}
+    for path in paths:
+        parent, _, name = path.rpartition("/")
+        files.setdefault(parent, []).append(name)
+        child = parent
+        while child:
+            up, _, dname = child.rpartition("/")
+            known = dirs.setdefault(up, set())
+            if dname in known:
+                break
+            known.add(dname)
+            child = up
+    return {
+        d: (sorted(dirs.get(d, set())), sorted(files.get(d, []))) for d in set(dirs) | set(files)
+    }
+
+
+def open_snapshot(client: ApiClient, ref: str | VersionedAddress) -> Snapshot:
+    """The snapshot that ``DANDISET@VERSION/PATH`` names (a published version)."""
+    address = parse_address(ref) if isinstance(ref, str) else ref
+    if address.is_draft:
+        raise InvalidInput(f"{address}: the draft is not a snapshot; read it live")
+    asset = client.find_asset(address.dandiset, address.path, version=address.version)
+    if asset is None:
+        raise NotFound(
+            f"version {address.version} of dandiset {address.dandiset} has no asset "
+            f"{address.path!r}"
+        )
+    if not asset.get("zarr_id"):
+        raise InvalidInput(f"{address}: the asset is not a Zarr")
+    checksum = str(((asset.get("metadata") or {}).get("digest") or {}).get(ZARR_DIGEST, ""))
+    if not checksum:
+        raise TransferError(f"{address}: the published asset names no Zarr checksum")
+    zarr = client.get_zarr(str(asset["zarr_id"]))
+    private = client.is_private(zarr.dandiset)
+    if private:
+        require_token(client, zarr)
+    if checksum == EMPTY_CHECKSUM:
+        return Snapshot(address, zarr, checksum, private, {}, {"": ([], [])})
+    route = _snapshot_route(zarr.zarr_id, checksum)
+    info: dict[str, Any] = client.request("GET", route).json()
+    if not info.get("manifest_url"):  # a frozen Zarr's manifest is written on first read
+        client.request("GET", route + "files/", params={"page_size": 1})
+        info = client.request("GET", route).json()
+    files = _read_manifest(str(info["manifest_url"]), zarr.zarr_id, checksum)
+    return Snapshot(address, zarr, checksum, private, files, _build_tree(list(files)))
+
+
+def _read_manifest(url: str, zarr_id: str, checksum: str) -> dict[str, PinnedFile]:
+    with httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0), follow_redirects=True) as http:
+        response = http.get(url)
+    if response.status_code != 200:
+        raise TransferError(
+            f"cannot read the manifest of Zarr {zarr_id} at {checksum}: S3 answered "
+            f"{response.status_code}"
+        )
+    try:
+        parsed = read_manifest(response.content)
+        files: dict[str, PinnedFile] = {}
+        for entry in parsed.entries:  # verified against the statistics when exhausted
+            check_listed_path(entry.path.rpartition("/")[0], entry.path)
+            files[entry.path] = PinnedFile(
+                entry.path, entry.version_id, entry.size, entry.etag.strip('"')
+            )
+    except InvalidManifest as exc:
+        raise TransferError(f"the manifest of Zarr {zarr_id} is invalid: {exc.message}") from None
+    if parsed.statistics.zarr_checksum != checksum:
+        raise TransferError(
+            f"the manifest of Zarr {zarr_id} describes {parsed.statistics.zarr_checksum}, "
+            f"not the pinned {checksum}"
+        )
+    return files
+
+
+def snapshot_urls(client: ApiClient, snapshot: Snapshot, paths: list[str]) -> dict[str, str]:
+    """Presigned URLs of exactly the pinned versions (for an embargoed dandiset), batched."""
+    step = client.info().max_batch_files
+    route = _snapshot_route(snapshot.zarr.zarr_id, snapshot.checksum) + "download/"
+    urls: dict[str, str] = {}
+    for start in range(0, len(paths), step):
+        chunk = [{"path": p} for p in paths[start : start + step]]
+        for item in client.request("POST", route, json=chunk).json():
+            urls[str(item["path"])] = str(item["url"])
+    return urls
+
+
+# -- zarr-python ------------------------------------------------------------------------------
+class SnapshotReader(HttpObjectReader):
+    """Reads the pinned versions from the public bucket (``?versionId=``, no credentials);
+    files the snapshot does not have are absent without a request."""
+
+    def __init__(self, snapshot: Snapshot, *, max_connections: int = 32) -> None:
+        super().__init__(snapshot.zarr.s3_url, max_connections=max_connections)
+        self.snapshot = snapshot
+
+    def url(self, path: str) -> str:
+        return self.snapshot.object_url(path)
+
+    def read(self, path: str, range_header: str | None = None) -> bytes | None:
+        if path not in self.snapshot.files:
+            return None
+        return super().read(path, range_header)
+
+    def exists(self, path: str) -> bool:
+        return path in self.snapshot.files
+
+
+class PresignedSnapshotReader(PresignedObjectReader):
+    """Reads an embargoed snapshot's pinned versions through presigned URLs of them."""
+
+    def __init__(self, api: ApiClient, snapshot: Snapshot, *, max_connections: int = 32) -> None:
+        super().__init__(api, snapshot.zarr.zarr_id, max_connections=max_connections)
+        self.snapshot = snapshot
+
+    def url(self, path: str) -> str:
+        cached = self._urls.get(path)
+        if cached is None or cached[1] < time.monotonic():
+            url = snapshot_urls(self.api, self.snapshot, [path])[path]
+            cached = (url, time.monotonic() + self._lifetime)
+            self._urls[path] = cached
+        return cached[0]
+
+    def read(self, path: str, range_header: str | None = None) -> bytes | None:
+        if path not in self.snapshot.files:
+            return None
+        return super().read(path, range_header)
+
+    def exists(self, path: str) -> bool:
+        return path in self.snapshot.files
+
+
+class SnapshotStore(ZarrchiveStore):
+    """A read-only zarr-python store of a snapshot: listings from its manifest."""
+
+    def __init__(self, reader: HttpObjectReader, snapshot: Snapshot, api: ApiClient) -> None:
+        super().__init__(reader, api=api, zarr_id=snapshot.zarr.zarr_id)
+        self.snapshot = snapshot
+
+    def __repr__(self) -> str:
+        return f"SnapshotStore({str(self.snapshot.address)!r})"
+
+    def _list_directory(self, directory: str) -> tuple[list[str], list[str]]:
+        return self.snapshot.children(directory)
+
+
+def open_snapshot_store(
+    ref: str, *, api_url: str | None = None, token: str | None = None
+) -> ZarrchiveStore:
+    """The store of ``DANDISET@VERSION/PATH`` (see :func:`zarrchive.open_store`)."""
+    from zarrchive.client.store import open_store
+
+    address = parse_address(ref)
+    if address.is_draft:
+        return open_store(f"{address.dandiset}/{address.path}", api_url=api_url, token=token)
+    api = ApiClient.from_env(api_url, token)
+    try:
+        snapshot = open_snapshot(api, address)
+    except BaseException:
+        api.close()
+        raise
+    reader: HttpObjectReader = (
+        PresignedSnapshotReader(api, snapshot) if snapshot.private else SnapshotReader(snapshot)
+    )
+    return SnapshotStore(reader, snapshot, api)
+
+
+# -- download and verify --------------------------------------------------------------------------
+class SnapshotDownloader(Downloader):
+    """:class:`Downloader` that also takes ``DANDISET@VERSION/PATH``: it then compares with
+    and fetches exactly the pinned state (every other reference: as the Downloader)."""
+
+    _snapshot: Snapshot | None = None
+
+    def _resolve(self, ref: str | ZarrInfo) -> ZarrInfo:
+        self._snapshot = None
+        if isinstance(ref, ZarrInfo) or "@" not in ref.split("/", 1)[0]:
+            return super()._resolve(ref)
+        address = parse_address(ref)
+        if address.is_draft:
+            return resolve_zarr(self.client, f"{address.dandiset}/{address.path}")
+        self._snapshot = open_snapshot(self.client, address)
+        return self._snapshot.info
+
+    def _remote_state(self, zarr: ZarrInfo, digests: dict[str, str]) -> RemoteState:
+        if self._snapshot is None:
+            return super()._remote_state(zarr, digests)
+        files = {p: (f.md5, f.size) for p, f in self._snapshot.files.items()}
+        return RemoteState(self._snapshot.checksum, files=files)
+
+    def _object_url(self, zarr: ZarrInfo, path: str) -> str:
+        if self._snapshot is None:
+            return super()._object_url(zarr, path)
+        return self._snapshot.object_url(path)
+
+    def _private_urls(self, zarr: ZarrInfo, paths: list[str]) -> dict[str, str]:
+        if self._snapshot is None:
+            return super()._private_urls(zarr, paths)
+        return snapshot_urls(self.client, self._snapshot, paths)
+
+
+__all__ = [
+    "ApiError",
+    "PinnedFile",
+    "PresignedSnapshotReader",
+    "Snapshot",
+    "SnapshotDownloader",
+    "SnapshotReader",
+    "SnapshotStore",
+    "open_snapshot",
+    "open_snapshot_store",
+    "snapshot_urls",
+]

@@ -1,0 +1,156 @@
+"""What the services need of an object store: one versioned bucket.
+
+:class:`ObjectStoreProtocol` lists exactly the members of
+:class:`zarrchive.storage.objects.ObjectStore` (S3 through boto3) that the services call;
+``tests/storage/conformance.py`` holds the behaviour each of them promises, and every
+implementation's test module runs it (as zarr-python's ``StoreTests``). Errors are the
+archive's own: :class:`zarrchive.errors.StorageUnavailable` when the store says "later" or
+cannot be reached, :class:`zarrchive.errors.StorageError` for any other refusal,
+:class:`zarrchive.errors.InvalidInput` for a multipart upload the client got wrong.
+
+The S3 copies across buckets (``copy_object_version``) and the checked purge across the
+two buckets of an unembargo stay functions of the S3 implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any, Protocol, TypeVar
+
+from zarrchive.storage.objects import ObjectInfo, ObjectStore, ObjectVersion
+
+T = TypeVar("T")
+
+
+class ObjectStoreProtocol(Protocol):
+    """One bucket: objects by key, every version kept, delete markers, presigned URLs."""
+
+    #: where the store is (``None``: the provider's default) and its bucket: together they
+    #: name the bucket for caches shared by several stores
+    endpoint_url: str | None
+    bucket: str
+
+    def ensure_bucket(self, *, versioned: bool = True) -> None:
+        """Create the bucket if needed (idempotent) and keep every version when *versioned*."""
+        ...
+
+    # -- URLs -------------------------------------------------------------------------------
+    def public_url(self, key: str) -> str:
+        """The plain URL of *key* (percent-encoded) on a world-readable bucket."""
+        ...
+
+    def presign_put(self, key: str, md5_hex: str, expires_in: int) -> str:
+        """A URL accepting one PUT of exactly the body of md5 *md5_hex* (``Content-MD5``
+        signed): any other body is refused and stores nothing."""
+        ...
+
+    def presign_get(self, key: str, expires_in: int) -> str:
+        """A URL from which anyone may GET the current *key* for *expires_in* seconds."""
+        ...
+
+    # -- single objects -----------------------------------------------------------------------
+    def head(self, key: str) -> ObjectInfo | None:
+        """The current version of *key* (size, md5 ETag, version id), ``None`` when absent."""
+        ...
+
+    def get(self, key: str) -> bytes | None:
+        """The content of *key*, ``None`` when absent (or its latest version is a delete marker)."""
+        ...
+
+    def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
+        """The content of *key* and the ETag of exactly that content, or ``None``."""
+        ...
+
+    def put(
+        self, key: str, data: bytes, content_type: str = "application/octet-stream"
+    ) -> str | None:
+        """Store *data* at *key* as a new version; returns its version id."""
+        ...
+
+    def upload_fileobj(self, key: str, fileobj: IO[bytes], content_type: str) -> None:
+        """Store the content of *fileobj* at *key* (streamed)."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Delete *key*: a delete marker on top of its versions (absent keys too)."""
+        ...
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """:meth:`delete` of every key; :class:`StorageError` if any is refused."""
+        ...
+
+    def copy_within(self, source_key: str, key: str, version_id: str | None = None) -> str:
+        """Copy *source_key* (at *version_id*, default its current version) to *key*; returns
+        the new object's ETag (the md5 of the content for objects written in one PUT)."""
+        ...
+
+    def iter_content(
+        self, key: str, version_id: str | None = None, chunk_size: int = 8 * 1024 * 1024
+    ) -> Iterator[bytes]:
+        """The content of *key* (or of one version of it) in chunks."""
+        ...
+
+    # -- listings --------------------------------------------------------------------------------
+    def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Current objects under *prefix*, in key order."""
+        ...
+
+    def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        """Every version and delete marker under *prefix*: by key, newest first within a key."""
+        ...
+
+    def latest_version(self, key: str) -> ObjectVersion | None:
+        """The current version or delete marker of exactly *key* (``None``: never written)."""
+        ...
+
+    def iter_prefixes(self, prefix: str) -> Iterator[str]:
+        """The "subdirectories" directly under *prefix*, each ending with ``/``, in order."""
+        ...
+
+    # -- removal for good ----------------------------------------------------------------------
+    def purge(self, prefix: str) -> int:
+        """Delete every version and delete marker under *prefix* for good; returns how many.
+        :class:`StorageError` naming a key if the store refuses any of them."""
+        ...
+
+    def delete_all_versions(self, key: str) -> None:
+        """Delete every version and delete marker of exactly *key* (not of longer keys)."""
+        ...
+
+    # -- multipart uploads (blobs) ------------------------------------------------------------
+    def create_multipart_upload(
+        self, key: str, content_type: str = "application/octet-stream"
+    ) -> str:
+        """Start a multipart upload of *key*; returns its upload id."""
+        ...
+
+    def presign_upload_part(
+        self, key: str, upload_id: str, part_number: int, expires_in: int
+    ) -> str:
+        """A PUT URL for part *part_number* (1-based) of the upload."""
+        ...
+
+    def complete_multipart_upload(
+        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+    ) -> str:
+        """Assemble the parts ``(number, etag)``; returns the object's ETag. Parts missing,
+        out of order or too small and unknown uploads: :class:`InvalidInput`."""
+        ...
+
+    def abort_multipart_upload(self, key: str, upload_id: str) -> None:
+        """Discard an upload and its parts; unknown uploads are ignored."""
+        ...
+
+    # -- concurrency ------------------------------------------------------------------------------
+    def map(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
+        """*fn* over *items*, concurrently, results in order."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's threads and connections."""
+        ...
+
+
+def _s3_conforms(store: ObjectStore) -> ObjectStoreProtocol:
+    """Never called: mypy checks here that the S3 implementation has every member."""
+    return store

@@ -1,0 +1,342 @@
+"""Versioned Zarrs (snapshot mode): publishing pins states, the draft keeps changing the same
+Zarr, every published version reads exactly its state, before and after ``admin gc``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.asset_helpers import add_zarr_asset, assets_url, client_for, ok
+from tests.api.conftest import md5, put_files, upload
+from tests.conftest import Users, make_settings
+from tests.helpers.snapshots import oracle, read_live, read_snapshot, snapshot_base, walk
+from zarrchive.config import PublishedZarrs, Settings
+from zarrchive.db.models import Version
+from zarrchive.services.runtime import Archive
+from zarrchive.services.snapshots import (
+    SNAPSHOT_CACHE,
+    add_pins,
+    collect_garbage,
+    prepare_manifest,
+)
+from zarrchive.services.zarrs import get_zarr
+from zarrchive.storage.seaweedfs import SeaweedFS
+
+V1 = {
+    ".zgroup": b'{"zarr_format":2}',
+    "arr/.zarray": b'{"shape":[4]}',
+    "arr/0": b"zero",
+    "arr/sub/1": b"one",
+    "arr/sub/2": b"two",
+}
+
+
+@pytest.fixture
+def settings(
+    seaweedfs: SeaweedFS, bucket: str, embargo_bucket: str, database_url: str, tmp_path: Path
+) -> Settings:
+    return make_settings(
+        seaweedfs, bucket, database_url, tmp_path, published_zarrs=PublishedZarrs.SNAPSHOT
+    )
+
+
+def publish(api: httpx.Client, dandiset: str) -> str:
+    version: str = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))["version"]
+    return version
+
+
+def delete(api: httpx.Client, zarr_id: str, paths: list[str]) -> None:
+    ok(api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": p} for p in paths]))
+
+
+def s3_versions(s3: Any, bucket: str, zarr_id: str) -> list[tuple[str, str]]:
+    found = []
+    for prefix in (f"zarr/{zarr_id}/", f"zarr_checksums/{zarr_id}/", f"zarr-staging/{zarr_id}/"):
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+            found += [(v["Key"], v["VersionId"]) for v in page.get("Versions", [])]
+            found += [(m["Key"], m["VersionId"]) for m in page.get("DeleteMarkers", [])]
+    return sorted(found)
+
+
+def check_every_state(
+    client: httpx.Client, zarr_id: str, states: dict[str, dict[str, bytes]], draft: dict[str, bytes]
+) -> None:
+    """Each snapshot reads exactly its files (bytes and zarr_checksum oracle), the draft its
+    latest state."""
+    for checksum, files in states.items():
+        got = read_snapshot(client, zarr_id, checksum)
+        assert got == files
+        assert oracle(got) == checksum
+    live = read_live(client, zarr_id)
+    assert live == draft
+    assert ok(client.get(f"/api/zarr/{zarr_id}/"))["checksum"] == oracle(draft)
+
+
+def test_versions_read_their_pinned_states(
+    api: httpx.Client,
+    anon: httpx.Client,
+    archive: Archive,
+    dandiset: str,
+    zarr_id: str,
+    s3: Any,
+    bucket: str,
+) -> None:
+    upload(api, zarr_id, V1)
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    v1 = publish(api, dandiset)
+    c1 = oracle(V1)
+
+    # the draft's Zarr stays writable: change, add and delete files
+    v2_files = dict(V1)
+    v2_files["arr/0"] = b"ZERO changed"
+    v2_files["arr/new"] = b"added"
+    del v2_files["arr/sub/1"]
+    upload(api, zarr_id, {"arr/0": v2_files["arr/0"], "arr/new": b"added"})
+    delete(api, zarr_id, ["arr/sub/1"])
+    # an intermediate state no version pins (gc may remove its versions)
+    upload(api, zarr_id, {"arr/tmp": b"transient"})
+    upload(api, zarr_id, {"arr/tmp": b"transient, changed"})
+    delete(api, zarr_id, ["arr/tmp"])
+    v2 = publish(api, dandiset)
+    c2 = oracle(v2_files)
+    assert c2 != c1
+
+    # the draft moves on: arr/sub/2 deleted (both snapshots had it), arr/0 changed again
+    draft = dict(v2_files)
+    del draft["arr/sub/2"]
+    draft["arr/0"] = b"zero, third state"
+    upload(api, zarr_id, {"arr/0": draft["arr/0"]})
+    delete(api, zarr_id, ["arr/sub/2"])
+
+    # the snapshots, with the versions that pin them
+    listed = ok(api.get(f"/api/zarr/{zarr_id}/snapshots/"))
+    assert [(s["checksum"], s["versions"], s["frozen"]) for s in listed] == [
+        (c1, [v1], False),
+        (c2, [v2], False),
+    ]
+    info = ok(api.get(snapshot_base(zarr_id, c2)))
+    assert (info["file_count"], info["size"]) == (len(v2_files), sum(map(len, v2_files.values())))
+    assert info["manifest_url"].endswith(f"zarr-manifest/{zarr_id}/{c2}.json")
+
+    # each published version names its snapshot as its Zarr asset's digest
+    for version, checksum in ((v1, c1), (v2, c2)):
+        zarrs = ok(api.get(f"/api/dandisets/{dandiset}/versions/{version}/"))["zarrs"]
+        assert [z["checksum"] for z in zarrs] == [checksum]
+        asset = ok(api.get(assets_url(dandiset, version)))["results"][0]
+        assert asset["metadata"]["digest"]["dandi:dandi-zarr-checksum"] == checksum
+        # what serves the published asset's content serves the snapshot, not the draft
+        response = api.get(f"/api/assets/{asset['asset_id']}/download/")
+        assert response.status_code == 302
+        assert response.headers["location"] == snapshot_base(zarr_id, checksum)
+        assert ok(api.get(response.headers["location"]))["checksum"] == checksum
+    draft_asset = ok(api.get(assets_url(dandiset)))["results"][0]
+    assert ok(api.get(f"/api/assets/{draft_asset['asset_id']}/download/"))["checksum"] == (
+        oracle(draft)
+    )
+
+    states = {c1: V1, c2: v2_files}
+    check_every_state(api, zarr_id, states, draft)
+    # anonymous reads of a public snapshot: no token, and no credentials towards S3
+    check_every_state(anon, zarr_id, states, draft)
+    # a file deleted in the draft is readable in every snapshot that had it
+    for checksum in (c1, c2):
+        entry = ok(anon.get(snapshot_base(zarr_id, checksum) + "arr/sub/2"))
+        assert (entry["type"], entry["md5"], entry["size"]) == ("file", md5(b"two"), 3)
+        assert httpx.get(entry["s3_url"]).content == b"two"
+    assert api.get(f"/api/zarr/{zarr_id}/arr/sub/2").status_code == 404
+
+    # gc, dry run: reports what it would remove and removes nothing
+    before = s3_versions(s3, bucket, zarr_id)
+    report = collect_garbage(archive, zarr_id)
+    assert report.versions and report.bytes > 0 and not report.applied
+    assert s3_versions(s3, bucket, zarr_id) == before
+    removable = {(k, v) for k, v, _ in report.versions}
+    # the transient file's versions go, the pinned ones stay
+    tmp = s3.list_object_versions(Bucket=bucket, Prefix=f"zarr/{zarr_id}/arr/tmp")
+    tmp_versions = {(v["Key"], v["VersionId"]) for v in tmp["Versions"]}
+    assert len(tmp_versions) == 2 and tmp_versions <= removable
+    # its current delete marker stays (removing it would bring an old version back)
+    assert [m["IsLatest"] for m in tmp["DeleteMarkers"]] == [True]
+    assert (tmp["DeleteMarkers"][0]["Key"], tmp["DeleteMarkers"][0]["VersionId"]) not in removable
+    pinned_one = s3.list_object_versions(Bucket=bucket, Prefix=f"zarr/{zarr_id}/arr/sub/1")
+    assert all((v["Key"], v["VersionId"]) not in removable for v in pinned_one["Versions"])
+
+    # gc --apply: exactly those go; every state still reads exactly
+    report = collect_garbage(archive, zarr_id, apply=True)
+    assert report.applied
+    after = s3_versions(s3, bucket, zarr_id)
+    assert set(after) == set(before) - removable
+    SNAPSHOT_CACHE.clear()
+    check_every_state(api, zarr_id, states, draft)
+    check_every_state(anon, zarr_id, states, draft)
+    # and a second gc finds nothing more
+    assert collect_garbage(archive, zarr_id).versions == []
+
+
+def test_publish_refuses_open_batch_and_pins_nothing(
+    api: httpx.Client, archive: Archive, dandiset: str, zarr_id: str
+) -> None:
+    upload(api, zarr_id, V1)
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    ok(api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "x", "etag": md5(b"x")}]))
+    response = api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
+    assert response.status_code == 409, response.text
+    assert ok(api.get(f"/api/zarr/{zarr_id}/snapshots/")) == []
+    versions = ok(api.get(f"/api/dandisets/{dandiset}/versions/"))
+    assert [v["version"] for v in versions] == ["draft"]
+
+
+def test_republishing_a_returned_state_writes_a_fresh_manifest(
+    api: httpx.Client, archive: Archive, dandiset: str, zarr_id: str, s3: Any, bucket: str
+) -> None:
+    """A state the Zarr left and came back to (new object versions) is pinned through a
+    manifest naming versions that exist, even after gc removed the first ones."""
+    upload(api, zarr_id, {"a": b"1"})
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    with archive.db.session() as session:
+        assert get_zarr(session, None, zarr_id).checksum == oracle({"a": b"1"})
+    prepare_manifest(archive, zarr_id)  # the manifest of the first visit to state A
+    first = s3.list_object_versions(Bucket=bucket, Prefix=f"zarr/{zarr_id}/a")["Versions"]
+    upload(api, zarr_id, {"a": b"2"})
+    report = collect_garbage(archive, zarr_id, apply=True)  # nothing pinned: A's version goes
+    assert (f"zarr/{zarr_id}/a", first[0]["VersionId"]) in {(k, v) for k, v, _ in report.versions}
+    upload(api, zarr_id, {"a": b"1"})  # back to state A, with a new object version
+    publish(api, dandiset)
+    assert read_snapshot(api, zarr_id, oracle({"a": b"1"})) == {"a": b"1"}
+
+
+def test_routes_win_over_the_live_catch_all(api: httpx.Client, dandiset: str, zarr_id: str) -> None:
+    files = {"snapshots/x": b"a file in a directory named snapshots", "b": b"b"}
+    upload(api, zarr_id, files)
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    assert ok(api.get(f"/api/zarr/{zarr_id}/snapshots/")) == []
+    # the live directory named "snapshots" stays reachable through files/?prefix=
+    page = ok(api.get(f"/api/zarr/{zarr_id}/files/", params={"prefix": "snapshots"}))
+    assert [f["path"] for f in page["files"]] == ["snapshots/x"]
+    publish(api, dandiset)
+    checksum = oracle(files)
+    base = snapshot_base(zarr_id, checksum)
+    assert ok(api.get(base))["checksum"] == checksum
+    assert ok(api.get(base + "snapshots/x"))["md5"] == md5(files["snapshots/x"])
+    # pages: one entry each, following cursors
+    assert set(walk(api, base, page_size=1)) == set(files)
+    # a directory by its path, as the live route
+    page = ok(api.get(base + "snapshots/"))
+    assert (page["type"], page["path"], [f["name"] for f in page["files"]]) == (
+        "directory",
+        "snapshots",
+        ["x"],
+    )
+    root = ok(api.get(base + "files/", params={"page_size": 1}))
+    assert (root["file_count"], root["digest"], len(root["directories"])) == (2, checksum, 1)
+    assert root["files"] == [] and root["next"]
+
+
+def test_bad_requests_are_4xx(api: httpx.Client, dandiset: str, zarr_id: str) -> None:
+    upload(api, zarr_id, V1)
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    publish(api, dandiset)
+    base = snapshot_base(zarr_id, oracle(V1))
+    assert api.get(snapshot_base(zarr_id, "0" * 32 + "-1--1")).status_code == 404
+    assert api.get(base + "no/such/dir/").status_code == 404
+    assert api.get(base + "arr/", params={"cursor": "garbage!"}).status_code == 400
+    assert api.get(base + "../x").status_code in (400, 404)
+    assert api.post(base + "download/", json=[]).status_code == 400
+    response = api.post(base + "download/", json=[{"path": "arr/0"}, {"path": "nope"}])
+    assert response.status_code == 404 and "nope" in response.text
+    assert api.post(base + "download/", json=[{"path": "a//b"}]).status_code == 400
+    assert api.get("/api/zarr/not-a-uuid/snapshots/").status_code == 404
+
+
+def test_embargoed_snapshots_follow_the_embargo(
+    api: httpx.Client, anon: httpx.Client, archive: Archive, users: Users, s3: Any
+) -> None:
+    """Publishing an embargoed dandiset is refused, so the state is pinned through the
+    service (as an embargoed publication would); its snapshot is the owners' until the
+    unembargo, which keeps it exact (the versions move, the manifest follows)."""
+    dandiset = ok(api.post("/api/dandisets/", json={"name": "secret", "embargo": True}))[
+        "identifier"
+    ]
+    zarr_id = ok(api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": dandiset}))["zarr_id"]
+    upload(api, zarr_id, V1)
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    assert api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/").status_code == 409
+    prepare_manifest(archive, zarr_id)
+    with archive.db.write_session() as session:
+        zarr = get_zarr(session, None, zarr_id, check_read=False)
+        version = Version(dandiset_id=zarr.dandiset_id, version="0.000000.0000")
+        session.add(version)
+        session.flush()
+        add_pins(session, version.id, [zarr], PublishedZarrs.SNAPSHOT)
+    checksum = oracle(V1)
+    base = snapshot_base(zarr_id, checksum)
+    # the draft changes after the pin: arr/0 overwritten, arr/sub/1 deleted
+    upload(api, zarr_id, {"arr/0": b"new zero"})
+    delete(api, zarr_id, ["arr/sub/1"])
+
+    with client_for(api, users.other) as other:
+        for client in (anon, other):
+            assert client.get(f"/api/zarr/{zarr_id}/snapshots/").status_code == 404
+            assert client.get(base).status_code == 404
+            assert client.get(base + "arr/0").status_code == 404
+            assert client.post(base + "download/", json=[{"path": "arr/0"}]).status_code == 404
+    # the owner reads it through presigned URLs of the exact versions
+    entry = ok(api.get(base + "arr/0"))
+    assert "X-Amz-Signature" in entry["s3_url"] and "versionId" in entry["s3_url"]
+    assert read_snapshot(api, zarr_id, checksum) == V1
+    # the public version URL of an embargoed object is refused to anyone
+    private = archive.embargo_store.public_version_url(f"zarr/{zarr_id}/arr/0", entry["version_id"])
+    assert httpx.get(private).status_code == 403
+
+    ok(api.post(f"/api/dandisets/{dandiset}/unembargo/"))
+    assert ok(api.get(f"/api/dandisets/{dandiset}/"))["embargo_status"] == "open"
+    # now public, anonymous, still exactly the pinned state (arr/0's old content included)
+    assert read_snapshot(anon, zarr_id, checksum) == V1
+    after = ok(anon.get(base + "arr/sub/1"))
+    assert "X-Amz-Signature" not in after["s3_url"] and after["version_id"] != ""
+    assert httpx.get(after["s3_url"]).content == V1["arr/sub/1"]
+    draft = dict(V1, **{"arr/0": b"new zero"})
+    del draft["arr/sub/1"]
+    assert read_live(anon, zarr_id) == draft
+    # nothing of the snapshot is left in the private bucket, and gc keeps it whole
+    leftovers = s3.list_object_versions(
+        Bucket=archive.embargo_store.bucket, Prefix=f"zarr/{zarr_id}/"
+    )
+    assert not leftovers.get("Versions")
+    collect_garbage(archive, zarr_id, apply=True)
+    SNAPSHOT_CACHE.clear()
+    assert read_snapshot(anon, zarr_id, checksum) == V1
+
+
+def test_gc_keeps_an_open_batch_and_removes_stale_staging(
+    api: httpx.Client, archive: Archive, dandiset: str, zarr_id: str, s3: Any, bucket: str
+) -> None:
+    upload(api, zarr_id, {"a": b"1"})
+    # a cancelled batch whose URL is replayed: a stale staging area
+    urls = ok(api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "b", "etag": md5(b"b")}]))
+    assert api.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
+    put_files(urls, {"b": b"b"})
+    stale_prefix = urls[0]["upload_url"].split(f"/{bucket}/", 1)[1].split("?")[0]
+    stale_prefix = stale_prefix.rsplit("/", 1)[0] + "/"
+    # an open batch with its staged file
+    files = {"c": b"staged content"}
+    urls = ok(
+        api.post(
+            f"/api/zarr/{zarr_id}/upload/", json=[{"path": "c", "etag": md5(b"staged content")}]
+        )
+    )
+    put_files(urls, files)
+
+    report = collect_garbage(archive, zarr_id)
+    assert [p for p, _ in report.staging] == [stale_prefix]
+    assert report.staging[0][1] == 1
+    report = collect_garbage(archive, zarr_id, apply=True)
+    leftover = s3.list_object_versions(Bucket=bucket, Prefix=stale_prefix)
+    assert not leftover.get("Versions")
+    # the open batch still completes with what it staged
+    info = ok(api.post(f"/api/zarr/{zarr_id}/upload/complete/", params={"wait": "true"}))
+    assert info["checksum"] == oracle({"a": b"1", "c": b"staged content"})
+    assert read_live(api, zarr_id) == {"a": b"1", "c": b"staged content"}
