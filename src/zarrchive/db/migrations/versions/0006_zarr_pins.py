@@ -1,6 +1,6 @@
 """zarr pins: the state of each Zarr a published version holds (freeze or snapshot)
 
-Revision ID: 0008
+Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-24 16:00:00
 
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
+revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
