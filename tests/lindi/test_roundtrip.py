@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from pathlib import Path
@@ -760,3 +761,24 @@ def test_random_strings_and_attributes_round_trip(
     with h5py.File(path) as theirs:
         same_tree(ours, theirs)
     assert list(ours["s"].asstr()[:]) == texts
+
+
+def test_zero_dimensional_zarr_arrays_read_their_chunk(tmp_path: Path) -> None:
+    """A 0-d Zarr array (not a LINDI scalar, which is shape [1]) keeps its one value in
+    chunk ``0``, as zarr-python writes it; the reader must not answer the fill value."""
+    root = zarr.open_group(LocalStore(tmp_path / "z.zarr"), mode="w", zarr_format=2)
+    root.create_array("x", shape=(), dtype="<f8", fill_value=0.0, compressors=None)
+    root["x"][()] = 7.25
+    files = sorted(p for p in (tmp_path / "z.zarr").rglob("*") if p.is_file())
+    refs: dict[str, Any] = {".zgroup": {"zarr_format": 2}}
+    for path in files:
+        key = path.relative_to(tmp_path / "z.zarr").as_posix()
+        if key.endswith((".zarray", ".zattrs", ".zgroup")):
+            refs[key] = json.loads(path.read_bytes())
+        else:
+            refs[key] = "base64:" + base64.b64encode(path.read_bytes()).decode()
+    assert "x/0" in refs
+    ours = File({"refs": refs, "version": 1})
+    assert ours["x"].shape == ()
+    assert ours["x"][()] == 7.25
+    assert ours["x"][...].shape == ()

@@ -352,6 +352,9 @@ class Dataset(Node, h5py.Dataset):  # type: ignore[misc]
             prefix + sep.join([n[p[0]] for n, p in zip(names, combo, strict=True)])
             for combo in combos
         ]
+        if not self._zshape:
+            # a 0-d array keeps its one value in chunk "0" (zarr's key for no coordinates)
+            combos, keys = [()], [prefix + "0"]
         datas = self._file.source.get_many(list(dict.fromkeys(keys))) if keys else {}
         items: list[tuple[Any, Any, str]] = [
             (combo, datas[key], key)
