@@ -20,7 +20,7 @@ from tests.fixtures import ZARR_MANIFESTS
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
 from zarrchive.jobs import InProcessJobQueue, RedisJobQueue
 from zarrchive.manifest import format_timestamp, manifest_key, read_manifest
-from zarrchive.services.manifests import write_manifest
+from zarrchive.services.manifests import ManifestStatus, write_manifest
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 
@@ -245,3 +245,22 @@ def test_publishing_guarantees_the_manifest_of_the_pinned_checksum(
         archive.jobs = None
         set_current_archive(None)
     assert stored_manifest(archive, zarr_id, checksum)["statistics"]["zarrChecksum"] == checksum
+
+
+def test_forced_rewrite_never_touches_a_pinned_manifest(
+    api: httpx.Client, zarr_id: str, archive: Archive, dandiset: str
+) -> None:
+    """``write_manifest(force=True)`` rewrites a manifest, except one a published version
+    pins: its object versions are what that version reads."""
+    from tests.api.asset_helpers import add_zarr_asset, ok
+
+    checksum = upload(api, zarr_id, FILES)["checksum"]
+    first = write_manifest(archive, zarr_id)
+    assert first.status is ManifestStatus.WRITTEN
+    assert write_manifest(archive, zarr_id, force=True).status is ManifestStatus.WRITTEN
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
+    key = manifest_key(zarr_id, checksum)
+    before = archive.store.head(key)
+    assert write_manifest(archive, zarr_id, force=True).status is ManifestStatus.EXISTS
+    assert archive.store.head(key) == before

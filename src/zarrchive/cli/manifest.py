@@ -23,7 +23,7 @@ def backfill(
     from sqlalchemy import select
 
     from zarrchive.db.models import Zarr
-    from zarrchive.services.manifests import write_manifest
+    from zarrchive.services.manifests import ManifestStatus, write_manifest
 
     if bool(zarr_ids) == all_zarrs:
         raise fail("name Zarr ids or pass --all (not both)")
@@ -45,15 +45,15 @@ def backfill(
             for zarr_id in zarr_ids:
                 outcome = write_manifest(archive, zarr_id)
                 counts[outcome.status] += 1
-                if outcome.status == "written" or outcome.mismatch:
+                if outcome.status is ManifestStatus.WRITTEN or outcome.mismatch:
                     alarm = (
                         f" [red]MISMATCH: S3 holds {outcome.listing_checksum}[/]"
                         if outcome.mismatch
                         else ""
                     )
                     progress.console.print(f"{outcome.status} {zarr_id} {outcome.checksum}{alarm}")
-                elif outcome.status != "exists":
+                elif outcome.status is not ManifestStatus.EXISTS:
                     progress.console.print(f"{outcome.status} {zarr_id} (try again when idle)")
                 progress.advance(task)
-    summary = ", ".join(f"{counts[s]} {s}" for s in ("written", "exists", "busy", "superseded"))
+    summary = ", ".join(f"{counts[s]} {s}" for s in ManifestStatus)
     console.print(f"{len(zarr_ids)} Zarrs: {summary}")

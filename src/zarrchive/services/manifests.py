@@ -23,11 +23,12 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Zarr, ZarrManifest
+from zarrchive.db.models import Zarr, ZarrManifest, ZarrPin
 from zarrchive.manifest import ManifestEntry, generate_manifest, manifest_key
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.uploads import open_batch
@@ -42,12 +43,23 @@ _SPOOL_BYTES = 16 * 1024 * 1024
 LIST_PARALLELISM = 8
 
 
+class ManifestStatus(StrEnum):
+    """What :func:`write_manifest` did."""
+
+    WRITTEN = "written"
+    #: already there (and, when forced, pinned by a published version: never rewritten)
+    EXISTS = "exists"
+    #: a batch is open or being applied: the checksum is about to change
+    BUSY = "busy"
+    #: the Zarr changed while its objects were listed: the next job writes the new one
+    SUPERSEDED = "superseded"
+
+
 @dataclass(frozen=True)
 class ManifestOutcome:
     zarr_id: str
     checksum: str
-    #: ``written``, ``exists``, ``busy`` (a batch is open) or ``superseded``.
-    status: str
+    status: ManifestStatus
     listing_checksum: str | None = None
     entries: int | None = None
 
@@ -108,20 +120,33 @@ def has_manifest(archive: Archive, zarr_id: str, checksum: str) -> bool:
         )
 
 
+def _is_pinned(archive: Archive, zarr_id: str, checksum: str) -> bool:
+    with archive.db.session() as session:
+        pin = session.scalar(
+            select(ZarrPin.id).where(ZarrPin.zarr_id == zarr_id, ZarrPin.checksum == checksum)
+        )
+        return pin is not None
+
+
 def write_manifest(archive: Archive, zarr_id: str, *, force: bool = False) -> ManifestOutcome:
-    """Write the manifest of the Zarr's current checksum (unless it exists or the Zarr is busy)."""
+    """Write the manifest of the Zarr's current checksum (unless it exists or the Zarr is busy;
+    *force* rewrites an existing one, except a manifest a published version pins)."""
     before, store = _snapshot(archive, zarr_id)
     if before.busy:
-        return ManifestOutcome(zarr_id, before.checksum, "busy")
-    if not force and has_manifest(archive, zarr_id, before.checksum):
-        return ManifestOutcome(zarr_id, before.checksum, "exists")
+        return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.BUSY)
+    if has_manifest(archive, zarr_id, before.checksum) and (
+        not force or _is_pinned(archive, zarr_id, before.checksum)
+    ):
+        # a pinned manifest names the object versions a published version reads: it is
+        # never rewritten (the same checksum may now be held by other versions)
+        return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.EXISTS)
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as body:
         generated = generate_manifest(
             current_entries(store, zarr_id), body, database_checksum=before.checksum
         )
         after, _ = _snapshot(archive, zarr_id)
         if after != before:
-            return ManifestOutcome(zarr_id, before.checksum, "superseded")
+            return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.SUPERSEDED)
         store.upload_fileobj(
             manifest_key(zarr_id, before.checksum), generated.open(), "application/json"
         )
@@ -147,7 +172,7 @@ def write_manifest(archive: Archive, zarr_id: str, *, force: bool = False) -> Ma
             session.add(row)
         row.listing_checksum = listing
         row.entries = stats.entries
-    return ManifestOutcome(zarr_id, before.checksum, "written", listing, stats.entries)
+    return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.WRITTEN, listing, stats.entries)
 
 
 def generate_manifest_job(zarr_id: str) -> None:

@@ -403,10 +403,11 @@ def snapshot_index(archive: Archive, zarr: Zarr, pin: Pin) -> SnapshotIndex:
                 f"the manifest of the published snapshot {pin.checksum} of Zarr {zarr.id} is "
                 "missing: an administrator must investigate"
             )
-        from zarrchive.services.manifests import write_manifest
+        from zarrchive.services.manifests import ManifestStatus, write_manifest
 
         outcome = write_manifest(archive, zarr.id)
-        if outcome.checksum != pin.checksum or outcome.status not in ("written", "exists"):
+        done = (ManifestStatus.WRITTEN, ManifestStatus.EXISTS)
+        if outcome.checksum != pin.checksum or outcome.status not in done:
             raise ArchiveBusy(
                 f"the manifest of Zarr {zarr.id} at {pin.checksum} is being written: retry"
             )
