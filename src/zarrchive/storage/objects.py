@@ -347,7 +347,9 @@ class ObjectStore:
                     )
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
-        """Every version and delete marker under *prefix*: by key, newest first."""
+        """Every version and delete marker under *prefix*, page by page in S3's order: each
+        page's versions (by key, newest first), then that page's delete markers.  Callers
+        that need one key's history in time order sort by ``last_modified``."""
         paginator = self.client.get_paginator("list_object_versions")
         with s3_errors(f"version listing of {prefix!r}"):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
