@@ -22,6 +22,7 @@ from zarrchive.api.routers import (
     zarrs,
 )
 from zarrchive.services.runtime import Archive
+from zarrchive.web import install_web
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served by zarrchive.web with local assets
     )
     app.state.archive = archive
     install_error_handlers(app)
@@ -70,4 +72,5 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(versions.router)
     app.include_router(assets.router)
     app.include_router(blob_uploads.router)
+    install_web(app)  # the HTML pages and /docs
     return app
