@@ -22,7 +22,6 @@ from zarrchive.api.routers import (
     zarrs,
 )
 from zarrchive.services.runtime import Archive
-from zarrchive.web import install_web
 
 log = logging.getLogger(__name__)
 
@@ -72,5 +71,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(versions.router)
     app.include_router(assets.router)
     app.include_router(blob_uploads.router)
+    from zarrchive.web import install_web  # the web pages import the API's error mapping
+
     install_web(app)  # the HTML pages and /docs
     return app
