@@ -25,7 +25,10 @@ def signin_form(request: Request, user: WebUser) -> HTMLResponse:
 @router.post("/signin", response_model=None)
 async def signin(request: Request, archive: ArchiveOf) -> Response:
     body = (await request.body()).decode("utf-8", errors="replace")
-    fields = urllib.parse.parse_qs(body, max_num_fields=10)
+    try:
+        fields = urllib.parse.parse_qs(body, max_num_fields=10)
+    except ValueError:  # more fields than a sign-in form has
+        fields = {}
     token = (fields.get("token") or [""])[0].strip()
     if token.lower().startswith("token "):
         token = token[6:].strip()
