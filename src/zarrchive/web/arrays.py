@@ -134,7 +134,7 @@ def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
         chunks=tuple(int(n) for n in array.chunks),
         shards=tuple(int(n) for n in array.shards) if array.shards else None,
         codecs=_codecs(array),
-        fill_value=repr(array.fill_value),
+        fill_value=str(array.fill_value),
         dimension_names=[str(n) for n in names] if names else None,
         attributes=dict(array.attrs),
         no_thumbnail=reason,
