@@ -28,6 +28,19 @@ from zarrchive.storage.objects import md5_to_content_md5
 #: The 2-D array: rows x columns, chunks.
 IMAGE_SHAPE, IMAGE_CHUNKS = (40, 60), (16, 16)
 VOLUME_SHAPE, VOLUME_CHUNKS = (5, 30, 20), (1, 16, 16)
+#: A sharded v3 array, and one larger than a thumbnail (sampled every 3rd element).
+SHARDED_SHAPE, SHARDED_CHUNKS, SHARDS = (64, 48), (8, 8), (32, 24)
+BIG_SHAPE, BIG_CHUNKS = (600, 300), (300, 300)
+
+
+def sharded_values() -> np.ndarray[Any, np.dtype[np.int32]]:
+    rows, cols = np.indices(SHARDED_SHAPE)
+    return (rows * cols).astype(np.int32)
+
+
+def big_values() -> np.ndarray[Any, np.dtype[np.uint8]]:
+    rows, cols = np.indices(BIG_SHAPE)
+    return ((rows + 2 * cols) % 251).astype(np.uint8)
 
 
 def image_values() -> np.ndarray[Any, np.dtype[np.uint16]]:
@@ -56,6 +69,22 @@ def zarr_files() -> dict[str, bytes]:
     )
     volume[:] = volume_values()
     files.update({f"volume/{k}": v.to_bytes() for k, v in v3._store_dict.items()})
+    sharded_store = MemoryStore()
+    sharded = zarr.create_array(
+        sharded_store,
+        shape=SHARDED_SHAPE,
+        chunks=SHARDED_CHUNKS,
+        shards=SHARDS,
+        dtype="int32",
+        zarr_format=3,
+    )
+    sharded[:] = sharded_values()
+    files.update({f"sharded/{k}": v.to_bytes() for k, v in sharded_store._store_dict.items()})
+    big = root.create_array("big", shape=BIG_SHAPE, chunks=BIG_CHUNKS, dtype="uint8")
+    big[:] = big_values()
+    files.update(
+        {f"big/{k}": store._store_dict[f"big/{k}"].to_bytes() for k in (".zarray", "0.0", "1.0")}
+    )
     return files
 
 

@@ -13,7 +13,15 @@ import pytest
 from PIL import Image
 
 from tests.conftest import Users
-from tests.web.site import IMAGE_SHAPE, VOLUME_SHAPE, Site, browser, image_values
+from tests.web.site import (
+    IMAGE_SHAPE,
+    VOLUME_SHAPE,
+    Site,
+    big_values,
+    browser,
+    image_values,
+    sharded_values,
+)
 from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import zarr_object_key
@@ -242,6 +250,17 @@ def test_thumbnails_are_contrast_stretched_pngs_of_a_slice(base_url: str, site: 
         volume = Image.open(io.BytesIO(anon.get(f"/thumbnail/zarr/{site.zarr_id}/volume").content))
         assert volume.size == (VOLUME_SHAPE[2], VOLUME_SHAPE[1])
         assert thumbnail_step(*VOLUME_SHAPE[1:]) == 1
+        # sharded: a shard is the stored object a chunk key names
+        sharded = Image.open(
+            io.BytesIO(anon.get(f"/thumbnail/zarr/{site.zarr_id}/sharded").content)
+        )
+        assert np.asarray(sharded).tolist() == stretch(sharded_values()).tolist()
+        page = text(anon.get(f"/zarr/{site.zarr_id}/sharded/"))
+        assert 'id="array-chunks">8 × 8<' in page and "<dd>32 × 24</dd>" in page
+        # larger than a thumbnail: every 3rd row and column
+        big = Image.open(io.BytesIO(anon.get(f"/thumbnail/zarr/{site.zarr_id}/big").content))
+        assert big.size == (100, 200)
+        assert np.asarray(big).tolist() == stretch(big_values()[::3, ::3]).tolist()
         assert anon.get(f"/thumbnail/zarr/{site.zarr_id}/labels").status_code == 404
         assert anon.get(f"/thumbnail/zarr/{site.zarr_id}/wide").status_code == 404
         assert anon.get(f"/thumbnail/zarr/{site.zarr_id}/nothing").status_code == 404
