@@ -59,6 +59,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served by zarrchive.web with local assets
     )
     app.state.archive = archive
     install_error_handlers(app)
@@ -70,4 +71,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(versions.router)
     app.include_router(assets.router)
     app.include_router(blob_uploads.router)
+    from zarrchive.web import install_web  # the web pages import the API's error mapping
+
+    install_web(app)  # the HTML pages and /docs
     return app

@@ -1,0 +1,24 @@
+"""Server-rendered pages to browse the archive (Jinja2 templates, a little plain JS).
+
+The pages read through the same services, with the same visibility rules, as the API; a
+signed-in browser's token is in a cookie that only this package reads.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from zarrchive.web import dandiset_pages, signin, zarr_pages
+from zarrchive.web.docs import install_docs
+from zarrchive.web.render import HERE
+
+
+def install_web(app: FastAPI) -> None:
+    """Add the pages, their static files and offline ``/docs`` to *app* (created with
+    ``docs_url=None``)."""
+    install_docs(app)
+    app.mount("/static/web", StaticFiles(directory=HERE / "static"), name="web-static")
+    app.include_router(signin.router)
+    app.include_router(zarr_pages.router)
+    app.include_router(dandiset_pages.router)

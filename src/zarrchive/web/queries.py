@@ -1,0 +1,227 @@
+"""Read-only queries the pages need, composed from the services' models and rules.
+
+Visibility is the services' own: :func:`zarrchive.services.auth.readable_dandisets` in SQL
+for lists, :func:`zarrchive.services.dandisets.get_dandiset` for one dandiset.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, Zarr
+from zarrchive.errors import InvalidInput
+from zarrchive.services.auth import readable_dandisets
+from zarrchive.services.embargo import embargo_status
+from zarrchive.services.versions import DRAFT
+
+#: Dandisets per page of the list.
+DANDISETS_PER_PAGE = 25
+#: The longest search string.
+MAX_SEARCH = 300
+#: Most assets one folder of the files page adds up (a version's folder with more is
+#: shown partially, and says so).
+MAX_TREE_ASSETS = 20_000
+
+
+@dataclass(frozen=True)
+class DandisetRow:
+    identifier: str
+    name: str
+    embargo_status: str
+    #: The version shown: the latest published one, else the draft.
+    version: str
+    asset_count: int
+    size: int
+    created: datetime
+
+
+@dataclass(frozen=True)
+class DandisetPage:
+    rows: list[DandisetRow]
+    total: int
+    page: int
+    pages: int
+
+
+def parse_page(value: str | None) -> int:
+    if value is None or value == "":
+        return 1
+    if not value.isascii() or not value.isdigit() or len(value) > 9 or int(value) < 1:
+        raise InvalidInput(f"page must be a positive whole number, not {value[:40]!r}")
+    return int(value)
+
+
+def shown_versions(session: Session, dandiset_ids: list[int]) -> dict[int, Version | None]:
+    """For each dandiset: its latest published version, else its draft (None: neither)."""
+    shown: dict[int, Version | None] = dict.fromkeys(dandiset_ids)
+    if not dandiset_ids:
+        return shown
+    rows = session.scalars(
+        select(Version).where(Version.dandiset_id.in_(dandiset_ids)).order_by(Version.id)
+    )
+    for version in rows:
+        current = shown[version.dandiset_id]
+        if current is None or current.is_draft or not version.is_draft:
+            shown[version.dandiset_id] = version
+    return shown
+
+
+def version_totals(session: Session, versions: list[Version]) -> dict[int, tuple[int, int]]:
+    """``version id -> (asset count, size)``: blobs' sizes, and Zarrs' live sizes in a
+    draft or the pinned ``contentSize`` of a published version (as the API's versions)."""
+    ids = [v.id for v in versions]
+    totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    if not ids:
+        return {}
+    for version_id, count, size in session.execute(
+        select(Asset.version_id, func.count(), func.coalesce(func.sum(Blob.size), 0))
+        .select_from(Asset)
+        .outerjoin(Blob, Blob.id == Asset.blob_id)
+        .where(Asset.version_id.in_(ids))
+        .group_by(Asset.version_id)
+    ):
+        totals[version_id][0] += int(count)
+        totals[version_id][1] += int(size)
+    drafts = [v.id for v in versions if v.is_draft]
+    if drafts:
+        for version_id, size in session.execute(
+            select(Asset.version_id, func.coalesce(func.sum(Zarr.size), 0))
+            .join(Zarr, Zarr.id == Asset.zarr_id)
+            .where(Asset.version_id.in_(drafts))
+            .group_by(Asset.version_id)
+        ):
+            totals[version_id][1] += int(size)
+    published = [v.id for v in versions if not v.is_draft]
+    if published:
+        for version_id, metadata in session.execute(
+            select(Asset.version_id, Asset.metadata_).where(
+                Asset.version_id.in_(published), Asset.zarr_id.is_not(None)
+            )
+        ):
+            size = (metadata or {}).get("contentSize", 0)
+            totals[version_id][1] += size if isinstance(size, int) else 0
+    return {k: (v[0], v[1]) for k, v in totals.items()}
+
+
+def dandiset_page(
+    session: Session, user: User | None, *, search: str = "", page: int = 1
+) -> DandisetPage:
+    """A page of the dandisets *user* may see, by identifier; *search*: in the name
+    (case-insensitive)."""
+    if len(search) > MAX_SEARCH:
+        raise InvalidInput(f"a search has at most {MAX_SEARCH} characters")
+    condition = readable_dandisets(user)
+    if search.strip():
+        condition = condition & Dandiset.name.icontains(search.strip(), autoescape=True)
+    total = int(session.scalar(select(func.count()).select_from(Dandiset).where(condition)) or 0)
+    pages = max(1, -(-total // DANDISETS_PER_PAGE))
+    dandisets = list(
+        session.scalars(
+            select(Dandiset)
+            .where(condition)
+            .order_by(Dandiset.id)
+            .offset((page - 1) * DANDISETS_PER_PAGE)
+            .limit(DANDISETS_PER_PAGE)
+        )
+    )
+    shown = shown_versions(session, [d.id for d in dandisets])
+    totals = version_totals(session, [v for v in shown.values() if v is not None])
+    rows = []
+    for dandiset in dandisets:
+        version = shown[dandiset.id]
+        count, size = totals.get(version.id, (0, 0)) if version is not None else (0, 0)
+        rows.append(
+            DandisetRow(
+                identifier=dandiset.identifier,
+                name=dandiset.name,
+                embargo_status=embargo_status(dandiset),
+                version=version.version if version is not None else DRAFT,
+                asset_count=count,
+                size=size,
+                created=dandiset.created_at,
+            )
+        )
+    return DandisetPage(rows=rows, total=total, page=page, pages=pages)
+
+
+# -- a version's asset tree ------------------------------------------------------------------
+@dataclass(frozen=True)
+class TreeAsset:
+    asset_id: str
+    name: str
+    path: str
+    size: int
+    #: ``blob`` or ``zarr``
+    kind: str
+    zarr_id: str | None
+
+
+@dataclass(frozen=True)
+class TreeFolder:
+    name: str
+    path: str
+    asset_count: int
+    size: int
+
+
+@dataclass(frozen=True)
+class AssetTree:
+    location: str
+    folders: list[TreeFolder]
+    assets: list[TreeAsset]
+    #: More assets are below *location* than were added up.
+    partial: bool
+
+
+def normalize_location(location: str | None) -> str:
+    """``a/b`` for ``/a/b/``; refuses what no asset path can contain."""
+    text = (location or "").strip("/")
+    if len(text) > 4096 or any(part in ("", ".", "..") for part in text.split("/") if text):
+        raise InvalidInput(f"{(location or '')[:80]!r} is not a folder of asset paths")
+    return text
+
+
+def asset_tree(session: Session, version: Version, location: str) -> AssetTree:
+    """The folders and assets right below *location* in *version* (``""``: the top)."""
+    prefix = f"{location}/" if location else ""
+    condition = Asset.version_id == version.id
+    if prefix:
+        condition = condition & (func.substr(Asset.path, 1, len(prefix)) == prefix)
+    rows = session.execute(
+        select(Asset.id, Asset.path, Asset.zarr_id, Asset.metadata_, Blob.size, Zarr.size)
+        .select_from(Asset)
+        .outerjoin(Blob, Blob.id == Asset.blob_id)
+        .outerjoin(Zarr, Zarr.id == Asset.zarr_id)
+        .where(condition)
+        .order_by(Asset.path)
+        .limit(MAX_TREE_ASSETS + 1)
+    ).all()
+    partial = len(rows) > MAX_TREE_ASSETS
+    folders: dict[str, list[int]] = {}
+    assets: list[TreeAsset] = []
+    for asset_id, path, zarr_id, metadata, blob_size, zarr_size in rows[:MAX_TREE_ASSETS]:
+        if zarr_id is not None and not version.is_draft:
+            pinned = (metadata or {}).get("contentSize", 0)
+            size = pinned if isinstance(pinned, int) else 0
+        else:
+            size = int(blob_size if zarr_id is None else zarr_size or 0)
+        rest = path[len(prefix) :]
+        head, sep, _tail = rest.partition("/")
+        if sep:
+            totals = folders.setdefault(head, [0, 0])
+            totals[0] += 1
+            totals[1] += size
+        else:
+            kind = "zarr" if zarr_id is not None else "blob"
+            assets.append(TreeAsset(asset_id, rest, path, size, kind, zarr_id))
+    return AssetTree(
+        location=location,
+        folders=[TreeFolder(n, prefix + n, c, s) for n, (c, s) in sorted(folders.items())],
+        assets=assets,
+        partial=partial,
+    )

@@ -1,0 +1,119 @@
+"""What every page shares: the templates, the signed-in user, and errors as HTML pages."""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Request, Response
+from fastapi.responses import HTMLResponse
+from fastapi.routing import APIRoute
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from zarrchive.api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, status_code_for
+from zarrchive.db.models import User
+from zarrchive.errors import AuthenticationRequired, DatabaseUnavailable, ZarrchiveError
+from zarrchive.services.auth import authenticate
+from zarrchive.services.runtime import Archive
+
+log = logging.getLogger(__name__)
+
+HERE = Path(__file__).parent
+#: The cookie holding a signed-in browser's API token (HttpOnly, SameSite=Strict).
+TOKEN_COOKIE = "zarrchive_token"
+
+
+def filesize(size: int | None) -> str:
+    """``1.5 MiB``: binary units, one decimal above bytes."""
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def quote_path(path: str) -> str:
+    """A Zarr path as a URL's path segments."""
+    return urllib.parse.quote(path, safe="/")
+
+
+def when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment is not None else "-"
+
+
+templates = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(["html"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+templates.filters["filesize"] = filesize
+templates.filters["when"] = when
+templates.filters["path"] = quote_path
+
+
+def archive_of(request: Request) -> Archive:
+    archive: Archive = request.app.state.archive
+    return archive
+
+
+def signed_in_user(request: Request) -> User | None:
+    """The user whose token the cookie holds; ``None`` without one (or with a token that
+    no longer authenticates). The only place the archive reads a cookie."""
+    request.state.web_user = None
+    token = request.cookies.get(TOKEN_COOKIE)
+    if not token or len(token) > 200:
+        return None
+    with archive_of(request).db.session() as session:
+        try:
+            user = authenticate(session, token)
+        except AuthenticationRequired:
+            return None
+        session.expunge(user)
+    request.state.web_user = user
+    return user
+
+
+WebUser = Annotated[User | None, Depends(signed_in_user)]
+ArchiveOf = Annotated[Archive, Depends(archive_of)]
+
+
+def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    user = getattr(request.state, "web_user", None)
+    html = templates.get_template(template).render(request=request, user=user, **context)
+    return HTMLResponse(html, status_code=status_code)
+
+
+def error_page(request: Request, status: int, message: str) -> HTMLResponse:
+    response = page(request, "error.html", status_code=status, status=status, message=message)
+    if status == 503:
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+class HtmlRoute(APIRoute):
+    """Errors of a page's handler are HTML pages with the API's status codes."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ZarrchiveError as exc:
+                status = status_code_for(exc)
+                if status >= 500:
+                    log.error("%s: %s", type(exc).__name__, exc.message)
+                return error_page(request, status, exc.message)
+            except DATABASE_DOWN as exc:
+                down = DatabaseUnavailable(f"the database is unavailable ({type(exc).__name__})")
+                return error_page(request, 503, down.message)
+
+        return route

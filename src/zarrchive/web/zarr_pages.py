@@ -1,0 +1,107 @@
+"""The Zarr browser: a Zarr's state, its directories page by page, its files, its arrays
+(metadata and a thumbnail)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from zarrchive.errors import InvalidInput, NotFound
+from zarrchive.paths import validate_directory_path
+from zarrchive.services import snapshots, zarrs
+from zarrchive.web import arrays
+from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
+from zarrchive.web.thumbnail import NoThumbnail
+
+router = APIRouter(route_class=HtmlRoute, include_in_schema=False)
+
+#: Entries per page of a directory, unless ``?page_size=`` says otherwise.
+PAGE_SIZE = 100
+
+
+def parse_page_size(value: str | None) -> int:
+    if value is None or value == "":
+        return PAGE_SIZE
+    if not value.isascii() or not value.isdigit() or len(value) > 6:
+        raise InvalidInput(f"page_size must be a whole number, not {value[:40]!r}")
+    return int(value)
+
+
+@router.get("/zarr/{zarr_id}")
+def zarr_root(zarr_id: str) -> RedirectResponse:
+    return RedirectResponse(f"/zarr/{zarrs.parse_zarr_id(zarr_id)}/", status_code=307)
+
+
+@router.get("/zarr/{zarr_id}/{path:path}", response_class=HTMLResponse)
+def zarr_page(
+    request: Request,
+    archive: ArchiveOf,
+    user: WebUser,
+    zarr_id: str,
+    path: str,
+    cursor: str | None = None,
+    page_size: Annotated[str | None, Query()] = None,
+) -> HTMLResponse:
+    size = parse_page_size(page_size)
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+        info = zarrs.zarr_info(archive, session, zarr)
+        pinned = snapshots.list_snapshots(archive, session, zarr) if path == "" else []
+    found = zarrs.browse(archive, zarr, path, page_size=size, cursor=cursor or None)
+    if isinstance(found, zarrs.FileEntry):
+        return page(
+            request,
+            "zarr_file.html",
+            info=info,
+            file=found,
+            crumbs=_crumbs(found.path.rpartition("/")[0]),
+        )
+    meta = arrays.describe(archive, zarr, found.path)
+    return page(
+        request,
+        "zarr_directory.html",
+        info=info,
+        listing=found,
+        snapshots=pinned,
+        crumbs=_crumbs(found.path),
+        meta=meta,
+        is_array=isinstance(meta, arrays.ArrayMeta),
+        page_size=size,
+        custom_page_size=page_size is not None and page_size != "",
+        attributes_json=arrays.metadata_json(meta) if meta is not None else "",
+        cursor=cursor,
+    )
+
+
+def _crumbs(path: str) -> list[tuple[str, str]]:
+    """``(name, directory path)`` of each segment of *path*."""
+    parts = [p for p in path.split("/") if p]
+    return [(part, "/".join(parts[: i + 1])) for i, part in enumerate(parts)]
+
+
+@router.get("/thumbnail/zarr/{zarr_id}/{path:path}")
+def thumbnail(
+    request: Request, archive: ArchiveOf, user: WebUser, zarr_id: str, path: str
+) -> Response:
+    """A PNG of a 2-D slice of the array in directory *path* (see ``web/thumbnail.py``)."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+    directory = validate_directory_path(path)
+    try:
+        png = arrays.thumbnail_png(archive, zarr, directory)
+    except NoThumbnail as exc:
+        raise NotFound(f"no thumbnail: {exc}") from None
+    return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=60"})
+
+
+@router.get("/download/zarr/{zarr_id}/{path:path}")
+def download_file(
+    request: Request, archive: ArchiveOf, user: WebUser, zarr_id: str, path: str
+) -> RedirectResponse:
+    """To the file's URL: public, or presigned when the Zarr is embargoed."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+    [(_path, url)] = zarrs.download_urls(archive, zarr, [path])
+    return RedirectResponse(url, status_code=302)

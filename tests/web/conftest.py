@@ -1,0 +1,21 @@
+"""Fixtures of the web pages' tests: a small archive to browse (see ``site.py``)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.conftest import LiveServer, Users
+from tests.web.site import Site, build_site
+from zarrchive.services.runtime import Archive
+
+
+@pytest.fixture
+def site(api: httpx.Client, archive: Archive) -> Site:
+    return build_site(api, archive)
+
+
+@pytest.fixture
+def base_url(live_server: LiveServer, archive: Archive, users: Users) -> str:
+    live_server.app.state.archive = archive
+    return live_server.url
