@@ -53,10 +53,18 @@ from typing import Any, Literal
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
-from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo
+from zarrchive.client.api import ApiClient, ZarrInfo
 from zarrchive.client.local import default_jobs, hash_local, iter_local_entries, walk_local
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
+from zarrchive.client.transport import (
+    RETRY_EXCEPTIONS,
+    RetryHook,
+    RetryPolicy,
+    call,
+    http_client,
+    transport_message,
+)
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -247,7 +255,8 @@ class Uploader:
     *jobs*: parallel PUTs (and md5 threads); *batch_files*: the largest batch
     (default and maximum: the server's limit); *records*: where open batches are
     recorded; *on_batch_open*: called with each batch's size after it is opened,
-    before its files are sent (a hook for displays and tests).
+    before its files are sent (a hook for displays and tests); *retry* and *on_retry*:
+    the PUTs' retry policy and hook (default: the client's).
     """
 
     def __init__(
@@ -259,6 +268,7 @@ class Uploader:
         batch_files: int | None = None,
         records: BatchRecords | None = None,
         retry: RetryPolicy | None = None,
+        on_retry: RetryHook | None = None,
         on_batch_open: Callable[[int], None] | None = None,
     ) -> None:
         self.client = client
@@ -271,6 +281,7 @@ class Uploader:
         self.batch_files = batch_files
         self.records = records or BatchRecords()
         self.retry = retry or client.retry
+        self.on_retry = on_retry or client.on_retry
         self.on_batch_open = on_batch_open
         #: S3's explanation of its last 403 to a PUT.
         self._refusal = ""
@@ -578,11 +589,7 @@ class Uploader:
     ) -> None:
         batcher = _Batcher(iter(entries), batch_files, MAX_BATCH_BYTES)
         retry: deque[tuple[list[ZarrEntry], int]] = deque()
-        s3 = httpx.Client(
-            timeout=S3_TIMEOUT,
-            limits=httpx.Limits(max_connections=self.jobs, max_keepalive_connections=self.jobs),
-            headers={"User-Agent": "zarrchive-client"},
-        )
+        s3 = http_client(timeout=S3_TIMEOUT, max_connections=self.jobs)
         pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-put")
         try:
             while True:
@@ -719,39 +726,32 @@ class Uploader:
     def _put(self, s3: httpx.Client, url: str, entry: ZarrEntry, path: str) -> bool:
         """PUT one file; False if S3 refused the URL (403: expired)."""
         headers = {"Content-MD5": md5_to_content_md5(entry.md5)}
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                if entry.size <= IN_MEMORY_BYTES:
-                    response = s3.put(url, content=_read(path), headers=headers)
-                else:
-                    headers["Content-Length"] = str(entry.size)
-                    response = s3.put(url, content=_stream(path), headers=headers)
-            except httpx.TransportError as exc:
-                if attempt >= self.retry.attempts:
-                    raise NetworkError(
-                        f"cannot upload {entry.path!r} to S3: {str(exc) or type(exc).__name__}"
-                    ) from None
-                time.sleep(self.retry.delay(attempt))
-                continue
-            status = response.status_code
-            if status == 200:
-                return True
-            if status == 403:
-                self._refusal = _s3_message(response.text)
-                return False
-            if status == 400 and b"BadDigest" in response.content:
-                raise LocalFileError(
-                    f"{path!r} changed while it was being uploaded (its md5 is no longer "
-                    f"{entry.md5}): run the upload again"
-                )
-            if status in (429, 500, 502, 503, 504) and attempt < self.retry.attempts:
-                time.sleep(self.retry.delay(attempt))
-                continue
-            raise TransferError(
-                f"S3 refused {entry.path!r} ({status}): {_s3_message(response.text)}"
+        if entry.size > IN_MEMORY_BYTES:
+            headers["Content-Length"] = str(entry.size)
+
+        def request() -> httpx.Response:  # the body is read again for each attempt
+            if entry.size <= IN_MEMORY_BYTES:
+                return s3.put(url, content=_read(path), headers=headers)
+            return s3.put(url, content=_stream(path), headers=headers)
+
+        try:
+            response = call(self.retry, request, what=f"PUT {entry.path!r}", on_retry=self.on_retry)
+        except RETRY_EXCEPTIONS as exc:
+            raise NetworkError(
+                f"cannot upload {entry.path!r} to S3: {transport_message(exc)}"
+            ) from None
+        status = response.status_code
+        if status == 200:
+            return True
+        if status == 403:
+            self._refusal = _s3_message(response.text)
+            return False
+        if status == 400 and b"BadDigest" in response.content:
+            raise LocalFileError(
+                f"{path!r} changed while it was being uploaded (its md5 is no longer "
+                f"{entry.md5}): run the upload again"
             )
+        raise TransferError(f"S3 refused {entry.path!r} ({status}): {_s3_message(response.text)}")
 
 
 def scan_local(root: str) -> tuple[int, int]:
