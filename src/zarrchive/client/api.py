@@ -325,8 +325,8 @@ class ApiClient:
     def find_asset(
         self, dandiset: str, path: str, *, version: str = "draft"
     ) -> dict[str, Any] | None:
-        """The asset at *path* in a version of *dandiset*, or None (also when the server
-        has no assets)."""
+        """The asset at *path* in a version of *dandiset*, or None (also when the dandiset
+        or the version does not exist: callers say what was not found)."""
         url = (
             f"/api/dandisets/{quote(dandiset, safe='')}/versions/{quote(version, safe='')}/assets/"
         )
