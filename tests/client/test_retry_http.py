@@ -49,9 +49,11 @@ def _small_zarr(path: Path) -> None:
 
 
 def _waited_then_succeeded(hits: Sequence[Hit], success: int = 200) -> None:
-    """A 503, then, at least the Retry-After second later, the success (both ours)."""
-    assert [h.status for h in hits] == [503, success]
-    assert 1.0 <= hits[1].time - hits[0].time < 3.0
+    """A 503, then, at least the Retry-After second later, the success (all ours; zarr may
+    read a document again, from its success on)."""
+    statuses = [h.status for h in hits]
+    assert statuses[:2] == [503, success] and set(statuses[2:]) <= {success}, statuses
+    assert 1.0 <= hits[1].time - hits[0].time < 5.0, hits
     assert {h.user_agent for h in hits} == {USER_AGENT}
 
 
