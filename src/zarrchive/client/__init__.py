@@ -1,8 +1,10 @@
 """The zarrchive client: a typed API client, the sync engine and zarr-python access.
 
-- :class:`ApiClient`: the archive's HTTP API (pooled, timeouts, retries with
-  backoff and jitter honouring ``Retry-After``); ``ApiClient.from_env()`` reads
-  ``ZARRCHIVE_URL`` / ``ZARRCHIVE_TOKEN``.
+- :class:`ApiClient`: the archive's HTTP API (pooled, timeouts, retries);
+  ``ApiClient.from_env()`` reads ``ZARRCHIVE_URL`` / ``ZARRCHIVE_TOKEN``.
+- :mod:`zarrchive.client.transport`: the one HTTP layer every request goes through
+  (:class:`RetryPolicy`: backoff with jitter, ``Retry-After``; the retryable statuses
+  and errors; the user agent; a retry hook receiving :class:`RetryEvent`).
 - :func:`upload` / :class:`Uploader`: make a Zarr in the archive equal to a local
   directory (only new and changed files; resumable; exact).
 - :class:`Downloader`: download (md5-checked, resumable, optional sync) and verify.
@@ -12,7 +14,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from zarrchive.client.api import ApiClient, RetryPolicy, ServerInfo, ZarrInfo
+from zarrchive.client.api import ApiClient, ServerInfo, ZarrInfo
 from zarrchive.client.download import (
     Downloader,
     DownloadResult,
@@ -23,6 +25,7 @@ from zarrchive.client.download import (
     resolve_zarr,
 )
 from zarrchive.client.progress import NullProgress, PlainProgress, Progress, RichProgress
+from zarrchive.client.transport import RetryEvent, RetryPolicy
 from zarrchive.client.upload import BatchRecords, Uploader, UploadResult, upload
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ __all__ = [
     "PlainProgress",
     "Progress",
     "RemoteFile",
+    "RetryEvent",
     "RetryPolicy",
     "RichProgress",
     "ServerInfo",

@@ -1,11 +1,11 @@
 """A typed client of the archive's HTTP API.
 
 One :class:`ApiClient` holds one pooled :class:`httpx.Client`; it is safe to
-share between threads.  Every request has timeouts and is retried with
-exponential backoff and full jitter on connection errors, 429 and 5xx
-(honouring ``Retry-After``).  Errors become :class:`~zarrchive.errors.ApiError`
-(with the server's ``detail``) or :class:`~zarrchive.errors.NetworkError`, with
-one-line messages.
+share between threads.  Every request has timeouts and is retried as
+:mod:`zarrchive.client.transport` says (backoff with jitter on connection errors,
+429 and 5xx, honouring ``Retry-After``).  Errors become
+:class:`~zarrchive.errors.ApiError` (with the server's ``detail``) or
+:class:`~zarrchive.errors.NetworkError`, with one-line messages.
 
 Requests that change state (opening, completing or cancelling a batch, deleting
 files) are retried too: the sync engine (:mod:`zarrchive.client.upload`) knows
@@ -15,11 +15,8 @@ re-opening, ``404`` on re-completing) and :attr:`ApiClient.last_retried` tells i
 
 from __future__ import annotations
 
-import email.utils
 import os
-import random
 import threading
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,48 +25,22 @@ from urllib.parse import quote
 
 import httpx
 
+from zarrchive.client.transport import (
+    RETRY_EXCEPTIONS,
+    RETRY_STATUSES,
+    RetryEvent,
+    RetryHook,
+    RetryPolicy,
+    http_client,
+    parse_retry_after,
+    send,
+    transport_message,
+)
 from zarrchive.errors import ApiError, InvalidInput, NetworkError
 
-#: Statuses worth retrying: rate limits and server-side failures.
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: The listing endpoint's largest page.
 MAX_PAGE_SIZE = 1000
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how long to retry: ``attempts`` tries in all, backoff between them."""
-
-    attempts: int = 6
-    base_delay: float = 0.5
-    max_delay: float = 30.0
-    #: The longest ``Retry-After`` honoured (longer values are capped).
-    max_retry_after: float = 120.0
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry number *attempt* (1-based): full jitter, or the
-        server's ``Retry-After`` when it gave one."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_retry_after)
-        ceiling = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
-        return random.uniform(ceiling / 2, ceiling)
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 # -- response types ---------------------------------------------------------------------
@@ -193,6 +164,7 @@ class ApiClient:
         token: str | None = None,
         *,
         retry: RetryPolicy | None = None,
+        on_retry: RetryHook | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         max_connections: int = 32,
     ) -> None:
@@ -201,16 +173,11 @@ class ApiClient:
         self.url = url.rstrip("/")
         self.token = token
         self.retry = retry or RetryPolicy()
-        headers = {"User-Agent": "zarrchive-client"}
-        if token:
-            headers["Authorization"] = f"token {token}"
-        self.http = httpx.Client(
-            base_url=self.url,
-            headers=headers,
-            timeout=timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
+        #: Called before each retry of any request of this client (its S3 transfers too).
+        self.on_retry = on_retry
+        headers = {"Authorization": f"token {token}"} if token else {}
+        self.http = http_client(
+            base_url=self.url, headers=headers, timeout=timeout, max_connections=max_connections
         )
         self._local = threading.local()
         self._info: ServerInfo | None = None
@@ -267,28 +234,28 @@ class ApiClient:
     ) -> httpx.Response:
         """A successful (2xx) response, after retries; raises ApiError / NetworkError."""
         self._local.retried = False
-        policy = retry or self.retry
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = self.http.request(method, path, json=json, params=params)
-            except httpx.TransportError as exc:
-                if attempt >= policy.attempts:
-                    raise NetworkError(
-                        f"cannot reach the archive at {self.url}: {_transport_message(exc)}"
-                    ) from None
-                self._local.retried = True
-                time.sleep(policy.delay(attempt))
-                continue
-            if response.status_code in RETRY_STATUSES and attempt < policy.attempts:
-                self._local.retried = True
-                wait = parse_retry_after(response.headers.get("Retry-After"))
-                time.sleep(policy.delay(attempt, wait))
-                continue
-            if response.is_success:
-                return response
-            raise self._error(method, path, response)
+        try:
+            response = send(
+                self.http,
+                method,
+                path,
+                policy=retry or self.retry,
+                on_retry=self._retried,
+                json=json,
+                params=params,
+            )
+        except RETRY_EXCEPTIONS as exc:
+            raise NetworkError(
+                f"cannot reach the archive at {self.url}: {transport_message(exc)}"
+            ) from None
+        if response.is_success:
+            return response
+        raise self._error(method, path, response)
+
+    def _retried(self, event: RetryEvent) -> None:
+        self._local.retried = True
+        if self.on_retry is not None:
+            self.on_retry(event)
 
     def _error(self, method: str, path: str, response: httpx.Response) -> ApiError:
         try:
@@ -358,8 +325,8 @@ class ApiClient:
     def find_asset(
         self, dandiset: str, path: str, *, version: str = "draft"
     ) -> dict[str, Any] | None:
-        """The asset at *path* in a version of *dandiset*, or None (also when the server
-        has no assets)."""
+        """The asset at *path* in a version of *dandiset*, or None (also when the dandiset
+        or the version does not exist: callers say what was not found)."""
         url = (
             f"/api/dandisets/{quote(dandiset, safe='')}/versions/{quote(version, safe='')}/assets/"
         )
@@ -505,13 +472,9 @@ def _id(zarr_id: str) -> str:
     return quote(zarr_id, safe="")
 
 
-def _transport_message(exc: httpx.TransportError) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0]
-
-
 __all__ = [
     "MAX_PAGE_SIZE",
+    "RETRY_STATUSES",
     "ApiClient",
     "DirectoryListing",
     "DirectoryPage",

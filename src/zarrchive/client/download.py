@@ -10,6 +10,10 @@ contents come straight from S3 through a :class:`Fetcher`:
   with credentials, or (for embargoed Zarrs, once the server offers it) through
   presigned GET URLs obtained from the API.
 
+A fetcher makes one attempt; the :class:`Downloader` retries the whole file (the GET,
+the stream, the md5 check) under its retry policy (:func:`zarrchive.client.transport.run`):
+a failed attempt of any kind, before or after the first byte, starts the file again.
+
 Every file is written to ``NAME.zarrchive-partial`` next to its place, its md5
 checked while it streams, then renamed into place: an interrupted download
 leaves no wrong file behind, and a rerun skips every file already present with
@@ -22,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -31,7 +34,7 @@ from typing import IO, Protocol
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
-from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo, is_zarr_id
+from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
 from zarrchive.client.local import default_jobs, hash_local
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import (
@@ -40,6 +43,17 @@ from zarrchive.client.remote import (
     local_digests,
     os_path,
     walk_remote,
+)
+from zarrchive.client.transport import (
+    RETRY_EXCEPTIONS,
+    RETRY_STATUSES,
+    RetryHook,
+    RetryPolicy,
+    TryAgain,
+    http_client,
+    parse_retry_after,
+    run,
+    transport_message,
 )
 from zarrchive.client.upload import _wait_all
 from zarrchive.errors import (
@@ -67,14 +81,16 @@ class RemoteFile:
 
 
 class Fetcher(Protocol):
-    """Reads an object's bytes from the object store."""
+    """Reads an object's bytes from the object store: one attempt per call."""
 
     def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
         """Call *write* with the content of *file*, in order, in blocks.
 
         May be called from several threads at once.  Raise
-        :class:`~zarrchive.errors.NetworkError` when the transfer broke after some
-        bytes were written: the caller then starts the file again.
+        :class:`~zarrchive.errors.NetworkError` or
+        :class:`~zarrchive.client.transport.TryAgain` for a failure worth another
+        attempt (before or after some bytes were written): the caller then starts the
+        file again, as its retry policy allows.
         """
 
     def close(self) -> None:
@@ -82,60 +98,50 @@ class Fetcher(Protocol):
 
 
 class HttpFetcher:
-    """GETs the objects' public URLs (no credentials), pooled, with retries."""
+    """GETs the objects' public URLs (no credentials), pooled."""
 
     def __init__(
         self,
         *,
         max_connections: int = 32,
-        retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.retry = retry or RetryPolicy()
-        self.http = httpx.Client(
+        self.http = http_client(
             timeout=S3_TIMEOUT,
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            headers={"User-Agent": "zarrchive-client", **(headers or {})},
+            max_connections=max_connections,
+            headers=headers,
             follow_redirects=True,
         )
 
     def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
-        attempt = 0
-        while True:
-            attempt += 1
-            written = False
-            try:
-                with self.http.stream("GET", file.url) as response:
-                    status = response.status_code
-                    if status == 200:
-                        for block in response.iter_bytes(1 << 20):
-                            written = True
-                            write(block)
-                        return
-                    response.read()
-            except httpx.TransportError as exc:
-                if written or attempt >= self.retry.attempts:
-                    raise NetworkError(
-                        f"cannot download {file.path!r} from {file.url}: "
-                        f"{str(exc) or type(exc).__name__}"
-                    ) from None
-                time.sleep(self.retry.delay(attempt))
-                continue
-            if status in (429, 500, 502, 503, 504) and attempt < self.retry.attempts:
-                time.sleep(self.retry.delay(attempt))
-                continue
-            if status == 403:
-                raise TransferError(
-                    f"S3 refused to serve {file.url} (403): the object is not public "
-                    "(an embargoed Zarr?): this needs a fetcher with credentials"
-                )
-            if status == 404:
-                raise TransferError(
-                    f"{file.path!r} is listed by the archive but absent from S3 ({file.url})"
-                )
-            raise TransferError(f"S3 answered {status} to GET {file.url}")
+        try:
+            with self.http.stream("GET", file.url) as response:
+                status = response.status_code
+                if status == 200:
+                    for block in response.iter_bytes(1 << 20):
+                        write(block)
+                    return
+                response.read()
+        except RETRY_EXCEPTIONS as exc:
+            raise NetworkError(
+                f"cannot download {file.path!r} from {file.url}: {transport_message(exc)}"
+            ) from None
+        if status in RETRY_STATUSES:
+            raise TryAgain(
+                f"S3 answered {status} to GET {file.url}",
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
+                response=response,
+            )
+        if status == 403:
+            raise TransferError(
+                f"S3 refused to serve {file.url} (403): the object is not public "
+                "(an embargoed Zarr?): this needs a fetcher with credentials"
+            )
+        if status == 404:
+            raise TransferError(
+                f"{file.path!r} is listed by the archive but absent from S3 ({file.url})"
+            )
+        raise TransferError(f"S3 answered {status} to GET {file.url}")
 
     def close(self) -> None:
         self.http.close()
@@ -221,7 +227,11 @@ class _Comparison:
 
 
 class Downloader:
-    """Downloads and verifies Zarrs of the archive of *client*."""
+    """Downloads and verifies Zarrs of the archive of *client*.
+
+    Each file is tried up to *retry*'s attempts (default: the client's policy), and
+    *on_retry* (default: the client's hook) hears of every retry.
+    """
 
     def __init__(
         self,
@@ -230,8 +240,12 @@ class Downloader:
         jobs: int | None = None,
         progress: Progress | None = None,
         fetcher: Fetcher | None = None,
+        retry: RetryPolicy | None = None,
+        on_retry: RetryHook | None = None,
     ) -> None:
         self.client = client
+        self.retry = retry or client.retry
+        self.on_retry = on_retry or client.on_retry
         self.jobs = jobs if jobs is not None else max(8, default_jobs())
         if self.jobs < 1:
             raise InvalidInput(f"--jobs must be at least 1, got {self.jobs}")
@@ -400,8 +414,8 @@ class Downloader:
                 f"cannot write {file.path!r}: it is a directory locally (the archive has a "
                 "file there); use --sync to replace it"
             )
-        attempts = 3
-        for attempt in range(1, attempts + 1):
+
+        def attempt() -> None:
             sink = _Sink(self.progress)
             try:
                 with open(partial, "wb") as out:
@@ -409,29 +423,37 @@ class Downloader:
                     self.fetcher.fetch(file, sink.write)
             except OSError as exc:
                 _unlink(partial)
-                raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
-            except NetworkError:
-                _unlink(partial)
                 self.progress.advance(0, -sink.size)
-                if attempt == attempts:
-                    raise
-                continue
+                raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
             except BaseException:
                 _unlink(partial)
+                self.progress.advance(0, -sink.size)
                 raise
             md5 = sink.digest.hexdigest()
             if md5 == file.md5 and sink.size == file.size:
                 os.replace(partial, final)
                 self.progress.advance(1, 0)
-                return True
+                return
             self.progress.advance(0, -sink.size)
             _unlink(partial)
-            if attempt == attempts:
-                raise TransferError(
-                    f"{file.path!r}: the downloaded bytes have md5 {md5} "
-                    f"({sink.size} bytes), the archive says {file.md5} ({file.size} bytes)"
-                )
-        return False  # pragma: no cover
+            raise TryAgain(
+                f"{file.path!r}: the downloaded bytes have md5 {md5} "
+                f"({sink.size} bytes), the archive says {file.md5} ({file.size} bytes)"
+            )
+
+        try:
+            run(
+                self.retry,
+                attempt,
+                what=f"GET {file.path!r}",
+                on_retry=self.on_retry,
+                retry_on=(NetworkError,),
+            )
+        except TryAgain as exc:
+            raise TransferError(exc.reason) from None
+        except RETRY_EXCEPTIONS as exc:  # from a fetcher of the caller's
+            raise NetworkError(f"cannot download {file.path!r}: {transport_message(exc)}") from None
+        return True
 
 
 class _Sink:

@@ -32,16 +32,19 @@ from zarrchive.client.store import (
     PresignedObjectReader,
     ZarrchiveStore,
 )
+from zarrchive.client.transport import RETRY_EXCEPTIONS, http_client, send, transport_message
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
     InvalidManifest,
+    NetworkError,
     NotFound,
     TransferError,
 )
 from zarrchive.manifest import read_manifest
 
 ZARR_DIGEST = "dandi:dandi-zarr-checksum"
+MANIFEST_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 
 
 @dataclass(frozen=True)
@@ -135,13 +138,23 @@ def open_snapshot(client: ApiClient, ref: str | VersionedAddress) -> Snapshot:
     if not info.get("manifest_url"):  # a frozen Zarr's manifest is written on first read
         client.request("GET", route + "files/", params={"page_size": 1})
         info = client.request("GET", route).json()
-    files = _read_manifest(str(info["manifest_url"]), zarr.zarr_id, checksum)
+    files = _read_manifest(client, str(info["manifest_url"]), zarr.zarr_id, checksum)
     return Snapshot(address, zarr, checksum, private, files, _build_tree(list(files)))
 
 
-def _read_manifest(url: str, zarr_id: str, checksum: str) -> dict[str, PinnedFile]:
-    with httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0), follow_redirects=True) as http:
-        response = http.get(url)
+def _read_manifest(
+    client: ApiClient, url: str, zarr_id: str, checksum: str
+) -> dict[str, PinnedFile]:
+    """The manifest at *url* (on S3: retried as the client's requests are)."""
+    try:
+        with http_client(
+            timeout=MANIFEST_TIMEOUT, max_connections=1, follow_redirects=True
+        ) as http:
+            response = send(http, "GET", url, policy=client.retry, on_retry=client.on_retry)
+    except RETRY_EXCEPTIONS as exc:
+        raise NetworkError(
+            f"cannot read the manifest of Zarr {zarr_id} at {checksum}: {transport_message(exc)}"
+        ) from None
     if response.status_code != 200:
         raise TransferError(
             f"cannot read the manifest of Zarr {zarr_id} at {checksum}: S3 answered "

@@ -38,8 +38,16 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 
 from zarrchive.client.address import is_versioned_address
-from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo, is_zarr_id
+from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
 from zarrchive.client.download import require_token, resolve_zarr
+from zarrchive.client.transport import (
+    RETRY_EXCEPTIONS,
+    RetryHook,
+    RetryPolicy,
+    http_client,
+    send,
+    transport_message,
+)
 from zarrchive.errors import ApiError, InvalidInput, NetworkError, TransferError
 
 S3_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
@@ -73,15 +81,15 @@ class HttpObjectReader:
         headers: dict[str, str] | None = None,
         max_connections: int = 32,
         retry: RetryPolicy | None = None,
+        on_retry: RetryHook | None = None,
     ) -> None:
         self.base_url = base_url if base_url.endswith("/") else base_url + "/"
         self.retry = retry or RetryPolicy(attempts=4)
-        self.http = httpx.Client(
+        self.on_retry = on_retry
+        self.http = http_client(
             timeout=S3_TIMEOUT,
-            headers={"User-Agent": "zarrchive-client", **(headers or {})},
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
+            max_connections=max_connections,
+            headers=headers,
             follow_redirects=True,
         )
 
@@ -89,22 +97,13 @@ class HttpObjectReader:
         return self.base_url + quote(path, safe="/~")
 
     def _request(self, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = self.http.request(method, self.url(path), headers=headers)
-            except httpx.TransportError as exc:
-                if attempt >= self.retry.attempts:
-                    raise NetworkError(
-                        f"cannot read {self.url(path)}: {str(exc) or type(exc).__name__}"
-                    ) from None
-                time.sleep(self.retry.delay(attempt))
-                continue
-            if response.status_code in (429, 500, 502, 503, 504) and attempt < self.retry.attempts:
-                time.sleep(self.retry.delay(attempt))
-                continue
-            return response
+        url = self.url(path)
+        try:
+            return send(
+                self.http, method, url, policy=self.retry, on_retry=self.on_retry, headers=headers
+            )
+        except RETRY_EXCEPTIONS as exc:
+            raise NetworkError(f"cannot read {url}: {transport_message(exc)}") from None
 
     def read(self, path: str, range_header: str | None = None) -> bytes | None:
         headers = {"Range": range_header} if range_header else {}

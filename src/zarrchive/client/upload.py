@@ -1,8 +1,8 @@
 """The upload sync engine: make a Zarr in the archive equal to a local directory.
 
 1. Find the Zarr (or create it): :func:`find_or_create_zarr`, the one place that
-   knows how a local Zarr maps to an archive object (by name within a dandiset
-   for now; by asset path once assets exist).
+   knows how a local Zarr maps to an archive object (the draft's asset at its path;
+   the asset is created once the upload is complete).
 2. Walk the local tree and md5 every file in parallel; compute each directory's
    digest.
 3. If the server's root checksum equals the local one, stop: nothing to do.
@@ -20,11 +20,12 @@
 
 Resumability: every step is idempotent; a rerun recomputes the difference and
 does only what is missing.  An upload batch left open by an interrupted run is
-recognised by a record in the client's state directory (written before the
-batch is opened, removed when it is closed): such a batch is completed if all
-its files reached S3, else cancelled.  An open batch without such a record
-(another machine, another client) is cancelled too, with a message: the server
-allows one batch per Zarr, and a batch nobody completes blocks every upload.
+recognised by a record in the client's state directory
+(:mod:`zarrchive.client.records`: written before the batch is opened, removed when it
+is closed): such a batch is completed if all its files reached S3, else cancelled.  An
+open batch without such a record (another machine, another client) is cancelled too,
+with a message: the server allows one batch per Zarr, and a batch nobody completes
+blocks every upload.
 
 Expired URLs: S3 answers 403 to a PUT with an expired presigned URL.  The server
 allows one open batch and has no way to re-sign the URLs of an open batch, so
@@ -36,11 +37,8 @@ converges to batches it can finish before their URLs expire.
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
 import os
 import queue
-import socket
 import threading
 import time
 from collections import deque
@@ -53,10 +51,19 @@ from typing import Any, Literal
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
-from zarrchive.client.api import ApiClient, RetryPolicy, ZarrInfo
+from zarrchive.client.api import ApiClient, ZarrInfo
 from zarrchive.client.local import default_jobs, hash_local, iter_local_entries, walk_local
 from zarrchive.client.progress import NullProgress, Progress
+from zarrchive.client.records import BatchRecords
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
+from zarrchive.client.transport import (
+    RETRY_EXCEPTIONS,
+    RetryHook,
+    RetryPolicy,
+    call,
+    http_client,
+    transport_message,
+)
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -85,58 +92,6 @@ APPLY_TIMEOUT = 1800.0
 def md5_to_content_md5(md5_hex: str) -> str:
     """The ``Content-MD5`` header value (base64 of the digest bytes) of an md5 in hex."""
     return base64.b64encode(bytes.fromhex(md5_hex)).decode("ascii")
-
-
-# -- the batch records: which open batch is ours ------------------------------------------
-def default_state_dir() -> Path:
-    """``$ZARRCHIVE_STATE_DIR``, else ``$XDG_STATE_HOME/zarrchive``, else ``~/.local/state/zarrchive``."""
-    explicit = os.environ.get("ZARRCHIVE_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
-    return base / "zarrchive"
-
-
-class BatchRecords:
-    """One small file per Zarr with a batch this client has opened (or is opening)."""
-
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
-        self.directory = Path(directory) if directory is not None else default_state_dir()
-
-    def _file(self, api_url: str, zarr_id: str) -> Path:
-        return self.directory / "batches" / f"{zarr_id}.json"
-
-    def mark(self, api_url: str, zarr_id: str, files: int) -> None:
-        path = self._file(api_url, zarr_id)
-        record = {
-            "api_url": api_url,
-            "zarr_id": zarr_id,
-            "files": files,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "time": time.time(),
-        }
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(record))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # without a record the batch is still recognised as stale, only less politely
-
-    def get(self, api_url: str, zarr_id: str) -> dict[str, object] | None:
-        try:
-            record = json.loads(self._file(api_url, zarr_id).read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(record, dict) or record.get("api_url") != api_url:
-            return None
-        return record
-
-    def clear(self, api_url: str, zarr_id: str) -> None:
-        with contextlib.suppress(OSError):
-            self._file(api_url, zarr_id).unlink()
 
 
 # -- results ----------------------------------------------------------------------------
@@ -170,7 +125,7 @@ class UploadResult:
     batches: int = 0
     #: Batches cancelled and re-opened because S3 refused their (expired) URLs.
     reopened: int = 0
-    #: The draft's asset at the Zarr's path (None: uploaded by Zarr id, or no assets).
+    #: The draft's asset at the Zarr's path (None: uploaded by Zarr id).
     asset_id: str | None = None
     #: What was done with a batch found open at the start: None, "completed" or "cancelled".
     stale_batch: str | None = None
@@ -196,8 +151,7 @@ def find_or_create_zarr(
     """The Zarr at *path* in *dandiset*'s draft and whether it was just created.
 
     The Zarr of the draft's asset at *path*; else (no asset yet: a first upload,
-    perhaps interrupted, or a server without assets) the dandiset's Zarr named
-    *path*; else a new Zarr named *path*.  The asset itself is created once the
+    perhaps interrupted) the dandiset's Zarr named *path*; else a new Zarr named *path*.  The asset itself is created once the
     upload is complete (:func:`ensure_asset`).
     """
     asset = client.find_asset(dandiset, path)
@@ -223,17 +177,11 @@ def find_or_create_zarr(
         raise
 
 
-def ensure_asset(client: ApiClient, dandiset: str, path: str, zarr_id: str) -> str | None:
-    """The id of the draft's asset at *path* for the Zarr, created if absent (None when the
-    server has no assets)."""
+def ensure_asset(client: ApiClient, dandiset: str, path: str, zarr_id: str) -> str:
+    """The id of the draft's asset at *path* for the Zarr, created if absent."""
     asset = client.find_asset(dandiset, path)
     if asset is None:
-        try:
-            asset = client.create_asset(dandiset, path, zarr_id=zarr_id)
-        except ApiError as exc:
-            if exc.status_code == 404 and "dandiset" not in str(exc.detail).lower():
-                return None  # a server without assets
-            raise
+        asset = client.create_asset(dandiset, path, zarr_id=zarr_id)
     return str(asset["asset_id"])
 
 
@@ -247,7 +195,8 @@ class Uploader:
     *jobs*: parallel PUTs (and md5 threads); *batch_files*: the largest batch
     (default and maximum: the server's limit); *records*: where open batches are
     recorded; *on_batch_open*: called with each batch's size after it is opened,
-    before its files are sent (a hook for displays and tests).
+    before its files are sent (a hook for displays and tests); *retry* and *on_retry*:
+    the PUTs' retry policy and hook (default: the client's).
     """
 
     def __init__(
@@ -259,6 +208,7 @@ class Uploader:
         batch_files: int | None = None,
         records: BatchRecords | None = None,
         retry: RetryPolicy | None = None,
+        on_retry: RetryHook | None = None,
         on_batch_open: Callable[[int], None] | None = None,
     ) -> None:
         self.client = client
@@ -271,6 +221,7 @@ class Uploader:
         self.batch_files = batch_files
         self.records = records or BatchRecords()
         self.retry = retry or client.retry
+        self.on_retry = on_retry or client.on_retry
         self.on_batch_open = on_batch_open
         #: S3's explanation of its last 403 to a PUT.
         self._refusal = ""
@@ -327,7 +278,7 @@ class Uploader:
             zarr = self.client.get_zarr(zarr.zarr_id)
         elif zarr is not None and not dry_run:
             # A record without an open batch: we were killed before the batch opened.
-            self.records.clear(self.client.url, zarr.zarr_id)
+            self.records.clear(zarr.zarr_id)
 
         if zarr is not None and zarr.upload_state == "applying":
             # batches completed earlier are still being applied: compare with their result
@@ -506,8 +457,7 @@ class Uploader:
 
     # -- stale batches ----------------------------------------------------------------------
     def _resolve_stale_batch(self, zarr_id: str, result: UploadResult) -> str | None:
-        api = self.client.url
-        ours = self.records.get(api, zarr_id) is not None
+        ours = self.records.get(self.client.url, zarr_id) is not None
         outcome: str | None
         if ours:
             try:
@@ -533,7 +483,7 @@ class Uploader:
                 "cancelled an upload batch that was already open on this Zarr (left by an "
                 "interrupted run elsewhere or by another client; only one batch can be open)"
             )
-        self.records.clear(api, zarr_id)
+        self.records.clear(zarr_id)
         if message:
             result.notes.append(message)
             self.progress.note(message)
@@ -576,13 +526,9 @@ class Uploader:
         batch_files: int,
         result: UploadResult,
     ) -> None:
-        batcher = _Batcher(iter(entries), batch_files, MAX_BATCH_BYTES)
+        batcher = _Batcher(entries, batch_files, MAX_BATCH_BYTES)
         retry: deque[tuple[list[ZarrEntry], int]] = deque()
-        s3 = httpx.Client(
-            timeout=S3_TIMEOUT,
-            limits=httpx.Limits(max_connections=self.jobs, max_keepalive_connections=self.jobs),
-            headers={"User-Agent": "zarrchive-client"},
-        )
+        s3 = http_client(timeout=S3_TIMEOUT, max_connections=self.jobs)
         pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-put")
         try:
             while True:
@@ -612,7 +558,7 @@ class Uploader:
                 self.progress.note(message)
                 # This batch again in halves; later batches no larger.
                 batcher.files = min(batcher.files, half)
-                retry.extend((c, refusals) for c in _chunks(chunk, half, MAX_BATCH_BYTES))
+                retry.extend((c, refusals) for c in _Batcher(chunk, half, MAX_BATCH_BYTES))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             s3.close()
@@ -624,7 +570,7 @@ class Uploader:
             return self.client.start_upload(zarr_id, files)
         except ApiError as exc:
             if exc.status_code != 409:
-                self.records.clear(self.client.url, zarr_id)
+                self.records.clear(zarr_id)
                 raise
         # A batch is open: our own request that went through before a retry, or one
         # opened meanwhile.  Cancel it and open ours.
@@ -680,13 +626,13 @@ class Uploader:
             raise
         if not all(f.result() for f in futures):
             self._cancel(zarr_id)
-            self.records.clear(self.client.url, zarr_id)
+            self.records.clear(zarr_id)
             self.progress.advance(-sent[0], -sent[1])
             return "refused"
         started = time.perf_counter()
         self._complete(zarr_id)
         result.add_time("complete", started)
-        self.records.clear(self.client.url, zarr_id)
+        self.records.clear(zarr_id)
         result.batches += 1
         result.uploaded += len(chunk)
         result.uploaded_bytes += sum(e.size for e in chunk)
@@ -714,44 +660,37 @@ class Uploader:
             self._cancel(zarr_id, QUICK_RETRY)
         except (ApiError, NetworkError):
             return
-        self.records.clear(self.client.url, zarr_id)
+        self.records.clear(zarr_id)
 
     def _put(self, s3: httpx.Client, url: str, entry: ZarrEntry, path: str) -> bool:
         """PUT one file; False if S3 refused the URL (403: expired)."""
         headers = {"Content-MD5": md5_to_content_md5(entry.md5)}
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                if entry.size <= IN_MEMORY_BYTES:
-                    response = s3.put(url, content=_read(path), headers=headers)
-                else:
-                    headers["Content-Length"] = str(entry.size)
-                    response = s3.put(url, content=_stream(path), headers=headers)
-            except httpx.TransportError as exc:
-                if attempt >= self.retry.attempts:
-                    raise NetworkError(
-                        f"cannot upload {entry.path!r} to S3: {str(exc) or type(exc).__name__}"
-                    ) from None
-                time.sleep(self.retry.delay(attempt))
-                continue
-            status = response.status_code
-            if status == 200:
-                return True
-            if status == 403:
-                self._refusal = _s3_message(response.text)
-                return False
-            if status == 400 and b"BadDigest" in response.content:
-                raise LocalFileError(
-                    f"{path!r} changed while it was being uploaded (its md5 is no longer "
-                    f"{entry.md5}): run the upload again"
-                )
-            if status in (429, 500, 502, 503, 504) and attempt < self.retry.attempts:
-                time.sleep(self.retry.delay(attempt))
-                continue
-            raise TransferError(
-                f"S3 refused {entry.path!r} ({status}): {_s3_message(response.text)}"
+        if entry.size > IN_MEMORY_BYTES:
+            headers["Content-Length"] = str(entry.size)
+
+        def request() -> httpx.Response:  # the body is read again for each attempt
+            if entry.size <= IN_MEMORY_BYTES:
+                return s3.put(url, content=_read(path), headers=headers)
+            return s3.put(url, content=_stream(path), headers=headers)
+
+        try:
+            response = call(self.retry, request, what=f"PUT {entry.path!r}", on_retry=self.on_retry)
+        except RETRY_EXCEPTIONS as exc:
+            raise NetworkError(
+                f"cannot upload {entry.path!r} to S3: {transport_message(exc)}"
+            ) from None
+        status = response.status_code
+        if status == 200:
+            return True
+        if status == 403:
+            self._refusal = _s3_message(response.text)
+            return False
+        if status == 400 and b"BadDigest" in response.content:
+            raise LocalFileError(
+                f"{path!r} changed while it was being uploaded (its md5 is no longer "
+                f"{entry.md5}): run the upload again"
             )
+        raise TransferError(f"S3 refused {entry.path!r} ({status}): {_s3_message(response.text)}")
 
 
 def scan_local(root: str) -> tuple[int, int]:
@@ -817,10 +756,12 @@ def _s3_message(text: str) -> str:
 
 
 class _Batcher:
-    """Takes batches of at most :attr:`files` files and :attr:`nbytes` bytes from an iterator."""
+    """Takes batches of at most :attr:`files` files and :attr:`nbytes` bytes (unless one file
+    is larger) from *entries*, in order: :meth:`next` one at a time (the limit may be lowered
+    between two), or all by iterating."""
 
-    def __init__(self, entries: Iterator[ZarrEntry], files: int, nbytes: int) -> None:
-        self.entries = entries
+    def __init__(self, entries: Iterable[ZarrEntry], files: int, nbytes: int) -> None:
+        self.entries = iter(entries)
         self.files = files
         self.nbytes = nbytes
         self._held: ZarrEntry | None = None
@@ -842,18 +783,9 @@ class _Batcher:
             size += entry.size
         return chunk
 
-
-def _chunks(entries: Iterable[ZarrEntry], files: int, nbytes: int) -> Iterator[list[ZarrEntry]]:
-    chunk: list[ZarrEntry] = []
-    size = 0
-    for entry in entries:
-        if chunk and (len(chunk) >= files or size + entry.size > nbytes):
+    def __iter__(self) -> Iterator[list[ZarrEntry]]:
+        while chunk := self.next():
             yield chunk
-            chunk, size = [], 0
-        chunk.append(entry)
-        size += entry.size
-    if chunk:
-        yield chunk
 
 
 def upload(

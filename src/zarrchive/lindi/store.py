@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,11 +29,20 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 
 import zarrchive.lindi.refs as rfs_mod
+from zarrchive.client.transport import (
+    RETRY_EXCEPTIONS,
+    RETRY_STATUSES,
+    RetryHook,
+    RetryPolicy,
+    http_client,
+    send,
+)
 from zarrchive.errors import InvalidLindiFile, RemoteReadError
 
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 DEFAULT_WORKERS = 8
-_RETRIES = 4
+#: Range reads of referenced files: a few quick attempts.
+DEFAULT_RETRY = RetryPolicy(attempts=4, base_delay=0.2, max_delay=2.0, max_retry_after=30.0)
 
 
 _CLIENT: httpx.Client | None = None
@@ -46,10 +54,10 @@ def _shared_client() -> httpx.Client:
     global _CLIENT
     with _CLIENT_LOCK:
         if _CLIENT is None:
-            _CLIENT = httpx.Client(
-                follow_redirects=True,
+            _CLIENT = http_client(
                 timeout=httpx.Timeout(60.0, connect=20.0),
-                limits=httpx.Limits(max_connections=4 * DEFAULT_WORKERS),
+                max_connections=4 * DEFAULT_WORKERS,
+                follow_redirects=True,
             )
         return _CLIENT
 
@@ -63,7 +71,11 @@ class RangeReader:
         max_workers: int = DEFAULT_WORKERS,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         http_client: httpx.Client | None = None,
+        retry: RetryPolicy | None = None,
+        on_retry: RetryHook | None = None,
     ) -> None:
+        self.retry = retry or DEFAULT_RETRY
+        self.on_retry = on_retry
         self._max_workers = max_workers
         self._cache_bytes = cache_bytes
         self._cache: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
@@ -137,33 +149,43 @@ class RangeReader:
 
     def _fetch_http(self, url: str, offset: int, size: int) -> bytes:
         headers = {"Range": f"bytes={offset}-{offset + size - 1}"}
-        last: Exception | None = None
-        for attempt in range(_RETRIES):
-            try:
-                resp = self._http().get(url, headers=headers)
-            except httpx.HTTPError as exc:
-                last = exc
-            else:
-                if resp.status_code == 206:
-                    data = resp.content
-                    if len(data) != size:
-                        raise RemoteReadError(
-                            f"{url} returned {len(data)} bytes for a range of {size} bytes"
-                        )
-                    return data
-                if resp.status_code == 200:  # the server ignores ranges
-                    data = resp.content[offset : offset + size]
-                    if len(data) != size:
-                        raise RemoteReadError(f"{url} is shorter than {offset + size} bytes")
-                    return data
-                if resp.status_code < 500 and resp.status_code != 429:
-                    raise RemoteReadError(
-                        f"reading bytes {offset}-{offset + size - 1} of {url} failed: HTTP"
-                        f" {resp.status_code}; check that the URL is right and public"
-                    )
-                last = RemoteReadError(f"{url} answered HTTP {resp.status_code}")
-            time.sleep(0.1 * 2**attempt)
-        raise RemoteReadError(f"reading bytes of {url} failed after {_RETRIES} attempts: {last}")
+        try:
+            resp = send(
+                self._http(),
+                "GET",
+                url,
+                policy=self.retry,
+                on_retry=self.on_retry,
+                headers=headers,
+            )
+        except httpx.HTTPError as exc:
+            tried = (
+                f" after {self.retry.attempts} attempts"
+                if isinstance(exc, RETRY_EXCEPTIONS)
+                else ""
+            )
+            raise RemoteReadError(f"reading bytes of {url} failed{tried}: {exc}") from exc
+        if resp.status_code == 206:
+            data = resp.content
+            if len(data) != size:
+                raise RemoteReadError(
+                    f"{url} returned {len(data)} bytes for a range of {size} bytes"
+                )
+            return data
+        if resp.status_code == 200:  # the server ignores ranges
+            data = resp.content[offset : offset + size]
+            if len(data) != size:
+                raise RemoteReadError(f"{url} is shorter than {offset + size} bytes")
+            return data
+        if resp.status_code in RETRY_STATUSES:
+            raise RemoteReadError(
+                f"reading bytes of {url} failed after {self.retry.attempts} attempts: "
+                f"{url} answered HTTP {resp.status_code}"
+            )
+        raise RemoteReadError(
+            f"reading bytes {offset}-{offset + size - 1} of {url} failed: HTTP"
+            f" {resp.status_code}; check that the URL is right and public"
+        )
 
     # -- public ---------------------------------------------------------------
     def read(self, url: str, offset: int, size: int) -> bytes:

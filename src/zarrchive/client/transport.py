@@ -1,0 +1,281 @@
+"""The client's one HTTP layer: how every request it makes is retried, and who it says it is.
+
+- :class:`RetryPolicy`: how many attempts in all, exponential backoff with jitter between
+  them, capped (also the longest ``Retry-After`` honoured);
+- what is worth another attempt, in one place: :data:`RETRY_STATUSES` (rate limits and
+  server-side failures) and :data:`RETRY_EXCEPTIONS` (connection errors, timeouts);
+- ``Retry-After`` (delta-seconds or an HTTP date) honoured on every retried answer:
+  :func:`parse_retry_after`;
+- the user agent ``zarrchive/<version>``: :data:`USER_AGENT`, set by :func:`http_client`;
+- a retry hook (:data:`RetryHook`), called with a :class:`RetryEvent` before each wait
+  (progress displays, logs); every retry is also logged at DEBUG on ``zarrchive.client``.
+
+:func:`run` is the one retry loop of the client: it calls an attempt until it returns,
+retrying :class:`TryAgain` and :data:`RETRY_EXCEPTIONS` while the policy allows.
+:func:`call` and :func:`send` make one HTTP request the attempt (a retryable status is
+retried; once the attempts run out the last response is returned, so that each caller
+words its own error).  Work made of a request and more (a download streamed to a file and
+checked by md5) runs whole under :func:`run`: one loop, never a loop within a loop.
+
+Used by the API client (:mod:`~zarrchive.client.api`), the uploads' PUTs to S3
+(:mod:`~zarrchive.client.upload`), downloads (:mod:`~zarrchive.client.download`), the
+zarr-python store (:mod:`~zarrchive.client.store`), snapshot manifests
+(:mod:`~zarrchive.client.snapshot`) and the LINDI range reads (:mod:`zarrchive.lindi.store`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+
+from zarrchive import __version__
+from zarrchive.errors import InvalidInput
+
+#: Statuses worth another attempt: rate limits and server-side failures.
+RETRY_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+#: Exceptions worth another attempt: the request did not get an answer (connection
+#: refused or reset, timeouts, a broken stream).
+RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (httpx.TransportError,)
+#: Sent with every request.
+USER_AGENT = f"zarrchive/{__version__}"
+
+log = logging.getLogger("zarrchive.client")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry: ``attempts`` tries in all, backoff between them."""
+
+    attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    #: The longest ``Retry-After`` honoured (longer values are capped).
+    max_retry_after: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise InvalidInput(f"a retry policy needs at least 1 attempt, got {self.attempts}")
+        if min(self.base_delay, self.max_delay, self.max_retry_after) < 0:
+            raise InvalidInput("a retry policy's delays cannot be negative")
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number *attempt* (1-based): the server's
+        ``Retry-After`` when it gave one (capped), else exponential backoff with jitter
+        (between half the ceiling and the ceiling, ``base_delay * 2**(attempt-1)``
+        capped at ``max_delay``)."""
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_retry_after)
+        ceiling = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date; a date in the
+    past is 0), or None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000" (no zone information): taken as UTC
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def is_retryable_status(status: int) -> bool:
+    return status in RETRY_STATUSES
+
+
+def is_retryable_error(exc: BaseException) -> bool:
+    return isinstance(exc, (TryAgain, *RETRY_EXCEPTIONS))
+
+
+class TryAgain(Exception):
+    """An attempt failed in a way worth another: a retryable status, a broken transfer.
+
+    Raised by an attempt under :func:`run`; when the attempts run out it reaches the
+    caller, who turns it into its own error (:attr:`reason` says what happened last).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        retry_after: float | None = None,
+        response: httpx.Response | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+        self.response = response
+
+
+@dataclass(frozen=True)
+class RetryEvent:
+    """One retry, as the hook sees it: attempt *attempt* of *attempts* failed."""
+
+    what: str
+    attempt: int
+    attempts: int
+    #: Seconds before the next attempt.
+    wait: float
+    reason: str
+    #: The HTTP status that failed, None for an exception.
+    status: int | None = None
+
+    def __str__(self) -> str:
+        return (
+            f"{self.what}: {self.reason}; retrying in {self.wait:.1f} s "
+            f"(attempt {self.attempt + 1} of {self.attempts})"
+        )
+
+
+#: Called before each wait between two attempts.
+RetryHook = Callable[[RetryEvent], None]
+
+
+def run(
+    policy: RetryPolicy,
+    attempt: Callable[[], T],
+    *,
+    what: str,
+    on_retry: RetryHook | None = None,
+    retry_on: tuple[type[Exception], ...] = (),
+) -> T:
+    """The result of *attempt*, called up to ``policy.attempts`` times.
+
+    :class:`TryAgain`, :data:`RETRY_EXCEPTIONS` and *retry_on* are retried after the
+    policy's delay (``TryAgain.retry_after`` when the server said); the last one is
+    raised when the attempts run out.  Anything else is raised at once.
+    """
+    retryable: tuple[type[Exception], ...] = (TryAgain, *RETRY_EXCEPTIONS, *retry_on)
+    number = 0
+    while True:
+        number += 1
+        try:
+            return attempt()
+        except retryable as exc:
+            if number >= policy.attempts:
+                raise
+            if isinstance(exc, TryAgain):
+                reason = exc.reason
+                status = None if exc.response is None else exc.response.status_code
+                wait = policy.delay(number, exc.retry_after)
+            else:
+                reason, status = transport_message(exc), None
+                wait = policy.delay(number)
+            event = RetryEvent(what, number, policy.attempts, wait, reason, status)
+            log.debug("%s", event)
+            if on_retry is not None:
+                on_retry(event)
+            time.sleep(wait)
+
+
+def check(response: httpx.Response) -> httpx.Response:
+    """*response*, unless its status is worth another attempt: then :class:`TryAgain` (with
+    the server's ``Retry-After``), the response read and closed."""
+    if response.status_code not in RETRY_STATUSES:
+        return response
+    try:
+        response.read()  # a streamed answer: free the connection for the next attempt
+    except httpx.HTTPError:
+        pass
+    finally:
+        response.close()
+    raise TryAgain(
+        f"{response.status_code} {response.reason_phrase}".strip(),
+        retry_after=parse_retry_after(response.headers.get("Retry-After")),
+        response=response,
+    )
+
+
+def call(
+    policy: RetryPolicy,
+    request: Callable[[], httpx.Response],
+    *,
+    what: str,
+    on_retry: RetryHook | None = None,
+) -> httpx.Response:
+    """The response of *request* (one HTTP request; called again for each attempt, so it
+    can rebuild a streamed body), retried on :data:`RETRY_STATUSES` and
+    :data:`RETRY_EXCEPTIONS`.  When the attempts run out: the last response (a retryable
+    status), or the last exception."""
+    try:
+        return run(policy, lambda: check(request()), what=what, on_retry=on_retry)
+    except TryAgain as exc:
+        assert exc.response is not None
+        return exc.response
+
+
+def send(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    policy: RetryPolicy,
+    on_retry: RetryHook | None = None,
+    **kwargs: Any,
+) -> httpx.Response:
+    """``client.request(method, url, **kwargs)`` under :func:`call`."""
+    what = f"{method} {url.partition('?')[0]}"  # never a presigned URL's signature in logs
+    return call(policy, lambda: client.request(method, url, **kwargs), what=what, on_retry=on_retry)
+
+
+def http_client(
+    *,
+    timeout: httpx.Timeout | float,
+    max_connections: int = 32,
+    headers: dict[str, str] | None = None,
+    **kwargs: Any,
+) -> httpx.Client:
+    """A pooled :class:`httpx.Client` that sends :data:`USER_AGENT` (and *headers*)."""
+    return httpx.Client(
+        timeout=timeout,
+        headers={"User-Agent": USER_AGENT, **(headers or {})},
+        limits=httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        ),
+        **kwargs,
+    )
+
+
+def transport_message(exc: BaseException) -> str:
+    """One line about a failed request (httpx's messages may span several)."""
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]
+
+
+__all__ = [
+    "RETRY_EXCEPTIONS",
+    "RETRY_STATUSES",
+    "USER_AGENT",
+    "RetryEvent",
+    "RetryHook",
+    "RetryPolicy",
+    "TryAgain",
+    "call",
+    "check",
+    "http_client",
+    "is_retryable_error",
+    "is_retryable_status",
+    "parse_retry_after",
+    "run",
+    "send",
+    "transport_message",
+]
