@@ -7,8 +7,9 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -21,7 +22,7 @@ from zarrchive.db.models import (
     ZarrManifest,
     ZarrPin,
 )
-from zarrchive.errors import InvalidInput, NotFound, ZarrFrozen
+from zarrchive.errors import InvalidInput, InvalidPath, NotFound, ZarrFrozen
 from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services.auth import can_read, readable_dandisets, require_owner
 from zarrchive.services.dandisets import get_dandiset
@@ -30,6 +31,16 @@ from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
 
 MAX_PAGE_SIZE = 1000
+
+
+class ZarrStatus(StrEnum):
+    """DANDI's ``status`` of a Zarr (``ZarrArchiveStatus``), from its batches: ``Pending``
+    while an upload batch is open, ``Ingesting`` while verified batches (or a deletion) are
+    being applied, ``Complete`` when the Zarr is at rest (its ``checksum`` is final)."""
+
+    PENDING = "Pending"
+    INGESTING = "Ingesting"
+    COMPLETE = "Complete"
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,8 @@ class ZarrInfo:
     upload_in_progress: bool
     #: ``at_rest`` | ``open`` | ``applying`` (:class:`~zarrchive.services.uploads.UploadState`)
     upload_state: str
+    #: DANDI's ``Pending`` | ``Ingesting`` | ``Complete`` (:class:`ZarrStatus`)
+    status: str
     created: datetime
     modified: datetime
     manifest_url: str | None
@@ -111,9 +124,10 @@ def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str
     existing = session.scalar(
         select(Zarr.id).where(Zarr.dandiset_id == dandiset.id, Zarr.name == name)
     )
-    if existing is not None:
+    if existing is not None:  # DANDI's words: dandi-cli looks for them to reuse the Zarr
         raise InvalidInput(
-            f"dandiset {dandiset.identifier} already has a Zarr named {name!r} ({existing})"
+            f"Zarr already exists: dandiset {dandiset.identifier} already has a Zarr named "
+            f"{name!r} ({existing})"
         )
     zarr = Zarr(id=str(uuid.uuid4()), name=name, dandiset=dandiset, dandiset_id=dandiset.id)
     session.add(zarr)
@@ -121,7 +135,7 @@ def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str
         session.flush()
     except IntegrityError as exc:
         raise InvalidInput(
-            f"dandiset {dandiset.identifier} already has a Zarr named {name!r}"
+            f"Zarr already exists: dandiset {dandiset.identifier} already has a Zarr named {name!r}"
         ) from exc
     return zarr
 
@@ -133,23 +147,27 @@ def list_zarrs(
     dandiset_id: str | None = None,
     name: str | None = None,
     limit: int = 100,
-    after: str | None = None,
-) -> list[Zarr]:
-    """Zarrs visible to *user*, optionally of one dandiset and/or with one name."""
+    offset: int = 0,
+) -> tuple[list[Zarr], int]:
+    """A page of the Zarrs visible to *user* (optionally of one dandiset and/or with one
+    name), oldest first as DANDI orders them, and how many there are in all."""
     query = (
-        select(Zarr)
-        .join(Dandiset, Zarr.dandiset_id == Dandiset.id)
-        .where(readable_dandisets(user))
-        .order_by(Zarr.id)
-        .limit(limit)
+        select(Zarr).join(Dandiset, Zarr.dandiset_id == Dandiset.id).where(readable_dandisets(user))
     )
     if dandiset_id is not None:
         query = query.where(Zarr.dandiset_id == get_dandiset(session, user, dandiset_id).id)
     if name is not None:
         query = query.where(Zarr.name == name)
-    if after is not None:
-        query = query.where(Zarr.id > after)
-    return list(session.scalars(query))
+    count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(Zarr.created_at, Zarr.id).offset(offset).limit(limit))
+    return list(rows), count
+
+
+_STATUS_OF_STATE = {
+    "at_rest": ZarrStatus.COMPLETE,
+    "open": ZarrStatus.PENDING,
+    "applying": ZarrStatus.INGESTING,
+}
 
 
 def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
@@ -173,6 +191,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         size=zarr.size,
         upload_in_progress=status.open,
         upload_state=status.state.value,
+        status=_STATUS_OF_STATE[status.state.value].value,
         created=zarr.created_at,
         modified=zarr.modified_at,
         manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,
@@ -314,3 +333,68 @@ def download_urls(archive: Archive, zarr: Zarr, paths: list[str]) -> list[tuple[
         expiry = archive.settings.presign_expiry
         return [(p, store.presign_get(k, expiry)) for p, k in keys]
     return [(p, store.public_url(k)) for p, k in keys]
+
+
+# -- DANDI's flat listing of objects ---------------------------------------------------
+#: DANDI's largest (and default) ``limit`` of ``GET /api/zarr/{id}/files/``.
+MAX_OBJECT_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """One object of the Zarr as DANDI lists it (``Key`` relative to the Zarr's root)."""
+
+    key: str
+    last_modified: datetime
+    etag: str
+    size: int
+
+
+def _key_fragment(value: str, what: str) -> str:
+    """A key prefix (or a key to start after) relative to the Zarr's root: any beginning of
+    a valid path (``arr/``, ``arr/0``, ``arr/.z``); a leading ``/`` is dropped as DANDI does."""
+    value = value.lstrip("/")
+    if value:
+        try:
+            validate_path(value + "x")  # what follows may complete it into a valid path
+        except InvalidPath as exc:
+            raise InvalidPath(f"{what} {value!r} can't begin any path: {exc.message}") from None
+    return value
+
+
+def list_objects(
+    archive: Archive, zarr: Zarr, *, prefix: str = "", after: str = "", limit: int = 1000
+) -> tuple[list[ObjectEntry], bool]:
+    """DANDI's flat listing: the Zarr's objects whose keys (relative to its root) begin with
+    *prefix* and sort after *after*, in key order (bytes of UTF-8, as S3 lists them), at
+    most *limit*; and whether more follow.  One S3 request (``ListObjectsV2`` with
+    ``StartAfter``) per page."""
+    if not 0 <= limit <= MAX_OBJECT_PAGE:
+        raise InvalidInput(f"limit must be between 0 and {MAX_OBJECT_PAGE}")
+    prefix = _key_fragment(prefix, "prefix")
+    after = _key_fragment(after, "after")
+    if limit == 0:
+        return [], False
+    base = zarr_prefix(zarr.id)
+    store = archive.store_for(zarr.dandiset)
+    objects, more = store.list_page(
+        base + prefix, start_after=base + after if after else "", max_keys=limit
+    )
+    entries = [ObjectEntry(o.key[len(base) :], o.last_modified, o.etag, o.size) for o in objects]
+    return entries, more
+
+
+def object_url(archive: Archive, zarr: Zarr, path: str, *, method: str = "GET") -> str:
+    """Where to GET (or HEAD) the Zarr's file *path*: its public URL, or a presigned one
+    for an embargoed Zarr; :class:`NotFound` if the Zarr has no such file."""
+    path = validate_path(path.lstrip("/"))
+    store = archive.store_for(zarr.dandiset)
+    parent, name = split_path(path)
+    node = NODE_CACHE.get(store, checksum_node_key(zarr.id, parent))
+    if node is None or node.files.get(name) is None:
+        raise NotFound(f"Zarr {zarr.id} has no file {path!r}")
+    key = zarr_object_key(zarr.id, path)
+    if not zarr.dandiset.embargoed:
+        return store.public_url(key)
+    expiry = archive.settings.presign_expiry
+    return store.presign_head(key, expiry) if method == "HEAD" else store.presign_get(key, expiry)

@@ -225,6 +225,13 @@ class ObjectStore:
         )
         return url
 
+    def presign_head(self, key: str, expires_in: int) -> str:
+        """A presigned HEAD URL of *key* (a presigned GET does not answer HEAD)."""
+        url: str = self.client.generate_presigned_url(
+            "head_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+        )
+        return url
+
     def presign_get_version(self, key: str, version_id: str, expires_in: int) -> str:
         """A presigned GET URL of exactly one version of *key*."""
         url: str = self.client.generate_presigned_url(
@@ -345,6 +352,27 @@ class ObjectStore:
                         version_id=None,
                         last_modified=item["LastModified"],
                     )
+
+    def list_page(
+        self, prefix: str, *, start_after: str = "", max_keys: int = 1000
+    ) -> tuple[list[ObjectInfo], bool]:
+        """One ``ListObjectsV2`` request: at most *max_keys* (1..1000) current objects under
+        *prefix* whose keys sort after *start_after*, in key order; and whether more follow."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        page = self._call(self.client.list_objects_v2, **kwargs)
+        objects = [
+            ObjectInfo(
+                key=item["Key"],
+                size=int(item["Size"]),
+                etag=_strip(item["ETag"]),
+                version_id=None,
+                last_modified=item["LastModified"],
+            )
+            for item in page.get("Contents", [])
+        ]
+        return objects, bool(page.get("IsTruncated")) and bool(objects)
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
         """Every version and delete marker under *prefix*: by key, newest first."""

@@ -49,6 +49,10 @@ class ObjectStoreProtocol(Protocol):
         ...
 
     # -- single objects -----------------------------------------------------------------------
+    def presign_head(self, key: str, expires_in: int) -> str:
+        """A presigned HEAD URL of *key*."""
+        ...
+
     def head(self, key: str) -> ObjectInfo | None:
         """The current version of *key* (size, md5 ETag, version id), ``None`` when absent."""
         ...
@@ -93,6 +97,13 @@ class ObjectStoreProtocol(Protocol):
     # -- listings --------------------------------------------------------------------------------
     def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         """Current objects under *prefix*, in key order."""
+        ...
+
+    def list_page(
+        self, prefix: str, *, start_after: str = "", max_keys: int = 1000
+    ) -> tuple[list[ObjectInfo], bool]:
+        """At most *max_keys* current objects under *prefix* after *start_after*, in key
+        order (one request); and whether more follow."""
         ...
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
