@@ -176,22 +176,44 @@ def cancel_upload(zarr_id: str, archive: ArchiveDep, user: UserDep) -> Response:
     return Response(status_code=204)
 
 
-@router.api_route(
+ObjectPrefix = Annotated[
+    str, Query(description="A key prefix relative to the Zarr's root (not a directory)")
+]
+
+
+@router.head(
     "/api/zarr/{zarr_id}/files/",
-    methods=["GET", "HEAD"],
+    status_code=302,
+    response_class=Response,
+    summary="DANDI's HEAD of a file: redirect to its object",
+)
+@router.head("/api/zarr/{zarr_id}/files", response_class=Response, include_in_schema=False)
+def head_object(
+    zarr_id: str, archive: ArchiveDep, user: UserDep, prefix: ObjectPrefix = ""
+) -> Response:
+    """302 to the URL of the file `prefix` names (presigned for HEAD when embargoed)."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+    return RedirectResponse(zarrs.object_url(archive, zarr, prefix, method="HEAD"), 302)
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/files/",
     response_model=ZarrObjectPageOut,
-    responses={302: {"description": "`download=true`, or HEAD: the object's URL"}},
+    responses={302: {"description": "`download=true`: the object's URL"}},
     summary="DANDI's flat listing of the Zarr's objects",
 )
-@router.api_route("/api/zarr/{zarr_id}/files", methods=["GET", "HEAD"], include_in_schema=False)
+@router.get(
+    "/api/zarr/{zarr_id}/files",
+    response_model=ZarrObjectPageOut,
+    include_in_schema=False,
+)
 def list_objects(
     zarr_id: str,
     request: Request,
     archive: ArchiveDep,
     user: UserDep,
-    prefix: Annotated[
-        str, Query(description="A key prefix relative to the Zarr's root (not a directory)")
-    ] = "",
+    prefix: ObjectPrefix = "",
     after: Annotated[str, Query(description="List the keys that sort after this one")] = "",
     limit: Annotated[int, Query(ge=0, le=zarrs.MAX_OBJECT_PAGE)] = zarrs.MAX_OBJECT_PAGE,
     download: Annotated[
@@ -199,13 +221,12 @@ def list_objects(
     ] = False,
 ) -> ZarrObjectPageOut | Response:
     """Objects in key order (UTF-8 bytes, as S3 lists them) with DANDI's fields; `next`
-    is this URL with `after` set to the page's last key.  `download=true` (or HEAD)
-    redirects to the file `prefix` names: its public URL, presigned for embargoed Zarrs."""
+    is this URL with `after` set to the page's last key.  `download=true` redirects (302)
+    to the file `prefix` names: its public URL, presigned for embargoed Zarrs."""
     with archive.db.session() as session:
         zarr = zarrs.get_zarr(session, user, zarr_id)
-    if download or request.method == "HEAD":
-        url = zarrs.object_url(archive, zarr, prefix, method=request.method)
-        return RedirectResponse(url, status_code=302)
+    if download:
+        return RedirectResponse(zarrs.object_url(archive, zarr, prefix), status_code=302)
     entries, more = zarrs.list_objects(archive, zarr, prefix=prefix, after=after, limit=limit)
     next_url = (
         str(request.url.include_query_params(after=entries[-1].key)) if more and entries else None
