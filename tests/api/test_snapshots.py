@@ -49,7 +49,7 @@ def publish(api: httpx.Client, dandiset: str) -> str:
 
 
 def delete(api: httpx.Client, zarr_id: str, paths: list[str]) -> None:
-    ok(api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": p} for p in paths]))
+    ok(api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": p} for p in paths]), 204)
 
 
 def s3_versions(s3: Any, bucket: str, zarr_id: str) -> list[tuple[str, str]]:
