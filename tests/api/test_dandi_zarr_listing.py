@@ -159,4 +159,4 @@ def test_directory_listing_lives_at_id_dot_zarr(api: httpx.Client, zarr_id: str)
     )
     assert [d["name"] for d in first["directories"] + rest["directories"]] == ["0", "1", "2", "3"]
     assert api.get(f"/api/zarr/{zarr_id}.zarr/nope/").status_code == 404
-    assert api.get(f"/api/zarr/{zarr_id}.zarr/../").status_code in (400, 404)
+    assert api.get(f"/api/zarr/{zarr_id}.zarr/a%5Cb/").status_code == 400  # a backslash

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import base64
+import bisect
+import heapq
+import itertools
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -13,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from zarrchive.checksum.node import ChildDigest
 from zarrchive.db.models import (
     Asset,
     Dandiset,
@@ -29,6 +34,7 @@ from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
+from zarrchive.storage.objects import ObjectStore
 
 MAX_PAGE_SIZE = 1000
 
@@ -365,23 +371,101 @@ def _key_fragment(value: str, what: str) -> str:
 def list_objects(
     archive: Archive, zarr: Zarr, *, prefix: str = "", after: str = "", limit: int = 1000
 ) -> tuple[list[ObjectEntry], bool]:
-    """DANDI's flat listing: the Zarr's objects whose keys (relative to its root) begin with
-    *prefix* and sort after *after*, in key order (bytes of UTF-8, as S3 lists them), at
-    most *limit*; and whether more follow.  One S3 request (``ListObjectsV2`` with
-    ``StartAfter``) per page."""
+    """DANDI's flat listing: the Zarr's files whose paths begin with *prefix* and sort after
+    *after*, in key order (UTF-8 bytes, as AWS S3 lists keys), at most *limit*; and whether
+    more follow.
+
+    The keys, md5s and sizes come from a walk of the ``.checksum`` nodes in key order,
+    starting at *prefix*'s directory (so the order never depends on the S3 server's own,
+    which for SeaweedFS is not byte order); ``LastModified`` from one S3 listing of each
+    directory the page touches (``Delimiter="/"``), stopped once the page's files are seen.
+    """
     if not 0 <= limit <= MAX_OBJECT_PAGE:
         raise InvalidInput(f"limit must be between 0 and {MAX_OBJECT_PAGE}")
     prefix = _key_fragment(prefix, "prefix")
     after = _key_fragment(after, "after")
     if limit == 0:
         return [], False
-    base = zarr_prefix(zarr.id)
     store = archive.store_for(zarr.dandiset)
-    objects, more = store.list_page(
-        base + prefix, start_after=base + after if after else "", max_keys=limit
+    start, _, name_prefix = prefix.rpartition("/")
+    within = start + "/" if start else ""
+    after_rel: str | None
+    if not after or after < within:
+        after_rel = None
+    elif after.startswith(within):
+        after_rel = after[len(within) :]
+    else:
+        return [], False  # every key under the prefix sorts before *after*
+    found = list(itertools.islice(_walk(store, zarr.id, start, name_prefix, after_rel), limit + 1))
+    page = found[:limit]
+    modified = _last_modified(store, zarr, [path for path, _ in page])
+    entries = [
+        ObjectEntry(path, modified.get(path, zarr.modified_at), child.digest, child.size)
+        for path, child in page
+    ]
+    return entries, len(found) > limit
+
+
+def _walk(
+    store: ObjectStore, zarr_id: str, directory: str, name_prefix: str, after: str | None
+) -> Iterator[tuple[str, ChildDigest]]:
+    """The files below *directory* in key order: ``(path, child)``, only those whose path
+    relative to *directory* begins with *name_prefix* (no ``/`` in it) and sorts after
+    *after* (relative to *directory* too).  A subdirectory ``d`` sorts as ``d/``: its
+    keys are contiguous and ``d/`` orders it among its siblings (``a-b`` < ``a/`` < ``a0``)."""
+    node = NODE_CACHE.get(store, checksum_node_key(zarr_id, directory))
+    if node is None:
+        return
+    base = directory + "/" if directory else ""
+    names = node.file_names
+    first = bisect.bisect_left(names, name_prefix)
+    if after is not None:
+        first = max(first, bisect.bisect_right(names, after))
+    files = (
+        (name, False)
+        for name in itertools.takewhile(
+            lambda n: n.startswith(name_prefix), itertools.islice(names, first, None)
+        )
     )
-    entries = [ObjectEntry(o.key[len(base) :], o.last_modified, o.etag, o.size) for o in objects]
-    return entries, more
+    directories = sorted(
+        (key, True)
+        for key in (d + "/" for d in node.directory_names)
+        if key.startswith(name_prefix) and (after is None or key > after or after.startswith(key))
+    )
+    for key, is_directory in heapq.merge(files, directories):
+        if not is_directory:
+            yield base + key, node.files[key]
+            continue
+        inner = after[len(key) :] if after is not None and after.startswith(key) else None
+        yield from _walk(store, zarr_id, base + key[:-1], "", inner)
+
+
+def _last_modified(store: ObjectStore, zarr: Zarr, paths: list[str]) -> dict[str, datetime]:
+    """When S3 last wrote each of *paths* (one listing per directory, from the file before
+    the first one needed when names are ASCII, where every S3 orders keys by bytes)."""
+    by_directory: dict[str, set[str]] = {}
+    for path in paths:
+        directory, name = split_path(path)
+        by_directory.setdefault(directory, set()).add(name)
+    result: dict[str, datetime] = {}
+    for directory, needed in by_directory.items():
+        prefix = zarr_object_key(zarr.id, directory + "/") if directory else zarr_prefix(zarr.id)
+        start_after = ""
+        node = NODE_CACHE.get(store, checksum_node_key(zarr.id, directory))
+        first = min(needed)
+        if node is not None and first.isascii():
+            index = bisect.bisect_left(node.file_names, first)
+            if index > 0 and node.file_names[index - 1].isascii():
+                start_after = prefix + node.file_names[index - 1]
+        missing = set(needed)
+        for info in store.iter_directory(prefix, start_after=start_after):
+            name = info.key[len(prefix) :]
+            if name in missing:
+                result[f"{directory}/{name}" if directory else name] = info.last_modified
+                missing.discard(name)
+                if not missing:
+                    break
+    return result
 
 
 def object_url(archive: Archive, zarr: Zarr, path: str, *, method: str = "GET") -> str:

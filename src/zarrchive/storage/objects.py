@@ -353,26 +353,23 @@ class ObjectStore:
                         last_modified=item["LastModified"],
                     )
 
-    def list_page(
-        self, prefix: str, *, start_after: str = "", max_keys: int = 1000
-    ) -> tuple[list[ObjectInfo], bool]:
-        """One ``ListObjectsV2`` request: at most *max_keys* (1..1000) current objects under
-        *prefix* whose keys sort after *start_after*, in key order; and whether more follow."""
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
+    def iter_directory(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]:
+        """The current objects directly under *prefix* (``Delimiter="/"``: nothing of its
+        subdirectories), from the first key after *start_after*, in the S3's order."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
         if start_after:
             kwargs["StartAfter"] = start_after
-        page = self._call(self.client.list_objects_v2, **kwargs)
-        objects = [
-            ObjectInfo(
-                key=item["Key"],
-                size=int(item["Size"]),
-                etag=_strip(item["ETag"]),
-                version_id=None,
-                last_modified=item["LastModified"],
-            )
-            for item in page.get("Contents", [])
-        ]
-        return objects, bool(page.get("IsTruncated")) and bool(objects)
+        with s3_errors(f"listing of {prefix!r}"):
+            for page in paginator.paginate(**kwargs):
+                for item in page.get("Contents", []):
+                    yield ObjectInfo(
+                        key=item["Key"],
+                        size=int(item["Size"]),
+                        etag=_strip(item["ETag"]),
+                        version_id=None,
+                        last_modified=item["LastModified"],
+                    )
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
         """Every version and delete marker under *prefix*: by key, newest first."""

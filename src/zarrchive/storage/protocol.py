@@ -99,11 +99,9 @@ class ObjectStoreProtocol(Protocol):
         """Current objects under *prefix*, in key order."""
         ...
 
-    def list_page(
-        self, prefix: str, *, start_after: str = "", max_keys: int = 1000
-    ) -> tuple[list[ObjectInfo], bool]:
-        """At most *max_keys* current objects under *prefix* after *start_after*, in key
-        order (one request); and whether more follow."""
+    def iter_directory(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]:
+        """The current objects directly under *prefix* (not in its subdirectories), from
+        the first key after *start_after*."""
         ...
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
