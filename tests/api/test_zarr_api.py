@@ -367,4 +367,6 @@ def test_list_zarrs(api: httpx.Client, zarr_id: str, dandiset: str) -> None:
     ]
     assert rest["next"] is None and rest["previous"] is not None
     assert api.get("/api/zarr/", params={**params, "page": 3}).status_code == 404
+    for bad in ({"page": 0}, {"page": 10**17}, {"page_size": 1001}, {"page": "x"}):
+        assert api.get("/api/zarr/", params=bad).status_code == 400, bad
     assert api.get("/api/zarr/", params={"dandiset": "000999"}).status_code == 404

@@ -13,6 +13,8 @@ T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+#: The largest page number: offsets stay within a 64-bit integer (the databases' limit).
+MAX_PAGE = 10**9
 
 
 class Page(BaseModel, Generic[T]):
@@ -24,7 +26,7 @@ class Page(BaseModel, Generic[T]):
     results: list[T]
 
 
-PageNumber = Annotated[int, Query(ge=1, description="The page, from 1")]
+PageNumber = Annotated[int, Query(ge=1, le=MAX_PAGE, description="The page, from 1")]
 PageSize = Annotated[
     int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Items per page (at most {MAX_PAGE_SIZE})")
 ]
