@@ -17,6 +17,8 @@ from tests.helpers.zarr_client import (
     md5,
     upload,
 )
+from zarrchive.services.runtime import Archive
+from zarrchive.storage.keys import zarr_object_key
 
 #: names whose key order (UTF-8 bytes, as S3 lists) differs from a directory walk's order
 FILES = {
@@ -29,6 +31,10 @@ FILES = {
     "B": b"7",
     "\u00e9t\u00e9/x": b"8",
     "z/\u4e2d": b"9",
+    "z/a b": b"space",
+    "z/a#b": b"hash",
+    "z/a%b": b"percent",
+    "z/a~": b"tilde",
     ".zgroup": b"{}",
     "files/x": b"a directory named files",
     "upload/y": b"and upload",
@@ -41,14 +47,23 @@ def keys(files: dict[str, bytes], prefix: str = "", after: str = "") -> list[str
     return sorted(chosen, key=lambda k: k.encode("utf-8"))
 
 
-def test_flat_listing_pages_exactly_the_sorted_keys(api: httpx.Client, zarr_id: str) -> None:
+def test_flat_listing_pages_exactly_the_sorted_keys(
+    api: httpx.Client, zarr_id: str, archive: Archive
+) -> None:
     upload(api, zarr_id, FILES)
     everything, pages = flat_listing(api, zarr_id)
     assert pages == 1 and [r["Key"] for r in everything] == keys(FILES)
     for row in everything:
         assert set(row) == {"Key", "LastModified", "ETag", "Size"}
         assert row["ETag"] == md5(FILES[row["Key"]]) and row["Size"] == len(FILES[row["Key"]])
-        assert datetime.fromisoformat(row["LastModified"]).tzinfo is not None
+        s3 = archive.store.head(zarr_object_key(zarr_id, row["Key"]))
+        assert s3 is not None
+        assert datetime.fromisoformat(row["LastModified"]) == s3.last_modified, row["Key"]
+    # LastModified of pages cut inside a directory too
+    for row in flat_listing(api, zarr_id, limit=3, prefix="z/")[0]:
+        s3 = archive.store.head(zarr_object_key(zarr_id, row["Key"]))
+        assert s3 is not None
+        assert datetime.fromisoformat(row["LastModified"]) == s3.last_modified, row["Key"]
     for limit in (1, 3, 7, 1000):
         for prefix in ("", "a", "a/", "arr/1", "arr/1/", "\u00e9", "nothing"):
             got, pages = flat_listing(api, zarr_id, limit=limit, prefix=prefix)

@@ -458,13 +458,18 @@ def _last_modified(store: ObjectStore, zarr: Zarr, paths: list[str]) -> dict[str
             if index > 0 and node.file_names[index - 1].isascii():
                 start_after = prefix + node.file_names[index - 1]
         missing = set(needed)
-        for info in store.iter_directory(prefix, start_after=start_after):
-            name = info.key[len(prefix) :]
-            if name in missing:
-                result[f"{directory}/{name}" if directory else name] = info.last_modified
-                missing.discard(name)
-                if not missing:
-                    break
+        # from the start again if the S3's order skipped some (SeaweedFS's is not byte order
+        # for every name); what is still missing (being applied) keeps the Zarr's time
+        for start in dict.fromkeys((start_after, "")):
+            for info in store.iter_directory(prefix, start_after=start):
+                name = info.key[len(prefix) :]
+                if name in missing:
+                    result[f"{directory}/{name}" if directory else name] = info.last_modified
+                    missing.discard(name)
+                    if not missing:
+                        break
+            if not missing:
+                break
     return result
 
 
