@@ -7,6 +7,8 @@ LINDI_VENV := .venv-lindi
 LINDI_STAMP := $(LINDI_VENV)/.installed-stamp
 SCHEMATHESIS_VENV := .venv-schemathesis
 SCHEMATHESIS_STAMP := $(SCHEMATHESIS_VENV)/.installed-stamp
+S3FS_VENV := .venv-s3fs
+S3FS_STAMP := $(S3FS_VENV)/.installed-stamp
 # Installs are reproducible: every environment is installed from a lock file (exact versions
 # and hashes) by uv, itself pinned; `make lock` regenerates the locks after a dependency change.
 UV_VERSION := 0.13.9
@@ -30,6 +32,7 @@ lock: | $(BIN)/python
 	$(COMPILE) pyproject.toml --extra test -o $(LOCK)
 	$(COMPILE) requirements/lindi.in -o requirements/lindi.lock
 	$(COMPILE) requirements/schemathesis.in -o requirements/schemathesis.lock
+	$(COMPILE) requirements/s3fs.in -o requirements/s3fs.lock
 
 # Test oracles live in environments of their own (each pins what clashes with ours).
 # lindi 0.4.6 pins zarr<3.
@@ -46,6 +49,12 @@ $(SCHEMATHESIS_STAMP): requirements/schemathesis.lock | $(BIN)/python
 
 .venv-schemathesis: $(SCHEMATHESIS_STAMP)
 
+# s3fs + zarr: zarr-python reading the public bucket anonymously (anon=True), as DANDI's users do.
+$(S3FS_STAMP): requirements/s3fs.lock | $(BIN)/python
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(S3FS_VENV)
+	$(UV) pip install --quiet --python $(S3FS_VENV)/bin/python --require-hashes -r requirements/s3fs.lock
+	touch $(S3FS_STAMP)
+
 install: $(STAMP)
 
 serve: $(STAMP)
@@ -58,8 +67,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP)
-	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python $(BIN)/pytest
+pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP)
+	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python \
+	ZARRCHIVE_S3FS_PYTHON=$(CURDIR)/$(S3FS_VENV)/bin/python $(BIN)/pytest
 
 # The reliability suite at full size (fuzz, races, crashes, faults, authorization, bad input):
 # see README "Reliability".  `make test` runs the same tests on a small budget.
@@ -69,4 +79,4 @@ reliability: $(STAMP) $(SCHEMATHESIS_STAMP)
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -10,7 +10,7 @@ open a batch of the server's ``max_batch_files`` (``POST /upload/``), PUT every 
 presigned URL (``--jobs`` at once), ``POST /upload/complete/``.  Then, in order:
 
 - ``complete`` p50/p99 per size decade of the Zarr;
-- listings (``GET /api/zarr/{id}/files/``) at the root and a leaf, cold then warm;
+- listings (``GET /api/zarr/{id}.zarr/{directory}``) at the root and a leaf, cold then warm;
 - the manifest end to end: from the last ``complete`` until the manifest of the final checksum
   is listed, and ``ListObjectVersions`` of the Zarr alone (one paginator, then the parallel
   listing of ``ObjectStore.iter_current_versions``) for comparison;
@@ -426,11 +426,11 @@ def main() -> None:
             print(f"    = {par.detail}")
         store.close()
 
-        for where, params in (("root", {}), ("leaf", {"prefix": LEAF})):
+        for where, directory in (("root", ""), ("leaf", LEAF.strip("/") + "/")):
             for state in ("cold", "warm"):
 
-                def listing(params: dict[str, str] = params) -> tuple[None, str]:
-                    page = api.get(f"/api/zarr/{zarr_id}/files/", params=params)
+                def listing(directory: str = directory) -> tuple[None, str]:
+                    page = api.get(f"/api/zarr/{zarr_id}.zarr/{directory}")
                     body = page.raise_for_status().json()
                     return None, f"{len(body['files'])} files, {len(body['directories'])} dirs"
 

@@ -49,7 +49,7 @@ def publish(api: httpx.Client, dandiset: str) -> str:
 
 
 def delete(api: httpx.Client, zarr_id: str, paths: list[str]) -> None:
-    ok(api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": p} for p in paths]))
+    ok(api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": p} for p in paths]), 204)
 
 
 def s3_versions(s3: Any, bucket: str, zarr_id: str) -> list[tuple[str, str]]:
@@ -213,8 +213,8 @@ def test_routes_win_over_the_live_catch_all(api: httpx.Client, dandiset: str, za
     upload(api, zarr_id, files)
     add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
     assert ok(api.get(f"/api/zarr/{zarr_id}/snapshots/")) == []
-    # the live directory named "snapshots" stays reachable through files/?prefix=
-    page = ok(api.get(f"/api/zarr/{zarr_id}/files/", params={"prefix": "snapshots"}))
+    # the live directory named "snapshots" stays reachable through {id}.zarr/{path}
+    page = ok(api.get(f"/api/zarr/{zarr_id}.zarr/snapshots/"))
     assert [f["path"] for f in page["files"]] == ["snapshots/x"]
     publish(api, dandiset)
     checksum = oracle(files)

@@ -65,18 +65,18 @@ def test_delete_files_and_empty_directories(
         f"/api/zarr/{zarr_id}/files/",
         json=[{"path": "arr/sub/deep/x"}, {"path": "arr/sub/deep/y"}, {"path": "other/only"}],
     )
-    assert response.status_code == 200, response.text
+    assert response.status_code == 204, response.text  # DANDI's answer: no content
     remaining = {p: b for p, b in FILES.items() if not p.startswith(("arr/sub", "other"))}
-    assert response.json()["checksum"] == oracle(remaining)
+    assert info(api, zarr_id)["checksum"] == oracle(remaining)
     assert s3_body(archive, zarr_id, "other/only") is None
     # nodes of the emptied directories are gone; the rest are exact
     assert_nodes_match(archive, zarr_id, remaining, s3)
     response = api.request(
         "DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": p} for p in remaining]
     )
-    assert response.status_code == 200
-    assert response.json()["checksum"] == EMPTY_CHECKSUM
-    assert response.json()["file_count"] == 0
+    assert response.status_code == 204
+    assert info(api, zarr_id)["checksum"] == EMPTY_CHECKSUM
+    assert info(api, zarr_id)["file_count"] == 0
     assert_nodes_match(archive, zarr_id, {}, s3)
 
 
@@ -207,7 +207,7 @@ def test_second_batch_conflicts(api: httpx.Client, zarr_id: str) -> None:
     # deletions are queued behind an open batch, but only of files the Zarr has: a file
     # of the open batch is not one yet
     response = api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": "a"}])
-    assert response.status_code == 404
+    assert response.status_code == 400  # DANDI's status for a file that does not exist
     assert response.json()["detail"]["missing"] == ["a"]
 
 
@@ -220,7 +220,7 @@ def test_delete_missing_paths_deletes_nothing(
         f"/api/zarr/{zarr_id}/files/",
         json=[{"path": "arr/0"}, {"path": "nope"}, {"path": "arr"}],
     )
-    assert response.status_code == 404
+    assert response.status_code == 400
     assert response.json()["detail"]["missing"] == ["nope", "arr"]
     assert s3_body(archive, zarr_id, "arr/0") == b"zero"
     assert info(api, zarr_id)["checksum"] == oracle(FILES)
@@ -318,16 +318,18 @@ def test_browse(api: httpx.Client, zarr_id: str) -> None:
     assert api.get(f"/api/zarr/{zarr_id}/arr/", params={"page_size": 0}).status_code == 400
     assert api.get(f"/api/zarr/{zarr_id}/arr/", params={"cursor": "garbage"}).status_code == 400
     assert root["checksum"] == oracle(FILES)
-    # the dedicated listing route: the root by default, any directory by prefix
-    listing = api.get(f"/api/zarr/{zarr_id}/files/").json()
+    # {id}.zarr/{path}: every directory, the root included
+    listing = api.get(f"/api/zarr/{zarr_id}.zarr/").json()
     assert [d["name"] for d in listing["directories"]] == ["arr", "other"]
     assert [f["name"] for f in listing["files"]] == [".zgroup"]
     assert listing["digest"] == root["checksum"] and listing["path"] == ""
     assert api.get(f"/api/zarr/{zarr_id}//").json() == listing
-    sub = api.get(f"/api/zarr/{zarr_id}/files/", params={"prefix": "arr/sub"}).json()
+    sub = api.get(f"/api/zarr/{zarr_id}.zarr/arr/sub/").json()
     assert [d["path"] for d in sub["directories"]] == ["arr/sub/deep"]
-    missing = api.get(f"/api/zarr/{zarr_id}/files/", params={"prefix": "arr/0"})
+    assert api.get(f"/api/zarr/{zarr_id}.zarr/arr/sub").json() == sub
+    missing = api.get(f"/api/zarr/{zarr_id}.zarr/arr/0/")
     assert missing.status_code == 404  # a file is not a directory
+    assert api.get(f"/api/zarr/{zarr_id}.zarr/arr/0").json()["type"] == "file"
 
 
 def test_info(api: httpx.Client, archive: Archive) -> None:
@@ -350,10 +352,21 @@ def test_info(api: httpx.Client, archive: Archive) -> None:
 def test_list_zarrs(api: httpx.Client, zarr_id: str, dandiset: str) -> None:
     second = api.post("/api/zarr/", json={"name": "b.zarr", "dandiset": dandiset}).json()
     listed = api.get("/api/zarr/", params={"dandiset": dandiset}).json()
-    assert sorted(z["zarr_id"] for z in listed) == sorted([zarr_id, second["zarr_id"]])
+    assert listed["count"] == 2 and listed["next"] is None and listed["previous"] is None
+    assert [z["zarr_id"] for z in listed["results"]] == [zarr_id, second["zarr_id"]]
     named = api.get("/api/zarr/", params={"dandiset": dandiset, "name": "b.zarr"}).json()
-    assert [z["zarr_id"] for z in named] == [second["zarr_id"]]
-    first_page = api.get("/api/zarr/", params={"page_size": 1}).json()
-    rest = api.get("/api/zarr/", params={"after": first_page[0]["zarr_id"]}).json()
-    assert len(first_page) == 1 and len(rest) == 1
+    assert [z["zarr_id"] for z in named["results"]] == [second["zarr_id"]]
+    params = {"dandiset": dandiset, "page_size": 1}
+    first_page = api.get("/api/zarr/", params=params).json()
+    assert first_page["count"] == 2 and first_page["previous"] is None
+    rest = api.get(first_page["next"]).json()  # a full URL
+    assert first_page["next"].startswith("http") and "page=2" in first_page["next"]
+    assert [z["zarr_id"] for z in first_page["results"] + rest["results"]] == [
+        zarr_id,
+        second["zarr_id"],
+    ]
+    assert rest["next"] is None and rest["previous"] is not None
+    assert api.get("/api/zarr/", params={**params, "page": 3}).status_code == 404
+    for bad in ({"page": 0}, {"page": 10**17}, {"page_size": 1001}, {"page": "x"}):
+        assert api.get("/api/zarr/", params=bad).status_code == 400, bad
     assert api.get("/api/zarr/", params={"dandiset": "000999"}).status_code == 404

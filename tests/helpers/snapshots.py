@@ -35,8 +35,8 @@ def snapshot_base(zarr_id: str, checksum: str) -> str:
 
 def walk(client: httpx.Client, base: str, page_size: int = 2) -> dict[str, dict[str, Any]]:
     """Every file of a snapshot (*base*: ``.../snapshots/{checksum}/``) or of the live Zarr
-    (*base*: ``/api/zarr/{id}/``), through ``{base}files/?prefix=``: ``path -> listing
-    entry``, following every page."""
+    (*base*: ``/api/zarr/{id}/``), through ``{base}files/?prefix=`` (the live Zarr:
+    ``/api/zarr/{id}.zarr/{directory}/``): ``path -> listing entry``, following every page."""
     found: dict[str, dict[str, Any]] = {}
     stack = [""]
     while stack:
@@ -46,8 +46,13 @@ def walk(client: httpx.Client, base: str, page_size: int = 2) -> dict[str, dict[
             params: dict[str, Any] = {"page_size": page_size}
             if cursor:
                 params["cursor"] = cursor
-            params["prefix"] = directory
-            page = _ok(client.get(base + "files/", params=params))
+            if "/snapshots/" in base:
+                params["prefix"] = directory
+                url = base + "files/"
+            else:  # the live Zarr: /api/zarr/{id}.zarr/{directory}/
+                quoted = urllib.parse.quote(directory, safe="/~") + "/" if directory else ""
+                url = base.rstrip("/") + ".zarr/" + quoted
+            page = _ok(client.get(url, params=params))
             for entry in page["files"]:
                 found[entry["path"]] = entry
             stack.extend(d["path"] for d in page["directories"])

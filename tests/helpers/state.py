@@ -35,7 +35,10 @@ def snapshot(
         "dandiset": api.get(f"/api/dandisets/{dandiset}/").json(),
         "versions": api.get(f"/api/dandisets/{dandiset}/versions/").json(),
         "assets": api.get(f"/api/dandisets/{dandiset}/versions/draft/assets/").json(),
-        "zarrs": sorted(z["zarr_id"] for z in api.get("/api/zarr/").json()),
+        "zarrs": sorted(
+            z["zarr_id"]
+            for z in api.get("/api/zarr/", params={"page_size": 1000}).json()["results"]
+        ),
     }
     for bucket in buckets:
         for prefix in (f"zarr/{zarr_id}/", f"zarr_checksums/{zarr_id}/"):

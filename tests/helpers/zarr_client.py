@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -97,10 +98,19 @@ def wait_at_rest(api: httpx.Client, zarr_id: str, timeout: float = 120) -> dict[
 
 
 def delete_files(api: httpx.Client, zarr_id: str, paths: list[str]) -> dict[str, Any]:
-    info: dict[str, Any] = expect(
-        api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": p} for p in paths])
+    """Delete files (DANDI's 204), then the Zarr's info."""
+    expect(
+        api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": p} for p in paths]),
+        204,
     )
+    info: dict[str, Any] = expect(api.get(f"/api/zarr/{zarr_id}/"))
     return info
+
+
+def directory_url(zarr_id: str, directory: str) -> str:
+    """The route listing a directory of the live Zarr (``""``: the root)."""
+    path = urllib.parse.quote(directory, safe="/~") + "/" if directory else ""
+    return f"/api/zarr/{zarr_id}.zarr/{path}"
 
 
 def list_files(api: httpx.Client, zarr_id: str) -> dict[str, tuple[int, str]]:
@@ -111,10 +121,10 @@ def list_files(api: httpx.Client, zarr_id: str) -> dict[str, tuple[int, str]]:
         directory = pending.pop()
         cursor: str | None = None
         while True:
-            params: dict[str, Any] = {"prefix": directory, "page_size": 1000}
+            params: dict[str, Any] = {"page_size": 1000}
             if cursor:
                 params["cursor"] = cursor
-            page = expect(api.get(f"/api/zarr/{zarr_id}/files/", params=params))
+            page = expect(api.get(directory_url(zarr_id, directory), params=params))
             for entry in page["files"]:
                 found[entry["path"]] = (entry["size"], entry["digest"])
             pending += [entry["path"] for entry in page["directories"]]

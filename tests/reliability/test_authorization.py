@@ -29,6 +29,7 @@ from zarrchive.manifest import manifest_key
 from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key
+from zarrchive.storage.objects import md5_to_content_md5
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 PART = "authorization"
@@ -197,6 +198,24 @@ ROWS = [
         snapshot=True,
     ),
     Row("GET", Z + "files/", "read", lambda w: f"/api/zarr/{w.zarr_id}/files/"),
+    Row("HEAD", Z + "files/", "read", lambda w: f"/api/zarr/{w.zarr_id}/files/?prefix=arr/0"),
+    Row(
+        "POST",
+        Z + "files/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/files/",
+        lambda w: [{"path": "x", "base64md5": md5_to_content_md5(md5(b"x"))}],
+        mutating=True,
+    ),
+    Row(
+        "POST",
+        Z + "finalize/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/finalize/",
+        mutating=True,
+        prepare=_open_batch,
+    ),
+    Row("GET", "/api/zarr/{zarr_id}.zarr/{path}", "read", lambda w: f"/api/zarr/{w.zarr_id}.zarr/"),
     Row("GET", Z + "{path}", "read", lambda w: f"/api/zarr/{w.zarr_id}/arr/0"),
     Row("GET", D + "versions/", "read", lambda w: f"/api/dandisets/{w.dandiset}/versions/"),
     Row("GET", V, "read", lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/"),

@@ -83,7 +83,7 @@ class Client:
             self.call("cancel", "DELETE", f"{z}/upload/")
         else:
             self.call("read", "GET", f"{z}/")
-            self.call("list", "GET", f"{z}/files/", params={"prefix": "a"})
+            self.call("list", "GET", f"{z}.zarr/a/")
 
     def close(self) -> None:
         self.api.close()

@@ -203,6 +203,20 @@ class ObjectStoreTests:
         # order), and the one caller (stale staging areas) needs no order
         assert sorted(store.iter_prefixes("d/")) == ["d/a b/", "d/a/", "d/b/"]
 
+    def test_a_directory_lists_its_own_objects_only_from_a_start(
+        self, store: ObjectStoreProtocol
+    ) -> None:
+        for key in ("f/a", "f/b", "f/c", "f/sub/x", "f/b-c", "fx"):
+            store.put(key, key.encode())
+        store.delete("f/c")
+        # only f/'s own current objects (not its subdirectory's, not deleted ones); as sets,
+        # since SeaweedFS's order is not S3's byte order for every name
+        listed = {o.key: o for o in store.iter_directory("f/")}
+        assert sorted(listed) == ["f/a", "f/b", "f/b-c"]
+        assert listed["f/a"].etag == md5(b"f/a") and listed["f/a"].size == 3
+        assert listed["f/a"].last_modified.tzinfo is not None
+        assert {o.key for o in store.iter_directory("f/", start_after="f/a")} == {"f/b", "f/b-c"}
+
     # -- removal for good ----------------------------------------------------------------------
     def test_purge_removes_every_version_and_marker_under_the_prefix(
         self, store: ObjectStoreProtocol
@@ -278,6 +292,8 @@ class ObjectStoreTests:
             store.put(key, body)
             assert httpx.get(store.presign_get(key, 60)).content == body
             assert httpx.get(store.public_url(key)).content == body
+            head = httpx.head(store.presign_head(key, 60))
+            assert head.status_code == 200 and head.headers["etag"].strip('"') == md5(body)
 
     # -- multipart uploads ---------------------------------------------------------------------
     def test_multipart_upload_assembles_the_parts(self, store: ObjectStoreProtocol) -> None:

@@ -66,6 +66,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.add_middleware(RequestGuard)
     app.include_router(info.router)
     app.include_router(dandisets.router)
+    app.include_router(zarrs.tree_router)  # first: {id}.zarr/{path} serves every path
     app.include_router(snapshots.router)  # before zarrs: its routes win over the catch-all
     app.include_router(zarrs.router)
     app.include_router(versions.router)

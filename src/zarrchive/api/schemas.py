@@ -55,6 +55,10 @@ class ZarrOut(BaseModel):
         description="`at_rest`; `open` (an upload batch is open); `applying` (verified "
         "batches are being applied: `checksum` changes when they are done)"
     )
+    status: str = Field(
+        description="DANDI's status: `Pending` (an upload batch is open), `Ingesting` "
+        "(verified batches are being applied), `Complete` (at rest: `checksum` is final)"
+    )
     created: datetime
     modified: datetime = Field(description="Last change of the Zarr's content or upload state")
     manifest_url: str | None = Field(
@@ -232,3 +236,44 @@ class ValidatingOut(BaseModel):
 
     upload_id: str
     status: str
+
+
+# -- DANDI's Zarr routes (files/, finalize/) -----------------------------------------------
+class ZarrFileIn(BaseModel):
+    """One file DANDI's ``POST /api/zarr/{id}/files/`` announces."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(description="Path of the file relative to the Zarr root")
+    base64md5: str = Field(description="The file's md5, base64 (the Content-MD5 value)")
+
+
+class ZarrObjectOut(BaseModel):
+    """One object of DANDI's flat listing (names as in S3's ``ListObjectsV2``)."""
+
+    Key: str = Field(description="The path relative to the Zarr's root")
+    LastModified: datetime
+    ETag: str = Field(description="The md5, unquoted")
+    Size: int
+
+
+class ZarrObjectPageOut(BaseModel):
+    next: str | None = Field(description="The URL of the next page (`after` set); null at the end")
+    results: list[ZarrObjectOut]
+
+
+class DroppedFileOut(BaseModel):
+    path: str
+    expected: str | None = Field(description="The md5 announced")
+    found: str | None = Field(description="The md5 in S3; null if never PUT")
+    reason: str = Field(description="`missing`, `differs` or `file_and_directory`")
+
+
+class FinalizeOut(BaseModel):
+    zarr_id: str
+    status: str = Field(description="The Zarr's status now: `Ingesting` until it is applied")
+    batch: str | None = Field(description="The batch finalized; null when none was open")
+    files: int = Field(description="Files verified and queued")
+    dropped: list[DroppedFileOut] = Field(
+        description="Files announced but left out: never PUT, another md5, or both a file and "
+        "a directory"
+    )

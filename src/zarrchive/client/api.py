@@ -369,8 +369,8 @@ class ApiClient:
 
     def find_zarr(self, dandiset: str, name: str) -> ZarrInfo | None:
         """The Zarr named *name* in *dandiset*, or None."""
-        rows = self._json("GET", "/api/zarr/", params={"dandiset": dandiset, "name": name})
-        for row in rows:
+        page = self._json("GET", "/api/zarr/", params={"dandiset": dandiset, "name": name})
+        for row in page["results"]:
             if row["name"] == name:
                 return ZarrInfo.from_json(row)
         return None
@@ -379,8 +379,11 @@ class ApiClient:
         self, zarr_id: str, directory: str, *, cursor: str | None = None, page_size: int = 1000
     ) -> DirectoryPage:
         """One page of a directory's listing (``""`` is the root)."""
-        path = f"/api/zarr/{_id(zarr_id)}/files/"
-        params: dict[str, str | int] = {"prefix": directory, "page_size": page_size}
+        # {id}.zarr/{path}: every directory, none shadowed by another route (files/, ...)
+        path = f"/api/zarr/{_id(zarr_id)}.zarr/" + (
+            quote(directory, safe="/~") + "/" if directory else ""
+        )
+        params: dict[str, str | int] = {"page_size": page_size}
         if cursor:
             params["cursor"] = cursor
         data = self._json("GET", path, params=params)
@@ -461,11 +464,10 @@ class ApiClient:
         self.request("DELETE", f"/api/zarr/{_id(zarr_id)}/upload/", retry=retry)
 
     def delete_files(self, zarr_id: str, paths: Sequence[str]) -> ZarrInfo:
-        return ZarrInfo.from_json(
-            self._json(
-                "DELETE", f"/api/zarr/{_id(zarr_id)}/files/", json=[{"path": p} for p in paths]
-            )
+        self.request(
+            "DELETE", f"/api/zarr/{_id(zarr_id)}/files/", json=[{"path": p} for p in paths]
         )
+        return self.get_zarr(zarr_id)
 
 
 def _id(zarr_id: str) -> str:

@@ -502,7 +502,7 @@ class Uploader:
             self.client.delete_files(zarr_id, paths)
         except ApiError as exc:
             detail = exc.detail if isinstance(exc.detail, dict) else {}
-            missing = detail.get("missing") if exc.status_code == 404 else None
+            missing = detail.get("missing") if exc.status_code in (400, 404) else None
             if isinstance(missing, list) and missing:
                 # Already gone: deleted by our own first attempt (its answer lost) or by
                 # another client meanwhile.  Delete the rest.

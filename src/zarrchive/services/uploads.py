@@ -57,6 +57,7 @@ For callers (routers, DANDI's ``files/`` + ``finalize/`` flow):
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 import uuid
@@ -84,6 +85,7 @@ from zarrchive.errors import (
     ArchiveBusy,
     BatchTooLarge,
     Conflict,
+    InvalidDigest,
     InvalidInput,
     NotFound,
     NoUploadInProgress,
@@ -745,10 +747,11 @@ def complete_batch(
         return get_zarr(session, user, zarr_id)
 
 
-def _verify_staged(
+def _check_staged(
     store: ObjectStore, zarr_id: str, uid: str, expected: dict[str, str | None]
-) -> dict[str, tuple[int, str | None]]:
-    """Check every file of a batch is staged with its md5; ``path -> (size, version id)``."""
+) -> tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]:
+    """Every file of a batch that is staged with its md5 (``path -> (size, version id)``),
+    and the problems (``{"path", "expected", "found"}``: missing, or another md5)."""
     prefix = staging_prefix(zarr_id, uid)
     latest: dict[str, tuple[str | None, int, str | None]] = {}
     for version in store.iter_versions(prefix):
@@ -767,6 +770,14 @@ def _verify_staged(
             problems.append({"path": path, "expected": etag, "found": found[0] if found else None})
         else:
             staged[path] = (found[1], found[2])
+    return staged, problems
+
+
+def _verify_staged(
+    store: ObjectStore, zarr_id: str, uid: str, expected: dict[str, str | None]
+) -> dict[str, tuple[int, str | None]]:
+    """Check every file of a batch is staged with its md5; ``path -> (size, version id)``."""
+    staged, problems = _check_staged(store, zarr_id, uid, expected)
     if problems:
         listed = ", ".join(
             f"{p['path']} (expected {p['expected']}, found {p['found'] or 'nothing'})"
@@ -776,6 +787,13 @@ def _verify_staged(
             f"{len(problems)} of {len(expected)} files of the batch are missing or differ in S3: "
             f"{listed}. Upload them again to their URLs and complete again, or cancel the batch.",
             detail={"message": "upload verification failed", "files": problems},
+        )
+    clashes = find_file_directory_clashes(sorted(expected))
+    if clashes:  # only a batch extended through DANDI's files/ can hold them
+        raise InvalidInput(
+            f"{len(clashes)} files of the batch are also directories of other files of it: "
+            f"{', '.join(clashes[:10])}; cancel the batch",
+            detail={"message": "files and directories of the same name", "problems": clashes},
         )
     return staged
 
@@ -826,7 +844,7 @@ def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Seque
             current = file_lookup(archive.store_for(zarr.dandiset), zarr.id, checked)
             missing = [p for p in checked if current[p] is None]
             if missing:
-                raise NotFound(
+                raise InvalidInput(
                     f"{len(missing)} of the paths are not files of Zarr {zarr.id}: "
                     f"{', '.join(missing[:20])}; nothing was deleted",
                     detail={"message": "files not found; nothing was deleted", "missing": missing},
@@ -846,3 +864,228 @@ def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Seque
     apply_pending(archive, zarr_id, wait=True, until_seq=seq)
     with archive.db.session() as session:
         return get_zarr(session, user, zarr_id)
+
+
+# -- DANDI's flow: POST files/ (open or extend the batch), finalize/ --------------------------
+#: An open batch that DANDI's ``files/`` route extends holds at most this many times
+#: ``max_batch_files`` files: an extension that would pass it first finalizes the open batch
+#: (verifies and queues what was PUT) and opens a new one.  dandi-cli PUTs each group it
+#: announced before announcing the next, so nothing it announced is lost to that.
+DANDI_BATCH_FACTOR = 20
+
+
+def md5_from_base64(value: str) -> str:
+    """The hex md5 of a base64 ``Content-MD5`` value (DANDI's ``base64md5``)."""
+    try:
+        raw = base64.b64decode(value.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError):
+        raw = b""
+    if len(raw) != 16:
+        raise InvalidDigest(
+            f"{value[:60]!r} is not a base64 md5 (24 characters encoding 16 bytes, as in "
+            "Content-MD5)"
+        )
+    return raw.hex()
+
+
+def dandi_batch_limit(archive: Archive) -> int:
+    """The most files of an open batch extended through DANDI's ``files/`` route."""
+    return archive.settings.max_batch_files * DANDI_BATCH_FACTOR
+
+
+@dataclass(frozen=True)
+class DroppedFile:
+    """A file an upload announced that ``finalize`` left out, and why."""
+
+    path: str
+    #: the md5 announced
+    expected: str | None
+    #: the md5 found in S3 (None: never PUT)
+    found: str | None
+    #: ``missing`` | ``differs`` | ``file_and_directory``
+    reason: str
+
+
+@dataclass(frozen=True)
+class FinalizeReport:
+    """What ``finalize`` did: the batch it verified and queued (None: no batch was open),
+    how many files it kept, and what it dropped."""
+
+    zarr_id: str
+    batch: str | None
+    files: int
+    dropped: list[DroppedFile]
+
+
+def _open_batch_files(session: Session, zarr_id: str) -> tuple[int, str, dict[str, str]] | None:
+    """The open batch's id, uid and ``path -> md5`` (without loading ORM rows per file)."""
+    row = session.execute(
+        select(UploadBatch.id, UploadBatch.uid).where(
+            UploadBatch.zarr_id == zarr_id, UploadBatch.state == BatchState.OPEN
+        )
+    ).first()
+    if row is None:
+        return None
+    batch_id, uid = row
+    files = session.execute(
+        select(UploadBatchFile.path, UploadBatchFile.etag).where(
+            UploadBatchFile.batch_id == batch_id
+        )
+    ).all()
+    return batch_id, uid, {p: e or "" for p, e in files}
+
+
+def extend_batch(
+    archive: Archive, user: User | None, zarr_id: str, files: Sequence[tuple[str, str]]
+) -> list[str]:
+    """DANDI's ``POST /api/zarr/{id}/files/``: add *files* (``(path, md5)``) to the Zarr's
+    open batch, opening one if there is none, and answer their presigned PUT URLs (signing
+    ``Content-MD5``, for the batch's staging keys) in the order given.
+
+    A path announced again (a retry, or a changed file) gets a new URL and its new md5.
+    Each request holds at most ``max_batch_files`` files; an open batch that would pass
+    :func:`dandi_batch_limit` is finalized first (see :data:`DANDI_BATCH_FACTOR`).
+    """
+    _check_batch_size(archive, len(files), "request")
+    checked = _validate_files(files)
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if status.pending:
+        _kick(archive, zarr_id)
+    _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
+    limit = dandi_batch_limit(archive)
+    with archive.db.session() as session:
+        current = _open_batch_files(session, zarr_id)
+    if current is not None:
+        added = sum(1 for p, _ in checked if p not in current[2])
+        if len(current[2]) + added > limit:
+            report = finalize(archive, user, zarr_id)
+            log.info(
+                "Zarr %s: the open batch reached %d files: finalized (%d files, %d dropped)",
+                zarr_id,
+                limit,
+                report.files,
+                len(report.dropped),
+            )
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        current = _open_batch_files(session, zarr.id)
+        if current is None:
+            batch = UploadBatch(
+                zarr_id=zarr.id,
+                uid=uuid.uuid4().hex,
+                kind=BatchKind.UPLOAD,
+                state=BatchState.OPEN,
+                created_by=user.id if user else None,
+            )
+            batch.files = [UploadBatchFile(path=p, etag=e) for p, e in checked]
+            session.add(batch)
+            try:
+                session.flush()
+            except IntegrityError as exc:  # a concurrent request opened one
+                raise UploadInProgress(
+                    f"Zarr {zarr.id}: another request opened an upload batch meanwhile: try again"
+                ) from exc
+            uid = batch.uid
+        else:
+            batch_id, uid, known = current
+            if len(known) + sum(1 for p, _ in checked if p not in known) > limit:
+                raise BatchTooLarge(
+                    f"Zarr {zarr.id}: the open upload batch would hold more than {limit} "
+                    "files: finalize it (POST .../finalize/) first"
+                )
+            for path, md5 in checked:
+                if path not in known:
+                    session.add(UploadBatchFile(batch_id=batch_id, path=path, etag=md5))
+                elif known[path] != md5:
+                    session.execute(
+                        update(UploadBatchFile)
+                        .where(UploadBatchFile.batch_id == batch_id, UploadBatchFile.path == path)
+                        .values(etag=md5)
+                    )
+        zarr.modified_at = utcnow()
+        store = archive.store_for(zarr.dandiset)
+    expiry = archive.settings.presign_expiry
+    return [store.presign_put(staging_object_key(zarr_id, uid, p), e, expiry) for p, e in checked]
+
+
+#: How often ``finalize`` verifies again when the batch changed while it was verified.
+FINALIZE_ROUNDS = 3
+
+
+def finalize(archive: Archive, user: User | None, zarr_id: str) -> FinalizeReport:
+    """DANDI's ``POST /api/zarr/{id}/finalize/``: end the open batch, always.
+
+    Every file it announced is checked in S3 (one listing of its staging area): files
+    never PUT, or PUT with another md5 than the last one announced, and files that are also
+    a directory of another file of the batch are **dropped** (logged, and named in the
+    report); the rest is recorded verified and queued, then applied like ``upload/complete/``
+    (copies and an incremental update of the ``.checksum`` tree; ``status`` is
+    ``Ingesting`` until it is applied, then ``Complete``).  A batch left empty is forgotten.
+    With no batch open, nothing to do: the answer says so (the Zarr is, or becomes,
+    ``Complete``).
+    """
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if status.pending:
+        _kick(archive, zarr_id)
+    for _round in range(FINALIZE_ROUNDS):
+        with archive.db.session() as session:
+            current = _open_batch_files(session, zarr_id)
+            store = archive.store_for(get_zarr(session, user, zarr_id).dandiset)
+        if current is None:
+            return FinalizeReport(zarr_id, None, 0, [])
+        _batch_id, uid, expected = current
+        staged, problems = _check_staged(store, zarr_id, uid, dict(expected))
+        dropped = [
+            DroppedFile(
+                str(p["path"]),
+                p["expected"],
+                p["found"],
+                "missing" if p["found"] is None else "differs",
+            )
+            for p in problems
+        ]
+        for path in find_file_directory_clashes(sorted(staged)):
+            dropped.append(DroppedFile(path, expected[path], expected[path], "file_and_directory"))
+            del staged[path]
+        with archive.db.write_session() as session:
+            zarr = _lock_for_write(session, user, zarr_id)
+            batch = _the_open_batch(session, zarr.id)
+            if batch is None or batch.uid != uid:
+                continue  # finalized or cancelled meanwhile: look again
+            if {f.path: f.etag or "" for f in batch.files} != expected:
+                continue  # extended meanwhile: verify again
+            batch.files = [f for f in batch.files if f.path in staged]
+            for f in batch.files:
+                f.size, f.staged_version = staged[f.path]
+            zarr.modified_at = utcnow()
+            if batch.files:
+                batch.state = BatchState.QUEUED
+                batch.seq = _next_seq(session, zarr.id)
+                at_rest = False
+            else:
+                session.delete(batch)
+                at_rest = not _has_pending(session, zarr.id)
+        break
+    else:
+        raise Conflict(
+            f"Zarr {zarr_id}: its upload batch kept changing while it was finalized: "
+            "finalize again when no upload is announcing files"
+        )
+    if dropped:
+        log.warning(
+            "Zarr %s: finalize dropped %d of %d files of batch %s (never PUT, another md5, "
+            "or a file that is also a directory), e.g. %s",
+            zarr_id,
+            len(dropped),
+            len(expected),
+            uid,
+            ", ".join(f"{d.path} ({d.reason})" for d in dropped[:5]),
+        )
+    if staged:
+        if not _schedule(archive, zarr_id):
+            apply_pending(archive, zarr_id, wait=True)
+    else:
+        _drop_staging(store, zarr_id, uid)
+        if at_rest:
+            queue_manifest(archive, zarr_id)
+    return FinalizeReport(zarr_id, uid, len(staged), dropped)

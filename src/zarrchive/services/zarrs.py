@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import base64
+import bisect
+import heapq
+import itertools
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from zarrchive.checksum.node import ChildDigest
 from zarrchive.db.models import (
     Asset,
     Dandiset,
@@ -21,15 +27,26 @@ from zarrchive.db.models import (
     ZarrManifest,
     ZarrPin,
 )
-from zarrchive.errors import InvalidInput, NotFound, ZarrFrozen
+from zarrchive.errors import InvalidInput, InvalidPath, NotFound, ZarrFrozen
 from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services.auth import can_read, readable_dandisets, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
+from zarrchive.storage.objects import ObjectStore
 
 MAX_PAGE_SIZE = 1000
+
+
+class ZarrStatus(StrEnum):
+    """DANDI's ``status`` of a Zarr (``ZarrArchiveStatus``), from its batches: ``Pending``
+    while an upload batch is open, ``Ingesting`` while verified batches (or a deletion) are
+    being applied, ``Complete`` when the Zarr is at rest (its ``checksum`` is final)."""
+
+    PENDING = "Pending"
+    INGESTING = "Ingesting"
+    COMPLETE = "Complete"
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,8 @@ class ZarrInfo:
     upload_in_progress: bool
     #: ``at_rest`` | ``open`` | ``applying`` (:class:`~zarrchive.services.uploads.UploadState`)
     upload_state: str
+    #: DANDI's ``Pending`` | ``Ingesting`` | ``Complete`` (:class:`ZarrStatus`)
+    status: str
     created: datetime
     modified: datetime
     manifest_url: str | None
@@ -111,9 +130,10 @@ def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str
     existing = session.scalar(
         select(Zarr.id).where(Zarr.dandiset_id == dandiset.id, Zarr.name == name)
     )
-    if existing is not None:
+    if existing is not None:  # DANDI's words: dandi-cli looks for them to reuse the Zarr
         raise InvalidInput(
-            f"dandiset {dandiset.identifier} already has a Zarr named {name!r} ({existing})"
+            f"Zarr already exists: dandiset {dandiset.identifier} already has a Zarr named "
+            f"{name!r} ({existing})"
         )
     zarr = Zarr(id=str(uuid.uuid4()), name=name, dandiset=dandiset, dandiset_id=dandiset.id)
     session.add(zarr)
@@ -121,7 +141,7 @@ def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str
         session.flush()
     except IntegrityError as exc:
         raise InvalidInput(
-            f"dandiset {dandiset.identifier} already has a Zarr named {name!r}"
+            f"Zarr already exists: dandiset {dandiset.identifier} already has a Zarr named {name!r}"
         ) from exc
     return zarr
 
@@ -133,23 +153,27 @@ def list_zarrs(
     dandiset_id: str | None = None,
     name: str | None = None,
     limit: int = 100,
-    after: str | None = None,
-) -> list[Zarr]:
-    """Zarrs visible to *user*, optionally of one dandiset and/or with one name."""
+    offset: int = 0,
+) -> tuple[list[Zarr], int]:
+    """A page of the Zarrs visible to *user* (optionally of one dandiset and/or with one
+    name), oldest first as DANDI orders them, and how many there are in all."""
     query = (
-        select(Zarr)
-        .join(Dandiset, Zarr.dandiset_id == Dandiset.id)
-        .where(readable_dandisets(user))
-        .order_by(Zarr.id)
-        .limit(limit)
+        select(Zarr).join(Dandiset, Zarr.dandiset_id == Dandiset.id).where(readable_dandisets(user))
     )
     if dandiset_id is not None:
         query = query.where(Zarr.dandiset_id == get_dandiset(session, user, dandiset_id).id)
     if name is not None:
         query = query.where(Zarr.name == name)
-    if after is not None:
-        query = query.where(Zarr.id > after)
-    return list(session.scalars(query))
+    count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(query.order_by(Zarr.created_at, Zarr.id).offset(offset).limit(limit))
+    return list(rows), count
+
+
+_STATUS_OF_STATE = {
+    "at_rest": ZarrStatus.COMPLETE,
+    "open": ZarrStatus.PENDING,
+    "applying": ZarrStatus.INGESTING,
+}
 
 
 def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
@@ -173,6 +197,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         size=zarr.size,
         upload_in_progress=status.open,
         upload_state=status.state.value,
+        status=_STATUS_OF_STATE[status.state.value].value,
         created=zarr.created_at,
         modified=zarr.modified_at,
         manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,
@@ -314,3 +339,151 @@ def download_urls(archive: Archive, zarr: Zarr, paths: list[str]) -> list[tuple[
         expiry = archive.settings.presign_expiry
         return [(p, store.presign_get(k, expiry)) for p, k in keys]
     return [(p, store.public_url(k)) for p, k in keys]
+
+
+# -- DANDI's flat listing of objects ---------------------------------------------------
+#: DANDI's largest (and default) ``limit`` of ``GET /api/zarr/{id}/files/``.
+MAX_OBJECT_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """One object of the Zarr as DANDI lists it (``Key`` relative to the Zarr's root)."""
+
+    key: str
+    last_modified: datetime
+    etag: str
+    size: int
+
+
+def _key_fragment(value: str, what: str) -> str:
+    """A key prefix (or a key to start after) relative to the Zarr's root: any beginning of
+    a valid path (``arr/``, ``arr/0``, ``arr/.z``); a leading ``/`` is dropped as DANDI does."""
+    value = value.lstrip("/")
+    if value:
+        try:
+            validate_path(value + "x")  # what follows may complete it into a valid path
+        except InvalidPath as exc:
+            raise InvalidPath(f"{what} {value!r} can't begin any path: {exc.message}") from None
+    return value
+
+
+def list_objects(
+    archive: Archive, zarr: Zarr, *, prefix: str = "", after: str = "", limit: int = 1000
+) -> tuple[list[ObjectEntry], bool]:
+    """DANDI's flat listing: the Zarr's files whose paths begin with *prefix* and sort after
+    *after*, in key order (UTF-8 bytes, as AWS S3 lists keys), at most *limit*; and whether
+    more follow.
+
+    The keys, md5s and sizes come from a walk of the ``.checksum`` nodes in key order,
+    starting at *prefix*'s directory (so the order never depends on the S3 server's own,
+    which for SeaweedFS is not byte order); ``LastModified`` from one S3 listing of each
+    directory the page touches (``Delimiter="/"``), stopped once the page's files are seen.
+    """
+    if not 0 <= limit <= MAX_OBJECT_PAGE:
+        raise InvalidInput(f"limit must be between 0 and {MAX_OBJECT_PAGE}")
+    prefix = _key_fragment(prefix, "prefix")
+    after = _key_fragment(after, "after")
+    if limit == 0:
+        return [], False
+    store = archive.store_for(zarr.dandiset)
+    start, _, name_prefix = prefix.rpartition("/")
+    within = start + "/" if start else ""
+    after_rel: str | None
+    if not after or after < within:
+        after_rel = None
+    elif after.startswith(within):
+        after_rel = after[len(within) :]
+    else:
+        return [], False  # every key under the prefix sorts before *after*
+    found = list(itertools.islice(_walk(store, zarr.id, start, name_prefix, after_rel), limit + 1))
+    page = found[:limit]
+    modified = _last_modified(store, zarr, [path for path, _ in page])
+    entries = [
+        ObjectEntry(path, modified.get(path, zarr.modified_at), child.digest, child.size)
+        for path, child in page
+    ]
+    return entries, len(found) > limit
+
+
+def _walk(
+    store: ObjectStore, zarr_id: str, directory: str, name_prefix: str, after: str | None
+) -> Iterator[tuple[str, ChildDigest]]:
+    """The files below *directory* in key order: ``(path, child)``, only those whose path
+    relative to *directory* begins with *name_prefix* (no ``/`` in it) and sorts after
+    *after* (relative to *directory* too).  A subdirectory ``d`` sorts as ``d/``: its
+    keys are contiguous and ``d/`` orders it among its siblings (``a-b`` < ``a/`` < ``a0``)."""
+    node = NODE_CACHE.get(store, checksum_node_key(zarr_id, directory))
+    if node is None:
+        return
+    base = directory + "/" if directory else ""
+    names = node.file_names
+    first = bisect.bisect_left(names, name_prefix)
+    if after is not None:
+        first = max(first, bisect.bisect_right(names, after))
+    files = (
+        (name, False)
+        for name in itertools.takewhile(
+            lambda n: n.startswith(name_prefix), itertools.islice(names, first, None)
+        )
+    )
+    directories = sorted(
+        (key, True)
+        for key in (d + "/" for d in node.directory_names)
+        if key.startswith(name_prefix) and (after is None or key > after or after.startswith(key))
+    )
+    for key, is_directory in heapq.merge(files, directories):
+        if not is_directory:
+            yield base + key, node.files[key]
+            continue
+        inner = after[len(key) :] if after is not None and after.startswith(key) else None
+        yield from _walk(store, zarr_id, base + key[:-1], "", inner)
+
+
+def _last_modified(store: ObjectStore, zarr: Zarr, paths: list[str]) -> dict[str, datetime]:
+    """When S3 last wrote each of *paths* (one listing per directory, from the file before
+    the first one needed when names are ASCII, where every S3 orders keys by bytes)."""
+    by_directory: dict[str, set[str]] = {}
+    for path in paths:
+        directory, name = split_path(path)
+        by_directory.setdefault(directory, set()).add(name)
+    result: dict[str, datetime] = {}
+    for directory, needed in by_directory.items():
+        prefix = zarr_object_key(zarr.id, directory + "/") if directory else zarr_prefix(zarr.id)
+        start_after = ""
+        node = NODE_CACHE.get(store, checksum_node_key(zarr.id, directory))
+        first = min(needed)
+        if node is not None and first.isascii():
+            index = bisect.bisect_left(node.file_names, first)
+            if index > 0 and node.file_names[index - 1].isascii():
+                start_after = prefix + node.file_names[index - 1]
+        missing = set(needed)
+        # from the start again if the S3's order skipped some (SeaweedFS's is not byte order
+        # for every name); what is still missing (being applied) keeps the Zarr's time
+        for start in dict.fromkeys((start_after, "")):
+            for info in store.iter_directory(prefix, start_after=start):
+                name = info.key[len(prefix) :]
+                if name in missing:
+                    result[f"{directory}/{name}" if directory else name] = info.last_modified
+                    missing.discard(name)
+                    if not missing:
+                        break
+            if not missing:
+                break
+    return result
+
+
+def object_url(archive: Archive, zarr: Zarr, path: str, *, method: str = "GET") -> str:
+    """Where to GET (or HEAD) the Zarr's file *path*: its public URL, or a presigned one
+    for an embargoed Zarr; :class:`NotFound` if the Zarr has no such file."""
+    path = validate_path(path.lstrip("/"))
+    store = archive.store_for(zarr.dandiset)
+    parent, name = split_path(path)
+    node = NODE_CACHE.get(store, checksum_node_key(zarr.id, parent))
+    if node is None or node.files.get(name) is None:
+        raise NotFound(f"Zarr {zarr.id} has no file {path!r}")
+    key = zarr_object_key(zarr.id, path)
+    if not zarr.dandiset.embargoed:
+        return store.public_url(key)
+    expiry = archive.settings.presign_expiry
+    return store.presign_head(key, expiry) if method == "HEAD" else store.presign_get(key, expiry)

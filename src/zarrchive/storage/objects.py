@@ -225,6 +225,13 @@ class ObjectStore:
         )
         return url
 
+    def presign_head(self, key: str, expires_in: int) -> str:
+        """A presigned HEAD URL of *key* (a presigned GET does not answer HEAD)."""
+        url: str = self.client.generate_presigned_url(
+            "head_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
+        )
+        return url
+
     def presign_get_version(self, key: str, version_id: str, expires_in: int) -> str:
         """A presigned GET URL of exactly one version of *key*."""
         url: str = self.client.generate_presigned_url(
@@ -337,6 +344,24 @@ class ObjectStore:
         paginator = self.client.get_paginator("list_objects_v2")
         with s3_errors(f"listing of {prefix!r}"):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    yield ObjectInfo(
+                        key=item["Key"],
+                        size=int(item["Size"]),
+                        etag=_strip(item["ETag"]),
+                        version_id=None,
+                        last_modified=item["LastModified"],
+                    )
+
+    def iter_directory(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]:
+        """The current objects directly under *prefix* (``Delimiter="/"``: nothing of its
+        subdirectories), from the first key after *start_after*, in the S3's order."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        with s3_errors(f"listing of {prefix!r}"):
+            for page in paginator.paginate(**kwargs):
                 for item in page.get("Contents", []):
                     yield ObjectInfo(
                         key=item["Key"],

@@ -49,6 +49,10 @@ class ObjectStoreProtocol(Protocol):
         ...
 
     # -- single objects -----------------------------------------------------------------------
+    def presign_head(self, key: str, expires_in: int) -> str:
+        """A presigned HEAD URL of *key*."""
+        ...
+
     def head(self, key: str) -> ObjectInfo | None:
         """The current version of *key* (size, md5 ETag, version id), ``None`` when absent."""
         ...
@@ -93,6 +97,11 @@ class ObjectStoreProtocol(Protocol):
     # -- listings --------------------------------------------------------------------------------
     def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         """Current objects under *prefix*, in key order."""
+        ...
+
+    def iter_directory(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]:
+        """The current objects directly under *prefix* (not in its subdirectories), from
+        the first key after *start_after*."""
         ...
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:

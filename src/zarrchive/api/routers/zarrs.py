@@ -4,28 +4,38 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import RedirectResponse
 from sqlalchemy.orm import Session
 
 from zarrchive.api.deps import ArchiveDep, UserDep
+from zarrchive.api.pagination import DEFAULT_PAGE_SIZE, Page, PageNumber, PageSize, make_page
 from zarrchive.api.schemas import (
     DeleteFile,
     DirectoryOut,
     DownloadUrlOut,
+    DroppedFileOut,
     FileOut,
+    FinalizeOut,
     ListingEntryOut,
     ManifestOut,
     UploadFile,
     UploadUrlOut,
     ZarrCreate,
+    ZarrFileIn,
+    ZarrObjectOut,
+    ZarrObjectPageOut,
     ZarrOut,
 )
 from zarrchive.db.models import Zarr
-from zarrchive.errors import NoUploadInProgress
+from zarrchive.errors import NotFound, NoUploadInProgress
 from zarrchive.services import manifests, uploads, zarrs
 from zarrchive.services.runtime import Archive
 
 router = APIRouter(tags=["zarr"])
+#: ``GET /api/zarr/{id}.zarr/{path}``: every file and directory, the root included, with no
+#: name taken by another route (the app includes it before the snapshot and Zarr routes).
+tree_router = APIRouter(tags=["zarr"])
 
 
 def zarr_out(archive: Archive, zarr_id: str, user: UserDep) -> ZarrOut:
@@ -47,22 +57,31 @@ def create_zarr(body: ZarrCreate, archive: ArchiveDep, user: UserDep) -> ZarrOut
         return _zarr_out(archive, session, zarr)
 
 
-@router.get("/api/zarr/", response_model=list[ZarrOut], summary="List Zarr archives")
+@router.get("/api/zarr/", response_model=Page[ZarrOut], summary="List Zarr archives")
 def list_zarrs(
+    request: Request,
     archive: ArchiveDep,
     user: UserDep,
     dandiset: str | None = None,
     name: str | None = None,
-    page_size: Annotated[int, Query(ge=1, le=1000)] = 100,
-    after: str | None = None,
-) -> list[ZarrOut]:
-    """Zarrs visible to the caller, filtered by dandiset and/or exact name, ordered by id;
-    pass the last id as `after` for the next page."""
+    page: PageNumber = 1,
+    page_size: PageSize = DEFAULT_PAGE_SIZE,
+) -> Page[ZarrOut]:
+    """Zarrs visible to the caller, filtered by dandiset and/or exact name, oldest first, in
+    DANDI's pages (`{count, next, previous, results}`, `?page=`, `?page_size=`)."""
     with archive.db.session() as session:
-        found = zarrs.list_zarrs(
-            session, user, dandiset_id=dandiset, name=name, limit=page_size, after=after
+        found, count = zarrs.list_zarrs(
+            session,
+            user,
+            dandiset_id=dandiset,
+            name=name,
+            limit=page_size,
+            offset=(page - 1) * page_size,
         )
-        return [_zarr_out(archive, session, z) for z in found]
+        if page > 1 and not found:
+            raise NotFound(f"invalid page {page}: there are {count} Zarrs")
+        results = [_zarr_out(archive, session, z) for z in found]
+    return make_page(request, results, count=count, page=page, page_size=page_size)
 
 
 @router.get("/api/zarr/{zarr_id}/", response_model=ZarrOut, summary="A Zarr archive")
@@ -157,35 +176,136 @@ def cancel_upload(zarr_id: str, archive: ArchiveDep, user: UserDep) -> Response:
     return Response(status_code=204)
 
 
-@router.delete("/api/zarr/{zarr_id}/files/", response_model=ZarrOut, summary="Delete files")
-def delete_files(
-    zarr_id: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
-) -> ZarrOut:
-    """All paths must be files of the Zarr, else 404 naming the missing ones and nothing is
-    deleted.  Allowed while an upload batch is open; completed batches are applied first."""
-    uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
-    return zarr_out(archive, zarr_id, user)
+ObjectPrefix = Annotated[
+    str, Query(description="A key prefix relative to the Zarr's root (not a directory)")
+]
+
+
+@router.head(
+    "/api/zarr/{zarr_id}/files/",
+    status_code=302,
+    response_class=Response,
+    summary="DANDI's HEAD of a file: redirect to its object",
+)
+@router.head("/api/zarr/{zarr_id}/files", response_class=Response, include_in_schema=False)
+def head_object(
+    zarr_id: str, archive: ArchiveDep, user: UserDep, prefix: ObjectPrefix = ""
+) -> Response:
+    """302 to the URL of the file `prefix` names (presigned for HEAD when embargoed)."""
+    with archive.db.session() as session:
+        zarr = zarrs.get_zarr(session, user, zarr_id)
+    return RedirectResponse(zarrs.object_url(archive, zarr, prefix, method="HEAD"), 302)
 
 
 @router.get(
     "/api/zarr/{zarr_id}/files/",
-    response_model=DirectoryOut,
-    summary="A page of a directory's listing (the root by default)",
+    response_model=ZarrObjectPageOut,
+    responses={302: {"description": "`download=true`: the object's URL"}},
+    summary="DANDI's flat listing of the Zarr's objects",
 )
-def list_directory(
+@router.get(
+    "/api/zarr/{zarr_id}/files",
+    response_model=ZarrObjectPageOut,
+    include_in_schema=False,
+)
+def list_objects(
     zarr_id: str,
+    request: Request,
     archive: ArchiveDep,
     user: UserDep,
-    prefix: Annotated[str, Query(description="The directory, e.g. `arr/0`; empty: the root")] = "",
-    page_size: Annotated[int, Query(ge=1, le=zarrs.MAX_PAGE_SIZE)] = 100,
-    cursor: str | None = None,
-) -> DirectoryOut:
-    """Directories and files with their digests and sizes, from the `.checksum` nodes."""
-    directory = prefix.strip("/")
+    prefix: ObjectPrefix = "",
+    after: Annotated[str, Query(description="List the keys that sort after this one")] = "",
+    limit: Annotated[int, Query(ge=0, le=zarrs.MAX_OBJECT_PAGE)] = zarrs.MAX_OBJECT_PAGE,
+    download: Annotated[
+        bool, Query(description="Redirect (302) to the object `prefix` names instead")
+    ] = False,
+) -> ZarrObjectPageOut | Response:
+    """Objects in key order (UTF-8 bytes, as S3 lists them) with DANDI's fields; `next`
+    is this URL with `after` set to the page's last key.  `download=true` redirects (302)
+    to the file `prefix` names: its public URL, presigned for embargoed Zarrs."""
     with archive.db.session() as session:
         zarr = zarrs.get_zarr(session, user, zarr_id)
-    listing = zarrs.list_directory(archive, zarr, directory, page_size=page_size, cursor=cursor)
-    return _directory_out(listing)
+    if download:
+        return RedirectResponse(zarrs.object_url(archive, zarr, prefix), status_code=302)
+    entries, more = zarrs.list_objects(archive, zarr, prefix=prefix, after=after, limit=limit)
+    next_url = (
+        str(request.url.include_query_params(after=entries[-1].key)) if more and entries else None
+    )
+    return ZarrObjectPageOut(
+        next=next_url,
+        results=[
+            ZarrObjectOut(Key=e.key, LastModified=e.last_modified, ETag=e.etag, Size=e.size)
+            for e in entries
+        ],
+    )
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/files/",
+    response_model=list[str],
+    summary="DANDI's upload: presigned PUT URLs for files (in request order)",
+)
+def create_files(
+    zarr_id: str, body: list[ZarrFileIn], archive: ArchiveDep, user: UserDep
+) -> list[str]:
+    """Adds the files to the Zarr's open upload batch (opening one if none is): PUT each to
+    its URL with `Content-MD5` (the `base64md5` given; a `Content-Type` may be added), then
+    `POST .../finalize/`.  At most `max_batch_files` per request; a path given again gets a
+    new URL.  Nothing changes in the Zarr before `finalize`."""
+    files = [(f.path, uploads.md5_from_base64(f.base64md5)) for f in body]
+    return uploads.extend_batch(archive, user, zarr_id, files)
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/finalize/",
+    response_model=FinalizeOut,
+    summary="DANDI's finalize: verify the upload and apply it",
+)
+def finalize(zarr_id: str, archive: ArchiveDep, user: UserDep) -> FinalizeOut:
+    """Checks every file the upload announced (present in S3 with its md5): files never
+    PUT or PUT with another md5 are dropped and named in `dropped`; the rest is queued and
+    applied (`status` `Ingesting`, then `Complete`).  With no batch open it does nothing."""
+    report = uploads.finalize(archive, user, zarr_id)
+    info = zarr_out(archive, report.zarr_id, user)
+    return FinalizeOut(
+        zarr_id=report.zarr_id,
+        status=info.status,
+        batch=report.batch,
+        files=report.files,
+        dropped=[DroppedFileOut(**d.__dict__) for d in report.dropped],
+    )
+
+
+@router.delete(
+    "/api/zarr/{zarr_id}/files/",
+    status_code=204,
+    summary="Delete files",
+)
+def delete_files(
+    zarr_id: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
+) -> Response:
+    """All paths must be files of the Zarr, else 400 naming the missing ones and nothing is
+    deleted.  Allowed while an upload batch is open; completed batches are applied first."""
+    uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
+    return Response(status_code=204)
+
+
+@tree_router.get(
+    "/api/zarr/{zarr_id}.zarr/{path:path}",
+    response_model=FileOut | DirectoryOut,
+    summary="A file, or a page of a directory's listing (any path; empty: the root)",
+)
+def browse_tree(
+    zarr_id: str,
+    path: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    page_size: Annotated[int, Query(ge=1, le=zarrs.MAX_PAGE_SIZE)] = 100,
+    cursor: str | None = None,
+) -> FileOut | DirectoryOut:
+    """As `GET /api/zarr/{id}/{path}`, for every path: `/api/zarr/{id}.zarr/` lists the
+    root, and names the Zarr routes take (`files/`, `upload/`, ...) are plain paths here."""
+    return browse(zarr_id, path, archive, user, page_size, cursor)
 
 
 @router.get(
