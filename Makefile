@@ -7,6 +7,8 @@ LINDI_VENV := .venv-lindi
 LINDI_STAMP := $(LINDI_VENV)/.installed-stamp
 SCHEMATHESIS_VENV := .venv-schemathesis
 SCHEMATHESIS_STAMP := $(SCHEMATHESIS_VENV)/.installed-stamp
+DANDI_VENV := .venv-dandi
+DANDI_STAMP := $(DANDI_VENV)/.installed-stamp
 # Installs are reproducible: every environment is installed from a lock file (exact versions
 # and hashes) by uv, itself pinned; `make lock` regenerates the locks after a dependency change.
 UV_VERSION := 0.13.9
@@ -30,6 +32,7 @@ lock: | $(BIN)/python
 	$(COMPILE) pyproject.toml --extra test -o $(LOCK)
 	$(COMPILE) requirements/lindi.in -o requirements/lindi.lock
 	$(COMPILE) requirements/schemathesis.in -o requirements/schemathesis.lock
+	$(COMPILE) requirements/dandi.in -o requirements/dandi.lock
 
 # Test oracles live in environments of their own (each pins what clashes with ours).
 # lindi 0.4.6 pins zarr<3.
@@ -46,6 +49,14 @@ $(SCHEMATHESIS_STAMP): requirements/schemathesis.lock | $(BIN)/python
 
 .venv-schemathesis: $(SCHEMATHESIS_STAMP)
 
+# DANDI's own client (dandi + pynwb), run as a CLI by tests/dandi against `zarrchive serve`.
+$(DANDI_STAMP): requirements/dandi.lock | $(BIN)/python
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(DANDI_VENV)
+	$(UV) pip install --quiet --python $(DANDI_VENV)/bin/python --require-hashes -r requirements/dandi.lock
+	touch $(DANDI_STAMP)
+
+.venv-dandi: $(DANDI_STAMP)
+
 install: $(STAMP)
 
 serve: $(STAMP)
@@ -58,8 +69,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP)
-	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python $(BIN)/pytest
+pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(DANDI_STAMP)
+	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python ZARRCHIVE_DANDI_VENV=$(CURDIR)/$(DANDI_VENV) $(BIN)/pytest
 
 # The reliability suite at full size (fuzz, races, crashes, faults, authorization, bad input):
 # see README "Reliability".  `make test` runs the same tests on a small budget.
@@ -69,4 +80,4 @@ reliability: $(STAMP) $(SCHEMATHESIS_STAMP)
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(DANDI_VENV) .pytest_cache .mypy_cache .ruff_cache
