@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
+
+from tests.helpers.server_process import ServerProcess
 
 DANDI_VENV_ENV = "ZARRCHIVE_DANDI_VENV"
 REPO = Path(__file__).resolve().parents[2]
@@ -105,8 +109,36 @@ def show(done: subprocess.CompletedProcess[str]) -> str:
     )
 
 
+@dataclass
+class DandiArchive:
+    """The server, its owner's and a stranger's tokens, and where ``dandi`` keeps its HOME."""
+
+    server: ServerProcess
+    owner: str
+    stranger: str
+    home: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def instance(self) -> str:
+        """dandi's name of the instance: ``host:port`` of ``services.api.url``."""
+        return self.url.removeprefix("http://")
+
+    def key(self, token: str) -> dict[str, str]:
+        """The environment variable giving dandi *token* (a name bash cannot export)."""
+        return {f"{self.instance.upper()}_API_KEY": token}
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"token {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60)
+
+
 __all__ = [
     "DANDI_VENV_ENV",
+    "DandiArchive",
     "dandi_environment",
     "dandi_venv",
     "require_dandi_venv",
