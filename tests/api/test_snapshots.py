@@ -292,7 +292,7 @@ def test_embargoed_snapshots_follow_the_embargo(
     assert httpx.get(private).status_code == 403
 
     ok(api.post(f"/api/dandisets/{dandiset}/unembargo/"))
-    assert ok(api.get(f"/api/dandisets/{dandiset}/"))["embargo_status"] == "open"
+    assert ok(api.get(f"/api/dandisets/{dandiset}/"))["embargo_status"] == "OPEN"
     # now public, anonymous, still exactly the pinned state (arr/0's old content included)
     assert read_snapshot(anon, zarr_id, checksum) == V1
     after = ok(anon.get(base + "arr/sub/1"))

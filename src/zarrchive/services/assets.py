@@ -70,8 +70,6 @@ def computed_metadata(asset: Asset) -> dict[str, Any]:
     """The stored metadata with the fields that follow the content filled in from it."""
     metadata = dict(asset.metadata_ or {})
     metadata["path"] = asset.path
-    metadata["identifier"] = asset.id
-    metadata["id"] = f"dandiasset:{asset.id}"
     if asset.zarr is not None:
         metadata["encodingFormat"] = ZARR_MEDIA_TYPE
         metadata["contentSize"] = asset.zarr.size
