@@ -421,6 +421,7 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
         wanted, found = f"md5 {upload.md5}", f" with md5 {found_md5}" if found_md5 else ""
         matches = head.size == upload.size and found_md5 == upload.md5
     if not matches:
+        kind = "etag" if upload.etag is not None else "md5"
         message = (
             f"upload {upload.id} does not match what was announced: expected {upload.size} "
             f"bytes with {wanted}, found {head.size} bytes{found}"
@@ -440,8 +441,8 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
             message,
             detail={
                 "message": "upload verification failed",
-                "expected": {"size": upload.size, "md5": upload.md5, "etag": upload.etag},
-                "found": {"size": head.size, "md5": found_md5, "etag": found_etag},
+                "expected": {"size": upload.size, kind: upload.etag or upload.md5},
+                "found": {"size": head.size, kind: found_etag if upload.etag else found_md5},
             },
         )
     duplicate = False
