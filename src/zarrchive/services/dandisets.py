@@ -195,6 +195,5 @@ def delete_dandiset(session: Session, user: User | None, identifier: str) -> Non
     versions = select(Version.id).where(Version.dandiset_id == dandiset.id)
     session.execute(delete(Asset).where(Asset.version_id.in_(versions)))
     session.execute(delete(Version).where(Version.dandiset_id == dandiset.id))
-    session.execute(delete(DandisetOwner).where(DandisetOwner.dandiset_id == dandiset.id))
-    session.delete(dandiset)
+    session.delete(dandiset)  # and its owners (the relationship's rows)
     session.flush()
