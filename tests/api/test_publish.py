@@ -84,6 +84,9 @@ def test_zarr_asset_lifecycle(
         }
     ]
     assert published["metadata"]["version"] == version
+    assert ok(api.get(f"/api/dandisets/{dandiset}/versions/{version}/"))["id"] == (
+        f"DANDI:{dandiset}/{version}"
+    )
     listed = ok(api.get(f"/api/dandisets/{dandiset}/versions/"))["results"]
     assert [v["version"] for v in listed] == [version, "draft"]
     assert [v["status"] for v in listed] == ["Published", "Published"]  # draft unchanged since
