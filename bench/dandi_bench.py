@@ -20,9 +20,11 @@ be shared: figures are noisy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -113,6 +115,7 @@ def main() -> None:
         env=env,
         stdout=open(work / "server.log", "wb"),  # noqa: SIM115 - lives as long as the server
         stderr=subprocess.STDOUT,
+        start_new_session=True,  # its embedded SeaweedFS too is stopped with its group
     )
     try:
         deadline = time.monotonic() + 120
@@ -190,8 +193,11 @@ def main() -> None:
         print(f"{options.files} files of {options.file_size} bytes; download identical: {same}")
         print("\n".join(lines))
     finally:
-        server.terminate()
-        server.wait(30)
+        server.send_signal(signal.SIGINT)  # Ctrl-C: stops the API and its SeaweedFS
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(30)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)  # whatever is left of the group
         shutil.rmtree(work, ignore_errors=True)
 
 
