@@ -163,6 +163,13 @@ def test_download_of_the_draft_is_byte_identical(
     assert got.read_bytes() == uploaded.nwb.read_bytes()
     yaml = (tmp_path / uploaded.dandiset / "dandiset.yaml").read_text()
     assert f"identifier: DANDI:{uploaded.dandiset}" in yaml
+    # one asset by its download URL
+    asset_id = assets(dandi_archive, uploaded.dandiset)[NWB_PATH]["asset_id"]
+    (tmp_path / "one").mkdir()
+    url = f"{dandi_archive.url}/api/assets/{asset_id}/download/"
+    code, out = dandi(dandi_archive, ["download", url], tmp_path / "one")
+    assert code == 0, out
+    assert (tmp_path / "one" / Path(NWB_PATH).name).read_bytes() == uploaded.nwb.read_bytes()
 
 
 def test_download_of_a_published_version(

@@ -299,6 +299,8 @@ ROWS = [
         lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/{w.asset_id}/",
         mutating=True,
     ),
+    Row("GET", "/api/assets/{asset_id}/", "read", lambda w: f"/api/assets/{w.asset_id}/"),
+    Row("GET", "/api/assets/{asset_id}/info/", "read", lambda w: f"/api/assets/{w.asset_id}/info/"),
     Row(
         "GET",
         "/api/assets/{asset_id}/download/",

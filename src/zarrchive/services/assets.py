@@ -296,6 +296,13 @@ def get_asset_by_id(session: Session, user: User | None, asset_id: str) -> Asset
     return asset
 
 
+def asset_info_by_id(session: Session, user: User | None, asset_id: str) -> AssetInfo:
+    asset = get_asset_by_id(session, user, asset_id)
+    dandiset = session.get(Dandiset, asset.version.dandiset_id)
+    assert dandiset is not None
+    return asset_info(asset, dandiset)
+
+
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     """DANDI's ``glob``: ``*`` any characters (``/`` too), ``?`` one, ``[...]`` a set."""
     return re.compile(fnmatch.translate(pattern), re.DOTALL)

@@ -169,6 +169,23 @@ def delete_asset(
     return Response(status_code=204)
 
 
+@router.get(
+    "/api/assets/{asset_id}/", response_model=dict[str, Any], summary="An asset's metadata, by id"
+)
+def get_asset_by_id(asset_id: str, archive: ArchiveDep, user: UserDep) -> dict[str, Any]:
+    with archive.db.session() as session:
+        asset = assets.get_asset_by_id(session, user, asset_id)
+        return assets.served_metadata(asset)
+
+
+@router.get("/api/assets/{asset_id}/info/", response_model=AssetOut, summary="An asset, by id")
+def get_asset_info_by_id(asset_id: str, archive: ArchiveDep, user: UserDep) -> AssetOut:
+    """The asset with its metadata, `dandiset` and `version` (how `dandi download` of an
+    `/api/assets/{asset_id}/download/` URL finds it)."""
+    with archive.db.session() as session:
+        return asset_out(assets.asset_info_by_id(session, user, asset_id))
+
+
 def _download(archive: ArchiveDep, user: UserDep, asset_id: str) -> RedirectResponse:
     with archive.db.session() as session:
         asset = assets.get_asset_by_id(session, user, asset_id)
