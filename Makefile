@@ -9,6 +9,8 @@ SCHEMATHESIS_VENV := .venv-schemathesis
 SCHEMATHESIS_STAMP := $(SCHEMATHESIS_VENV)/.installed-stamp
 S3FS_VENV := .venv-s3fs
 S3FS_STAMP := $(S3FS_VENV)/.installed-stamp
+DANDI_VENV := .venv-dandi
+DANDI_STAMP := $(DANDI_VENV)/.installed-stamp
 # Installs are reproducible: every environment is installed from a lock file (exact versions
 # and hashes) by uv, itself pinned; `make lock` regenerates the locks after a dependency change.
 UV_VERSION := 0.13.9
@@ -33,6 +35,7 @@ lock: | $(BIN)/python
 	$(COMPILE) requirements/lindi.in -o requirements/lindi.lock
 	$(COMPILE) requirements/schemathesis.in -o requirements/schemathesis.lock
 	$(COMPILE) requirements/s3fs.in -o requirements/s3fs.lock
+	$(COMPILE) requirements/dandi.in -o requirements/dandi.lock
 
 # Test oracles live in environments of their own (each pins what clashes with ours).
 # lindi 0.4.6 pins zarr<3.
@@ -55,6 +58,14 @@ $(S3FS_STAMP): requirements/s3fs.lock | $(BIN)/python
 	$(UV) pip install --quiet --python $(S3FS_VENV)/bin/python --require-hashes -r requirements/s3fs.lock
 	touch $(S3FS_STAMP)
 
+# DANDI's own client (dandi + pynwb), run as a CLI by tests/dandi against `zarrchive serve`.
+$(DANDI_STAMP): requirements/dandi.lock | $(BIN)/python
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(DANDI_VENV)
+	$(UV) pip install --quiet --python $(DANDI_VENV)/bin/python --require-hashes -r requirements/dandi.lock
+	touch $(DANDI_STAMP)
+
+.venv-dandi: $(DANDI_STAMP)
+
 install: $(STAMP)
 
 serve: $(STAMP)
@@ -67,9 +78,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP)
+pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAMP)
 	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python \
-	ZARRCHIVE_S3FS_PYTHON=$(CURDIR)/$(S3FS_VENV)/bin/python $(BIN)/pytest
+	ZARRCHIVE_S3FS_PYTHON=$(CURDIR)/$(S3FS_VENV)/bin/python \
+	ZARRCHIVE_DANDI_VENV=$(CURDIR)/$(DANDI_VENV) $(BIN)/pytest
 
 # The reliability suite at full size (fuzz, races, crashes, faults, authorization, bad input):
 # see README "Reliability".  `make test` runs the same tests on a small budget.
@@ -79,4 +91,4 @@ reliability: $(STAMP) $(SCHEMATHESIS_STAMP)
 test: lint typecheck pytest
 
 clean:
-	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) $(DANDI_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -21,6 +21,7 @@ from tests.api.asset_helpers import (
 from tests.api.conftest import upload
 from tests.conftest import Users
 from zarrchive.checksum import EMPTY_CHECKSUM
+from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.db.models import Version
 from zarrchive.services.runtime import Archive
 
@@ -38,15 +39,27 @@ def admin(api: httpx.Client, users: Users) -> Iterator[httpx.Client]:
 
 
 def test_draft_version_metadata(api: httpx.Client, dandiset: str, anon: httpx.Client) -> None:
+    ours = {
+        "identifier": f"DANDI:{dandiset}",
+        "id": f"DANDI:{dandiset}/draft",
+        "version": "draft",
+    }
     draft = ok(anon.get(f"/api/dandisets/{dandiset}/versions/draft/"))
-    assert draft["dandiset"] == dandiset and draft["version"] == "draft"
-    assert draft["metadata"] == {"name": "test dandiset"}
-    assert (draft["asset_count"], draft["size"], draft["zarrs"]) == (0, 0, [])
-    new = {"name": "renamed", "description": "x", "contributor": [{"name": "A"}]}
+    assert draft == {**ours, "name": "test dandiset"}
+    info = ok(anon.get(f"/api/dandisets/{dandiset}/versions/draft/info/"))
+    assert info["dandiset"]["identifier"] == dandiset and info["version"] == "draft"
+    assert (info["asset_count"], info["size"], info["zarrs"]) == (0, 0, [])
+    assert (info["status"], info["name"], info["contact_person"]) == ("Valid", "test dandiset", "")
+    contact = {"name": "A", "roleName": ["dcite:ContactPerson"]}
+    new = {"name": "renamed", "description": "x", "contributor": [contact]}
     updated = ok(api.put(f"/api/dandisets/{dandiset}/versions/draft/", json={"metadata": new}))
-    assert updated["metadata"] == new
-    assert ok(anon.get(f"/api/dandisets/{dandiset}/versions/draft/"))["metadata"] == new
-    assert [v["version"] for v in ok(anon.get(f"/api/dandisets/{dandiset}/versions/"))] == ["draft"]
+    assert updated["metadata"] == {**new, **ours}
+    assert (updated["name"], updated["contact_person"]) == ("renamed", "A")
+    assert ok(anon.get(f"/api/dandisets/{dandiset}/versions/draft/")) == {**new, **ours}
+    assert ok(anon.get(f"/api/dandisets/{dandiset}/"))["name"] == "renamed"
+    versions = ok(anon.get(f"/api/dandisets/{dandiset}/versions/"))
+    assert (versions["count"], versions["next"], versions["previous"]) == (1, None, None)
+    assert [v["version"] for v in versions["results"]] == ["draft"]
     response = anon.get(f"/api/dandisets/{dandiset}/versions/0.261122.0000/")
     assert response.status_code == 404
     assert response.json() == {"detail": f"dandiset {dandiset} has no version '0.261122.0000'"}
@@ -136,8 +149,10 @@ def test_blob_asset_update_delete(api: httpx.Client, dandiset: str, zarr_id: str
         "path": "f.nwb",
         "encodingFormat": "application/x-nwb",
         "contentSize": 2,
-        "digest": {"dandi:md5": md5(b"v1")},
+        "digest": {"dandi:dandi-etag": dandi_etag(b"v1"), "dandi:md5": md5(b"v1")},
     }
+    assert ok(api.get(url)) == asset["metadata"]
+    assert ok(api.get(f"{url}info/")) == asset
     assert asset["size"] == 2
     # new content and metadata under the same asset id
     blob2 = upload_blob(api, dandiset, b"version 2")
@@ -151,7 +166,7 @@ def test_blob_asset_update_delete(api: httpx.Client, dandiset: str, zarr_id: str
         "path": "g.nwb",
         "k": 1,
         "contentSize": 9,
-        "digest": {"dandi:md5": md5(b"version 2")},
+        "digest": {"dandi:dandi-etag": dandi_etag(b"version 2"), "dandi:md5": md5(b"version 2")},
     }
     # a blob asset may become a Zarr asset
     as_zarr = ok(api.put(url, json={"metadata": {"path": "g.zarr"}, "zarr_id": zarr_id}))
@@ -166,7 +181,7 @@ def test_blob_asset_update_delete(api: httpx.Client, dandiset: str, zarr_id: str
     assert api.delete(url).status_code == 404
     page = ok(api.get(assets_url(dandiset)))
     assert [a["asset_id"] for a in page["results"]] == [other["asset_id"]]
-    draft = ok(api.get(f"/api/dandisets/{dandiset}/versions/draft/"))
+    draft = ok(api.get(f"/api/dandisets/{dandiset}/versions/draft/info/"))
     assert (draft["asset_count"], draft["size"]) == (1, 1)
 
 
@@ -180,16 +195,15 @@ def test_list_pages_and_path_prefix(api: httpx.Client, dandiset: str, zarr_id: s
 
     def listing(**params: Any) -> tuple[int, list[str]]:
         seen: list[str] = []
-        count = -1
-        cursor = None
+        page = ok(api.get(assets_url(dandiset), params=params))
+        count = page["count"]
         while True:
-            query = {**params, **({"cursor": cursor} if cursor else {})}
-            page = ok(api.get(assets_url(dandiset), params=query))
-            count = page["count"]
+            assert page["count"] == count
             seen += [a["path"] for a in page["results"]]
-            cursor = page["next"]
-            if cursor is None:
+            if page["next"] is None:
                 return count, seen
+            assert page["next"].startswith(str(api.base_url))  # a full URL
+            page = ok(api.get(page["next"]))
 
     total, everything = listing(page_size=2)
     assert total == 7 and sorted(everything) == sorted([*paths, "sub-1/data.zarr"])
@@ -206,8 +220,36 @@ def test_list_pages_and_path_prefix(api: httpx.Client, dandiset: str, zarr_id: s
     page = ok(api.get(assets_url(dandiset), params={"path": "sub-1/data"}))
     (zarr_asset,) = page["results"]
     assert zarr_asset["size"] == 5 and zarr_asset["zarr_id"] == zarr_id
-    assert api.get(assets_url(dandiset), params={"cursor": "%%%"}).status_code == 400
+    second = ok(api.get(assets_url(dandiset), params={"page_size": 2, "page": 2}))
+    assert second["previous"] == f"{api.base_url}{assets_url(dandiset)}?page_size=2&page=1"
+    assert [a["path"] for a in second["results"]] == ["sub-1/b.nwb", "sub-1/data.zarr"]
+    assert listing(glob="*/?.nwb")[1] == [
+        "Sub-1/d.nwb",
+        "sub-1/a.nwb",
+        "sub-1/b.nwb",
+        "sub-10/c.nwb",
+        "sub_1/e.nwb",
+    ]
+    assert listing(glob="sub-1*", order="-path")[1] == [
+        "sub-10/c.nwb",
+        "sub-1/data.zarr",
+        "sub-1/b.nwb",
+        "sub-1/a.nwb",
+    ]
+    assert api.get(assets_url(dandiset), params={"order": "size"}).status_code == 400
     assert api.get(assets_url(dandiset), params={"page_size": 0}).status_code == 400
+    assert api.get(assets_url(dandiset), params={"page": 0}).status_code == 400
+    paths = ok(api.get(f"{assets_url(dandiset)}paths/", params={"path_prefix": "sub-1"}))
+    assert [(e["path"], e["aggregate_files"], e["aggregate_size"]) for e in paths["results"]] == [
+        ("sub-1/a.nwb", 1, 14),
+        ("sub-1/b.nwb", 1, 14),
+        ("sub-1/data.zarr", 1, 5),
+    ]
+    root = ok(api.get(f"{assets_url(dandiset)}paths/"))["results"]
+    assert [(e["path"], e["aggregate_files"], e["asset"]) for e in root][:2] == [
+        ("Sub-1", 1, None),
+        ("sub-1", 3, None),
+    ]
 
 
 # -- who may do what -------------------------------------------------------------------------
@@ -269,13 +311,14 @@ def test_authorization_matrix(
         "delete asset": {**write, "owner": 204, "admin": 204},
         "initialize upload": write,
         "download blob": {r: 302 for r in ROLES},
-        "download zarr": read,
+        "download zarr": {r: 400 for r in ROLES},  # as DANDI: no link for Zarrs
         "publish": write,
     }
     if embargoed:
-        # strangers learn nothing; publishing an embargoed dandiset is a conflict
+        # anonymous callers are asked to authenticate (DANDI's clients send their key only
+        # then); strangers learn nothing; publishing an embargoed dandiset is a conflict
         for name, statuses in expected.items():
-            expected[name] = {**statuses, "anon": 404, "other": 404}
+            expected[name] = {**statuses, "anon": 401, "other": 404}
         expected["publish"] = {**expected["publish"], "owner": 409, "admin": 409}
     found = {
         name: {role: call(clients[role], role).status_code for role in ROLES}
@@ -305,7 +348,7 @@ def test_content_fields_come_from_the_content(
         "path": "b.bin",
         "encodingFormat": "text/plain",  # a blob's format is the client's to say
         "contentSize": 2,
-        "digest": {"dandi:md5": md5(b"12")},
+        "digest": {"dandi:dandi-etag": dandi_etag(b"12"), "dandi:md5": md5(b"12")},
     }
 
 
@@ -316,5 +359,6 @@ def test_dandiset_without_a_draft_gets_one(
     with archive.db.session() as session:
         session.execute(delete(Version))
     draft = ok(api.get(f"/api/dandisets/{dandiset}/versions/draft/"))
-    assert draft["metadata"] == {"name": "test dandiset"}
-    assert [v["version"] for v in ok(api.get(f"/api/dandisets/{dandiset}/versions/"))] == ["draft"]
+    assert draft["identifier"] == f"DANDI:{dandiset}" and draft["name"] == "test dandiset"
+    versions = ok(api.get(f"/api/dandisets/{dandiset}/versions/"))["results"]
+    assert [v["version"] for v in versions] == ["draft"]

@@ -18,6 +18,7 @@ from tests.api.asset_helpers import (
     upload_blob,
 )
 from tests.conftest import Users
+from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services import blobs
 from zarrchive.services.runtime import Archive, set_current_archive
@@ -80,7 +81,13 @@ def test_single_put(api: httpx.Client, dandiset: str, archive: Archive, anon: ht
     )
     assert response.status_code == 200
     blob = ok(api.post(f"/api/uploads/{upload_id}/validate/"))
-    assert blob == {"blob_id": upload_id, "md5": md5(data), "size": len(data)}
+    assert blob == {
+        "blob_id": upload_id,
+        "md5": md5(data),
+        "etag": dandi_etag(data),
+        "sha256": None,
+        "size": len(data),
+    }
     assert archive.store.get(blob_key(upload_id)) == data
     # the upload is gone
     assert api.post(f"/api/uploads/{upload_id}/validate/").status_code == 404
@@ -209,7 +216,15 @@ def test_dedup_at_validate_and_at_initialize(
     first = ok(api.post(f"/api/uploads/{plans[0]['upload_id']}/validate/"))
     second = ok(api.post(f"/api/uploads/{plans[1]['upload_id']}/validate/"))
     assert (
-        first == second == {"blob_id": plans[0]["upload_id"], "md5": md5(data), "size": len(data)}
+        first
+        == second
+        == {
+            "blob_id": plans[0]["upload_id"],
+            "md5": md5(data),
+            "etag": dandi_etag(data),
+            "sha256": None,
+            "size": len(data),
+        }
     )
     assert archive.store.head(blob_key(plans[1]["upload_id"])) is None
     # later: at once
@@ -264,7 +279,12 @@ def test_download_redirects(
     location = response.headers["location"]
     assert location == archive.store.public_url(blob_key(asset["blob_id"]))
     assert httpx.get(location).content == b"public bytes"  # world-readable
-    # a Zarr: its info
+    # the same through the version's route
+    response = anon.get(
+        f"/api/dandisets/{dandiset}/versions/draft/assets/{asset['asset_id']}/download/"
+    )
+    assert (response.status_code, response.headers["location"]) == (302, location)
+    # a Zarr: 400 as DANDI answers, saying where its files are
     zasset = ok(
         api.post(
             f"/api/dandisets/{dandiset}/versions/draft/assets/",
@@ -272,12 +292,12 @@ def test_download_redirects(
         )
     )
     response = anon.get(f"/api/assets/{zasset['asset_id']}/download/")
-    assert response.status_code == 200
-    assert response.json() == ok(anon.get(f"/api/zarr/{zarr_id}/"))
-    # embargoed: a presigned URL for owners, 404 to others
+    assert response.status_code == 400
+    assert f"/api/zarr/{zarr_id}/" in response.json()["detail"]
+    # embargoed: a presigned URL for owners, 401 to anonymous callers, 404 to others
     secret = ok(api.post("/api/dandisets/", json={"name": "s", "embargo": True}))["identifier"]
     hidden = add_blob_asset(api, secret, b"hidden bytes", "h.bin")
-    assert anon.get(f"/api/assets/{hidden['asset_id']}/download/").status_code == 404
+    assert anon.get(f"/api/assets/{hidden['asset_id']}/download/").status_code == 401
     response = api.get(f"/api/assets/{hidden['asset_id']}/download/")
     assert response.status_code == 302
     location = response.headers["location"]
@@ -345,3 +365,97 @@ def test_multipart_validation_runs_in_the_background(
         blob = response.json()
         assert (blob["md5"], blob["size"]) == (md5(data), len(data))
         assert archive.store.get(blob_key(blob["blob_id"])) == data
+
+
+# -- DANDI's flow: dandi-etag, DANDI's parts, the client completes at S3 ----------------------
+def dandi_initialize(
+    api: httpx.Client, dandiset: str, data: bytes, etag: str | None = None
+) -> httpx.Response:
+    body = {
+        "contentSize": len(data),
+        "digest": {"algorithm": "dandi:dandi-etag", "value": etag or dandi_etag(data)},
+        "dandiset": dandiset,
+    }
+    return api.post("/api/uploads/initialize/", json=body)
+
+
+def dandi_upload(api: httpx.Client, dandiset: str, data: bytes) -> dict[str, Any]:
+    """DANDI's upload as dandi-cli makes it; the validated blob."""
+    plan = ok(dandi_initialize(api, dandiset, data))
+    assert set(plan) >= {"upload_id", "parts"}
+    parts = [
+        {"part_number": p["part_number"], "size": p["size"], "etag": e["etag"].strip('"')}
+        for p, e in zip(plan["parts"], _put_parts(plan, data), strict=True)
+    ]
+    done = ok(api.post(f"/api/uploads/{plan['upload_id']}/complete/", json={"parts": parts}))
+    assert done["body"].startswith("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>")
+    with httpx.Client(timeout=60) as s3:
+        response = s3.post(done["complete_url"], content=done["body"])
+    assert response.status_code == 200, response.text
+    assert f"{dandi_etag(data)}" in response.text  # S3's ETag is the dandi-etag
+    blob: dict[str, Any] = ok(api.post(f"/api/uploads/{plan['upload_id']}/validate/"))
+    return blob
+
+
+def test_dandi_flow_uploads_dedups_and_finds_by_digest(
+    api: httpx.Client, anon: httpx.Client, dandiset: str, archive: Archive
+) -> None:
+    data = os.urandom(3000)
+    blob = dandi_upload(api, dandiset, data)
+    assert blob == {
+        "blob_id": blob["blob_id"],
+        "etag": dandi_etag(data),
+        "sha256": None,
+        "size": 3000,
+        "md5": None,
+    }
+    assert archive.store.get(blob_key(blob["blob_id"])) == data
+    # the same content again: 409 with the blob's id in Location, nothing to upload
+    again = dandi_initialize(api, dandiset, data)
+    assert again.status_code == 409
+    assert again.headers["location"] == blob["blob_id"]
+    assert again.json() == {"detail": "Blob already exists.", "blob_id": blob["blob_id"]}
+    digest = {"algorithm": "dandi:dandi-etag", "value": dandi_etag(data)}
+    assert ok(anon.post("/api/blobs/digest/", json=digest)) == blob
+    missing = {"algorithm": "dandi:dandi-etag", "value": dandi_etag(b"other")}
+    assert anon.post("/api/blobs/digest/", json=missing).status_code == 404
+    bad = anon.post("/api/blobs/digest/", json={"algorithm": "sha1", "value": "x"})
+    assert bad.status_code == 400
+    # the asset's metadata carries the dandi-etag, which dandi download checks
+    asset = ok(
+        api.post(
+            f"/api/dandisets/{dandiset}/versions/draft/assets/",
+            json={"metadata": {"path": "d.nwb"}, "blob_id": blob["blob_id"]},
+        )
+    )
+    assert asset["blob"] == blob["blob_id"] and asset["zarr"] is None
+    assert asset["metadata"]["digest"] == {"dandi:dandi-etag": dandi_etag(data)}
+
+
+def test_dandi_flow_refuses_bad_announcements(
+    api: httpx.Client, dandiset: str, archive: Archive
+) -> None:
+    data = os.urandom(100)
+    wrong_count = dandi_initialize(api, dandiset, data, etag="0" * 32 + "-2")
+    assert wrong_count.status_code == 400
+    assert "has 1 parts, so its dandi-etag ends with '-1'" in wrong_count.json()["detail"]
+    not_etag = dandi_initialize(api, dandiset, data, etag="xyz")
+    assert not_etag.status_code == 400
+    both = api.post(
+        "/api/uploads/initialize/",
+        json={"contentSize": 1, "md5": md5(b"x"), "size": 1, "dandiset": dandiset},
+    )
+    assert both.status_code == 400
+    # other content than announced: validate refuses it and removes the object
+    plan = ok(dandi_initialize(api, dandiset, data, etag=dandi_etag(b"y" * 100)))
+    other = b"z" * 100
+    (put,) = _put_parts(plan, other)
+    parts = [{"part_number": 1, "size": 100, "etag": put["etag"]}]
+    done = ok(api.post(f"/api/uploads/{plan['upload_id']}/complete/", json={"parts": parts}))
+    with httpx.Client(timeout=60) as s3:
+        assert s3.post(done["complete_url"], content=done["body"]).status_code == 200
+    response = api.post(f"/api/uploads/{plan['upload_id']}/validate/")
+    assert response.status_code == 400
+    assert response.json()["detail"]["expected"] == {"size": 100, "etag": dandi_etag(b"y" * 100)}
+    assert response.json()["detail"]["found"] == {"size": 100, "etag": dandi_etag(other)}
+    assert archive.store.head(blob_key(plan["upload_id"])) is None

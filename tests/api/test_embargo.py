@@ -34,7 +34,7 @@ def embargoed(api: httpx.Client) -> tuple[str, str]:
     response = api.post("/api/dandisets/", json={"name": "secret", "embargo": True})
     assert response.status_code == 200
     dandiset = response.json()
-    assert dandiset["embargoed"] is True and dandiset["embargo_status"] == "embargoed"
+    assert dandiset["embargoed"] is True and dandiset["embargo_status"] == "EMBARGOED"
     zarr = api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": dandiset["identifier"]})
     return dandiset["identifier"], zarr.json()["zarr_id"]
 
@@ -65,14 +65,19 @@ def test_embargoed_zarr_is_private(
         assert archive.store.head(key) is None, key  # nothing in the public bucket
         assert anonymous_get(seaweedfs, private, key) == 403, key
         assert anonymous_get(seaweedfs, public, key) in (403, 404), key
-    expected = {None: 404, users.other: 404, users.owner: 200, users.admin: 200}
-    for token, status in expected.items():
+    # anonymous callers are asked to authenticate (401: DANDI's clients send their key only
+    # then); strangers learn nothing (404).  The Zarr routes still answer anonymous callers
+    # 404 (they move to the same rule with DANDI's Zarr routes).
+    expected = {None: {401}, users.other: {404}, users.owner: {200}, users.admin: {200}}
+    for token, statuses in expected.items():
+        zarr_statuses = statuses | {404} if token is None else statuses
         with client(api, token) as c:
-            assert c.get(f"/api/dandisets/{identifier}/").status_code == status
-            assert c.get(f"/api/zarr/{zarr_id}/").status_code == status
-            assert c.get(f"/api/zarr/{zarr_id}/arr/").status_code == status
-            assert c.get(f"/api/zarr/{zarr_id}/manifests/").status_code == status
-            assert c.get("/api/zarr/", params={"dandiset": identifier}).status_code == status
+            assert c.get(f"/api/dandisets/{identifier}/").status_code in statuses
+            assert c.get(f"/api/zarr/{zarr_id}/").status_code in zarr_statuses
+            assert c.get(f"/api/zarr/{zarr_id}/arr/").status_code in zarr_statuses
+            assert c.get(f"/api/zarr/{zarr_id}/manifests/").status_code in zarr_statuses
+            found = c.get("/api/zarr/", params={"dandiset": identifier}).status_code
+            assert found in zarr_statuses
     listed = api.get("/api/zarr/", params={"page_size": 1000}).json()["results"]
     assert zarr_id in [z["zarr_id"] for z in listed]
     with client(api, users.other) as other:
@@ -93,7 +98,7 @@ def test_unembargo_makes_everything_public(
 ) -> None:
     identifier, zarr_id = embargoed
     checksum = upload(api, zarr_id, FILES)["checksum"]
-    for token, status in ((None, 404), (users.other, 404)):
+    for token, status in ((None, 401), (users.other, 404)):
         with client(api, token) as c:
             assert c.post(f"/api/dandisets/{identifier}/unembargo/").status_code == status
     queue = InProcessJobQueue(backoff=0.1)
@@ -108,7 +113,7 @@ def test_unembargo_makes_everything_public(
         archive.jobs = None
         set_current_archive(None)
     body = api.get(f"/api/dandisets/{identifier}/").json()
-    assert body["embargoed"] is False and body["embargo_status"] == "open"
+    assert body["embargoed"] is False and body["embargo_status"] == "OPEN"
     public = archive.settings.s3_bucket
     for key in [
         f"zarr/{zarr_id}/arr/0",
@@ -139,7 +144,7 @@ def test_writes_wait_while_unembargoing(
         dandiset.embargo_status = "unembargoing"
     response = api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "a", "etag": "a" * 32}])
     assert response.status_code == 409 and "unembargoed" in response.json()["detail"]
-    assert api.get(f"/api/dandisets/{identifier}/").json()["embargo_status"] == "unembargoing"
+    assert api.get(f"/api/dandisets/{identifier}/").json()["embargo_status"] == "UNEMBARGOING"
 
 
 def test_unembargo_refused_while_a_batch_is_open(
@@ -193,7 +198,7 @@ def test_unembargo_moves_blobs_and_copies_shared_ones(
         # the second dandiset keeps its private blob
         (kept,) = ok(api.get(assets_url(second)))["results"]
         assert kept["blob_id"] == shared_id
-        assert anon.get(f"/api/assets/{kept['asset_id']}/download/").status_code == 404
+        assert anon.get(f"/api/assets/{kept['asset_id']}/download/").status_code == 401
     owner_view = api.get(f"/api/assets/{kept['asset_id']}/download/")
     assert (
         owner_view.status_code == 302

@@ -20,6 +20,7 @@ from tests.api.asset_helpers import (
 from tests.api.conftest import put_files, upload
 from tests.conftest import Users
 from zarrchive.checksum import EMPTY_CHECKSUM
+from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.services.publish import version_name
 
 FILES = {
@@ -57,14 +58,14 @@ def test_zarr_asset_lifecycle(
     info = upload(api, zarr_id, FILES)
     size = sum(len(b) for b in FILES.values())
     assert info["checksum"] == oracle(FILES)
-    got = ok(api.get(asset_url))
+    got = ok(api.get(f"{asset_url}info/"))
     assert got["metadata"] == zarr_metadata(
         "data/test.zarr", oracle(FILES), size, description="brain"
     )
     assert got["size"] == size
     ok(api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": "arr/sub/1"}]), 204)
     remaining = {p: b for p, b in FILES.items() if p != "arr/sub/1"}
-    got = ok(api.get(asset_url))
+    got = ok(api.get(f"{asset_url}info/"))
     assert got["metadata"]["digest"] == {"dandi:dandi-zarr-checksum": oracle(remaining)}
     assert got["metadata"]["contentSize"] == size - 3
 
@@ -83,11 +84,15 @@ def test_zarr_asset_lifecycle(
         }
     ]
     assert published["metadata"]["version"] == version
-    listed = ok(api.get(f"/api/dandisets/{dandiset}/versions/"))
+    assert ok(api.get(f"/api/dandisets/{dandiset}/versions/{version}/"))["id"] == (
+        f"DANDI:{dandiset}/{version}"
+    )
+    listed = ok(api.get(f"/api/dandisets/{dandiset}/versions/"))["results"]
     assert [v["version"] for v in listed] == [version, "draft"]
+    assert [v["status"] for v in listed] == ["Published", "Published"]  # draft unchanged since
 
     # the published version lists the asset with the pinned checksum
-    page = ok(api.get(assets_url(dandiset, version)))
+    page = ok(api.get(assets_url(dandiset, version), params={"metadata": "true"}))
     assert page["count"] == 1 and page["next"] is None
     (pinned,) = page["results"]
     assert pinned["asset_id"] != asset["asset_id"]
@@ -146,7 +151,7 @@ def test_zarr_asset_lifecycle(
     assert response.status_code == 403
     response = api.put(f"/api/dandisets/{dandiset}/versions/{version}/", json={"metadata": {}})
     assert response.status_code == 403
-    assert ok(api.get(pinned_url))["metadata"]["path"] == "data/test.zarr"
+    assert ok(api.get(pinned_url))["path"] == "data/test.zarr"
 
 
 def test_publish_refused_while_a_batch_is_open(
@@ -163,7 +168,7 @@ def test_publish_refused_while_a_batch_is_open(
             "zarrs": [{"path": "a.zarr", "zarr_id": zarr_id}],
         }
     }
-    assert ok(api.get(f"/api/dandisets/{dandiset}/versions/"))[0]["version"] == "draft"
+    assert ok(api.get(f"/api/dandisets/{dandiset}/versions/"))["results"][0]["version"] == "draft"
     # the batch can still complete; then publishing works
     ok(api.post(f"/api/zarr/{zarr_id}/upload/complete/"))
     published = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
@@ -202,12 +207,15 @@ def test_two_publications_and_blobs_are_shared(
     assert second["version"] > first["version"]
     assert first["size"] == second["size"] == sum(map(len, FILES.values())) + len(b"nwb content")
     for v in (first["version"], second["version"]):
-        results = ok(api.get(assets_url(dandiset, v)))["results"]
+        results = ok(api.get(assets_url(dandiset, v), params={"metadata": "true"}))["results"]
         assert [(a["path"], a["blob_id"], a["zarr_id"]) for a in results] == [
             ("sub-1/file.nwb", blob_asset["blob_id"], None),
             ("z.zarr", None, zarr_id),
         ]
-        assert results[0]["metadata"]["digest"] == {"dandi:md5": md5(b"nwb content")}
+        assert results[0]["metadata"]["digest"] == {
+            "dandi:dandi-etag": dandi_etag(b"nwb content"),
+            "dandi:md5": md5(b"nwb content"),
+        }
 
 
 def test_version_names() -> None:

@@ -31,8 +31,10 @@ def test_frozen_zarr_has_one_snapshot(
     entry = ok(anon.get(snapshot_base(zarr_id, checksum) + "arr/1"))
     assert entry["md5"] == md5(b"one") and "versionId=" in entry["s3_url"]
     # the spec's behaviour is unchanged: the Zarr refuses writes, and the published asset
-    # serves the (frozen) Zarr's info
+    # names the (frozen) Zarr (400: DANDI gives no download link for a Zarr)
     response = api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "x", "etag": md5(b"x")}])
     assert response.status_code == 403
     asset = ok(api.get(assets_url(dandiset, version)))["results"][0]
-    assert ok(api.get(f"/api/assets/{asset['asset_id']}/download/"))["checksum"] == checksum
+    response = api.get(f"/api/assets/{asset['asset_id']}/download/")
+    assert response.status_code == 400
+    assert f"/api/zarr/{zarr_id}/ " in response.json()["detail"]

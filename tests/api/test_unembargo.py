@@ -73,7 +73,7 @@ def test_unembargo_keeps_every_object_version(
     assert list(archive.embargo_store.iter_versions(f"zarr_checksums/{zarr_id}/")) == []
     with authed(str(api.base_url), None) as anon:
         body = expect(anon.get(f"/api/dandisets/{identifier}/"))
-        assert body["embargo_status"] == "open" and body["embargoed"] is False
+        assert body["embargo_status"] == "OPEN" and body["embargoed"] is False
         assert expect(anon.get(f"/api/zarr/{zarr_id}/"))["checksum"] == oracle_checksum(final)
     assert fsck(archive, zarr_id).ok
 
@@ -178,7 +178,7 @@ def test_refused_purge_fails_the_move_and_a_rerun_finishes_it(
     with pytest.raises(StorageError, match="refused to delete 1 of"):
         move_to_public(archive, int(identifier))
     body = expect(api.get(f"/api/dandisets/{identifier}/"))
-    assert body["embargo_status"] == "unembargoing"  # never reported as done
+    assert body["embargo_status"] == "UNEMBARGOING"  # never reported as done
     refused = api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "y", "etag": md5(b"y")}])
     assert refused.status_code == 409  # writes still wait
     assert expect(api.get(f"/api/zarr/{zarr_id}/"))["checksum"] == oracle_checksum(files)
@@ -186,7 +186,7 @@ def test_refused_purge_fails_the_move_and_a_rerun_finishes_it(
     s3.put_object_legal_hold(**hold, LegalHold={"Status": "OFF"})
     expect(api.post(f"/api/dandisets/{identifier}/unembargo/"))  # the owner runs it again
     body = expect(api.get(f"/api/dandisets/{identifier}/"))
-    assert body["embargo_status"] == "open" and body["embargoed"] is False
+    assert body["embargo_status"] == "OPEN" and body["embargoed"] is False
     assert _history(archive.store, key) == [b"zero"]  # the rerun copied nothing twice
     assert list(archive.embargo_store.iter_versions(f"zarr/{zarr_id}/")) == []
     assert fsck(archive, zarr_id).ok

@@ -339,12 +339,30 @@ def test_info(api: httpx.Client, archive: Archive) -> None:
     assert body["s3_endpoint_url"] == archive.settings.s3_endpoint_url
     assert set(body) == {
         "version",
+        "schema_version",
+        "schema_url",
+        "allowed_schema_versions",
+        "services",
+        "cli-minimal-version",
+        "cli-bad-versions",
         "s3_endpoint_url",
         "bucket",
         "max_batch_files",
         "published_zarrs",
     }
     assert body["published_zarrs"] == "freeze"
+    # DANDI's fields: the API's URL as the client reached it (dandi names the instance,
+    # and so its API-key variable, after it)
+    assert body["services"] == {
+        "api": {"url": f"{api.base_url}/api"},
+        "webui": {"url": str(api.base_url)},
+    }
+    assert (body["schema_version"], body["cli-bad-versions"]) == ("0.8.0", [])
+    assert api.get("/server-info").json() == body
+    with httpx.Client(base_url=str(api.base_url).replace("127.0.0.1", "localhost")) as other:
+        assert other.get("/server-info").json()["services"]["api"]["url"] == (
+            f"{other.base_url}/api"
+        )
     assert api.get("/docs").status_code == 200
     assert "/api/zarr/{zarr_id}/upload/complete/" in api.get("/openapi.json").json()["paths"]
 

@@ -34,7 +34,8 @@ def _env(live_server: LiveServer, token: str) -> dict[str, str]:
 
 
 def _versions(api: httpx.Client, ident: str) -> list[str]:
-    return [v["version"] for v in ok(api.get(f"/api/dandisets/{ident}/versions/"))]
+    page = ok(api.get(f"/api/dandisets/{ident}/versions/"))
+    return [v["version"] for v in page["results"]]
 
 
 def test_refuses_without_a_terminal(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import threading
 
 from alembic.autogenerate import compare_metadata
@@ -9,6 +10,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
+from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.db.migrate import upgrade
 from zarrchive.db.models import (
     Base,
@@ -173,5 +175,48 @@ def test_one_open_batch_plus_queued_ones_in_a_unique_order(database_url: str) ->
             raise AssertionError(f"the database accepted {extra.state} seq={extra.seq}")
         with db.session() as session:
             assert session.query(UploadBatch).count() == 3
+    finally:
+        db.dispose()
+
+
+def test_0007_gives_blobs_of_one_part_their_dandi_etag(database_url: str) -> None:
+    """Blobs up to 64 MiB get ``md5(md5)-1`` (empty ones ``md5("")-0``); larger ones none;
+    md5 becomes optional (DANDI's uploads announce only a dandi-etag)."""
+    db = Database(database_url)
+    try:
+        if not db.is_sqlite:  # the session's database is at head: start from scratch
+            with db.engine.begin() as connection:
+                connection.execute(text("DROP SCHEMA public CASCADE"))
+                connection.execute(text("CREATE SCHEMA public"))
+        upgrade(db.engine, "0006")
+        small, empty = b"small blob", b""
+        rows = [
+            ("00000000-0000-4000-8000-000000000001", hashlib.md5(small).hexdigest(), len(small)),
+            ("00000000-0000-4000-8000-000000000002", hashlib.md5(empty).hexdigest(), 0),
+            ("00000000-0000-4000-8000-000000000003", "a" * 32, 64 * 1024**2 + 1),
+        ]
+        with db.engine.begin() as connection:
+            for blob_id, md5, size in rows:
+                connection.execute(
+                    text(
+                        "INSERT INTO blobs (id, md5, size, key, embargoed, created_at) "
+                        "VALUES (:i, :m, :s, :k, false, CURRENT_TIMESTAMP)"
+                    ),
+                    {"i": blob_id, "m": md5, "s": size, "k": f"blobs/{blob_id}"},
+                )
+        db.migrate()
+        with db.engine.begin() as connection:
+            found = dict(connection.execute(text("SELECT id, etag FROM blobs")).all())
+            connection.execute(
+                text(
+                    "INSERT INTO blobs (id, md5, etag, size, key, embargoed, created_at) "
+                    "VALUES ('x', NULL, 'e-1', 1, 'blobs/x', false, CURRENT_TIMESTAMP)"
+                )
+            )
+        assert found == {
+            rows[0][0]: dandi_etag(small),
+            rows[1][0]: dandi_etag(empty),
+            rows[2][0]: None,
+        }
     finally:
         db.dispose()

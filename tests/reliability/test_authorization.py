@@ -47,6 +47,8 @@ class World:
     upload_id: str
     #: the Zarr's checksum that a published version pins (set by :func:`_publish`)
     checksum: str = ""
+    #: the dandi-etag of a blob of the dandiset (set by :func:`_add_blob`)
+    blob_etag: str = ""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,27 @@ def _publish(api: httpx.Client, w: World) -> None:
         expect(api.post(f"/api/dandisets/{w.dandiset}/versions/draft/publish/"))
 
 
+def _add_blob(api: httpx.Client, w: World) -> None:
+    """A blob asset of the dandiset (uploaded by the owner), known by its dandi-etag."""
+    data = f"blob of {w.dandiset}".encode()
+    plan = expect(
+        api.post(
+            "/api/uploads/initialize/",
+            json={"size": len(data), "md5": md5(data), "dandiset": w.dandiset},
+        )
+    )
+    with httpx.Client(timeout=30) as raw:
+        expect(put_presigned(raw, plan["parts"][0]["upload_url"], data))
+    blob = expect(api.post(f"/api/uploads/{plan['upload_id']}/validate/"))
+    expect(
+        api.post(
+            f"/api/dandisets/{w.dandiset}/versions/draft/assets/",
+            json={"metadata": {"path": "blob.bin"}, "blob_id": blob["blob_id"]},
+        )
+    )
+    w.blob_etag = blob["etag"]
+
+
 def _add_zarr(api: httpx.Client, w: World) -> None:
     w.zarr_id = create_zarr(api, w.dandiset, "second.zarr")
 
@@ -96,8 +119,13 @@ D = "/api/dandisets/{dandiset_id}/"
 V = D + "versions/{version}/"
 ROWS = [
     Row("GET", "/api/info/", "open", lambda w: "/api/info/"),
+    Row("GET", "/server-info", "open", lambda w: "/server-info"),
+    Row("GET", "/api/auth/token/", "login", lambda w: "/api/auth/token/"),
     Row("POST", "/api/dandisets/", "login", lambda w: "/api/dandisets/", lambda w: {"name": "n"}),
+    Row("GET", "/api/dandisets/", "open", lambda w: "/api/dandisets/?embargoed=true"),
     Row("GET", D, "read", lambda w: f"/api/dandisets/{w.dandiset}/"),
+    # refused (409) for allowed roles: the world's dandiset holds a Zarr
+    Row("DELETE", D, "write", lambda w: f"/api/dandisets/{w.dandiset}/", mutating=True),
     Row(
         "POST",
         D + "unembargo/",
@@ -219,6 +247,26 @@ ROWS = [
     Row("GET", Z + "{path}", "read", lambda w: f"/api/zarr/{w.zarr_id}/arr/0"),
     Row("GET", D + "versions/", "read", lambda w: f"/api/dandisets/{w.dandiset}/versions/"),
     Row("GET", V, "read", lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/"),
+    Row("GET", V + "info/", "read", lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/info/"),
+    Row(
+        "GET",
+        V + "assets/paths/",
+        "read",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/paths/",
+    ),
+    Row(
+        "GET",
+        V + "assets/{asset_id}/info/",
+        "read",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/{w.asset_id}/info/",
+    ),
+    # a Zarr asset: 400 (no download link, as DANDI) for those allowed to read it
+    Row(
+        "GET",
+        V + "assets/{asset_id}/download/",
+        "read",
+        lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/{w.asset_id}/download/",
+    ),
     Row(
         "PUT",
         V,
@@ -270,6 +318,8 @@ ROWS = [
         lambda w: f"/api/dandisets/{w.dandiset}/versions/draft/assets/{w.asset_id}/",
         mutating=True,
     ),
+    Row("GET", "/api/assets/{asset_id}/", "read", lambda w: f"/api/assets/{w.asset_id}/"),
+    Row("GET", "/api/assets/{asset_id}/info/", "read", lambda w: f"/api/assets/{w.asset_id}/info/"),
     Row(
         "GET",
         "/api/assets/{asset_id}/download/",
@@ -283,6 +333,16 @@ ROWS = [
         lambda w: "/api/uploads/initialize/",
         lambda w: {"size": 3, "md5": md5(b"new"), "dandiset": w.dandiset},
         mutating=True,
+    ),
+    # an embargoed blob is not found (404) by those who may not read its dandiset
+    Row(
+        "POST",
+        "/api/blobs/digest/",
+        "read",
+        lambda w: "/api/blobs/digest/",
+        lambda w: {"algorithm": "dandi:dandi-etag", "value": w.blob_etag},
+        prepare=_add_blob,
+        extra=frozenset({404}),
     ),
     Row(
         "POST",
@@ -349,7 +409,14 @@ def expected_denial(row: Row, role: str, embargoed: bool) -> set[int] | None:
     if row.kind == "login":
         return {401} if role == "anonymous" else None
     if row.kind == "read":
-        return {404} if embargoed else None
+        if not embargoed:
+            return None
+        # anonymous callers are asked to authenticate (DANDI's clients send their key only
+        # after a 401); strangers learn nothing.  The Zarr routes still answer 404 to
+        # anonymous callers (until they move to DANDI's Zarr routes and this rule).
+        if role == "anonymous":
+            return {401, 404} if row.path.startswith("/api/zarr/") else {401}
+        return {404}
     # writes: authenticate first; an embargoed dandiset's existence is not revealed
     if role == "anonymous":
         return {401, 404} if embargoed else {401}

@@ -14,6 +14,7 @@ from zarrchive.api.errors import install_error_handlers
 from zarrchive.api.middleware import RequestGuard
 from zarrchive.api.routers import (
     assets,
+    auth,
     blob_uploads,
     dandisets,
     info,
@@ -65,6 +66,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(RequestGuard)
     app.include_router(info.router)
+    app.include_router(auth.router)
     app.include_router(dandisets.router)
     app.include_router(zarrs.tree_router)  # first: {id}.zarr/{path} serves every path
     app.include_router(snapshots.router)  # before zarrs: its routes win over the catch-all

@@ -1,9 +1,10 @@
-"""DANDI's page-number pagination: ``{count, next, previous, results}``, ``next`` and
-``previous`` full URLs (the request's own URL with ``page`` replaced), ``?page=``
-(from 1) and ``?page_size=`` (at most :data:`MAX_PAGE_SIZE`)."""
+"""DANDI's page-number pagination: ``{count, next, previous, results}`` with ``next`` and
+``previous`` full URLs (the request's own, with ``page`` changed), ``?page=`` from 1 and
+``?page_size=``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Query, Request
@@ -18,38 +19,49 @@ MAX_PAGE = 10**9
 
 
 class Page(BaseModel, Generic[T]):
-    """One page of a list, as DANDI's ``DandiPagination`` answers it."""
-
-    count: int = Field(description="How many items all pages hold")
-    next: str | None = Field(description="The URL of the next page; null on the last")
-    previous: str | None = Field(description="The URL of the previous page; null on the first")
+    count: int = Field(description="Items over every page")
+    next: str | None = Field(description="URL of the next page")
+    previous: str | None = Field(description="URL of the previous page")
     results: list[T]
 
 
-PageNumber = Annotated[int, Query(ge=1, le=MAX_PAGE, description="The page, from 1")]
-PageSize = Annotated[
-    int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Items per page (at most {MAX_PAGE_SIZE})")
-]
+@dataclass(frozen=True)
+class PageRequest:
+    """Which page a request asks for."""
+
+    page: int
+    page_size: int
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.page_size
+
+
+def page_request(
+    page: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page number, from 1")] = 1,
+    page_size: Annotated[
+        int, Query(ge=1, le=MAX_PAGE_SIZE, description="Items per page")
+    ] = DEFAULT_PAGE_SIZE,
+) -> PageRequest:
+    """The FastAPI dependency of ``?page=&page_size=``."""
+    return PageRequest(page, page_size)
 
 
 def page_url(request: Request, page: int) -> str:
-    """The request's full URL with ``page`` set to *page* (other parameters kept);
-    DANDI leaves ``page`` out for the first page."""
+    """The request's full URL with ``page`` set to *page* (other parameters kept); DANDI
+    leaves ``page`` out for the first page."""
     url = request.url.remove_query_params("page")
     if page > 1:
         url = url.include_query_params(page=page)
     return str(url)
 
 
-def make_page(
-    request: Request, results: list[T], *, count: int, page: int, page_size: int
-) -> Page[T]:
-    """The page *page* of *count* items whose *results* the caller fetched
-    (``offset = (page - 1) * page_size``)."""
-    has_next = page * page_size < count
+def make_page(request: Request, asked: PageRequest, count: int, results: list[T]) -> Page[T]:
+    """The page *asked* of *count* items, holding *results*, with its neighbours' URLs."""
+    more = asked.offset + len(results) < count
     return Page[T](
         count=count,
-        next=page_url(request, page + 1) if has_next else None,
-        previous=page_url(request, page - 1) if page > 1 else None,
+        next=page_url(request, asked.page + 1) if more else None,
+        previous=page_url(request, asked.page - 1) if asked.page > 1 else None,
         results=results,
     )

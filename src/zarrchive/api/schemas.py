@@ -8,33 +8,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class Info(BaseModel):
-    version: str
-    s3_endpoint_url: str | None
-    bucket: str
-    max_batch_files: int
-    published_zarrs: str = Field(
-        "freeze",
-        description="What publishing does to Zarrs: `freeze` (immutable) or `snapshot` "
-        "(the version pins the Zarr's state; the draft stays writable)",
-    )
-
-
-class DandisetCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(description="The dandiset's name")
-    embargo: bool = Field(default=False, description="Create the dandiset embargoed")
-
-
-class DandisetOut(BaseModel):
-    identifier: str
-    name: str
-    embargoed: bool
-    embargo_status: str = Field(description="embargoed, unembargoing or open")
-    owners: list[str]
-    created: datetime
-
-
 class ZarrCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(description="The Zarr's name, unique within the dandiset")
@@ -135,10 +108,77 @@ class DirectoryOut(BaseModel):
     next: str | None = Field(description="Cursor of the next page (pass as ?cursor=)")
 
 
-# -- versions, assets, blobs, publishing ----------------------------------------------
+# -- DANDI's shapes (server info, dandisets, versions, assets, blob uploads) -----------------
+class ServiceUrl(BaseModel):
+    url: str
+
+
+class Services(BaseModel):
+    api: ServiceUrl = Field(description="The API's base URL (`.../api`) as the client reached it")
+    webui: ServiceUrl
+
+
+class ServerInfo(BaseModel):
+    """DANDI's server info (``/server-info``, ``/api/info/``) with the archive's own fields."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    version: str
+    schema_version: str = Field(description="The dandischema version of the metadata")
+    schema_url: str
+    allowed_schema_versions: list[str]
+    services: Services
+    cli_minimal_version: str = Field(alias="cli-minimal-version")
+    cli_bad_versions: list[str] = Field(alias="cli-bad-versions")
+    s3_endpoint_url: str | None
+    bucket: str
+    max_batch_files: int
+    published_zarrs: str = Field(
+        "freeze",
+        description="What publishing does to Zarrs: `freeze` (immutable) or `snapshot` "
+        "(the version pins the Zarr's state; the draft stays writable)",
+    )
+
+
+class DandiVersionOut(BaseModel):
+    """A version as DANDI lists it."""
+
+    version: str = Field(description="'draft' or a published version 0.YYMMDD.HHMM")
+    name: str
+    asset_count: int
+    size: int
+    status: str = Field(description="DANDI's: Pending, Validating, Valid, Invalid, Published")
+    created: datetime
+    modified: datetime
+
+
+class DandisetOut(BaseModel):
+    """A dandiset in DANDI's shape (plus `name`, `embargoed`, `owners`)."""
+
+    identifier: str
+    created: datetime
+    modified: datetime
+    contact_person: str
+    embargo_status: str = Field(description="OPEN, EMBARGOED or UNEMBARGOING")
+    draft_version: DandiVersionOut | None
+    most_recent_published_version: DandiVersionOut | None
+    name: str
+    embargoed: bool
+    owners: list[str]
+
+
+class DandisetCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="The dandiset's name")
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="The draft's metadata (DANDI's); `name` is set from `name`"
+    )
+    embargo: bool = Field(default=False, description="Create the dandiset embargoed")
+
+
 class VersionMetadataIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     metadata: dict[str, Any] = Field(description="The draft's new metadata (replaces it)")
+    name: str | None = Field(default=None, description="The new name (default: metadata's)")
 
 
 class VersionZarrOut(BaseModel):
@@ -149,15 +189,21 @@ class VersionZarrOut(BaseModel):
     size: int
 
 
-class VersionOut(BaseModel):
-    dandiset: str
-    version: str = Field(description="'draft' or a published version 0.YYMMDD.HHMM")
+class ValidationErrorOut(BaseModel):
+    field: str
+    message: str
+    path: str | None = None
+
+
+class VersionInfoOut(DandiVersionOut):
+    """DANDI's version info (``.../versions/{v}/info/``), with the Zarrs of the version."""
+
+    dandiset: DandisetOut
     metadata: dict[str, Any]
-    asset_count: int
-    size: int
+    contact_person: str
+    asset_validation_errors: list[ValidationErrorOut]
+    version_validation_errors: list[ValidationErrorOut]
     zarrs: list[VersionZarrOut]
-    created: datetime
-    modified: datetime
 
 
 class AssetIn(BaseModel):
@@ -168,29 +214,49 @@ class AssetIn(BaseModel):
 
 
 class AssetOut(BaseModel):
+    """An asset as DANDI lists it (`asset_id`, `blob` or `zarr`, `path`, `size`, `created`,
+    `modified`, `metadata`) plus `blob_id`/`zarr_id`, `dandiset` and `version`."""
+
     asset_id: str
+    blob: str | None
+    zarr: str | None
     path: str
+    size: int
+    created: datetime
+    modified: datetime
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="In list items only with ?metadata=true"
+    )
     dandiset: str
     version: str
     blob_id: str | None
     zarr_id: str | None
-    size: int
-    metadata: dict[str, Any]
-    created: datetime
-    modified: datetime
 
 
-class AssetPageOut(BaseModel):
-    count: int = Field(description="Assets matching the filter, over every page")
-    next: str | None = Field(description="Cursor of the next page (pass as ?cursor=)")
-    results: list[AssetOut]
+class AssetPathOut(BaseModel):
+    """One entry of DANDI's ``.../assets/paths/``: a file (with its asset) or a folder."""
+
+    path: str
+    aggregate_files: int
+    aggregate_size: int
+    asset: dict[str, str] | None = Field(description="`{asset_id}` of a file; null for folders")
+
+
+class DigestIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    algorithm: str = Field(description="'dandi:dandi-etag' (or 'dandi:md5')")
+    value: str
 
 
 class BlobUploadIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    size: int = Field(description="The file's size in bytes")
-    md5: str = Field(description="The file's md5, 32 lowercase hex characters")
+    """DANDI's `{contentSize, digest, dandiset}`, or our own `{size, md5, dandiset}`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
     dandiset: str = Field(description="The dandiset the file is for (six digits)")
+    content_size: int | None = Field(default=None, alias="contentSize")
+    digest: DigestIn | None = Field(default=None, description="`dandi:dandi-etag` of the file")
+    size: int | None = Field(default=None, description="Our flow: the file's size in bytes")
+    md5: str | None = Field(default=None, description="Our flow: the file's md5")
 
 
 class BlobPartOut(BaseModel):
@@ -201,18 +267,25 @@ class BlobPartOut(BaseModel):
 
 class BlobUploadOut(BaseModel):
     upload_id: str | None = Field(description="None when the content is already stored")
-    blob_id: str | None = Field(description="The existing blob with this content, if any")
-    multipart: bool
-    part_size: int | None
     parts: list[BlobPartOut] = Field(
-        description="One PUT URL (send Content-MD5) or one URL per part (no Content-MD5)"
+        description="DANDI's flow: one URL per part (DANDI's part rule); ours: one PUT URL "
+        "(send Content-MD5) or one URL per part"
     )
+    blob_id: str | None = Field(default=None, description="Our flow: an existing blob's id")
+    multipart: bool = True
+    part_size: int | None = None
+
+
+class BlobExistsOut(BaseModel):
+    detail: str
+    blob_id: str
 
 
 class BlobPartIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     part_number: int
     etag: str = Field(description="The ETag S3 answered to the part's PUT")
+    size: int | None = None
 
 
 class BlobCompleteIn(BaseModel):
@@ -225,10 +298,17 @@ class BlobCompleteOut(BaseModel):
     etag: str = Field(description="The multipart object's ETag (not an md5)")
 
 
+class CompletionOut(BaseModel):
+    complete_url: str = Field(description="POST `body` here (S3's CompleteMultipartUpload)")
+    body: str
+
+
 class BlobOut(BaseModel):
     blob_id: str
-    md5: str
+    etag: str | None = Field(description="dandi:dandi-etag")
+    sha256: str | None = None
     size: int
+    md5: str | None = Field(description="Known for blobs uploaded with our flow")
 
 
 class ValidatingOut(BaseModel):

@@ -53,16 +53,14 @@ def _draft_zarrs(client: httpx.Client, dandiset: str) -> list[dict[str, Any]]:
     """The Zarr assets of the draft (every page)."""
     url = f"/api/dandisets/{dandiset}/versions/draft/assets/"
     found: list[dict[str, Any]] = []
-    cursor: str | None = None
+    number = 1
     while True:
-        params: dict[str, Any] = {"page_size": 1000}
-        if cursor:
-            params["cursor"] = cursor
+        params: dict[str, Any] = {"page_size": 1000, "page": number, "metadata": "true"}
         page = _request(client, "GET", url, params=params)
         found += [a for a in page["results"] if a.get("zarr_id")]
-        cursor = page.get("next")
-        if not cursor:
+        if not page.get("next"):
             return found
+        number += 1
 
 
 def _mode(client: httpx.Client) -> str:

@@ -315,7 +315,7 @@ class ApiClient:
         data = self.get_dandiset(dandiset)
         status = data.get("embargo_status")
         if isinstance(status, str):
-            return status != "open"
+            return status.lower() != "open"
         return bool(data.get("embargoed", False))
 
     def get_dandiset(self, identifier: str) -> dict[str, Any]:
@@ -330,7 +330,7 @@ class ApiClient:
         url = (
             f"/api/dandisets/{quote(dandiset, safe='')}/versions/{quote(version, safe='')}/assets/"
         )
-        params: dict[str, str | int] = {"path": path, "page_size": 100}
+        params: dict[str, str | int] = {"path": path, "page_size": 100, "metadata": "true"}
         while True:
             try:
                 page = self._json("GET", url, params=params)
@@ -342,10 +342,9 @@ class ApiClient:
                 if row.get("path") == path:
                     found: dict[str, Any] = row
                     return found
-            cursor = page.get("next")
-            if not cursor:
+            if not page.get("next"):
                 return None
-            params["cursor"] = cursor
+            params["page"] = int(params.get("page", 1)) + 1
 
     def create_asset(
         self, dandiset: str, path: str, *, zarr_id: str, version: str = "draft"

@@ -266,13 +266,19 @@ class Version(Base):
 
 
 class Blob(Base):
-    """A regular file's content, stored once per (md5, size) and bucket under ``blobs/``."""
+    """A regular file's content, stored once per bucket under ``blobs/``: per (md5, size) for
+    our own uploads, per ``dandi:dandi-etag`` for DANDI's (whose md5 is unknown)."""
 
     __tablename__ = "blobs"
-    __table_args__ = (UniqueConstraint("md5", "size", "embargoed", name="uq_blob_content"),)
+    __table_args__ = (
+        UniqueConstraint("md5", "size", "embargoed", name="uq_blob_content"),
+        UniqueConstraint("etag", "embargoed", name="uq_blob_etag"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    md5: Mapped[str] = mapped_column(String(32))
+    md5: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: ``dandi:dandi-etag`` (None only for blobs of more than one part older than it).
+    etag: Mapped[str | None] = mapped_column(String(40), nullable=True)
     size: Mapped[int] = mapped_column(BigInteger)
     key: Mapped[str] = mapped_column(String(200))
     #: True while it lives in the embargo bucket.
@@ -291,7 +297,9 @@ class BlobUpload(Base):
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    md5: Mapped[str] = mapped_column(String(32))
+    #: What the uploader announced: an md5 (our flow) or a dandi-etag (DANDI's flow).
+    md5: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    etag: Mapped[str | None] = mapped_column(String(40), nullable=True)
     size: Mapped[int] = mapped_column(BigInteger)
     key: Mapped[str] = mapped_column(String(200))
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -9,8 +9,8 @@ serves the values pinned at publication.
 
 from __future__ import annotations
 
-import base64
-import binascii
+import fnmatch
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, utcnow
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_path
-from zarrchive.services.auth import can_read, require_owner
+from zarrchive.services.auth import require_owner, require_read
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.versions import find_version, require_draft
 from zarrchive.services.zarrs import get_zarr
@@ -31,7 +31,9 @@ from zarrchive.services.zarrs import get_zarr
 ZARR_MEDIA_TYPE = "application/x-zarr"
 ZARR_DIGEST = "dandi:dandi-zarr-checksum"
 MD5_DIGEST = "dandi:md5"
+ETAG_DIGEST = "dandi:dandi-etag"
 MAX_PAGE_SIZE = 1000
+ASSET_ORDERINGS = ("path", "created", "modified")
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,16 @@ class AssetInfo:
 class AssetPage:
     count: int
     results: list[AssetInfo]
-    next: str | None
+
+
+@dataclass(frozen=True)
+class AssetPath:
+    """One entry of a folder of a version (DANDI's ``assets/paths/``)."""
+
+    path: str
+    aggregate_files: int
+    aggregate_size: int
+    asset_id: str | None
 
 
 def computed_metadata(asset: Asset) -> dict[str, Any]:
@@ -65,7 +76,12 @@ def computed_metadata(asset: Asset) -> dict[str, Any]:
         metadata["digest"] = {ZARR_DIGEST: asset.zarr.checksum}
     elif asset.blob is not None:
         metadata["contentSize"] = asset.blob.size
-        metadata["digest"] = {MD5_DIGEST: asset.blob.md5}
+        digest = {}
+        if asset.blob.etag is not None:
+            digest[ETAG_DIGEST] = asset.blob.etag
+        if asset.blob.md5 is not None:
+            digest[MD5_DIGEST] = asset.blob.md5
+        metadata["digest"] = digest
     return metadata
 
 
@@ -274,21 +290,22 @@ def get_asset_by_id(session: Session, user: User | None, asset_id: str) -> Asset
     if asset is None:
         raise NotFound(f"no asset {asset_id}")
     dandiset = session.get(Dandiset, asset.version.dandiset_id)
-    if dandiset is None or not can_read(user, dandiset):
+    if dandiset is None:
         raise NotFound(f"no asset {asset_id}")
+    require_read(user, dandiset, f"no asset {asset_id}")
     return asset
 
 
-def _encode_cursor(path: str) -> str:
-    return base64.urlsafe_b64encode(path.encode("utf-8")).decode("ascii").rstrip("=")
+def asset_info_by_id(session: Session, user: User | None, asset_id: str) -> AssetInfo:
+    asset = get_asset_by_id(session, user, asset_id)
+    dandiset = session.get(Dandiset, asset.version.dandiset_id)
+    assert dandiset is not None
+    return asset_info(asset, dandiset)
 
 
-def _decode_cursor(cursor: str) -> str:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        return base64.b64decode(padded, altchars=b"-_", validate=True).decode("utf-8")
-    except (binascii.Error, ValueError):
-        raise InvalidInput(f"{cursor!r} is not a cursor this server gave out") from None
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """DANDI's ``glob``: ``*`` any characters (``/`` too), ``?`` one, ``[...]`` a set."""
+    return re.compile(fnmatch.translate(pattern), re.DOTALL)
 
 
 def list_assets(
@@ -298,11 +315,15 @@ def list_assets(
     version: str,
     *,
     path: str | None = None,
-    page_size: int = 100,
-    cursor: str | None = None,
+    glob: str | None = None,
+    order: str | None = None,
+    offset: int = 0,
+    limit: int = 100,
 ) -> AssetPage:
-    """A page of the version's assets by path; *path* keeps those whose path starts with it."""
-    if not 1 <= page_size <= MAX_PAGE_SIZE:
+    """A page of the version's assets: *path* keeps those whose path starts with it, *glob*
+    those it matches; ordered by DANDI's *order* (``path`` by default, ``created``,
+    ``modified``, ``-`` to reverse)."""
+    if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
     dandiset = get_dandiset(session, user, dandiset_id)
     found = find_version(session, dandiset, version)
@@ -310,15 +331,58 @@ def list_assets(
     if path:
         # substr, not LIKE: exact and case-sensitive on every database
         condition = condition & (func.substr(Asset.path, 1, len(path)) == path)
+    if glob:
+        regex = _glob_regex(glob)
+        ids = [
+            asset_id
+            for asset_id, asset_path in session.execute(
+                select(Asset.id, Asset.path).where(condition)
+            )
+            if regex.match(asset_path)
+        ]
+        condition = condition & Asset.id.in_(ids)
+    field = (order or "path").lstrip("-")
+    if field not in ASSET_ORDERINGS:
+        raise InvalidInput(
+            f"unknown order {order!r}: use {', '.join(ASSET_ORDERINGS)} ('-' to reverse)"
+        )
+    column: Any = {"path": Asset.path, "created": Asset.created_at, "modified": Asset.modified_at}[
+        field
+    ]
+    reverse = bool(order and order.startswith("-"))
     count = session.scalar(select(func.count()).select_from(Asset).where(condition)) or 0
-    query = select(Asset).where(condition).order_by(Asset.path).limit(page_size + 1)
-    if cursor:
-        query = query.where(Asset.path > _decode_cursor(cursor))
-    rows = list(session.scalars(query))
-    more = len(rows) > page_size
-    rows = rows[:page_size]
-    return AssetPage(
-        count=int(count),
-        results=[asset_info(a, dandiset) for a in rows],
-        next=_encode_cursor(rows[-1].path) if more and rows else None,
-    )
+    rows = session.scalars(
+        select(Asset)
+        .where(condition)
+        .order_by(column.desc() if reverse else column, Asset.path)
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    return AssetPage(count=int(count), results=[asset_info(a, dandiset) for a in rows])
+
+
+def list_paths(
+    session: Session, user: User | None, dandiset_id: str, version: str, path_prefix: str
+) -> list[AssetPath]:
+    """The entries of the folder *path_prefix* (``""``: the root) of a version: files with
+    their asset, folders with the files and bytes under them, ordered by path."""
+    dandiset = get_dandiset(session, user, dandiset_id)
+    found = find_version(session, dandiset, version)
+    prefix = path_prefix.strip("/")
+    start = f"{prefix}/" if prefix else ""
+    condition = Asset.version_id == found.id
+    if start:
+        condition = condition & (func.substr(Asset.path, 1, len(start)) == start)
+    entries: dict[str, list[Any]] = {}
+    for asset in session.scalars(select(Asset).where(condition).order_by(Asset.path)):
+        rest = asset.path[len(start) :]
+        head, _, tail = rest.partition("/")
+        size = int(served_metadata(asset).get("contentSize") or 0)
+        entry = entries.setdefault(start + head, [0, 0, None])
+        entry[0] += 1
+        entry[1] += size
+        if not tail:
+            entry[2] = asset.id
+    if prefix and not entries:
+        raise NotFound(f"version {found.version} has no folder {prefix!r}")
+    return [AssetPath(p, n, size, asset_id) for p, (n, size, asset_id) in entries.items()]

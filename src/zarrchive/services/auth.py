@@ -10,7 +10,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.db.models import ApiToken, Dandiset, DandisetOwner, User
-from zarrchive.errors import AuthenticationRequired, Conflict, InvalidInput, PermissionDenied
+from zarrchive.errors import (
+    AuthenticationRequired,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+)
 
 
 def _hash(token: str) -> str:
@@ -76,6 +82,20 @@ def require_owner(user: User | None, dandiset: Dandiset) -> User:
 def can_read(user: User | None, dandiset: Dandiset) -> bool:
     """Public dandisets are readable by anyone; embargoed ones by owners and admins."""
     return not dandiset.embargoed or is_owner(user, dandiset)
+
+
+def require_read(user: User | None, dandiset: Dandiset, missing: str) -> None:
+    """Refuse to show an embargoed *dandiset* to anyone but its owners and admins: anonymous
+    callers are asked to authenticate (401: DANDI's clients send their key only then),
+    others are told *missing* (404), revealing nothing."""
+    if can_read(user, dandiset):
+        return
+    if user is None:
+        raise AuthenticationRequired(
+            f"dandiset {dandiset.identifier} is embargoed: send the API token of one of its "
+            "owners ('Authorization: token KEY')"
+        )
+    raise NotFound(missing)
 
 
 def readable_dandisets(user: User | None) -> ColumnElement[bool]:

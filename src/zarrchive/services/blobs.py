@@ -12,7 +12,15 @@ md5 of the parts' md5s), and no composition of part digests yields the whole
 file's md5, so ``validate`` reads the object once, streamed, and hashes it
 (cost: one read of the object; it runs in the request).
 
-Dedup: a blob is stored once per (md5, size) and bucket.  ``initialize``
+DANDI's flow (:func:`initialize_dandi`): the client announces the file's ``dandi:dandi-etag``
+and size; the answer is always an S3 multipart upload cut by DANDI's part rule
+(:mod:`zarrchive.checksum.dandi_etag`), one presigned URL per part; ``complete`` answers a
+presigned ``CompleteMultipartUpload`` URL and its XML body, which the client POSTs to S3
+itself; ``validate`` then compares S3's ETag of the assembled object (which S3 computes from
+the parts it received: it *is* the dandi-etag) and the size with what was announced, at
+once, without reading the object.  Such blobs have no md5.
+
+Dedup: a blob is stored once per (md5, size) and bucket, or per dandi-etag and bucket.  ``initialize``
 answers an existing blob's id at once for public content, and for embargoed
 content only when the caller can already read a dandiset using it (an md5 must
 not be a key to someone else's embargoed data); otherwise ``validate`` notices
@@ -33,6 +41,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import validate_md5
+from zarrchive.checksum.dandi_etag import (
+    DandiETagHasher,
+    part_plan,
+    single_part_etag,
+    validate_dandi_etag,
+)
 from zarrchive.db.models import (
     Asset,
     Blob,
@@ -82,8 +96,26 @@ class UploadPlan:
 @dataclass(frozen=True)
 class BlobInfo:
     blob_id: str
-    md5: str
+    md5: str | None
     size: int
+    etag: str | None = None
+
+
+@dataclass(frozen=True)
+class DandiUploadPlan:
+    """What DANDI's ``initialize`` answers: an existing ``blob_id`` (409), or the parts."""
+
+    upload_id: str | None
+    blob_id: str | None
+    parts: list[PartUrl]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """Where and what to POST to S3 to assemble a DANDI upload's parts."""
+
+    complete_url: str
+    body: str
 
 
 def part_size_for(size: int) -> int:
@@ -159,6 +191,91 @@ def initialize(
         return UploadPlan(upload_id, None, multipart_id is not None, part_size, parts)
 
 
+def initialize_dandi(
+    archive: Archive, user: User | None, dandiset_id: str, size: int, etag: str
+) -> DandiUploadPlan:
+    """DANDI's upload of a file of *size* bytes with dandi-etag *etag* to *dandiset_id*
+    (owners only): an existing blob with that etag, or a multipart upload by DANDI's parts."""
+    if not isinstance(size, int) or not 0 <= size <= MAX_BLOB_SIZE:
+        raise InvalidInput(f"contentSize must be between 0 and {MAX_BLOB_SIZE} bytes (5 TiB)")
+    etag = validate_dandi_etag(etag, size)
+    plan = part_plan(size)
+    with archive.db.write_session() as session:
+        dandiset = get_dandiset(session, user, dandiset_id)
+        owner = require_owner(user, dandiset)
+        embargoed = dandiset.embargoed
+        existing = session.scalar(
+            select(Blob).where(Blob.etag == etag, Blob.embargoed == embargoed)
+        )
+        if existing is not None and (not embargoed or _owns_a_user_of(session, owner, existing)):
+            return DandiUploadPlan(None, existing.id, [])
+        if size == 0:
+            raise InvalidInput("an empty file cannot be uploaded in parts: DANDI has none")
+        upload_id = str(uuid.uuid4())
+        key = blob_key(upload_id)
+        store = _store(archive, embargoed)
+        expiry = archive.settings.presign_expiry
+        multipart_id = store.create_multipart_upload(key)
+        parts = [
+            PartUrl(
+                part.number,
+                part.size,
+                store.presign_upload_part(key, multipart_id, part.number, expiry),
+            )
+            for part in plan.parts()
+        ]
+        session.add(
+            BlobUpload(
+                id=upload_id,
+                md5=None,
+                etag=etag,
+                size=size,
+                key=key,
+                embargoed=embargoed,
+                multipart_upload_id=multipart_id,
+                part_size=plan.part_size,
+                created_by=owner.id,
+            )
+        )
+        return DandiUploadPlan(upload_id, None, parts)
+
+
+def complete_dandi(
+    archive: Archive, user: User | None, upload_id: str, parts: list[tuple[int, str]]
+) -> Completion:
+    """The presigned ``CompleteMultipartUpload`` of a DANDI upload and its XML body, for the
+    client to POST to S3 itself (parts are ``(part_number, etag)``)."""
+    with archive.db.session() as session:
+        upload = _get_upload(session, user, upload_id)
+    if upload.etag is None or upload.multipart_upload_id is None:
+        raise InvalidInput(
+            f"upload {upload.id} was not started with a dandi-etag: complete it with "
+            "[{part_number, etag}] and the archive assembles it"
+        )
+    expected = part_plan(upload.size).count
+    checked = _checked_parts(upload.id, expected, parts)
+    store = _store(archive, upload.embargoed)
+    url = store.presign_complete_multipart(
+        upload.key, upload.multipart_upload_id, archive.settings.presign_expiry
+    )
+    body = "".join(
+        f'<Part><PartNumber>{n}</PartNumber><ETag>"{e}"</ETag></Part>' for n, e in checked
+    )
+    return Completion(url, f"<CompleteMultipartUpload>{body}</CompleteMultipartUpload>")
+
+
+def _checked_parts(
+    upload_id: str, expected: int, parts: list[tuple[int, str]]
+) -> list[tuple[int, str]]:
+    numbers = sorted(n for n, _ in parts)
+    if numbers != list(range(1, expected + 1)):
+        raise InvalidInput(
+            f"upload {upload_id} has {expected} parts: list each of 1..{expected} once "
+            "with the ETag S3 answered to its PUT"
+        )
+    return sorted((n, validate_md5(e)) for n, e in parts)
+
+
 def _get_upload(
     session: Session, user: User | None, upload_id: str, *, lock: bool = False
 ) -> BlobUpload:
@@ -178,23 +295,20 @@ def _get_upload(
 
 def complete(
     archive: Archive, user: User | None, upload_id: str, parts: list[tuple[int, str]]
-) -> str:
-    """Assemble a multipart upload from ``(part_number, etag)``; returns its S3 ETag."""
+) -> str | Completion:
+    """Finish the parts ``(part_number, etag)`` of a multipart upload: ours are assembled
+    here (answers the object's S3 ETag); DANDI's answer the :class:`Completion` the client
+    POSTs to S3 itself."""
     with archive.db.session() as session:
         upload = _get_upload(session, user, upload_id)
+    if upload.etag is not None:
+        return complete_dandi(archive, user, upload_id, parts)
     if upload.multipart_upload_id is None or upload.part_size is None:
         raise InvalidInput(
             f"upload {upload.id} is a single PUT: it needs no completion, validate it "
             f"(POST /api/uploads/{upload.id}/validate/)"
         )
-    expected = math.ceil(upload.size / upload.part_size)
-    numbers = sorted(n for n, _ in parts)
-    if numbers != list(range(1, expected + 1)):
-        raise InvalidInput(
-            f"upload {upload.id} has {expected} parts: list each of 1..{expected} once "
-            "with the ETag S3 answered to its PUT"
-        )
-    checked = sorted((n, validate_md5(e)) for n, e in parts)
+    checked = _checked_parts(upload.id, math.ceil(upload.size / upload.part_size), parts)
     store = _store(archive, upload.embargoed)
     return store.complete_multipart_upload(upload.key, upload.multipart_upload_id, checked)
 
@@ -214,13 +328,6 @@ def cancel(archive: Archive, user: User | None, upload_id: str) -> None:
             # validated meanwhile: its object is a blob now and must stay
             raise NotFound(f"no upload {upload_id} (validated meanwhile)")
     _discard(_store(archive, upload.embargoed), upload)
-
-
-def _md5_of(store: ObjectStore, key: str, version_id: str | None) -> str:
-    digest = hashlib.md5()
-    for chunk in store.iter_content(key, version_id):
-        digest.update(chunk)
-    return digest.hexdigest()
 
 
 VALIDATE_JOB = "zarrchive.services.blobs:validate_upload_job"
@@ -243,7 +350,7 @@ def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo | 
                 blob = session.get(Blob, upload.validated_blob_id)
                 if blob is None:
                     raise NotFound(f"the blob of upload {upload_id} is gone")
-                return BlobInfo(blob.id, blob.md5, blob.size)
+                return _info(blob)
             failure = upload.validation_error or "the upload did not match what was announced"
         elif upload.validation == BlobValidation.VALIDATING:
             return None
@@ -253,7 +360,12 @@ def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo | 
         upload = _get_upload(session, user, upload_id, lock=True)
         if upload.validation is not None:
             return None  # validated concurrently: ask again
-        background = upload.multipart_upload_id is not None and archive.jobs is not None
+        # DANDI's uploads are checked by S3's ETag at once; ours, beyond one part, are read
+        background = (
+            upload.multipart_upload_id is not None
+            and upload.etag is None
+            and archive.jobs is not None
+        )
         if background:
             session.execute(
                 update(BlobUpload)
@@ -294,15 +406,26 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
             else "PUT the file to its URL"
         )
         raise InvalidInput(f"upload {upload.id} has nothing in S3 yet: {todo}, then validate")
-    found_md5 = head.etag if upload.multipart_upload_id is None else None
-    if head.size == upload.size and found_md5 is None:
-        found_md5 = _md5_of(store, upload.key, head.version_id)
-    if head.size != upload.size or found_md5 != upload.md5:
+    found_md5: str | None = None
+    found_etag: str | None = None
+    if upload.etag is not None:  # DANDI's: S3's ETag of the assembled parts is the etag
+        found_etag = head.etag.strip('"')
+        wanted, found = f"dandi-etag {upload.etag}", f" with dandi-etag {found_etag}"
+        matches = head.size == upload.size and found_etag == upload.etag
+    else:
+        found_md5 = head.etag if upload.multipart_upload_id is None else None
+        if head.size == upload.size and (found_md5 is None or head.size > ONE_PART):
+            found_md5, found_etag = _digests_of(store, upload.key, head.version_id, head.size)
+        elif found_md5 is not None and head.size == upload.size:
+            found_etag = _etag_of_one_part(found_md5, head.size)
+        wanted, found = f"md5 {upload.md5}", f" with md5 {found_md5}" if found_md5 else ""
+        matches = head.size == upload.size and found_md5 == upload.md5
+    if not matches:
+        kind = "etag" if upload.etag is not None else "md5"
         message = (
             f"upload {upload.id} does not match what was announced: expected {upload.size} "
-            f"bytes with md5 {upload.md5}, found {head.size} bytes"
-            + (f" with md5 {found_md5}" if found_md5 else "")
-            + "; the object was removed: start again (POST /api/uploads/initialize/)"
+            f"bytes with {wanted}, found {head.size} bytes{found}"
+            "; the object was removed: start again (POST /api/uploads/initialize/)"
         )
         with archive.db.write_session() as session:
             if background:
@@ -318,8 +441,8 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
             message,
             detail={
                 "message": "upload verification failed",
-                "expected": {"size": upload.size, "md5": upload.md5},
-                "found": {"size": head.size, "md5": found_md5},
+                "expected": {"size": upload.size, kind: upload.etag or upload.md5},
+                "found": {"size": head.size, kind: found_etag if upload.etag else found_md5},
             },
         )
     duplicate = False
@@ -330,21 +453,22 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
             done = session.get(Blob, upload.id)
             if done is None:
                 raise NotFound(f"no upload {upload.id} (validated or cancelled meanwhile)")
-            return BlobInfo(done.id, done.md5, done.size)
-        blob = _same_content(session, upload)
+            return _info(done)
+        blob = _same_content(session, upload, found_etag)
         if blob is None:
             try:
                 with session.begin_nested():
                     blob = Blob(
                         id=upload.id,
                         md5=upload.md5,
+                        etag=found_etag,
                         size=upload.size,
                         key=upload.key,
                         embargoed=upload.embargoed,
                     )
                     session.add(blob)
             except IntegrityError:  # the same content validated concurrently
-                blob = _same_content(session, upload)
+                blob = _same_content(session, upload, found_etag)
                 assert blob is not None
         duplicate = blob.id != upload.id
         if background:  # in the background: keep the outcome for the client's next ask
@@ -355,18 +479,71 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
             )
         else:
             session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
-        info = BlobInfo(blob.id, blob.md5, blob.size)
+        info = _info(blob)
     if duplicate:
         store.delete_all_versions(upload.key)
     return info
 
 
-def _same_content(session: Session, upload: BlobUpload) -> Blob | None:
-    return session.scalar(
-        select(Blob).where(
-            Blob.md5 == upload.md5, Blob.size == upload.size, Blob.embargoed == upload.embargoed
+def _same_content(session: Session, upload: BlobUpload, etag: str | None) -> Blob | None:
+    """A blob of the same bucket with the same md5 and size, or the same dandi-etag."""
+    if upload.md5 is not None:
+        found = session.scalar(
+            select(Blob).where(
+                Blob.md5 == upload.md5,
+                Blob.size == upload.size,
+                Blob.embargoed == upload.embargoed,
+            )
         )
-    )
+        if found is not None:
+            return found
+    if etag is None:
+        return None
+    return session.scalar(select(Blob).where(Blob.etag == etag, Blob.embargoed == upload.embargoed))
+
+
+#: Files up to this size are one part: their dandi-etag follows from their md5.
+ONE_PART = 64 * 1024**2
+
+
+def _etag_of_one_part(md5: str, size: int) -> str | None:
+    if size == 0:
+        return hashlib.md5(b"").hexdigest() + "-0"
+    return single_part_etag(md5) if size <= ONE_PART else None
+
+
+def _digests_of(store: ObjectStore, key: str, version_id: str | None, size: int) -> tuple[str, str]:
+    """The md5 and dandi-etag of an object of *size* bytes (one read)."""
+    md5 = hashlib.md5()
+    etag = DandiETagHasher(size)
+    for chunk in store.iter_content(key, version_id):
+        md5.update(chunk)
+        etag.update(chunk)
+    return md5.hexdigest(), etag.hexdigest()
+
+
+def _info(blob: Blob) -> BlobInfo:
+    return BlobInfo(blob.id, blob.md5, blob.size, blob.etag)
+
+
+def digest_lookup(archive: Archive, user: User | None, algorithm: str, value: str) -> BlobInfo:
+    """DANDI's ``POST /api/blobs/digest/``: the public blob with this digest (embargoed ones
+    only for a user who owns a dandiset using them)."""
+    if algorithm == "dandi:dandi-etag":
+        value = validate_dandi_etag(value)
+        condition = Blob.etag == value
+    elif algorithm in ("dandi:md5", "md5"):
+        value = validate_md5(value)
+        condition = Blob.md5 == value
+    else:
+        raise InvalidInput(
+            f"unknown digest algorithm {algorithm!r}: use 'dandi:dandi-etag' or 'dandi:md5'"
+        )
+    with archive.db.session() as session:
+        for blob in session.scalars(select(Blob).where(condition)):
+            if not blob.embargoed or (user is not None and _owns_a_user_of(session, user, blob)):
+                return _info(blob)
+    raise NotFound(f"no blob with {algorithm} {value}")
 
 
 def blob_url(archive: Archive, blob: Blob) -> str:

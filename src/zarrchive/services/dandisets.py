@@ -1,29 +1,67 @@
-"""Dandisets (minimal: enough for Zarrs to have owners)."""
+"""Dandisets: creation (with DANDI's metadata), listing with DANDI's filters, deletion."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
 
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Dandiset, User, Version
-from zarrchive.errors import InvalidInput, NotFound
-from zarrchive.services.auth import can_read, require_user
+from zarrchive.db.models import Asset, Dandiset, DandisetOwner, User, Version, Zarr
+from zarrchive.errors import Conflict, InvalidInput, NotFound
+from zarrchive.services.auth import readable_dandisets, require_owner, require_read, require_user
+
+DRAFT = "draft"
+#: ``embargo.EmbargoStatus.UNEMBARGOING`` (that module depends on this one).
+UNEMBARGOING = "unembargoing"
+
+
+def draft_metadata(
+    identifier: str, name: str, metadata: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The draft's metadata as stored: the given one with the fields the archive sets
+    (``identifier`` ``DANDI:000001``, ``id``, ``version``, ``name``) as DANDI sets them."""
+    stored = dict(metadata or {})
+    stored.update(
+        identifier=f"DANDI:{identifier}",
+        id=f"DANDI:{identifier}/{DRAFT}",
+        version=DRAFT,
+        name=name,
+    )
+    return stored
 
 
 def create_dandiset(
-    session: Session, user: User | None, name: str, *, embargoed: bool = False
+    session: Session,
+    user: User | None,
+    name: str,
+    *,
+    embargoed: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> Dandiset:
     """A new dandiset owned by *user*; identifiers are sequential: ``000001``..."""
     owner = require_user(user)
+    if not isinstance(name, str):
+        raise InvalidInput("a dandiset name must be a string")
     name = name.strip()
     if not name or len(name) > 300:
         raise InvalidInput("a dandiset name must have 1 to 300 characters")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidInput("the dandiset's metadata must be a JSON object")
     dandiset = Dandiset(name=name, embargoed=embargoed)
     dandiset.owners.append(owner)
     session.add(dandiset)
     session.flush()
-    session.add(Version(dandiset_id=dandiset.id, version="draft", metadata_={"name": name}))
+    session.add(
+        Version(
+            dandiset_id=dandiset.id,
+            version=DRAFT,
+            metadata_=draft_metadata(dandiset.identifier, name, metadata),
+        )
+    )
     session.flush()
     return dandiset
 
@@ -39,9 +77,123 @@ def parse_identifier(identifier: str) -> int:
 
 
 def get_dandiset(session: Session, user: User | None, identifier: str | int) -> Dandiset:
-    """The dandiset, if it exists and *user* may see it (else :class:`NotFound`)."""
+    """The dandiset, if it exists and *user* may see it: else :class:`NotFound`, or for an
+    anonymous caller of an embargoed one :class:`AuthenticationRequired`."""
     number = parse_identifier(identifier) if isinstance(identifier, str) else identifier
     dandiset = session.get(Dandiset, number)
-    if dandiset is None or not can_read(user, dandiset):
+    if dandiset is None:
         raise NotFound(f"no dandiset {number:06d}")
+    require_read(user, dandiset, f"no dandiset {number:06d}")
     return dandiset
+
+
+class Ordering(StrEnum):
+    """DANDI's ``?ordering=`` of dandisets (``-`` before a field reverses it)."""
+
+    ID = "id"
+    NAME = "name"
+    MODIFIED = "modified"
+    CREATED = "created"
+
+
+@dataclass(frozen=True)
+class DandisetFilter:
+    """DANDI's filters of ``GET /api/dandisets/``."""
+
+    #: include dandisets without a published version (DANDI's default: yes)
+    draft: bool = True
+    #: include dandisets whose draft has no asset (DANDI's default: yes)
+    empty: bool = True
+    #: include embargoed dandisets the caller may see (DANDI's default: no)
+    embargoed: bool = False
+    #: only the caller's own (``user=me``)
+    mine: bool = False
+    search: str | None = None
+    ordering: str = "id"
+
+
+def list_dandisets(
+    session: Session, user: User | None, filters: DandisetFilter, *, offset: int, limit: int
+) -> tuple[int, list[Dandiset]]:
+    """``(count, page)`` of the dandisets *user* may see that pass *filters*."""
+    condition = readable_dandisets(user)
+    if not filters.embargoed:
+        condition = condition & Dandiset.embargoed.is_(False)
+    if filters.mine:
+        owner = require_user(user)
+        owned = select(DandisetOwner.dandiset_id).where(DandisetOwner.user_id == owner.id)
+        condition = condition & Dandiset.id.in_(owned)
+    if not filters.draft:
+        published = select(Version.dandiset_id).where(Version.version != DRAFT)
+        condition = condition & Dandiset.id.in_(published)
+    if not filters.empty:
+        with_assets = (
+            select(Version.dandiset_id)
+            .join(Asset, Asset.version_id == Version.id)
+            .where(Version.version == DRAFT)
+        )
+        condition = condition & Dandiset.id.in_(with_assets)
+    if filters.search:
+        words = filters.search.strip()
+        if words.isdigit():
+            condition = condition & (Dandiset.id == int(words))
+        else:
+            condition = condition & func.lower(Dandiset.name).contains(words.lower())
+    field = filters.ordering.lstrip("-")
+    try:
+        ordering = Ordering(field)
+    except ValueError:
+        raise InvalidInput(
+            f"unknown ordering {filters.ordering!r}: use one of "
+            + ", ".join(o.value for o in Ordering)
+            + " (prefix '-' to reverse)"
+        ) from None
+    draft_modified = (
+        select(Version.modified_at)
+        .where(Version.dandiset_id == Dandiset.id, Version.version == DRAFT)
+        .scalar_subquery()
+    )
+    column: Any = {
+        Ordering.ID: Dandiset.id,
+        Ordering.NAME: Dandiset.name,
+        Ordering.CREATED: Dandiset.created_at,
+        Ordering.MODIFIED: func.coalesce(draft_modified, Dandiset.created_at),
+    }[ordering]
+    reverse = filters.ordering.startswith("-")
+    count = session.scalar(select(func.count()).select_from(Dandiset).where(condition)) or 0
+    rows = session.scalars(
+        select(Dandiset)
+        .where(condition)
+        .order_by(column.desc() if reverse else column, Dandiset.id)
+        .offset(offset)
+        .limit(limit)
+    ).all()
+    return int(count), list(rows)
+
+
+def delete_dandiset(session: Session, user: User | None, identifier: str) -> None:
+    """Delete a dandiset that was never published and holds no Zarr (owners only): its
+    draft and assets go; blobs stay (other dandisets may use them)."""
+    dandiset = get_dandiset(session, user, identifier)
+    require_owner(user, dandiset)
+    if dandiset.embargo_status == UNEMBARGOING:
+        raise Conflict(f"dandiset {dandiset.identifier} is being unembargoed: try again later")
+    published = session.scalar(
+        select(Version.version).where(Version.dandiset_id == dandiset.id, Version.version != DRAFT)
+    )
+    if published is not None:
+        raise Conflict(
+            f"dandiset {dandiset.identifier} has published versions ({published}): it can "
+            "no longer be deleted"
+        )
+    zarr = session.scalar(select(Zarr.id).where(Zarr.dandiset_id == dandiset.id).limit(1))
+    if zarr is not None:
+        raise Conflict(
+            f"dandiset {dandiset.identifier} holds Zarrs (e.g. {zarr}): this archive does not "
+            "delete Zarrs, so the dandiset stays"
+        )
+    versions = select(Version.id).where(Version.dandiset_id == dandiset.id)
+    session.execute(delete(Asset).where(Asset.version_id.in_(versions)))
+    session.execute(delete(Version).where(Version.dandiset_id == dandiset.id))
+    session.delete(dandiset)  # and its owners (the relationship's rows)
+    session.flush()

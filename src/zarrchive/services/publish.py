@@ -191,7 +191,12 @@ def _publish(
         moment = now or datetime.now(UTC)
         name = next_version_name(session, dandiset, moment)
         metadata = dict(draft.metadata_ or {})
-        metadata.update(version=name, datePublished=moment.astimezone(UTC).isoformat())
+        metadata.update(
+            identifier=f"DANDI:{dandiset.identifier}",
+            id=f"DANDI:{dandiset.identifier}/{name}",
+            version=name,
+            datePublished=moment.astimezone(UTC).isoformat(),
+        )
         published = Version(dandiset_id=dandiset.id, version=name, metadata_=metadata)
         session.add(published)
         session.flush()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import func, select
@@ -18,9 +19,22 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, Zarr, utcnow
 from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
 from zarrchive.services.auth import require_owner
-from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.dandisets import draft_metadata, get_dandiset
 
 DRAFT = "draft"
+
+
+class VersionStatus(StrEnum):
+    """DANDI's version statuses.  This archive does not validate metadata, so a draft is
+    ``Valid`` (publishable) or, while unchanged since its last publication, ``Published``;
+    published versions are ``Published``."""
+
+    PENDING = "Pending"
+    VALIDATING = "Validating"
+    VALID = "Valid"
+    INVALID = "Invalid"
+    PUBLISHING = "Publishing"
+    PUBLISHED = "Published"
 
 
 @dataclass(frozen=True)
@@ -38,12 +52,65 @@ class ZarrAtVersion:
 class VersionInfo:
     dandiset: str
     version: str
+    name: str
+    status: VersionStatus
     metadata: dict[str, Any]
     asset_count: int
     size: int
     zarrs: list[ZarrAtVersion]
     created: datetime
     modified: datetime
+
+    @property
+    def contact_person(self) -> str:
+        return contact_person(self.metadata)
+
+
+def contact_person(metadata: dict[str, Any]) -> str:
+    """The name of the first contributor with DANDI's ``dcite:ContactPerson`` role."""
+    contributors = metadata.get("contributor")
+    if not isinstance(contributors, list):
+        return ""
+    for person in contributors:
+        if isinstance(person, dict) and "dcite:ContactPerson" in (person.get("roleName") or []):
+            return str(person.get("name") or "")
+    return ""
+
+
+def served_metadata(dandiset: Dandiset, version: Version) -> dict[str, Any]:
+    """The version's metadata as stored, with the fields the archive sets filled in for
+    versions stored before it set them (``identifier``, ``id``, ``version``, ``name``)."""
+    metadata = dict(version.metadata_ or {})
+    if version.is_draft:
+        name = str(metadata.get("name") or dandiset.name)
+        return {**draft_metadata(dandiset.identifier, name, None), **metadata}
+    metadata.setdefault("identifier", f"DANDI:{dandiset.identifier}")
+    metadata.setdefault("id", f"DANDI:{dandiset.identifier}/{version.version}")
+    metadata.setdefault("version", version.version)
+    metadata.setdefault("name", dandiset.name)
+    return metadata
+
+
+def version_status(session: Session, version: Version) -> VersionStatus:
+    if not version.is_draft:
+        return VersionStatus.PUBLISHED
+    latest = session.scalar(
+        select(func.max(Version.created_at)).where(
+            Version.dandiset_id == version.dandiset_id, Version.version != DRAFT
+        )
+    )
+    if latest is not None and version.modified_at <= latest:
+        return VersionStatus.PUBLISHED
+    return VersionStatus.VALID
+
+
+def latest_published(session: Session, dandiset: Dandiset) -> Version | None:
+    return session.scalar(
+        select(Version)
+        .where(Version.dandiset_id == dandiset.id, Version.version != DRAFT)
+        .order_by(Version.created_at.desc(), Version.id.desc())
+        .limit(1)
+    )
 
 
 def ensure_draft(session: Session, dandiset: Dandiset) -> Version:
@@ -139,10 +206,13 @@ def version_info(session: Session, dandiset: Dandiset, version: Version) -> Vers
         or 0
     )
     zarrs = version_zarrs(session, version)
+    metadata = served_metadata(dandiset, version)
     return VersionInfo(
         dandiset=dandiset.identifier,
         version=version.version,
-        metadata=dict(version.metadata_ or {}),
+        name=str(metadata.get("name") or dandiset.name),
+        status=version_status(session, version),
+        metadata=metadata,
         asset_count=int(count),
         size=int(blob_size) + sum(z.size for z in zarrs),
         zarrs=zarrs,
@@ -158,19 +228,42 @@ def get_version_info(
     return version_info(session, dandiset, find_version(session, dandiset, version))
 
 
-def list_versions(session: Session, user: User | None, dandiset_id: str) -> list[VersionInfo]:
-    """Every published version, oldest first, then the draft."""
+VERSION_ORDERINGS = ("created", "modified", "version")
+
+
+def list_versions(
+    session: Session, user: User | None, dandiset_id: str, order: str | None = None
+) -> list[VersionInfo]:
+    """The dandiset's versions: by default every published version, oldest first, then the
+    draft; DANDI's ``order`` (``created``, ``modified``, ``version``, ``-`` to reverse)."""
     dandiset = get_dandiset(session, user, dandiset_id)
     ensure_draft(session, dandiset)
     versions = session.scalars(
         select(Version).where(Version.dandiset_id == dandiset.id).order_by(Version.id)
     ).all()
     ordered = [v for v in versions if not v.is_draft] + [v for v in versions if v.is_draft]
+    if order:
+        field = order.lstrip("-")
+        if field not in VERSION_ORDERINGS:
+            raise InvalidInput(
+                f"unknown order {order!r}: use {', '.join(VERSION_ORDERINGS)} ('-' to reverse)"
+            )
+        keys = {
+            "created": lambda v: (v.created_at, v.id),
+            "modified": lambda v: (v.modified_at, v.id),
+            "version": lambda v: (v.version, v.id),
+        }
+        ordered = sorted(versions, key=keys[field], reverse=order.startswith("-"))
     return [version_info(session, dandiset, v) for v in ordered]
 
 
 def update_draft_metadata(
-    session: Session, user: User | None, dandiset_id: str, version: str, metadata: dict[str, Any]
+    session: Session,
+    user: User | None,
+    dandiset_id: str,
+    version: str,
+    metadata: dict[str, Any],
+    name: str | None = None,
 ) -> VersionInfo:
     """Replace the draft's metadata (owners only; published versions: 403)."""
     dandiset = get_dandiset(session, user, dandiset_id)
@@ -179,7 +272,11 @@ def update_draft_metadata(
     require_draft(found, dandiset, "change the metadata of")
     if not isinstance(metadata, dict):
         raise InvalidInput("the metadata must be a JSON object")
-    found.metadata_ = dict(metadata)
+    if name is not None and (not isinstance(name, str) or not 1 <= len(name.strip()) <= 300):
+        raise InvalidInput("a dandiset name must have 1 to 300 characters")
+    new_name = (name or str(metadata.get("name") or "") or dandiset.name).strip()
+    found.metadata_ = draft_metadata(dandiset.identifier, new_name, metadata)
+    dandiset.name = new_name
     found.modified_at = utcnow()
     session.flush()
     return version_info(session, dandiset, found)

@@ -564,6 +564,17 @@ class ObjectStore:
         )
         return url
 
+    def presign_complete_multipart(self, key: str, upload_id: str, expires_in: int) -> str:
+        """A presigned POST URL completing a multipart upload (the body, the parts' XML, is
+        not signed): DANDI's clients assemble their uploads themselves."""
+        url: str = self.client.generate_presigned_url(
+            "complete_multipart_upload",
+            Params={"Bucket": self.bucket, "Key": key, "UploadId": upload_id},
+            ExpiresIn=expires_in,
+            HttpMethod="POST",
+        )
+        return url
+
     def complete_multipart_upload(
         self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
     ) -> str:

@@ -1,16 +1,17 @@
-"""Assets of a version (blobs and Zarrs alike) and download URLs."""
+"""Assets of a version (blobs and Zarrs alike) and downloads, in DANDI's shapes."""
 
 from __future__ import annotations
 
 import urllib.parse
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.routers.zarrs import zarr_out
-from zarrchive.api.schemas import AssetIn, AssetOut, AssetPageOut, ZarrOut
+from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
+from zarrchive.api.schemas import AssetIn, AssetOut, AssetPathOut
+from zarrchive.errors import InvalidInput
 from zarrchive.services import assets, blobs, snapshots
 
 router = APIRouter(tags=["assets"])
@@ -18,8 +19,21 @@ router = APIRouter(tags=["assets"])
 ASSETS = "/api/dandisets/{dandiset_id}/versions/{version}/assets/"
 
 
-def asset_out(info: assets.AssetInfo) -> AssetOut:
-    return AssetOut(**info.__dict__)
+def asset_out(info: assets.AssetInfo, *, metadata: bool = True) -> AssetOut:
+    return AssetOut(
+        asset_id=info.asset_id,
+        blob=info.blob_id,
+        zarr=info.zarr_id,
+        path=info.path,
+        size=info.size,
+        created=info.created,
+        modified=info.modified,
+        metadata=info.metadata if metadata else None,
+        dandiset=info.dandiset,
+        version=info.version,
+        blob_id=info.blob_id,
+        zarr_id=info.zarr_id,
+    )
 
 
 @router.post(ASSETS, response_model=AssetOut, summary="Add an asset (a blob or a Zarr)")
@@ -41,28 +55,80 @@ def create_asset(
         return asset_out(info)
 
 
-@router.get(ASSETS, response_model=AssetPageOut, summary="A page of a version's assets")
+@router.get(ASSETS, response_model=Page[AssetOut], summary="A page of a version's assets")
 def list_assets(
     dandiset_id: str,
     version: str,
+    request: Request,
     archive: ArchiveDep,
     user: UserDep,
-    path: str | None = None,
-    page_size: Annotated[int, Query(ge=1, le=assets.MAX_PAGE_SIZE)] = 100,
-    cursor: str | None = None,
-) -> AssetPageOut:
-    """Ordered by path; `path` keeps the assets whose path starts with it."""
+    asked: Annotated[PageRequest, Depends(page_request)],
+    path: Annotated[str | None, Query(description="Paths starting with it")] = None,
+    glob: Annotated[str | None, Query(description="Paths matching it (`*` spans `/`)")] = None,
+    order: Annotated[str | None, Query(description="path, created, modified; '-'")] = None,
+    metadata: Annotated[bool, Query(description="Include each asset's metadata")] = False,
+) -> Page[AssetOut]:
+    """DANDI's filters: `path` (a prefix), `glob`, `order` (`path` by default)."""
     with archive.db.session() as session:
         page = assets.list_assets(
-            session, user, dandiset_id, version, path=path, page_size=page_size, cursor=cursor
+            session,
+            user,
+            dandiset_id,
+            version,
+            path=path,
+            glob=glob,
+            order=order,
+            offset=asked.offset,
+            limit=asked.page_size,
         )
-        return AssetPageOut(
-            count=page.count, next=page.next, results=[asset_out(a) for a in page.results]
-        )
+    results = [asset_out(a, metadata=metadata) for a in page.results]
+    return make_page(request, asked, page.count, results)
 
 
-@router.get(ASSETS + "{asset_id}/", response_model=AssetOut, summary="An asset")
+@router.get(
+    ASSETS + "paths/",
+    response_model=Page[AssetPathOut],
+    summary="The files and folders of a folder of the version",
+)
+def list_paths(
+    dandiset_id: str,
+    version: str,
+    request: Request,
+    archive: ArchiveDep,
+    user: UserDep,
+    asked: Annotated[PageRequest, Depends(page_request)],
+    path_prefix: Annotated[str, Query(description="The folder ('' for the root)")] = "",
+) -> Page[AssetPathOut]:
+    """DANDI's `assets/paths/`: each entry a file (with `asset.asset_id`) or a folder, with
+    the number of files and bytes under it."""
+    with archive.db.session() as session:
+        entries = assets.list_paths(session, user, dandiset_id, version, path_prefix)
+    page = entries[asked.offset : asked.offset + asked.page_size]
+    results = [
+        AssetPathOut(
+            path=e.path,
+            aggregate_files=e.aggregate_files,
+            aggregate_size=e.aggregate_size,
+            asset={"asset_id": e.asset_id} if e.asset_id else None,
+        )
+        for e in page
+    ]
+    return make_page(request, asked, len(entries), results)
+
+
+@router.get(ASSETS + "{asset_id}/", response_model=dict[str, Any], summary="An asset's metadata")
 def get_asset(
+    dandiset_id: str, version: str, asset_id: str, archive: ArchiveDep, user: UserDep
+) -> dict[str, Any]:
+    """The metadata (DANDI's): as given, with `path`, `identifier`, and for the draft
+    `digest` and `contentSize` from the content (`dandi:dandi-etag` of a blob, the
+    `dandi:dandi-zarr-checksum` of a Zarr)."""
+    with archive.db.session() as session:
+        return assets.get_asset(session, user, dandiset_id, version, asset_id).metadata
+
+
+@router.get(ASSETS + "{asset_id}/info/", response_model=AssetOut, summary="An asset")
+def get_asset_info(
     dandiset_id: str, version: str, asset_id: str, archive: ArchiveDep, user: UserDep
 ) -> AssetOut:
     with archive.db.session() as session:
@@ -104,15 +170,23 @@ def delete_asset(
 
 
 @router.get(
-    "/api/assets/{asset_id}/download/",
-    response_model=ZarrOut,
-    responses={302: {"description": "Redirect to the blob's URL"}},
-    summary="Download an asset",
+    "/api/assets/{asset_id}/", response_model=dict[str, Any], summary="An asset's metadata, by id"
 )
-def download_asset(asset_id: str, archive: ArchiveDep, user: UserDep) -> RedirectResponse | ZarrOut:
-    """A blob: 302 to its URL (plain for public dandisets, presigned for embargoed ones).
-    A Zarr of the draft: its info (as `GET /api/zarr/{zarr_id}/`); of a published version in
-    snapshot mode: 302 to the snapshot it pins (`GET /api/zarr/{zarr_id}/snapshots/{checksum}/`)."""
+def get_asset_by_id(asset_id: str, archive: ArchiveDep, user: UserDep) -> dict[str, Any]:
+    with archive.db.session() as session:
+        asset = assets.get_asset_by_id(session, user, asset_id)
+        return assets.served_metadata(asset)
+
+
+@router.get("/api/assets/{asset_id}/info/", response_model=AssetOut, summary="An asset, by id")
+def get_asset_info_by_id(asset_id: str, archive: ArchiveDep, user: UserDep) -> AssetOut:
+    """The asset with its metadata, `dandiset` and `version` (how `dandi download` of an
+    `/api/assets/{asset_id}/download/` URL finds it)."""
+    with archive.db.session() as session:
+        return asset_out(assets.asset_info_by_id(session, user, asset_id))
+
+
+def _download(archive: ArchiveDep, user: UserDep, asset_id: str) -> RedirectResponse:
     with archive.db.session() as session:
         asset = assets.get_asset_by_id(session, user, asset_id)
         blob, zarr_id = asset.blob, asset.zarr_id
@@ -120,7 +194,38 @@ def download_asset(asset_id: str, archive: ArchiveDep, user: UserDep) -> Redirec
             return RedirectResponse(blobs.blob_url(archive, blob), status_code=302)
         pinned = snapshots.published_asset_checksum(session, asset.id)
     if pinned is not None:
-        url = f"/api/zarr/{pinned[0]}/snapshots/{urllib.parse.quote(pinned[1], safe='')}/"
-        return RedirectResponse(url, status_code=302)
-    assert zarr_id is not None
-    return zarr_out(archive, zarr_id, user)
+        where = f"/api/zarr/{pinned[0]}/snapshots/{urllib.parse.quote(pinned[1], safe='')}/"
+    else:
+        where = f"/api/zarr/{zarr_id}/"
+    raise InvalidInput(
+        "Unable to provide download link for zarr assets: browse the Zarr's files at "
+        f"{where} (or download it with `zarrchive download` or `dandi download`)"
+    )
+
+
+@router.get(
+    "/api/assets/{asset_id}/download/",
+    status_code=302,
+    responses={302: {"description": "Redirect to the blob's URL"}},
+    summary="Download an asset",
+)
+def download_asset(asset_id: str, archive: ArchiveDep, user: UserDep) -> RedirectResponse:
+    """A blob: 302 to its URL (plain for public dandisets, presigned for embargoed ones).
+    A Zarr: 400, as DANDI answers, naming where its files are listed (of a published
+    version in snapshot mode: the snapshot it pins)."""
+    return _download(archive, user, asset_id)
+
+
+@router.get(
+    ASSETS + "{asset_id}/download/",
+    status_code=302,
+    responses={302: {"description": "Redirect to the blob's URL"}},
+    summary="Download an asset of a version",
+)
+def download_version_asset(
+    dandiset_id: str, version: str, asset_id: str, archive: ArchiveDep, user: UserDep
+) -> RedirectResponse:
+    """As `GET /api/assets/{asset_id}/download/`, for an asset of this version."""
+    with archive.db.session() as session:
+        assets.get_asset(session, user, dandiset_id, version, asset_id)
+    return _download(archive, user, asset_id)

@@ -1,71 +1,116 @@
-"""``/api/dandisets/{id}/versions/``: the draft, published versions, publishing."""
+"""``/api/dandisets/{id}/versions/``: the draft, published versions, publishing (DANDI's
+shapes: a version's route answers its metadata, ``info/`` describes it)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
 
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.schemas import VersionMetadataIn, VersionOut, VersionZarrOut
-from zarrchive.services import publish, versions
+from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
+from zarrchive.api.routers.dandisets import dandiset_out, version_summary
+from zarrchive.api.schemas import (
+    DandiVersionOut,
+    VersionInfoOut,
+    VersionMetadataIn,
+    VersionZarrOut,
+)
+from zarrchive.services import dandisets, publish, versions
 
 router = APIRouter(tags=["versions"])
 
 
-def version_out(info: versions.VersionInfo) -> VersionOut:
-    return VersionOut(
-        dandiset=info.dandiset,
-        version=info.version,
+def version_info_out(
+    archive: ArchiveDep, user: UserDep, dandiset_id: str, info: versions.VersionInfo
+) -> VersionInfoOut:
+    with archive.db.session() as session:
+        dandiset = dandiset_out(session, dandisets.get_dandiset(session, user, dandiset_id))
+    return VersionInfoOut(
+        **version_summary(info).model_dump(),
+        dandiset=dandiset,
         metadata=info.metadata,
-        asset_count=info.asset_count,
-        size=info.size,
+        contact_person=info.contact_person,
+        asset_validation_errors=[],
+        version_validation_errors=[],
         zarrs=[VersionZarrOut(**z.__dict__) for z in info.zarrs],
-        created=info.created,
-        modified=info.modified,
     )
 
 
 @router.get(
     "/api/dandisets/{dandiset_id}/versions/",
-    response_model=list[VersionOut],
-    summary="The dandiset's versions",
+    response_model=Page[DandiVersionOut],
+    summary="A page of the dandiset's versions",
 )
-def list_versions(dandiset_id: str, archive: ArchiveDep, user: UserDep) -> list[VersionOut]:
-    """Every published version, oldest first, then the draft."""
+def list_versions(
+    dandiset_id: str,
+    request: Request,
+    archive: ArchiveDep,
+    user: UserDep,
+    asked: Annotated[PageRequest, Depends(page_request)],
+    order: Annotated[
+        str | None, Query(description="created, modified, version; '-' reverses")
+    ] = None,
+) -> Page[DandiVersionOut]:
+    """By default every published version, oldest first, then the draft."""
     with archive.db.session() as session:
-        return [version_out(v) for v in versions.list_versions(session, user, dandiset_id)]
+        found = versions.list_versions(session, user, dandiset_id, order)
+    page = found[asked.offset : asked.offset + asked.page_size]
+    return make_page(request, asked, len(found), [version_summary(v) for v in page])
 
 
 @router.get(
     "/api/dandisets/{dandiset_id}/versions/{version}/",
-    response_model=VersionOut,
-    summary="A version",
+    response_model=dict[str, Any],
+    summary="A version's metadata",
 )
-def get_version(dandiset_id: str, version: str, archive: ArchiveDep, user: UserDep) -> VersionOut:
+def get_version(
+    dandiset_id: str, version: str, archive: ArchiveDep, user: UserDep
+) -> dict[str, Any]:
+    """The metadata as stored, with `identifier` (`DANDI:000001`), `id`, `version`, `name`."""
     with archive.db.session() as session:
-        return version_out(versions.get_version_info(session, user, dandiset_id, version))
+        return versions.get_version_info(session, user, dandiset_id, version).metadata
+
+
+@router.get(
+    "/api/dandisets/{dandiset_id}/versions/{version}/info/",
+    response_model=VersionInfoOut,
+    summary="A version: status, asset count, size, metadata, Zarrs",
+)
+def get_version_info(
+    dandiset_id: str, version: str, archive: ArchiveDep, user: UserDep
+) -> VersionInfoOut:
+    with archive.db.session() as session:
+        info = versions.get_version_info(session, user, dandiset_id, version)
+    return version_info_out(archive, user, dandiset_id, info)
 
 
 @router.put(
     "/api/dandisets/{dandiset_id}/versions/{version}/",
-    response_model=VersionOut,
+    response_model=VersionInfoOut,
     summary="Replace the draft's metadata",
 )
 def update_version(
     dandiset_id: str, version: str, body: VersionMetadataIn, archive: ArchiveDep, user: UserDep
-) -> VersionOut:
-    """Owners only; published versions never change (403)."""
+) -> VersionInfoOut:
+    """Owners only; published versions never change (403).  `name` (default: the
+    metadata's) renames the dandiset; `identifier`, `id` and `version` are the archive's."""
     with archive.db.write_session() as session:
-        info = versions.update_draft_metadata(session, user, dandiset_id, version, body.metadata)
-        return version_out(info)
+        info = versions.update_draft_metadata(
+            session, user, dandiset_id, version, body.metadata, body.name
+        )
+    return version_info_out(archive, user, dandiset_id, info)
 
 
 @router.post(
     "/api/dandisets/{dandiset_id}/versions/draft/publish/",
-    response_model=VersionOut,
+    response_model=VersionInfoOut,
     summary="Publish the draft",
 )
-def publish_draft(dandiset_id: str, archive: ArchiveDep, user: UserDep) -> VersionOut:
+def publish_draft(dandiset_id: str, archive: ArchiveDep, user: UserDep) -> VersionInfoOut:
     """Creates version `0.YYMMDD.HHMM` referencing the draft's blobs and Zarrs (nothing is
-    copied); every Zarr of it becomes immutable.  Refused (409) while a Zarr of the draft
-    has an upload batch open, and while the dandiset is embargoed."""
-    return version_out(publish.publish(archive, user, dandiset_id))
+    copied) and answers it (`status` `Published` at once); the draft's status is then
+    `Published` until it changes.  Refused (409) while a Zarr of the draft has an upload
+    batch open, and while the dandiset is embargoed."""
+    info = publish.publish(archive, user, dandiset_id)
+    return version_info_out(archive, user, dandiset_id, info)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from sqlalchemy.orm import Session
 
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.pagination import DEFAULT_PAGE_SIZE, Page, PageNumber, PageSize, make_page
+from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.schemas import (
     DeleteFile,
     DirectoryOut,
@@ -62,10 +62,9 @@ def list_zarrs(
     request: Request,
     archive: ArchiveDep,
     user: UserDep,
+    asked: Annotated[PageRequest, Depends(page_request)],
     dandiset: str | None = None,
     name: str | None = None,
-    page: PageNumber = 1,
-    page_size: PageSize = DEFAULT_PAGE_SIZE,
 ) -> Page[ZarrOut]:
     """Zarrs visible to the caller, filtered by dandiset and/or exact name, oldest first, in
     DANDI's pages (`{count, next, previous, results}`, `?page=`, `?page_size=`)."""
@@ -75,13 +74,13 @@ def list_zarrs(
             user,
             dandiset_id=dandiset,
             name=name,
-            limit=page_size,
-            offset=(page - 1) * page_size,
+            limit=asked.page_size,
+            offset=asked.offset,
         )
-        if page > 1 and not found:
-            raise NotFound(f"invalid page {page}: there are {count} Zarrs")
+        if asked.page > 1 and not found:
+            raise NotFound(f"invalid page {asked.page}: there are {count} Zarrs")
         results = [_zarr_out(archive, session, z) for z in found]
-    return make_page(request, results, count=count, page=page, page_size=page_size)
+    return make_page(request, asked, count, results)
 
 
 @router.get("/api/zarr/{zarr_id}/", response_model=ZarrOut, summary="A Zarr archive")
