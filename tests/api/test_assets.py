@@ -221,7 +221,7 @@ def test_list_pages_and_path_prefix(api: httpx.Client, dandiset: str, zarr_id: s
     (zarr_asset,) = page["results"]
     assert zarr_asset["size"] == 5 and zarr_asset["zarr_id"] == zarr_id
     second = ok(api.get(assets_url(dandiset), params={"page_size": 2, "page": 2}))
-    assert second["previous"] == f"{api.base_url}{assets_url(dandiset)}?page_size=2&page=1"
+    assert second["previous"] == f"{api.base_url}{assets_url(dandiset)}?page_size=2"
     assert [a["path"] for a in second["results"]] == ["sub-1/b.nwb", "sub-1/data.zarr"]
     assert listing(glob="*/?.nwb")[1] == [
         "Sub-1/d.nwb",

@@ -73,7 +73,7 @@ def test_list_filters_and_pages(api: httpx.Client, anon: httpx.Client, users: Us
     assert first["next"] == f"{anon.base_url}/api/dandisets/?page_size=2&page=2"
     second = ok(anon.get(first["next"]))
     assert (names(second), second["next"]) == (["gamma", "theirs"], None)
-    assert second["previous"] == f"{anon.base_url}/api/dandisets/?page_size=2&page=1"
+    assert second["previous"] == f"{anon.base_url}/api/dandisets/?page_size=2"
     assert names(ok(anon.get("/api/dandisets/?ordering=name"))) == [
         "alpha",
         "beta",
