@@ -71,8 +71,9 @@ def test_owners_see_their_embargoed_dandisets_signed_in(
     with browser(base_url, users.admin) as admin:
         assert "Secret rat" in text(admin.get("/"))
     with browser(base_url) as anon:
-        text(anon.get(f"/dandiset/{site.embargoed}/draft"), 404)
-        text(anon.get(f"/dandiset/{site.embargoed}/draft/files"), 404)
+        # signed out: asked to sign in (401, as the API answers), shown nothing of it
+        assert "Secret rat" not in text(anon.get(f"/dandiset/{site.embargoed}/draft"), 401)
+        text(anon.get(f"/dandiset/{site.embargoed}/draft/files"), 401)
         assert anon.get(f"/thumbnail/zarr/{site.embargoed_zarr}/a").status_code == 404
 
 
@@ -98,7 +99,7 @@ def test_signing_in_sets_a_strict_http_only_cookie_and_signing_out_clears_it(
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
         assert "Secret rat" in text(client.get("/"))
         # the API never reads the cookie: it stays anonymous there
-        assert client.get(f"/api/dandisets/{site.embargoed}/").status_code == 404
+        assert client.get(f"/api/dandisets/{site.embargoed}/").status_code == 401
         out = client.post("/signout")
         assert out.status_code == 303
         assert (
