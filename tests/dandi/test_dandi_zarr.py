@@ -13,7 +13,6 @@ from zarr_checksum.generators import yield_files_local
 
 from tests.helpers.dandi import DandiArchive, run_dandi, show
 
-pytestmark = pytest.mark.xfail(strict=False, reason="needs DANDI's Zarr routes (dandizarr branch)")
 
 ZARR = "sub-mouse1/sub-mouse1_ses-1.zarr"
 SIDE = 16  # a 16 x 16 array of 1 x 1 chunks: 256 chunk files in 16 nested directories
