@@ -331,16 +331,6 @@ def list_assets(
     if path:
         # substr, not LIKE: exact and case-sensitive on every database
         condition = condition & (func.substr(Asset.path, 1, len(path)) == path)
-    if glob:
-        regex = _glob_regex(glob)
-        ids = [
-            asset_id
-            for asset_id, asset_path in session.execute(
-                select(Asset.id, Asset.path).where(condition)
-            )
-            if regex.match(asset_path)
-        ]
-        condition = condition & Asset.id.in_(ids)
     field = (order or "path").lstrip("-")
     if field not in ASSET_ORDERINGS:
         raise InvalidInput(
@@ -350,14 +340,24 @@ def list_assets(
         field
     ]
     reverse = bool(order and order.startswith("-"))
+    query = (
+        select(Asset).where(condition).order_by(column.desc() if reverse else column, Asset.path)
+    )
+    if glob:  # matched here (ids, in order), then the page's rows are loaded
+        regex = _glob_regex(glob)
+        ids = [
+            asset_id
+            for asset_id, asset_path in session.execute(
+                query.with_only_columns(Asset.id, Asset.path)
+            )
+            if regex.match(asset_path)
+        ]
+        wanted = ids[offset : offset + limit]
+        loaded = {a.id: a for a in session.scalars(select(Asset).where(Asset.id.in_(wanted)))}
+        page = [asset_info(loaded[i], dandiset) for i in wanted]
+        return AssetPage(count=len(ids), results=page)
     count = session.scalar(select(func.count()).select_from(Asset).where(condition)) or 0
-    rows = session.scalars(
-        select(Asset)
-        .where(condition)
-        .order_by(column.desc() if reverse else column, Asset.path)
-        .offset(offset)
-        .limit(limit)
-    ).all()
+    rows = session.scalars(query.offset(offset).limit(limit)).all()
     return AssetPage(count=int(count), results=[asset_info(a, dandiset) for a in rows])
 
 

@@ -135,10 +135,12 @@ def list_dandisets(
         condition = condition & Dandiset.id.in_(with_assets)
     if filters.search:
         words = filters.search.strip()
-        if words.isdigit():
+        if re.fullmatch(r"[0-9]{1,9}", words):  # an identifier (ASCII digits, in range)
             condition = condition & (Dandiset.id == int(words))
         else:
-            condition = condition & func.lower(Dandiset.name).contains(words.lower())
+            condition = condition & func.lower(Dandiset.name).contains(
+                words.lower(), autoescape=True
+            )
     field = filters.ordering.lstrip("-")
     try:
         ordering = Ordering(field)
