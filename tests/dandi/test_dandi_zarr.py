@@ -1,5 +1,5 @@
 """DANDI's own client uploading, re-uploading and downloading a Zarr: its checksum is
-zarr-checksum's, and the download is byte-identical.  Needs DANDI's Zarr routes."""
+zarr-checksum's, and the download is byte-identical."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import yield_files_local
 
 from tests.helpers.dandi import DandiArchive, run_dandi, show
-
 
 ZARR = "sub-mouse1/sub-mouse1_ses-1.zarr"
 SIDE = 16  # a 16 x 16 array of 1 x 1 chunks: 256 chunk files in 16 nested directories
