@@ -24,10 +24,10 @@ from tests.helpers.zarr_client import (
 )
 from zarrchive.db.models import Dandiset
 from zarrchive.errors import StorageError
-from zarrchive.services.embargo import EmbargoStatus, move_to_public, oldest_first
+from zarrchive.services.embargo import EmbargoStatus, move_to_public
 from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
-from zarrchive.storage.objects import ObjectVersion
+from zarrchive.storage.objects import ObjectVersion, oldest_first
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 

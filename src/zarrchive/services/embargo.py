@@ -43,6 +43,7 @@ from zarrchive.storage.objects import (
     ObjectStore,
     ObjectVersion,
     copy_object_version,
+    oldest_first,
     purge_checked,
 )
 
@@ -104,30 +105,6 @@ def start_unembargo(archive: Archive, user: User | None, identifier: str) -> Dan
 
 def _prefixes(zarr_ids: list[str]) -> list[str]:
     return [p(z) for z in zarr_ids for p in (zarr_prefix, checksum_prefix)]
-
-
-def oldest_first(history: list[ObjectVersion]) -> list[ObjectVersion]:
-    """One key's versions and delete markers (as S3 lists them: each kind newest first) in
-    the order they were written.
-
-    S3's timestamps have one-second precision on some servers: the current entry goes last,
-    and ties between a version and a delete marker of the same second otherwise keep
-    versions first.
-    """
-    rank: dict[tuple[bool, str], int] = {}
-    for kind in (False, True):
-        same = [v for v in history if v.is_delete_marker is kind]
-        for position, version in enumerate(reversed(same)):
-            rank[(kind, version.version_id)] = position
-    return sorted(
-        history,
-        key=lambda v: (
-            v.is_latest,
-            v.last_modified,
-            v.is_delete_marker,
-            rank[(v.is_delete_marker, v.version_id)],
-        ),
-    )
 
 
 @dataclass(frozen=True)

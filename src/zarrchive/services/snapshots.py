@@ -51,15 +51,17 @@ from zarrchive.errors import (
 from zarrchive.manifest import ManifestEntry, generate_manifest, manifest_key, read_manifest
 from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services import zarrs as zarr_service
+from zarrchive.services.manifests import ManifestStatus, manifest_url, write_manifest
 from zarrchive.services.node_cache import DIRECTORY, FILE, NodeView
 from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads import purge_stale_staging
 from zarrchive.storage.keys import (
     checksum_prefix,
     staging_zarr_prefix,
     zarr_object_key,
     zarr_prefix,
 )
-from zarrchive.storage.objects import ObjectStore, ObjectVersion
+from zarrchive.storage.objects import ObjectStore, ObjectVersion, oldest_first
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +162,6 @@ def prepare_manifest(archive: Archive, zarr_id: str) -> None:
     Best effort: a Zarr with a batch open, or changing meanwhile, is left as it is (the
     publication that asked checks again under the Zarr's lock and refuses or retries).
     """
-    from zarrchive.services.manifests import write_manifest
 
     with archive.db.session() as session:
         zarr = zarr_service.get_zarr(session, None, zarr_id, check_read=False)
@@ -336,7 +337,6 @@ class SnapshotInfo:
 
 def list_snapshots(archive: Archive, session: Session, zarr: Zarr) -> list[SnapshotInfo]:
     """Every pinned state of *zarr* (readable by the caller), oldest first."""
-    from zarrchive.services.manifests import manifest_url
 
     result = []
     for pin in pins_of(session, zarr.id).values():
@@ -403,7 +403,6 @@ def snapshot_index(archive: Archive, zarr: Zarr, pin: Pin) -> SnapshotIndex:
                 f"the manifest of the published snapshot {pin.checksum} of Zarr {zarr.id} is "
                 "missing: an administrator must investigate"
             )
-        from zarrchive.services.manifests import ManifestStatus, write_manifest
 
         outcome = write_manifest(archive, zarr.id)
         done = (ManifestStatus.WRITTEN, ManifestStatus.EXISTS)
@@ -526,9 +525,8 @@ def version_map(
     source_history: list[ObjectVersion], target_history: list[ObjectVersion]
 ) -> dict[str, str]:
     """Source version id -> the target's copy of it, for one key whose history was replayed
-    oldest first into the target (see :func:`zarrchive.services.embargo.oldest_first`):
+    oldest first into the target (see :func:`zarrchive.storage.objects.oldest_first`):
     the i-th version written in the source is the i-th written in the target."""
-    from zarrchive.services.embargo import oldest_first
 
     mapping: dict[str, str] = {}
     source = oldest_first(source_history)
@@ -668,8 +666,6 @@ def collect_garbage(archive: Archive, zarr_id: str, *, apply: bool = False) -> G
     if apply:
         _delete_versions(store, [(k, v) for k, v, _ in report.versions])
         if report.staging:
-            from zarrchive.services.uploads import purge_stale_staging
-
             purge_stale_staging(archive, zarr_id)
         report.applied = True
     return report

@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -19,12 +18,10 @@ from sqlalchemy.orm import Session
 
 from zarrchive.checksum.node import ChildDigest
 from zarrchive.db.models import (
-    Asset,
     Dandiset,
     User,
     Version,
     Zarr,
-    ZarrManifest,
     ZarrPin,
 )
 from zarrchive.errors import InvalidInput, InvalidPath, NotFound, ZarrFrozen
@@ -37,39 +34,6 @@ from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_pref
 from zarrchive.storage.objects import ObjectStore
 
 MAX_PAGE_SIZE = 1000
-
-
-class ZarrStatus(StrEnum):
-    """DANDI's ``status`` of a Zarr (``ZarrArchiveStatus``), from its batches: ``Pending``
-    while an upload batch is open, ``Ingesting`` while verified batches (or a deletion) are
-    being applied, ``Complete`` when the Zarr is at rest (its ``checksum`` is final)."""
-
-    PENDING = "Pending"
-    INGESTING = "Ingesting"
-    COMPLETE = "Complete"
-
-
-@dataclass(frozen=True)
-class ZarrInfo:
-    zarr_id: str
-    name: str
-    dandiset: str
-    s3_path: str
-    s3_url: str
-    checksum: str
-    file_count: int
-    size: int
-    upload_in_progress: bool
-    #: ``at_rest`` | ``open`` | ``applying`` (:class:`~zarrchive.services.uploads.UploadState`)
-    upload_state: str
-    #: DANDI's ``Pending`` | ``Ingesting`` | ``Complete`` (:class:`ZarrStatus`)
-    status: str
-    created: datetime
-    modified: datetime
-    manifest_url: str | None
-    manifest_status: str
-    checksum_mismatch: str | None
-    published_versions: list[str]
 
 
 def parse_zarr_id(zarr_id: str) -> str:
@@ -167,51 +131,6 @@ def list_zarrs(
     count = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = session.scalars(query.order_by(Zarr.created_at, Zarr.id).offset(offset).limit(limit))
     return list(rows), count
-
-
-_STATUS_OF_STATE = {
-    "at_rest": ZarrStatus.COMPLETE,
-    "open": ZarrStatus.PENDING,
-    "applying": ZarrStatus.INGESTING,
-}
-
-
-def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
-    from zarrchive.services.manifests import manifest_url
-    from zarrchive.services.uploads import upload_status
-
-    status = upload_status(session, zarr.id)
-    manifest = session.scalar(
-        select(ZarrManifest).where(
-            ZarrManifest.zarr_id == zarr.id, ZarrManifest.checksum == zarr.checksum
-        )
-    )
-    return ZarrInfo(
-        zarr_id=zarr.id,
-        name=zarr.name,
-        dandiset=zarr.dandiset.identifier,
-        s3_path=zarr_prefix(zarr.id),
-        s3_url=archive.store_for(zarr.dandiset).public_url(zarr_prefix(zarr.id)),
-        checksum=zarr.checksum,
-        file_count=zarr.file_count,
-        size=zarr.size,
-        upload_in_progress=status.open,
-        upload_state=status.state.value,
-        status=_STATUS_OF_STATE[status.state.value].value,
-        created=zarr.created_at,
-        modified=zarr.modified_at,
-        manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,
-        manifest_status="available" if manifest else "pending",
-        checksum_mismatch=manifest.listing_checksum if manifest and manifest.mismatch else None,
-        published_versions=list(
-            session.scalars(
-                select(Version.version)
-                .join(Asset, Asset.version_id == Version.id)
-                .where(Asset.zarr_id == zarr.id, Version.version != "draft")
-                .order_by(Version.id)
-            )
-        ),
-    )
 
 
 # -- browsing -------------------------------------------------------------------

@@ -855,3 +855,27 @@ def purge_checked(store: ObjectStore, prefix: str, *, exact: bool = False) -> in
                 f"{first.get('Message')})"
             )
     return len(versions)
+
+
+def oldest_first(history: list[ObjectVersion]) -> list[ObjectVersion]:
+    """One key's versions and delete markers (as S3 lists them: each kind newest first) in
+    the order they were written.
+
+    S3's timestamps have one-second precision on some servers: the current entry goes last,
+    and ties between a version and a delete marker of the same second otherwise keep
+    versions first.
+    """
+    rank: dict[tuple[bool, str], int] = {}
+    for kind in (False, True):
+        same = [v for v in history if v.is_delete_marker is kind]
+        for position, version in enumerate(reversed(same)):
+            rank[(kind, version.version_id)] = position
+    return sorted(
+        history,
+        key=lambda v: (
+            v.is_latest,
+            v.last_modified,
+            v.is_delete_marker,
+            rank[(v.is_delete_marker, v.version_id)],
+        ),
+    )

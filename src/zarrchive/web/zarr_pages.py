@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_directory_path
-from zarrchive.services import snapshots, zarrs
+from zarrchive.services import snapshots, zarr_info, zarrs
 from zarrchive.web import arrays
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
 from zarrchive.web.thumbnail import NoThumbnail
@@ -47,7 +47,7 @@ def zarr_page(
     size = parse_page_size(page_size)
     with archive.db.session() as session:
         zarr = zarrs.get_zarr(session, user, zarr_id)
-        info = zarrs.zarr_info(archive, session, zarr)
+        info = zarr_info.zarr_info(archive, session, zarr)
         pinned = snapshots.list_snapshots(archive, session, zarr) if path == "" else []
     found = zarrs.browse(archive, zarr, path, page_size=size, cursor=cursor or None)
     if isinstance(found, zarrs.FileEntry):

@@ -29,7 +29,7 @@ from zarrchive.api.schemas import (
 )
 from zarrchive.db.models import Zarr
 from zarrchive.errors import NotFound, NoUploadInProgress
-from zarrchive.services import manifests, uploads, zarrs
+from zarrchive.services import manifests, uploads, zarr_info, zarrs
 from zarrchive.services.runtime import Archive
 
 router = APIRouter(tags=["zarr"])
@@ -45,7 +45,7 @@ def zarr_out(archive: Archive, zarr_id: str, user: UserDep) -> ZarrOut:
 
 
 def _zarr_out(archive: Archive, session: Session, zarr: Zarr) -> ZarrOut:
-    info = zarrs.zarr_info(archive, session, zarr)
+    info = zarr_info.zarr_info(archive, session, zarr)
     return ZarrOut(**info.__dict__)
 
 
