@@ -281,3 +281,21 @@ def anon(live_server: LiveServer, archive: Archive) -> Iterator[httpx.Client]:
     live_server.app.state.archive = archive
     with httpx.Client(base_url=live_server.url, timeout=60) as client:
         yield client
+
+
+@pytest.fixture
+def dandiset(api: httpx.Client) -> str:
+    """A new dandiset owned by the ``api`` client's user."""
+    response = api.post("/api/dandisets/", json={"name": "test dandiset"})
+    assert response.status_code == 200, response.text
+    identifier: str = response.json()["identifier"]
+    return identifier
+
+
+@pytest.fixture
+def zarr_id(api: httpx.Client, dandiset: str) -> str:
+    """A new, empty Zarr ``test.zarr`` in :func:`dandiset`."""
+    response = api.post("/api/zarr/", json={"name": "test.zarr", "dandiset": dandiset})
+    assert response.status_code == 200, response.text
+    zid: str = response.json()["zarr_id"]
+    return zid

@@ -9,7 +9,9 @@ import httpx
 import pytest
 from sqlalchemy import delete
 
-from tests.api.asset_helpers import (
+from tests.conftest import Users
+from tests.helpers.api_uploads import upload
+from tests.helpers.assets import (
     add_blob_asset,
     add_zarr_asset,
     assets_url,
@@ -18,8 +20,6 @@ from tests.api.asset_helpers import (
     ok,
     upload_blob,
 )
-from tests.api.conftest import upload
-from tests.conftest import Users
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.db.models import Version

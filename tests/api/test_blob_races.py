@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.asset_helpers import md5, ok
+from tests.helpers.assets import md5, ok
 from zarrchive.db.models import Blob, User
 from zarrchive.errors import NotFound
 from zarrchive.services import blobs

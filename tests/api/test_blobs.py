@@ -10,14 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.asset_helpers import (
-    add_blob_asset,
-    client_for,
-    md5,
-    ok,
-    upload_blob,
-)
 from tests.conftest import Users
+from tests.helpers.assets import add_blob_asset, client_for, md5, ok, upload_blob
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services import blobs

@@ -10,9 +10,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from tests.api.conftest import md5, put_files, upload
-from tests.api.test_upload_flow import assert_nodes_match
-from tests.api.test_zarr_api import FILES, info, oracle
+from tests.helpers.api_uploads import FILES, assert_nodes_match, info, oracle, put_files, upload
+from tests.helpers.zarr_client import md5
 from zarrchive.checksum import ChecksumNode, compute_checksum
 from zarrchive.db.models import Zarr
 from zarrchive.services import uploads

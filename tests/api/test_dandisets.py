@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from tests.api.asset_helpers import add_blob_asset, client_for, ok
 from tests.conftest import Users
+from tests.helpers.assets import add_blob_asset, client_for, ok
 
 
 def names(page: dict[str, Any]) -> list[str]:

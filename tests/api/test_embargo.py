@@ -9,10 +9,8 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from tests.api.conftest import upload
-from tests.api.test_upload_flow import assert_nodes_match
-from tests.api.test_zarr_api import FILES, oracle
 from tests.conftest import Users
+from tests.helpers.api_uploads import FILES, assert_nodes_match, oracle, upload
 from zarrchive.config import redact_url
 from zarrchive.db.models import Dandiset, Zarr
 from zarrchive.jobs import InProcessJobQueue
@@ -169,7 +167,7 @@ def test_public_zarr_is_world_readable(
 def test_unembargo_moves_blobs_and_copies_shared_ones(
     api: httpx.Client, archive: Archive, seaweedfs: SeaweedFS
 ) -> None:
-    from tests.api.asset_helpers import assets_url, ok, upload_blob
+    from tests.helpers.assets import assets_url, ok, upload_blob
 
     first, second = (
         ok(api.post("/api/dandisets/", json={"name": n, "embargo": True}))["identifier"]

@@ -10,7 +10,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.api.conftest import upload
+from tests.helpers.api_uploads import upload
 from zarrchive.checksum import ChecksumNode
 from zarrchive.services.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive

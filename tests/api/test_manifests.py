@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import md5, upload
-from tests.api.test_zarr_api import FILES, info
 from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY
 from tests.fixtures import ZARR_MANIFESTS
+from tests.helpers.api_uploads import FILES, info, upload
+from tests.helpers.zarr_client import md5
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
 from zarrchive.jobs import InProcessJobQueue, RedisJobQueue
 from zarrchive.manifest import format_timestamp, manifest_key, read_manifest
@@ -229,7 +229,7 @@ def test_backfill_cli(api: httpx.Client, zarr_id: str, archive: Archive, dandise
 def test_publishing_guarantees_the_manifest_of_the_pinned_checksum(
     api: httpx.Client, zarr_id: str, archive: Archive, dandiset: str
 ) -> None:
-    from tests.api.asset_helpers import add_zarr_asset, ok
+    from tests.helpers.assets import add_zarr_asset, ok
 
     checksum = upload(api, zarr_id, FILES)["checksum"]  # no queue: no manifest yet
     assert info(api, zarr_id)["manifest_url"] is None
@@ -252,7 +252,7 @@ def test_forced_rewrite_never_touches_a_pinned_manifest(
 ) -> None:
     """``write_manifest(force=True)`` rewrites a manifest, except one a published version
     pins: its object versions are what that version reads."""
-    from tests.api.asset_helpers import add_zarr_asset, ok
+    from tests.helpers.assets import add_zarr_asset, ok
 
     checksum = upload(api, zarr_id, FILES)["checksum"]
     first = write_manifest(archive, zarr_id)

@@ -9,16 +9,9 @@ from datetime import UTC, datetime
 
 import httpx
 
-from tests.api.asset_helpers import (
-    add_blob_asset,
-    add_zarr_asset,
-    assets_url,
-    md5,
-    ok,
-    oracle,
-)
-from tests.api.conftest import put_files, upload
 from tests.conftest import Users
+from tests.helpers.api_uploads import put_files, upload
+from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, md5, ok, oracle
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.services.publish import version_name

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from tests.api.conftest import md5
 from tests.conftest import LiveServer, Users
+from tests.helpers.zarr_client import md5
 from zarrchive.services.runtime import Archive
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import httpx
 
-from tests.api.asset_helpers import add_zarr_asset, assets_url, ok
-from tests.api.conftest import md5, upload
+from tests.helpers.api_uploads import upload
+from tests.helpers.assets import add_zarr_asset, assets_url, ok
 from tests.helpers.snapshots import oracle, read_snapshot, snapshot_base
+from tests.helpers.zarr_client import md5
 from zarrchive.services.runtime import Archive
 
 FILES = {".zgroup": b"{}", "arr/0": b"zero", "arr/1": b"one"}

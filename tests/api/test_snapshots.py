@@ -9,10 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.asset_helpers import add_zarr_asset, assets_url, client_for, ok
-from tests.api.conftest import md5, put_files, upload
 from tests.conftest import Users, make_settings
+from tests.helpers.api_uploads import put_files, upload
+from tests.helpers.assets import add_zarr_asset, assets_url, client_for, ok
 from tests.helpers.snapshots import oracle, read_live, read_snapshot, snapshot_base, walk
+from tests.helpers.zarr_client import md5
 from zarrchive.config import PublishedZarrs, Settings
 from zarrchive.db.models import Version
 from zarrchive.services.runtime import Archive

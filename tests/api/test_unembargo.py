@@ -193,7 +193,7 @@ def test_refused_purge_fails_the_move_and_a_rerun_finishes_it(
 
 
 def test_large_blobs_are_copied_in_parts(api: httpx.Client, archive: Archive) -> None:
-    from tests.api.asset_helpers import assets_url, upload_blob
+    from tests.helpers.assets import assets_url, upload_blob
 
     identifier = create_dandiset(api, "big", embargo=True)
     data = bytes(range(256)) * (12 * 1024 * 1024 // 256 + 17)  # 12 MiB and a bit

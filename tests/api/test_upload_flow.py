@@ -12,10 +12,13 @@ from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.checksum import ZarrChecksum, ZarrChecksumManifest  # noqa: F401
 from zarr_checksum.generators import yield_files_local
 
-from tests.api.conftest import md5, read_tree, upload
-from zarrchive.checksum import EMPTY_CHECKSUM, iter_directory_digests
+from tests.helpers.api_uploads import (
+    assert_nodes_match,
+    read_tree,
+    upload,
+)
+from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.services.runtime import Archive
-from zarrchive.storage.keys import checksum_prefix
 
 
 def make_zarr(root: Path) -> Path:
@@ -47,24 +50,6 @@ def make_zarr(root: Path) -> Path:
 
 def oracle(root: Path) -> str:
     return str(compute_zarr_checksum(yield_files_local(str(root))))
-
-
-def assert_nodes_match(archive: Archive, zarr_id: str, files: dict[str, bytes], s3: Any) -> None:
-    """Every .checksum object in S3 is byte-equal to the node computed from the files."""
-    entries = [(p, len(b), md5(b)) for p, b in files.items()]
-    expected = {}
-    for d in iter_directory_digests(entries, with_nodes=True):
-        if files or d.path:
-            key = f"zarr_checksums/{zarr_id}/{d.path + '/' if d.path else ''}.checksum"
-            assert d.node_json is not None
-            expected[key] = d.node_json.encode()
-    prefix = checksum_prefix(zarr_id)
-    listed = s3.list_objects_v2(Bucket=archive.store.bucket, Prefix=prefix).get("Contents", [])
-    stored = {
-        o["Key"]: s3.get_object(Bucket=archive.store.bucket, Key=o["Key"])["Body"].read()
-        for o in listed
-    }
-    assert stored == expected
 
 
 def test_new_zarr_is_empty(api: httpx.Client, zarr_id: str, dandiset: str) -> None:

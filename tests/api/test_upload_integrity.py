@@ -8,10 +8,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.asset_helpers import add_zarr_asset, ok
-from tests.api.conftest import md5, put_files, upload
-from tests.api.test_upload_flow import assert_nodes_match
-from tests.api.test_zarr_api import info, oracle, s3_body
+from tests.helpers.api_uploads import assert_nodes_match, info, oracle, put_files, s3_body, upload
+from tests.helpers.assets import add_zarr_asset, ok
+from tests.helpers.zarr_client import md5
 from zarrchive.db.models import UploadBatch, User
 from zarrchive.errors import NoUploadInProgress, StorageError
 from zarrchive.services import fsck as fsck_service

@@ -14,9 +14,9 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from tests.api.conftest import md5, put_files
+from tests.helpers.api_uploads import put_files
 from tests.helpers.jobs import HeldJobQueue
-from tests.helpers.zarr_client import oracle_checksum
+from tests.helpers.zarr_client import md5, oracle_checksum
 from zarrchive.db.models import BatchState, UploadBatch, utcnow
 from zarrchive.errors import StorageError
 from zarrchive.services import fsck as fsck_service

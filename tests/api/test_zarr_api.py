@@ -2,47 +2,22 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
-from zarr_checksum import compute_zarr_checksum
-from zarr_checksum.generators import ZarrArchiveFile
 
-from tests.api.conftest import md5, put_files, upload
-from tests.api.test_upload_flow import assert_nodes_match
+from tests.helpers.api_uploads import (
+    FILES,
+    assert_nodes_match,
+    info,
+    oracle,
+    put_files,
+    s3_body,
+    upload,
+)
+from tests.helpers.zarr_client import md5
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.services.runtime import Archive
-
-
-def oracle(files: dict[str, bytes]) -> str:
-    return str(
-        compute_zarr_checksum(
-            ZarrArchiveFile(path=Path(p), size=len(b), digest=md5(b)) for p, b in files.items()
-        )
-    )
-
-
-FILES = {
-    ".zgroup": b'{"zarr_format":2}',
-    "arr/.zarray": b'{"shape":[4]}',
-    "arr/0": b"zero",
-    "arr/1": b"one",
-    "arr/sub/deep/x": b"deep x",
-    "arr/sub/deep/y": b"deep y",
-    "other/only": b"only child",
-}
-
-
-def info(api: httpx.Client, zarr_id: str) -> dict[str, Any]:
-    response = api.get(f"/api/zarr/{zarr_id}/")
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
-
-
-def s3_body(archive: Archive, zarr_id: str, path: str) -> bytes | None:
-    return archive.store.get(f"zarr/{zarr_id}/{path}")
 
 
 def test_overwrite_files(api: httpx.Client, zarr_id: str, archive: Archive, s3: Any) -> None:

@@ -10,13 +10,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.api.asset_helpers import (
-    add_zarr_asset,
-    md5,
-    ok,
-)
-from tests.api.conftest import dandiset, upload, zarr_id  # noqa: F401  (fixtures)
 from tests.conftest import LiveServer, Users
+from tests.helpers.api_uploads import upload
+from tests.helpers.assets import add_zarr_asset, md5, ok
 
 ZARRCHIVE = [sys.executable, "-m", "zarrchive.cli", "publish"]
 
@@ -40,8 +36,8 @@ def _versions(api: httpx.Client, ident: str) -> list[str]:
 
 def test_refuses_without_a_terminal(
     api: httpx.Client,
-    dandiset: str,  # noqa: F811
-    zarr_id: str,  # noqa: F811
+    dandiset: str,
+    zarr_id: str,
     live_server: LiveServer,
     users: Users,
 ) -> None:
@@ -66,8 +62,8 @@ def test_refuses_without_a_terminal(
 
 def test_yes_publishes_and_warns(
     api: httpx.Client,
-    dandiset: str,  # noqa: F811
-    zarr_id: str,  # noqa: F811
+    dandiset: str,
+    zarr_id: str,
     live_server: LiveServer,
     users: Users,
 ) -> None:
@@ -107,8 +103,8 @@ def test_yes_publishes_and_warns(
 @pytest.mark.parametrize("answer", ["n", "y"])
 def test_asks_on_a_terminal(
     api: httpx.Client,
-    dandiset: str,  # noqa: F811
-    zarr_id: str,  # noqa: F811
+    dandiset: str,
+    zarr_id: str,
     live_server: LiveServer,
     users: Users,
     answer: str,

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.api.asset_helpers import add_zarr_asset, md5, ok
-from tests.api.conftest import dandiset, upload, zarr_id  # noqa: F401  (fixtures)
 from tests.conftest import LiveServer, Users, make_settings
+from tests.helpers.api_uploads import upload
+from tests.helpers.assets import add_zarr_asset, md5, ok
 from tests.helpers.snapshots import admin_env, oracle, read_snapshot
 from typer.testing import CliRunner
 
@@ -48,8 +48,8 @@ def all_versions(s3: Any, bucket: str, zid: str) -> set[tuple[str, str]]:
 
 def test_publish_says_the_draft_stays_writable(
     api: httpx.Client,
-    dandiset: str,  # noqa: F811
-    zarr_id: str,  # noqa: F811
+    dandiset: str,
+    zarr_id: str,
     live_server: LiveServer,
     users: Users,
 ) -> None:
@@ -82,8 +82,8 @@ def test_publish_says_the_draft_stays_writable(
 
 def test_gc_dry_run_then_apply(
     api: httpx.Client,
-    dandiset: str,  # noqa: F811
-    zarr_id: str,  # noqa: F811
+    dandiset: str,
+    zarr_id: str,
     settings: Settings,
     s3: Any,
     bucket: str,

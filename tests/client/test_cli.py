@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tests.client.conftest import zarr_checksum_of
+from tests.helpers.local_zarr import zarr_checksum_of
 from zarrchive.cli import app
 from zarrchive.client import ApiClient
 

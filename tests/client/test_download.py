@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +10,11 @@ import pytest
 import zarr
 from typer.testing import CliRunner
 
-from tests.client.conftest import file_count, make_zarr, zarr_checksum_of
+from tests.helpers.boto3_readers import Boto3Fetcher
+from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from zarrchive.cli import app
 from zarrchive.client import ApiClient, Uploader
-from zarrchive.client.download import PARTIAL_SUFFIX, Downloader, RemoteFile
+from zarrchive.client.download import PARTIAL_SUFFIX, Downloader
 from zarrchive.client.upload import BatchRecords
 from zarrchive.errors import LocalFileError
 
@@ -109,23 +109,6 @@ def test_verify_lists_every_kind_of_difference(
     assert result.differ == [changed.relative_to(source).as_posix()]
     assert result.extra == ["g/new"]
     assert not result.ok
-
-
-class Boto3Fetcher:
-    """Reads objects through boto3 with credentials (e.g. a private or embargoed bucket)."""
-
-    def __init__(self, s3: Any, bucket: str, key_of: Callable[[RemoteFile], str]) -> None:
-        self.s3, self.bucket, self.key_of = s3, bucket, key_of
-        self.fetched = 0
-
-    def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
-        body = self.s3.get_object(Bucket=self.bucket, Key=self.key_of(file))["Body"]
-        for block in body.iter_chunks(1 << 20):
-            write(block)
-        self.fetched += 1
-
-    def close(self) -> None:
-        return None
 
 
 def test_download_through_an_injected_fetcher(

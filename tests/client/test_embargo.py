@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.client.conftest import make_zarr, zarr_checksum_of
-from tests.client.test_download import Boto3Fetcher
-from tests.client.test_store import Boto3Reader
 from tests.conftest import Users
+from tests.helpers.boto3_readers import Boto3Fetcher, Boto3Reader
+from tests.helpers.local_zarr import make_zarr, zarr_checksum_of
 from zarrchive.client import ApiClient, Downloader, Uploader, open_store
 from zarrchive.client.upload import BatchRecords
 from zarrchive.errors import ApiError

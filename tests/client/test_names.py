@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.client.conftest import zarr_checksum_of
+from tests.helpers.local_zarr import zarr_checksum_of
 from zarrchive.client import ApiClient, Downloader, Uploader
 from zarrchive.client.upload import BatchRecords
 

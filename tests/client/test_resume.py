@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.conftest import file_count, make_zarr, zarr_checksum_of
 from tests.conftest import LiveServer, make_settings
+from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from zarrchive.client import ApiClient, NullProgress, Uploader
 from zarrchive.client.upload import BatchRecords
 from zarrchive.services.runtime import Archive

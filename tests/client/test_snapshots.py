@@ -12,8 +12,8 @@ import pytest
 import zarr
 from typer.testing import CliRunner
 
-from tests.client.conftest import make_zarr, zarr_checksum_of
 from tests.conftest import make_settings
+from tests.helpers.local_zarr import make_zarr, zarr_checksum_of
 from tests.helpers.snapshots import admin_env
 from zarrchive.cli import app
 from zarrchive.client import ApiClient, Uploader

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.client.conftest import make_zarr
+from tests.helpers.boto3_readers import Boto3Reader
+from tests.helpers.local_zarr import make_zarr
 from zarrchive.client import ApiClient, Uploader
 from zarrchive.client.store import ZarrchiveStore, open_store
 from zarrchive.client.upload import BatchRecords
@@ -73,29 +74,6 @@ def test_open_store_by_id_and_api_url(
         pytest.raises(ValueError),
     ):
         zarr.open_group(store, mode="w")
-
-
-class Boto3Reader:
-    """The embargo hook: reads objects with credentials instead of anonymous GETs."""
-
-    def __init__(self, s3: Any, bucket: str, prefix: str) -> None:
-        self.s3, self.bucket, self.prefix = s3, bucket, prefix
-        self.reads = 0
-
-    def read(self, path: str, range_header: str | None = None) -> bytes | None:
-        kwargs = {"Range": range_header} if range_header else {}
-        try:
-            response = self.s3.get_object(Bucket=self.bucket, Key=self.prefix + path, **kwargs)
-        except self.s3.exceptions.NoSuchKey:
-            return None
-        self.reads += 1
-        return bytes(response["Body"].read())
-
-    def exists(self, path: str) -> bool:
-        return self.read(path, "bytes=0-0") is not None
-
-    def close(self) -> None:
-        return None
 
 
 def test_open_store_with_an_injected_reader(

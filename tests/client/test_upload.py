@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.client.conftest import file_count, make_zarr, zarr_checksum_of
+from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from zarrchive.client import ApiClient, NullProgress, Uploader
 from zarrchive.client.upload import BatchRecords
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.conftest import file_count, make_zarr, zarr_checksum_of
+from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from zarrchive.client import ApiClient, Uploader
 from zarrchive.client.upload import BatchRecords
 from zarrchive.jobs import InProcessJobQueue

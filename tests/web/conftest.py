@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer, Users
-from tests.web.site import Site, build_site
+from tests.helpers.web_site import Site, build_site
 from zarrchive.services.runtime import Archive
 
 

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import Users
-from tests.web.site import IMAGE_SHAPE, Site
+from tests.helpers.web_site import IMAGE_SHAPE, Site
 
 CHROMIUM = Path(os.environ.get("ZARRCHIVE_TEST_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"

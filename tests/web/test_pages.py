@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import Users
-from tests.web.site import (
+from tests.helpers.web_site import (
     IMAGE_SHAPE,
     VOLUME_SHAPE,
     Site,
