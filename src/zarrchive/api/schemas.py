@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from zarrchive.services.zarrs import DirectoryListing, FileEntry
 
 
 class ZarrCreate(BaseModel):
@@ -89,6 +92,11 @@ class FileOut(BaseModel):
     s3_key: str
     s3_url: str
 
+    @classmethod
+    def of(cls, entry: FileEntry) -> Self:
+        """A file of a Zarr (or of a snapshot: subclasses add its fields)."""
+        return cls(**asdict(entry), etag=entry.md5)
+
 
 class ListingEntryOut(BaseModel):
     name: str
@@ -106,6 +114,18 @@ class DirectoryOut(BaseModel):
     directories: list[ListingEntryOut]
     files: list[ListingEntryOut]
     next: str | None = Field(description="Cursor of the next page (pass as ?cursor=)")
+
+    @classmethod
+    def of(cls, listing: DirectoryListing) -> Self:
+        return cls(
+            path=listing.path,
+            digest=listing.digest,
+            file_count=listing.file_count,
+            size=listing.size,
+            directories=[ListingEntryOut(**asdict(e)) for e in listing.directories],
+            files=[ListingEntryOut(**asdict(e)) for e in listing.files],
+            next=listing.next,
+        )
 
 
 # -- DANDI's shapes (server info, dandisets, versions, assets, blob uploads) -----------------

@@ -61,7 +61,7 @@ from zarrchive.storage.keys import (
     zarr_object_key,
     zarr_prefix,
 )
-from zarrchive.storage.objects import ObjectStore, ObjectVersion, oldest_first
+from zarrchive.storage.objects import ObjectStore, ObjectVersion, delete_versions, oldest_first
 
 log = logging.getLogger(__name__)
 
@@ -664,7 +664,7 @@ def collect_garbage(archive: Archive, zarr_id: str, *, apply: bool = False) -> G
     ]
     report.staging = _stale_staging(archive, store, zarr_id)
     if apply:
-        _delete_versions(store, [(k, v) for k, v, _ in report.versions])
+        delete_versions(store, [(k, v) for k, v, _ in report.versions], f"Zarr {zarr_id}")
         if report.staging:
             purge_stale_staging(archive, zarr_id)
         report.applied = True
@@ -683,22 +683,6 @@ def _stale_staging(archive: Archive, store: ObjectStore, zarr_id: str) -> list[t
         if versions:  # (some S3s, SeaweedFS among them, list emptied "directories")
             stale.append((prefix, sum(v.size for v in versions)))
     return stale
-
-
-def _delete_versions(store: ObjectStore, versions: list[tuple[str, str]]) -> None:
-    for start in range(0, len(versions), 1000):
-        chunk = versions[start : start + 1000]
-        response = store._call(
-            store.client.delete_objects,
-            Bucket=store.bucket,
-            Delete={"Objects": [{"Key": k, "VersionId": v} for k, v in chunk], "Quiet": True},
-        )
-        errors = response.get("Errors") or []
-        if errors:
-            raise StorageError(
-                f"S3 refused to delete {len(errors)} of {len(chunk)} object versions, e.g. "
-                f"{errors[0].get('Key')!r} ({errors[0].get('Code')})"
-            )
 
 
 def gc_zarr_ids(archive: Archive) -> list[str]:

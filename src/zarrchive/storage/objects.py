@@ -833,12 +833,9 @@ def copy_object_version(
         raise
 
 
-def purge_checked(store: ObjectStore, prefix: str, *, exact: bool = False) -> int:
-    """Delete every version and delete marker under *prefix* (or of exactly the key *prefix*
-    when *exact*) for good; raises :class:`StorageError` if S3 refuses any of them."""
-    versions = [
-        (v.key, v.version_id) for v in store.iter_versions(prefix) if not exact or v.key == prefix
-    ]
+def delete_versions(store: ObjectStore, versions: list[tuple[str, str]], what: str) -> None:
+    """Delete each ``(key, version_id)`` for good, 1000 per request; raises
+    :class:`StorageError` naming *what* if S3 refuses any of them."""
     for start in range(0, len(versions), 1000):
         chunk = versions[start : start + 1000]
         response = store._call(
@@ -850,10 +847,19 @@ def purge_checked(store: ObjectStore, prefix: str, *, exact: bool = False) -> in
         if errors:
             first = errors[0]
             raise StorageError(
-                f"S3 refused to delete {len(errors)} of {len(chunk)} object versions under "
-                f"{prefix!r}, e.g. {first.get('Key')!r} ({first.get('Code')}: "
+                f"S3 refused to delete {len(errors)} of {len(chunk)} object versions of "
+                f"{what}, e.g. {first.get('Key')!r} ({first.get('Code')}: "
                 f"{first.get('Message')})"
             )
+
+
+def purge_checked(store: ObjectStore, prefix: str, *, exact: bool = False) -> int:
+    """Delete every version and delete marker under *prefix* (or of exactly the key *prefix*
+    when *exact*) for good; raises :class:`StorageError` if S3 refuses any of them."""
+    versions = [
+        (v.key, v.version_id) for v in store.iter_versions(prefix) if not exact or v.key == prefix
+    ]
+    delete_versions(store, versions, repr(prefix))
     return len(versions)
 
 

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.schemas import DeleteFile, DirectoryOut, FileOut, ListingEntryOut
+from zarrchive.api.schemas import DeleteFile, DirectoryOut, FileOut
 from zarrchive.services import snapshots, zarrs
 
 router = APIRouter(tags=["snapshots"])
@@ -115,7 +115,7 @@ def list_snapshot_directory(
         archive, zarr, pin, directory + "/" if directory else "", page_size=page_size, cursor=cursor
     )
     assert isinstance(listing, zarrs.DirectoryListing)
-    return _directory_out(listing)
+    return DirectoryOut.of(listing)
 
 
 @router.get(
@@ -139,26 +139,5 @@ def browse_snapshot(
         pin = snapshots.find_pin(session, zarr, checksum)
     result = snapshots.browse_snapshot(archive, zarr, pin, path, page_size=page_size, cursor=cursor)
     if isinstance(result, snapshots.SnapshotFile):
-        return SnapshotFileOut(
-            name=result.name,
-            path=result.path,
-            size=result.size,
-            md5=result.md5,
-            etag=result.md5,
-            s3_key=result.s3_key,
-            s3_url=result.s3_url,
-            version_id=result.version_id,
-        )
-    return _directory_out(result)
-
-
-def _directory_out(result: zarrs.DirectoryListing) -> DirectoryOut:
-    return DirectoryOut(
-        path=result.path,
-        digest=result.digest,
-        file_count=result.file_count,
-        size=result.size,
-        directories=[ListingEntryOut(**e.__dict__) for e in result.directories],
-        files=[ListingEntryOut(**e.__dict__) for e in result.files],
-        next=result.next,
-    )
+        return SnapshotFileOut.of(result)
+    return DirectoryOut.of(result)

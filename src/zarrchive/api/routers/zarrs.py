@@ -17,7 +17,6 @@ from zarrchive.api.schemas import (
     DroppedFileOut,
     FileOut,
     FinalizeOut,
-    ListingEntryOut,
     ManifestOut,
     UploadFile,
     UploadUrlOut,
@@ -326,25 +325,5 @@ def browse(
         zarr = zarrs.get_zarr(session, user, zarr_id)
     result = zarrs.browse(archive, zarr, path, page_size=page_size, cursor=cursor)
     if isinstance(result, zarrs.FileEntry):
-        return FileOut(
-            name=result.name,
-            path=result.path,
-            size=result.size,
-            md5=result.md5,
-            etag=result.md5,
-            s3_key=result.s3_key,
-            s3_url=result.s3_url,
-        )
-    return _directory_out(result)
-
-
-def _directory_out(listing: zarrs.DirectoryListing) -> DirectoryOut:
-    return DirectoryOut(
-        path=listing.path,
-        digest=listing.digest,
-        file_count=listing.file_count,
-        size=listing.size,
-        directories=[ListingEntryOut(**e.__dict__) for e in listing.directories],
-        files=[ListingEntryOut(**e.__dict__) for e in listing.files],
-        next=listing.next,
-    )
+        return FileOut.of(result)
+    return DirectoryOut.of(result)
