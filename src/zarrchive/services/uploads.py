@@ -191,6 +191,22 @@ def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
     return zarr
 
 
+def _new_upload_batch(
+    session: Session, zarr: Zarr, user: User | None, files: list[tuple[str, str]]
+) -> UploadBatch:
+    """An open upload batch of *files* (``(path, md5)``), with an identity unique forever."""
+    batch = UploadBatch(
+        zarr_id=zarr.id,
+        uid=uuid.uuid4().hex,
+        kind=BatchKind.UPLOAD,
+        state=BatchState.OPEN,
+        created_by=user.id if user else None,
+    )
+    batch.files = [UploadBatchFile(path=p, etag=e) for p, e in files]
+    session.add(batch)
+    return batch
+
+
 def open_batch(session: Session, zarr: Zarr) -> UploadBatch | None:
     """Any batch of the Zarr (open, queued or applying), or None when it is at rest.
 
@@ -615,15 +631,7 @@ def start_batch(
                 f"Zarr {zarr.id} already has an upload batch open: complete it "
                 "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
             )
-        batch = UploadBatch(
-            zarr_id=zarr.id,
-            uid=uuid.uuid4().hex,
-            kind=BatchKind.UPLOAD,
-            state=BatchState.OPEN,
-            created_by=user.id if user else None,
-        )
-        batch.files = [UploadBatchFile(path=p, etag=e) for p, e in checked]
-        session.add(batch)
+        batch = _new_upload_batch(session, zarr, user, checked)
         zarr.modified_at = utcnow()
         try:
             session.flush()
@@ -970,15 +978,7 @@ def extend_batch(
         zarr = _lock_for_write(session, user, zarr_id)
         current = _open_batch_files(session, zarr.id)
         if current is None:
-            batch = UploadBatch(
-                zarr_id=zarr.id,
-                uid=uuid.uuid4().hex,
-                kind=BatchKind.UPLOAD,
-                state=BatchState.OPEN,
-                created_by=user.id if user else None,
-            )
-            batch.files = [UploadBatchFile(path=p, etag=e) for p, e in checked]
-            session.add(batch)
+            batch = _new_upload_batch(session, zarr, user, checked)
             try:
                 session.flush()
             except IntegrityError as exc:  # a concurrent request opened one
