@@ -20,9 +20,9 @@ from tests.helpers.flaky_proxy import FlakyProxy, Hit
 from tests.helpers.lindi import range_server_process
 from zarrchive.client import ApiClient, Downloader, RetryEvent, Uploader
 from zarrchive.client.store import HttpObjectReader, ZarrchiveStore
-from zarrchive.client.transport import USER_AGENT, RetryPolicy
 from zarrchive.client.upload import BatchRecords
 from zarrchive.lindi import RangeReader
+from zarrchive.transport import USER_AGENT, RetryPolicy
 
 DATA = np.arange(12, dtype="<i4")
 #: A policy whose own backoff is far shorter than the server's Retry-After.

@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 import zarrchive
-from zarrchive.client.transport import (
+from zarrchive.errors import InvalidInput, NetworkError
+from zarrchive.transport import (
     USER_AGENT,
     RetryEvent,
     RetryPolicy,
@@ -19,7 +20,6 @@ from zarrchive.client.transport import (
     parse_retry_after,
     run,
 )
-from zarrchive.errors import InvalidInput, NetworkError
 
 NO_WAIT = RetryPolicy(attempts=4, base_delay=0.0, max_delay=0.0)
 

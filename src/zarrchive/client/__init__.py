@@ -2,7 +2,7 @@
 
 - :class:`ApiClient`: the archive's HTTP API (pooled, timeouts, retries);
   ``ApiClient.from_env()`` reads ``ZARRCHIVE_URL`` / ``ZARRCHIVE_TOKEN``.
-- :mod:`zarrchive.client.transport`: the one HTTP layer every request goes through
+- :mod:`zarrchive.transport`: the one HTTP layer every request goes through
   (:class:`RetryPolicy`: backoff with jitter, ``Retry-After``; the retryable statuses
   and errors; the user agent; a retry hook receiving :class:`RetryEvent`).
 - :func:`upload` / :class:`Uploader`: make a Zarr in the archive equal to a local
@@ -25,8 +25,8 @@ from zarrchive.client.download import (
     resolve_zarr,
 )
 from zarrchive.client.progress import NullProgress, PlainProgress, Progress, RichProgress
-from zarrchive.client.transport import RetryEvent, RetryPolicy
 from zarrchive.client.upload import BatchRecords, Uploader, UploadResult, upload
+from zarrchive.transport import RetryEvent, RetryPolicy
 
 if TYPE_CHECKING:
     from zarrchive.client.store import HttpObjectReader, ObjectReader, ZarrchiveStore, open_store

@@ -2,7 +2,7 @@
 
 One :class:`ApiClient` holds one pooled :class:`httpx.Client`; it is safe to
 share between threads.  Every request has timeouts and is retried as
-:mod:`zarrchive.client.transport` says (backoff with jitter on connection errors,
+:mod:`zarrchive.transport` says (backoff with jitter on connection errors,
 429 and 5xx, honouring ``Retry-After``).  Errors become
 :class:`~zarrchive.errors.ApiError` (with the server's ``detail``) or
 :class:`~zarrchive.errors.NetworkError`, with one-line messages.
@@ -25,7 +25,8 @@ from urllib.parse import quote
 
 import httpx
 
-from zarrchive.client.transport import (
+from zarrchive.errors import ApiError, InvalidInput, NetworkError
+from zarrchive.transport import (
     RETRY_EXCEPTIONS,
     RETRY_STATUSES,
     RetryEvent,
@@ -36,7 +37,6 @@ from zarrchive.client.transport import (
     send,
     transport_message,
 )
-from zarrchive.errors import ApiError, InvalidInput, NetworkError
 
 #: The listing endpoint's largest page.
 MAX_PAGE_SIZE = 1000

@@ -11,7 +11,7 @@ contents come straight from S3 through a :class:`Fetcher`:
   presigned GET URLs obtained from the API.
 
 A fetcher makes one attempt; the :class:`Downloader` retries the whole file (the GET,
-the stream, the md5 check) under its retry policy (:func:`zarrchive.client.transport.run`):
+the stream, the md5 check) under its retry policy (:func:`zarrchive.transport.run`):
 a failed attempt of any kind, before or after the first byte, starts the file again.
 
 Every file is written to ``NAME.zarrchive-partial`` next to its place, its md5
@@ -44,7 +44,16 @@ from zarrchive.client.remote import (
     os_path,
     walk_remote,
 )
-from zarrchive.client.transport import (
+from zarrchive.client.upload import _wait_all
+from zarrchive.errors import (
+    InvalidInput,
+    LocalFileError,
+    NetworkError,
+    NotFound,
+    PermissionDenied,
+    TransferError,
+)
+from zarrchive.transport import (
     RETRY_EXCEPTIONS,
     RETRY_STATUSES,
     RetryHook,
@@ -54,15 +63,6 @@ from zarrchive.client.transport import (
     parse_retry_after,
     run,
     transport_message,
-)
-from zarrchive.client.upload import _wait_all
-from zarrchive.errors import (
-    InvalidInput,
-    LocalFileError,
-    NetworkError,
-    NotFound,
-    PermissionDenied,
-    TransferError,
 )
 
 PARTIAL_SUFFIX = ".zarrchive-partial"
@@ -88,7 +88,7 @@ class Fetcher(Protocol):
 
         May be called from several threads at once.  Raise
         :class:`~zarrchive.errors.NetworkError` or
-        :class:`~zarrchive.client.transport.TryAgain` for a failure worth another
+        :class:`~zarrchive.transport.TryAgain` for a failure worth another
         attempt (before or after some bytes were written): the caller then starts the
         file again, as its retry policy allows.
         """

@@ -32,7 +32,6 @@ from zarrchive.client.store import (
     PresignedObjectReader,
     ZarrchiveStore,
 )
-from zarrchive.client.transport import RETRY_EXCEPTIONS, http_client, send, transport_message
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -42,6 +41,7 @@ from zarrchive.errors import (
     TransferError,
 )
 from zarrchive.manifest import read_manifest
+from zarrchive.transport import RETRY_EXCEPTIONS, http_client, send, transport_message
 
 ZARR_DIGEST = "dandi:dandi-zarr-checksum"
 MANIFEST_TIMEOUT = httpx.Timeout(120.0, connect=10.0)

@@ -40,7 +40,8 @@ from zarr.core.buffer import Buffer, BufferPrototype
 from zarrchive.client.address import is_versioned_address
 from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
 from zarrchive.client.download import require_token, resolve_zarr
-from zarrchive.client.transport import (
+from zarrchive.errors import ApiError, InvalidInput, NetworkError, TransferError
+from zarrchive.transport import (
     RETRY_EXCEPTIONS,
     RetryHook,
     RetryPolicy,
@@ -48,7 +49,6 @@ from zarrchive.client.transport import (
     send,
     transport_message,
 )
-from zarrchive.errors import ApiError, InvalidInput, NetworkError, TransferError
 
 S3_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 

@@ -56,20 +56,20 @@ from zarrchive.client.local import default_jobs, hash_local, iter_local_entries,
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.records import BatchRecords
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
-from zarrchive.client.transport import (
-    RETRY_EXCEPTIONS,
-    RetryHook,
-    RetryPolicy,
-    call,
-    http_client,
-    transport_message,
-)
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
     LocalFileError,
     NetworkError,
     TransferError,
+)
+from zarrchive.transport import (
+    RETRY_EXCEPTIONS,
+    RetryHook,
+    RetryPolicy,
+    call,
+    http_client,
+    transport_message,
 )
 
 #: S3's limit for a single PUT.

@@ -29,7 +29,8 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 
 import zarrchive.lindi.refs as rfs_mod
-from zarrchive.client.transport import (
+from zarrchive.errors import InvalidLindiFile, RemoteReadError
+from zarrchive.transport import (
     RETRY_EXCEPTIONS,
     RETRY_STATUSES,
     RetryHook,
@@ -37,7 +38,6 @@ from zarrchive.client.transport import (
     http_client,
     send,
 )
-from zarrchive.errors import InvalidLindiFile, RemoteReadError
 
 DEFAULT_CACHE_BYTES = 256 * 1024 * 1024
 DEFAULT_WORKERS = 8
