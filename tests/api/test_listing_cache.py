@@ -87,3 +87,18 @@ def test_a_wide_directory_is_parsed_once_and_paged(
         thread.join()
     assert results == [100_001] * 4  # the rewritten node is seen at once, never the old one
     assert NODE_CACHE.loads == loads + 2
+
+
+def test_a_large_node_written_by_a_batch_is_listed_without_a_load(
+    api: httpx.Client, anon: httpx.Client, zarr_id: str, archive: Archive
+) -> None:
+    """The tree updater hands the large nodes it writes to the readers' cache: the first
+    listing after the batch costs no download and parse (and shows the batch)."""
+    upload(api, zarr_id, {"wide/000000": b"0"})
+    archive.store.put(checksum_node_key(zarr_id, "wide"), wide_node(20_000), "application/json")
+    upload(api, zarr_id, {"wide/zzz": b"new"})
+    loads = NODE_CACHE.loads
+    page = anon.get(f"/api/zarr/{zarr_id}/wide/", params={"page_size": 2}).json()
+    assert page["file_count"] == 20_001
+    assert anon.get(f"/api/zarr/{zarr_id}/wide/zzz").json()["size"] == 3
+    assert NODE_CACHE.loads == loads

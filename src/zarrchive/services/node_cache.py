@@ -14,8 +14,11 @@ through this cache instead of downloading and parsing the node each time:
   larger than the budget is served once and not kept;
 - pages are cut from sorted name lists by bisection: no re-parse, no copy of the node.
 
-Writers never use it: the tree updater reads fresh nodes under the Zarr's lock and changes
-them in place; cached views are read-only.
+Writers never read from it: the tree updater reads fresh nodes under the Zarr's lock and
+changes them in place; cached views are read-only.  But the tree updater *hands* it the large
+nodes it has just written (:meth:`NodeCache.remember`, keyed by the ETag S3 gives a plain PUT:
+the body's md5), so in the process that applied a batch (the one-process default, where jobs
+run in a thread of the API) the first listing after it costs no download and parse.
 """
 
 from __future__ import annotations
@@ -157,18 +160,25 @@ class NodeCache:
                 f"({exc.message}): an administrator must run "
                 f"'zarrchive admin fsck {zarr_id} --repair'"
             ) from exc
-        cost = len(data) * _MEMORY_PER_BYTE
         with self._lock:
             self.loads += 1
-            if cost <= self.budget_bytes:
-                self._entries[(store.endpoint_url or "", store.bucket, key, etag)] = _Entry(
-                    view, cost
-                )
-                self._used += cost
-                while self._used > self.budget_bytes:
-                    _, dropped = self._entries.popitem(last=False)
-                    self._used -= dropped.cost
+        self.remember(store, key, etag, view, len(data))
         return view
+
+    def remember(self, store: ObjectStore, key: str, etag: str, view: NodeView, size: int) -> None:
+        """Keep *view*, the node just written at *key* (*size* bytes of JSON, ETag *etag*)."""
+        cost = size * _MEMORY_PER_BYTE
+        if cost > self.budget_bytes:
+            return
+        entry_key = (store.endpoint_url or "", store.bucket, key, etag)
+        with self._lock:
+            if entry_key in self._entries:
+                return
+            self._entries[entry_key] = _Entry(view, cost)
+            self._used += cost
+            while self._used > self.budget_bytes:
+                _, dropped = self._entries.popitem(last=False)
+                self._used -= dropped.cost
 
     def clear(self) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ absolute value and every digest is recomputed from its children.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from zarrchive.checksum import EMPTY_CHECKSUM, ChecksumNode
 from zarrchive.errors import CorruptChecksumNode, InvalidChecksumNode
 from zarrchive.paths import split_path
+from zarrchive.services.node_cache import NODE_CACHE, NodeView
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.objects import ObjectStore
 
@@ -78,6 +80,11 @@ def affected_directories(paths: list[str]) -> set[str]:
     return directories
 
 
+#: Nodes at least this large are handed to the readers' cache once written (smaller ones
+#: parse in milliseconds).
+REMEMBERED_NODE_BYTES = 256 * 1024
+
+
 def apply_changes(store: ObjectStore, zarr_id: str, changes: Mapping[str, FileChange]) -> TreeState:
     """Apply *changes* to the tree of *zarr_id* in S3 and return the new root."""
     by_directory: dict[str, dict[str, FileChange]] = defaultdict(dict)
@@ -88,6 +95,7 @@ def apply_changes(store: ObjectStore, zarr_id: str, changes: Mapping[str, FileCh
     nodes = read_nodes(store, zarr_id, directories)
 
     writes: dict[str, bytes] = {}
+    written: dict[str, ChecksumNode] = {}
     deletes: list[str] = []
     # child results bubble up: parent -> {name: new digest or None (gone)}
     subdirectory_updates: dict[str, dict[str, str | None]] = defaultdict(dict)
@@ -112,6 +120,7 @@ def apply_changes(store: ObjectStore, zarr_id: str, changes: Mapping[str, FileCh
                 subdirectory_updates[parent][name] = None
             else:
                 writes[key] = node.to_json()
+                written[key] = node
                 subdirectory_updates[parent][name] = node.digest
         else:
             root = node
@@ -119,10 +128,15 @@ def apply_changes(store: ObjectStore, zarr_id: str, changes: Mapping[str, FileCh
                 deletes.append(key)
             else:
                 writes[key] = node.to_json()
+                written[key] = node
 
     store.map(lambda item: store.put(item[0], item[1], "application/json"), list(writes.items()))
     if deletes:
         store.delete_many(deletes)
+    for key, data in writes.items():
+        if len(data) >= REMEMBERED_NODE_BYTES:
+            etag = hashlib.md5(data).hexdigest()
+            NODE_CACHE.remember(store, key, etag, NodeView.of(written[key]), len(data))
     if root.is_empty:
         return TreeState(EMPTY_CHECKSUM, 0, 0)
     return TreeState(root.digest, root.count, root.size)
