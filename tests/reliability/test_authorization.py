@@ -412,11 +412,8 @@ def expected_denial(row: Row, role: str, embargoed: bool) -> set[int] | None:
         if not embargoed:
             return None
         # anonymous callers are asked to authenticate (DANDI's clients send their key only
-        # after a 401); strangers learn nothing.  The Zarr routes still answer 404 to
-        # anonymous callers (until they move to DANDI's Zarr routes and this rule).
-        if role == "anonymous":
-            return {401, 404} if row.path.startswith("/api/zarr/") else {401}
-        return {404}
+        # after a 401); strangers learn nothing
+        return {401} if role == "anonymous" else {404}
     # writes: authenticate first; an embargoed dandiset's existence is not revealed
     if role == "anonymous":
         return {401, 404} if embargoed else {401}

@@ -74,7 +74,8 @@ def test_owners_see_their_embargoed_dandisets_signed_in(
         # signed out: asked to sign in (401, as the API answers), shown nothing of it
         assert "Secret rat" not in text(anon.get(f"/dandiset/{site.embargoed}/draft"), 401)
         text(anon.get(f"/dandiset/{site.embargoed}/draft/files"), 401)
-        assert anon.get(f"/thumbnail/zarr/{site.embargoed_zarr}/a").status_code == 404
+        assert anon.get(f"/thumbnail/zarr/{site.embargoed_zarr}/a").status_code == 401
+        text(anon.get(f"/zarr/{site.embargoed_zarr}/"), 401)
 
 
 def test_signing_in_sets_a_strict_http_only_cookie_and_signing_out_clears_it(

@@ -26,7 +26,7 @@ from zarrchive.db.models import (
 )
 from zarrchive.errors import InvalidInput, InvalidPath, NotFound, ZarrFrozen
 from zarrchive.paths import split_path, validate_directory_path, validate_path
-from zarrchive.services.auth import can_read, readable_dandisets, require_owner
+from zarrchive.services.auth import readable_dandisets, require_owner, require_read
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
@@ -51,13 +51,16 @@ def get_zarr(
     lock: bool = False,
     check_read: bool = True,
 ) -> Zarr:
-    """The Zarr, if it exists and *user* may read it; *lock* takes its row lock."""
+    """The Zarr, if it exists and *user* may read it (an embargoed one: 401 for anonymous
+    callers, 404 for strangers, as dandisets); *lock* takes its row lock."""
     query = select(Zarr).where(Zarr.id == parse_zarr_id(zarr_id))
     if lock:
         query = query.with_for_update(of=Zarr)
     zarr = session.scalar(query)
-    if zarr is None or (check_read and not can_read(user, zarr.dandiset)):
+    if zarr is None:
         raise NotFound(f"no Zarr {zarr_id}")
+    if check_read:
+        require_read(user, zarr.dandiset, f"no Zarr {zarr_id}")
     return zarr
 
 
