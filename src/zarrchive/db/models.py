@@ -85,6 +85,15 @@ class BatchState(StrEnum):
 PENDING_STATES = (BatchState.QUEUED, BatchState.APPLYING)
 
 
+class EmbargoStatus(StrEnum):
+    """Where a dandiset is on the way from private to public."""
+
+    EMBARGOED = "embargoed"
+    #: its objects are being moved to the public bucket
+    UNEMBARGOING = "unembargoing"
+    OPEN = "open"
+
+
 class BlobValidation(StrEnum):
     """A background validation of a multipart blob upload (``None``: not asked yet)."""
 
@@ -127,8 +136,9 @@ class Dandiset(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(300))
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
-    #: ``embargoed``, ``unembargoing`` (objects being moved to the public bucket) or ``open``.
-    embargo_status: Mapped[str] = mapped_column(String(16), default="open")
+    #: an :class:`EmbargoStatus` (no CHECK constraint yet: adding one on SQLite means
+    #: rebuilding this table, which six others reference)
+    embargo_status: Mapped[str] = mapped_column(String(16), default=EmbargoStatus.OPEN.value)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     owners: Mapped[list[User]] = relationship(secondary="dandiset_owners", lazy="selectin")

@@ -10,13 +10,11 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Dandiset, DandisetOwner, User, Version, Zarr
+from zarrchive.db.models import Asset, Dandiset, DandisetOwner, EmbargoStatus, User, Version, Zarr
 from zarrchive.errors import Conflict, InvalidInput, NotFound
 from zarrchive.services.auth import readable_dandisets, require_owner, require_read, require_user
 
 DRAFT = "draft"
-#: ``embargo.EmbargoStatus.UNEMBARGOING`` (that module depends on this one).
-UNEMBARGOING = "unembargoing"
 
 
 def draft_metadata(
@@ -178,7 +176,7 @@ def delete_dandiset(session: Session, user: User | None, identifier: str) -> Non
     draft and assets go; blobs stay (other dandisets may use them)."""
     dandiset = get_dandiset(session, user, identifier)
     require_owner(user, dandiset)
-    if dandiset.embargo_status == UNEMBARGOING:
+    if dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
         raise Conflict(f"dandiset {dandiset.identifier} is being unembargoed: try again later")
     published = session.scalar(
         select(Version.version).where(Version.dandiset_id == dandiset.id, Version.version != DRAFT)

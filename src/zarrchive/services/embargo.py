@@ -24,12 +24,20 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, Zarr, ZarrManifest
+from zarrchive.db.models import (
+    Asset,
+    Blob,
+    Dandiset,
+    EmbargoStatus,
+    User,
+    Version,
+    Zarr,
+    ZarrManifest,
+)
 from zarrchive.errors import Conflict, StorageError
 from zarrchive.services.auth import require_owner
 from zarrchive.services.dandisets import get_dandiset
@@ -50,14 +58,6 @@ from zarrchive.storage.objects import (
 log = logging.getLogger(__name__)
 
 UNEMBARGO_JOB = "zarrchive.services.embargo:unembargo_job"
-
-
-class EmbargoStatus(StrEnum):
-    """Where a dandiset is on the way from private to public."""
-
-    EMBARGOED = "embargoed"
-    UNEMBARGOING = "unembargoing"
-    OPEN = "open"
 
 
 #: Threads of one unembargo's copies: its own bounded pool, never the request handlers'.

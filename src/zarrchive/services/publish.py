@@ -36,7 +36,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from zarrchive.config import PublishedZarrs
-from zarrchive.db.models import Asset, Dandiset, UploadBatch, User, Version, Zarr, utcnow
+from zarrchive.db.models import (
+    Asset,
+    Dandiset,
+    EmbargoStatus,
+    UploadBatch,
+    User,
+    Version,
+    Zarr,
+    utcnow,
+)
 from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
 from zarrchive.services.assets import computed_metadata
 from zarrchive.services.auth import require_owner
@@ -151,7 +160,7 @@ def _publish(
         )
         assert locked is not None
         dandiset = locked
-        if dandiset.embargoed or dandiset.embargo_status != "open":
+        if dandiset.embargoed or dandiset.embargo_status != EmbargoStatus.OPEN:
             raise Conflict(
                 f"dandiset {dandiset.identifier} is embargoed: unembargo it first, "
                 "then publish (a published version is public)"

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from zarrchive.checksum import EMPTY_CHECKSUM, iter_directory_digests
 from zarrchive.checksum.node import ChildDigest
 from zarrchive.config import PublishedZarrs
-from zarrchive.db.models import UploadBatch, Version, Zarr, ZarrManifest, ZarrPin
+from zarrchive.db.models import EmbargoStatus, UploadBatch, Version, Zarr, ZarrManifest, ZarrPin
 from zarrchive.errors import (
     ArchiveBusy,
     CorruptManifest,
@@ -645,7 +645,7 @@ def collect_garbage(archive: Archive, zarr_id: str, *, apply: bool = False) -> G
         zarr = zarr_service.get_zarr(session, None, zarr_id, check_read=False)
         zarr_id = zarr.id
         store = archive.store_for(zarr.dandiset)
-        if zarr.dandiset.embargo_status == "unembargoing":
+        if zarr.dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
             return GcReport(zarr_id, skipped="its dandiset is being unembargoed")
     report = GcReport(zarr_id)
     candidates = [

@@ -75,6 +75,7 @@ from zarrchive.db.models import (
     PENDING_STATES,
     BatchKind,
     BatchState,
+    EmbargoStatus,
     UploadBatch,
     UploadBatchFile,
     User,
@@ -183,7 +184,7 @@ def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
     zarr = get_zarr(session, user, zarr_id, lock=True)
     require_owner(user, zarr.dandiset)
     ensure_writable(session, zarr)
-    if zarr.dandiset.embargo_status == "unembargoing":
+    if zarr.dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
         raise Conflict(
             f"dandiset {zarr.dandiset.identifier} is being unembargoed (its objects are moving "
             "to the public bucket): try again when that is done"
