@@ -43,6 +43,15 @@ class Case:
     status: int | None = None
 
 
+def _unicode_digit_twin(zarr_id: str) -> str:
+    """*zarr_id* with its first ASCII digit replaced by the same Arabic-Indic digit (which
+    ``uuid.UUID`` reads as that digit): the same id to a careless parser."""
+    for i, c in enumerate(zarr_id):
+        if c.isdigit():
+            return zarr_id[:i] + chr(0x0660 + int(c)) + zarr_id[i + 1 :]
+    return zarr_id + "\u0663"  # (the placeholder worlds that only name the cases)
+
+
 def _entry(path: str, data: bytes = b"x") -> dict[str, str]:
     return {"path": path, "etag": md5(data)}
 
@@ -149,7 +158,7 @@ def cases(w: World) -> list[Case]:
         Case(
             "Zarr id with Unicode digits",
             "POST",
-            f"/api/zarr/{w.zarr_id[:-1]}\u0663/upload/",
+            f"/api/zarr/{_unicode_digit_twin(w.zarr_id)}/upload/",
             {"json": [_entry("a")]},
         ),
         Case("delete a missing file", "DELETE", f"{z}/files/", {"json": [{"path": "nope"}]}),

@@ -37,7 +37,11 @@ MAX_PAGE_SIZE = 1000
 
 
 def parse_zarr_id(zarr_id: str) -> str:
+    """The canonical form of a Zarr id (a UUID in ASCII hex: ``uuid.UUID`` also takes
+    Unicode digits such as ``\u0663`` for ``3``, which would name another Zarr's id)."""
     try:
+        if not zarr_id.isascii():
+            raise ValueError(zarr_id)
         return str(uuid.UUID(zarr_id))
     except (ValueError, AttributeError, TypeError):
         raise NotFound(f"no Zarr {zarr_id!r}: Zarr ids are UUIDs") from None
