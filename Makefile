@@ -16,6 +16,9 @@ DANDI_STAMP := $(DANDI_VENV)/.installed-stamp
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 LOCK := requirements/zarrchive.lock
+# Test processes (pytest-xdist; each test module runs whole in one of them, with its own
+# SeaweedFS and PostgreSQL database): most of the suite waits on servers, so 2 on 2 cores.
+PYTEST_WORKERS ?= 2
 
 .PHONY: serve test lint typecheck pytest install bench clean lock reliability
 
@@ -81,7 +84,7 @@ typecheck: $(STAMP)
 pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAMP)
 	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python \
 	ZARRCHIVE_S3FS_PYTHON=$(CURDIR)/$(S3FS_VENV)/bin/python \
-	ZARRCHIVE_DANDI_VENV=$(CURDIR)/$(DANDI_VENV) $(BIN)/pytest
+	ZARRCHIVE_DANDI_VENV=$(CURDIR)/$(DANDI_VENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # The reliability suite at full size (fuzz, races, crashes, faults, authorization, bad input):
 # see README "Reliability".  `make test` runs the same tests on a small budget.
