@@ -28,6 +28,7 @@ import uvicorn
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from tests.helpers import reliability as reliability_figures
 from zarrchive.api import create_app
 from zarrchive.config import Settings
 from zarrchive.db.models import Base
@@ -299,3 +300,29 @@ def zarr_id(api: httpx.Client, dandiset: str) -> str:
     assert response.status_code == 200, response.text
     zid: str = response.json()["zarr_id"]
     return zid
+
+
+# -- the reliability suite's figures, printed at the end (also under pytest-xdist) ---------
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: hand the figures to the controller
+        workeroutput["reliability"] = reliability_figures.export()
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    reliability_figures.merge(getattr(node, "workeroutput", {}).get("reliability", []))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    parts = reliability_figures.summary()
+    if not parts:
+        return
+    terminalreporter.section(
+        f"reliability figures ({'full' if reliability_figures.FULL else 'small budget'})"
+    )
+    for f in parts:
+        line = f"{f.part:<14} cases {f.cases:>6}  faults {f.faults:>5}  5xx {f.server_errors:>4}"
+        terminalreporter.write_line(line + (f"  ({'; '.join(f.notes)})" if f.notes else ""))
+    target = os.environ.get("ZARRCHIVE_RELIABILITY_FIGURES")
+    if target:
+        reliability_figures.write_summary(Path(target))

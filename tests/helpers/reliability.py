@@ -13,6 +13,7 @@ import os
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 FULL = os.environ.get("ZARRCHIVE_RELIABILITY", "") == "full"
 
@@ -63,6 +64,25 @@ def count(part: str, *, cases: int = 0, faults: int = 0, server_errors: int = 0)
 def note(part: str, text: str) -> None:
     with _lock:
         _figures.setdefault(part, Figures(part)).notes.append(text)
+
+
+def export() -> list[dict[str, Any]]:
+    """The figures as plain data (a pytest-xdist worker sends them to the controller)."""
+    with _lock:
+        return [asdict(f) for f in _figures.values()]
+
+
+def merge(parts: list[dict[str, Any]]) -> None:
+    """Add a worker's :func:`export` to this process's figures."""
+    for part in parts:
+        count(
+            part["part"],
+            cases=part["cases"],
+            faults=part["faults"],
+            server_errors=part["server_errors"],
+        )
+        for text in part["notes"]:
+            note(part["part"], text)
 
 
 def summary() -> list[Figures]:

@@ -1,14 +1,10 @@
-"""The reliability suite: its figures are printed at the end (and written as JSON to
-``ZARRCHIVE_RELIABILITY_FIGURES`` when set); one archive per module for the parts whose
-cases must change nothing (they share it)."""
+"""The reliability suite: one archive per module for the parts whose cases must change
+nothing (they share it).  Its figures are printed at the end by ``tests/conftest.py``."""
 
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,24 +16,10 @@ from tests.conftest import (
     _truncate_postgres,
     make_settings,
 )
-from tests.helpers.reliability import FULL, Tokens, summary, write_summary
+from tests.helpers.reliability import Tokens
 from zarrchive.services.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    parts = summary()
-    if not parts:
-        return
-    terminalreporter.section(f"reliability figures ({'full' if FULL else 'small budget'})")
-    for f in parts:
-        line = f"{f.part:<14} cases {f.cases:>6}  faults {f.faults:>5}  5xx {f.server_errors:>4}"
-        terminalreporter.write_line(line + (f"  ({'; '.join(f.notes)})" if f.notes else ""))
-    target = os.environ.get("ZARRCHIVE_RELIABILITY_FIGURES")
-    if target:
-        write_summary(Path(target))
-
 
 _module_counter = itertools.count()
 
