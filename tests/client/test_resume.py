@@ -161,7 +161,8 @@ def test_ctrl_c_exits_130_and_a_rerun_finishes(
             # first batch is in, it is still running however fast this machine runs it
             *("--dandiset", dandiset, "--batch-files", "2", "--jobs", "1"),
         ],
-        env={**os.environ, **client_env},
+        # faulthandler: a SIGABRT makes it print every thread's stack (see below)
+        env={**os.environ, **client_env, "PYTHONFAULTHANDLER": "1"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -177,7 +178,12 @@ def test_ctrl_c_exits_130_and_a_rerun_finishes(
                 break
             time.sleep(0.01)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        try:
+            _, stderr = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, stacks = process.communicate(timeout=30)
+            pytest.fail(f"the upload still ran 60 s after Ctrl-C; its threads:\n{stacks}")
     finally:
         if process.poll() is None:
             process.kill()
