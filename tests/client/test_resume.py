@@ -144,6 +144,10 @@ def test_expired_urls_are_reminted(
         short.close()
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_exits_130_and_a_rerun_finishes(
     tmp_path: Path,
     client: ApiClient,
@@ -166,6 +170,10 @@ def test_ctrl_c_exits_130_and_a_rerun_finishes(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as in a terminal, whatever this test process inherited: when SIGINT is
+        # ignored (as under `make test` in CI), a child inherits that and Python then
+        # installs no KeyboardInterrupt handler
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 60
