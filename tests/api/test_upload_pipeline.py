@@ -298,7 +298,7 @@ def test_concurrent_appliers_apply_each_batch_once_in_order(
 ) -> None:
     expected: dict[str, bytes] = {}
     for i in range(4):
-        batch = {"shared": f"v{i}".encode(), f"own/{i}": b"x" * i}
+        batch = {"rewritten": f"v{i}".encode(), f"own/{i}": b"x" * i}
         open_and_put(api, zarr_id, batch)
         complete(api, zarr_id)
         expected.update(batch)
@@ -320,6 +320,6 @@ def test_concurrent_appliers_apply_each_batch_once_in_order(
         t.join(120)
     assert not errors, errors
     assert sum(applied) == 4  # each batch applied exactly once
-    assert body(archive, zarr_id, "shared") == b"v3"
+    assert body(archive, zarr_id, "rewritten") == b"v3"
     assert info(api, zarr_id)["checksum"] == oracle_checksum(expected)
     assert_clean(archive, zarr_id)
