@@ -309,6 +309,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         workeroutput["reliability"] = reliability_figures.export()
 
 
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent without the plugin
 def pytest_testnodedown(node: Any, error: Any) -> None:
     reliability_figures.merge(getattr(node, "workeroutput", {}).get("reliability", []))
 
