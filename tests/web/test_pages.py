@@ -24,8 +24,8 @@ from tests.helpers.web_site import (
 )
 from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
+from zarrchive.services.thumbnail import stretch, thumbnail_step
 from zarrchive.storage.keys import zarr_object_key
-from zarrchive.web.thumbnail import stretch, thumbnail_step
 
 
 def text(response: httpx.Response, status: int = 200) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from zarrchive.web.thumbnail import NoThumbnail, plan_slice, stretch, thumbnail_step
+from zarrchive.services.thumbnail import NoThumbnail, plan_slice, stretch, thumbnail_step
 
 
 def test_a_small_image_is_read_whole_at_full_resolution() -> None:

@@ -10,10 +10,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_directory_path
-from zarrchive.services import snapshots, zarr_info, zarrs
-from zarrchive.web import arrays
+from zarrchive.services import arrays, snapshots, zarr_info, zarrs
+from zarrchive.services.thumbnail import NoThumbnail
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
-from zarrchive.web.thumbnail import NoThumbnail
 
 router = APIRouter(route_class=HtmlRoute, include_in_schema=False)
 
@@ -85,7 +84,7 @@ def _crumbs(path: str) -> list[tuple[str, str]]:
 def thumbnail(
     request: Request, archive: ArchiveOf, user: WebUser, zarr_id: str, path: str
 ) -> Response:
-    """A PNG of a 2-D slice of the array in directory *path* (see ``web/thumbnail.py``)."""
+    """A PNG of a 2-D slice of the array in directory *path* (see ``services/thumbnail.py``)."""
     with archive.db.session() as session:
         zarr = zarrs.get_zarr(session, user, zarr_id)
     directory = validate_directory_path(path)

@@ -4,7 +4,7 @@ The metadata (``.zarray``/``.zattrs`` or ``zarr.json``) and the few chunks a thu
 are read from the archive's S3 objects into an in-memory store that zarr-python opens: zarr
 decodes every codec it knows (v2 compressors and filters, v3 codec chains, sharding), and a
 chunk that is not stored reads as the fill value.  The slice maths are in
-:mod:`zarrchive.web.thumbnail`.
+:mod:`zarrchive.services.thumbnail`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from zarr.storage import MemoryStore
 from zarrchive.db.models import Zarr
 from zarrchive.services.node_cache import NODE_CACHE
 from zarrchive.services.runtime import Archive
+from zarrchive.services.thumbnail import NoThumbnail, SlicePlan, plan_slice, stretch
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key
 from zarrchive.storage.objects import ObjectStore
-from zarrchive.web.thumbnail import NoThumbnail, SlicePlan, plan_slice, stretch
 
 V2_ARRAY, V2_GROUP, V2_ATTRS, V3_META = ".zarray", ".zgroup", ".zattrs", "zarr.json"
 #: The largest metadata document read, bytes.
@@ -207,7 +207,7 @@ THUMBNAILS = _ThumbnailCache()
 
 
 def thumbnail_png(archive: Archive, zarr_row: Zarr, directory: str) -> bytes:
-    """A PNG of the array in *directory* (see :func:`zarrchive.web.thumbnail.plan_slice`);
+    """A PNG of the array in *directory* (see :func:`zarrchive.services.thumbnail.plan_slice`);
     :class:`NoThumbnail` when there is none to draw."""
     store = archive.store_for(zarr_row.dandiset)
     node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))

@@ -1,7 +1,7 @@
 """PURE: which 2-D slice of an array a thumbnail shows, which chunks it needs, and the
 contrast stretch that turns its values into 8-bit grey levels.
 
-No I/O here: :mod:`zarrchive.web.arrays` reads the chunks this module names.
+No I/O here: :mod:`zarrchive.services.arrays` reads the chunks this module names.
 """
 
 from __future__ import annotations
