@@ -28,8 +28,27 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 KEY, SECRET = "bench", "bench-secret"
+
+
+def upload_one(client: Any, auth: dict[str, str], zarr_id: str, path: str, body: bytes) -> None:
+    """One file through the API as a client sends it: a batch, its PUT, complete (applied)."""
+    import httpx
+
+    from zarrchive.storage.objects import md5_to_content_md5
+
+    md5 = hashlib.md5(body).hexdigest()
+    [item] = client.post(
+        f"/api/zarr/{zarr_id}/upload/", json=[{"path": path, "etag": md5}], headers=auth
+    ).json()
+    httpx.put(
+        item["upload_url"], content=body, headers={"Content-MD5": md5_to_content_md5(md5)}
+    ).raise_for_status()
+    client.post(
+        f"/api/zarr/{zarr_id}/upload/complete/", params={"wait": "true"}, headers=auth
+    ).raise_for_status()
 
 
 def timed(client: object, url: str, repeat: int) -> tuple[float, float, int]:
@@ -67,7 +86,6 @@ def main() -> None:
     from zarrchive.services.runtime import Archive
     from zarrchive.services.versions import find_version
     from zarrchive.storage.keys import checksum_node_key
-    from zarrchive.storage.objects import md5_to_content_md5
     from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
     work = Path(tempfile.mkdtemp(prefix="web-bench-"))
@@ -128,19 +146,7 @@ def main() -> None:
                 json={"name": "wide.zarr", "dandiset": dandiset["identifier"]},
                 headers=auth,
             ).json()["zarr_id"]
-            body = b"0"
-            md5 = hashlib.md5(body).hexdigest()
-            [item] = client.post(
-                f"/api/zarr/{zarr_id}/upload/",
-                json=[{"path": "wide/000000", "etag": md5}],
-                headers=auth,
-            ).json()
-            httpx.put(
-                item["upload_url"], content=body, headers={"Content-MD5": md5_to_content_md5(md5)}
-            ).raise_for_status()
-            client.post(
-                f"/api/zarr/{zarr_id}/upload/complete/", params={"wait": "true"}, headers=auth
-            ).raise_for_status()
+            upload_one(client, auth, zarr_id, "wide/000000", b"0")
             node = ChecksumNode()
             for i in range(args.entries):
                 node.set_file(f"{i:06d}", hashlib.md5(str(i).encode()).hexdigest(), i)
@@ -165,19 +171,7 @@ def main() -> None:
             )
             # a batch through the API changes the directory: its node is written and handed
             # to the readers' cache, so the next page is not a cold load
-            body = b"new"
-            md5 = hashlib.md5(body).hexdigest()
-            [item] = client.post(
-                f"/api/zarr/{zarr_id}/upload/",
-                json=[{"path": "wide/zzz", "etag": md5}],
-                headers=auth,
-            ).json()
-            httpx.put(
-                item["upload_url"], content=body, headers={"Content-MD5": md5_to_content_md5(md5)}
-            ).raise_for_status()
-            client.post(
-                f"/api/zarr/{zarr_id}/upload/complete/", params={"wait": "true"}, headers=auth
-            ).raise_for_status()
+            upload_one(client, auth, zarr_id, "wide/zzz", b"new")
             results[f"Zarr directory of {args.entries} entries, page 1, first after a batch"] = (
                 timed(client, page, 1)
             )
