@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
@@ -17,6 +18,7 @@ from zarrchive.db.models import (
     BatchKind,
     BatchState,
     Dandiset,
+    EmbargoStatus,
     UploadBatch,
     User,
     Zarr,
@@ -140,6 +142,27 @@ def test_batch_states_are_checked_by_the_database(database_url: str) -> None:
             raise AssertionError(f"the database accepted {column}={value!r}")
         with db.write_session() as session:
             session.add(UploadBatch(zarr_id=ZARR, kind=BatchKind.DELETE, state=BatchState.APPLYING))
+    finally:
+        db.dispose()
+
+
+def test_embargo_status_is_checked_by_the_database(database_url: str) -> None:
+    """0008: a CHECK on PostgreSQL, triggers on SQLite; inserts and updates both refused."""
+    db = Database(database_url)
+    try:
+        db.migrate()
+        with db.write_session() as session:
+            session.add(Dandiset(name="ok", embargo_status=EmbargoStatus.UNEMBARGOING))
+        with pytest.raises(IntegrityError, match="ck_dandiset_embargo_status"):
+            with db.write_session() as session:
+                session.add(Dandiset(name="bad", embargo_status="EMBARGOED"))
+        with pytest.raises(IntegrityError, match="ck_dandiset_embargo_status"):
+            with db.write_session() as session:
+                session.execute(text("UPDATE dandisets SET embargo_status = 'public'"))
+        with db.session() as session:
+            assert session.execute(text("SELECT name, embargo_status FROM dandisets")).all() == [
+                ("ok", "unembargoing")
+            ]
     finally:
         db.dispose()
 

@@ -132,12 +132,17 @@ class ApiToken(Base):
 
 class Dandiset(Base):
     __tablename__ = "dandisets"
+    # On SQLite, migration 0008 enforces this with triggers (see there why not a CHECK).
+    __table_args__ = (
+        CheckConstraint(
+            _one_of("embargo_status", EmbargoStatus), name="ck_dandiset_embargo_status"
+        ),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(300))
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
-    #: an :class:`EmbargoStatus` (no CHECK constraint yet: adding one on SQLite means
-    #: rebuilding this table, which six others reference)
+    #: an :class:`EmbargoStatus`
     embargo_status: Mapped[str] = mapped_column(String(16), default=EmbargoStatus.OPEN.value)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
