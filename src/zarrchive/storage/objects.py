@@ -34,6 +34,7 @@ from botocore.exceptions import (
 )
 
 from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
+from zarrchive.storage.presign import Credentials, Presigner
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -169,6 +170,13 @@ class ObjectStore:
             region_name=region,
             config=config,
         )
+        #: The fast signer of the URLs presigned per file (botocore's for anything else, and
+        #: when the credentials come from boto3's own chain: they may rotate).
+        self._presigner = (
+            Presigner(endpoint_url, Credentials(access_key_id, secret_access_key), region)
+            if endpoint_url and access_key_id and secret_access_key
+            else None
+        )
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3")
         self._group_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-groups")
 
@@ -211,6 +219,14 @@ class ObjectStore:
 
     def presign_put(self, key: str, md5_hex: str, expires_in: int) -> str:
         """A presigned PUT URL that signs ``Content-MD5``: S3 refuses any other body."""
+        if self._presigner is not None:
+            return self._presigner.url(
+                "PUT",
+                self.bucket,
+                key,
+                expires_in,
+                headers={"Content-MD5": md5_to_content_md5(md5_hex)},
+            )
         url: str = self.client.generate_presigned_url(
             "put_object",
             Params={"Bucket": self.bucket, "Key": key, "ContentMD5": md5_to_content_md5(md5_hex)},
@@ -220,6 +236,8 @@ class ObjectStore:
         return url
 
     def presign_get(self, key: str, expires_in: int) -> str:
+        if self._presigner is not None:
+            return self._presigner.url("GET", self.bucket, key, expires_in)
         url: str = self.client.generate_presigned_url(
             "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
         )
@@ -227,6 +245,8 @@ class ObjectStore:
 
     def presign_head(self, key: str, expires_in: int) -> str:
         """A presigned HEAD URL of *key* (a presigned GET does not answer HEAD)."""
+        if self._presigner is not None:
+            return self._presigner.url("HEAD", self.bucket, key, expires_in)
         url: str = self.client.generate_presigned_url(
             "head_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
         )
@@ -234,6 +254,10 @@ class ObjectStore:
 
     def presign_get_version(self, key: str, version_id: str, expires_in: int) -> str:
         """A presigned GET URL of exactly one version of *key*."""
+        if self._presigner is not None:
+            return self._presigner.url(
+                "GET", self.bucket, key, expires_in, params={"versionId": version_id}
+            )
         url: str = self.client.generate_presigned_url(
             "get_object",
             Params={"Bucket": self.bucket, "Key": key, "VersionId": version_id},
