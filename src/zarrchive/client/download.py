@@ -35,7 +35,7 @@ import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
 from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
-from zarrchive.client.local import default_jobs, hash_local
+from zarrchive.client.local import hash_local, transfer_jobs
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import (
     RemoteState,
@@ -246,9 +246,7 @@ class Downloader:
         self.client = client
         self.retry = retry or client.retry
         self.on_retry = on_retry or client.on_retry
-        self.jobs = jobs if jobs is not None else max(8, default_jobs())
-        if self.jobs < 1:
-            raise InvalidInput(f"--jobs must be at least 1, got {self.jobs}")
+        self.jobs = transfer_jobs(jobs)
         self.progress: Progress = progress or NullProgress()
         self._own_fetcher = fetcher is None
         self.fetcher: Fetcher = fetcher or HttpFetcher(max_connections=self.jobs)

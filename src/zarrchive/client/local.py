@@ -70,6 +70,15 @@ def default_jobs() -> int:
     return min(32, cpus + 2)
 
 
+def transfer_jobs(jobs: int | None) -> int:
+    """Parallel transfers of an upload or a download: *jobs*, by default
+    :func:`default_jobs` but at least 8 (a transfer mostly waits on the network)."""
+    chosen = jobs if jobs is not None else max(8, default_jobs())
+    if chosen < 1:
+        raise InvalidInput(f"--jobs must be at least 1, got {chosen}")
+    return chosen
+
+
 class LocalFile(NamedTuple):
     """A file found by the walk: its entry path and the path to open."""
 
@@ -538,5 +547,6 @@ __all__ = [
     "local_directory_digests",
     "local_entries",
     "md5_file",
+    "transfer_jobs",
     "walk_local",
 ]

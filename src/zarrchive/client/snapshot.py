@@ -15,7 +15,6 @@ So a version keeps reading the same bytes while the draft changes the same Zarr.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
@@ -191,7 +190,21 @@ def snapshot_urls(client: ApiClient, snapshot: Snapshot, paths: list[str]) -> di
 
 
 # -- zarr-python ------------------------------------------------------------------------------
-class SnapshotReader(HttpObjectReader):
+class _PinnedFilesReader(HttpObjectReader):
+    """Reads only the files of :attr:`snapshot`: any other path is absent, without a request."""
+
+    snapshot: Snapshot
+
+    def read(self, path: str, range_header: str | None = None) -> bytes | None:
+        if path not in self.snapshot.files:
+            return None
+        return super().read(path, range_header)
+
+    def exists(self, path: str) -> bool:
+        return path in self.snapshot.files
+
+
+class SnapshotReader(_PinnedFilesReader):
     """Reads the pinned versions from the public bucket (``?versionId=``, no credentials);
     files the snapshot does not have are absent without a request."""
 
@@ -202,37 +215,16 @@ class SnapshotReader(HttpObjectReader):
     def url(self, path: str) -> str:
         return self.snapshot.object_url(path)
 
-    def read(self, path: str, range_header: str | None = None) -> bytes | None:
-        if path not in self.snapshot.files:
-            return None
-        return super().read(path, range_header)
 
-    def exists(self, path: str) -> bool:
-        return path in self.snapshot.files
-
-
-class PresignedSnapshotReader(PresignedObjectReader):
+class PresignedSnapshotReader(_PinnedFilesReader, PresignedObjectReader):
     """Reads an embargoed snapshot's pinned versions through presigned URLs of them."""
 
     def __init__(self, api: ApiClient, snapshot: Snapshot, *, max_connections: int = 32) -> None:
         super().__init__(api, snapshot.zarr.zarr_id, max_connections=max_connections)
         self.snapshot = snapshot
 
-    def url(self, path: str) -> str:
-        cached = self._urls.get(path)
-        if cached is None or cached[1] < time.monotonic():
-            url = snapshot_urls(self.api, self.snapshot, [path])[path]
-            cached = (url, time.monotonic() + self._lifetime)
-            self._urls[path] = cached
-        return cached[0]
-
-    def read(self, path: str, range_header: str | None = None) -> bytes | None:
-        if path not in self.snapshot.files:
-            return None
-        return super().read(path, range_header)
-
-    def exists(self, path: str) -> bool:
-        return path in self.snapshot.files
+    def _presign(self, path: str) -> str:
+        return snapshot_urls(self.api, self.snapshot, [path])[path]
 
 
 class SnapshotStore(ZarrchiveStore):

@@ -151,10 +151,13 @@ class PresignedObjectReader(HttpObjectReader):
     def url(self, path: str) -> str:
         cached = self._urls.get(path)
         if cached is None or cached[1] < time.monotonic():
-            url = self.api.download_urls(self.zarr_id, [path])[path]
-            cached = (url, time.monotonic() + self._lifetime)
+            cached = (self._presign(path), time.monotonic() + self._lifetime)
             self._urls[path] = cached
         return cached[0]
+
+    def _presign(self, path: str) -> str:
+        """A fresh presigned GET URL of *path*, asked of the API."""
+        return self.api.download_urls(self.zarr_id, [path])[path]
 
     def read(self, path: str, range_header: str | None = None) -> bytes | None:
         """A presigned URL answers 403 when it expired (or was revoked): that is never

@@ -52,7 +52,13 @@ import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
 from zarrchive.client.api import ApiClient, ZarrInfo
-from zarrchive.client.local import default_jobs, hash_local, iter_local_entries, walk_local
+from zarrchive.client.local import (
+    default_jobs,
+    hash_local,
+    iter_local_entries,
+    transfer_jobs,
+    walk_local,
+)
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.records import BatchRecords
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
@@ -212,9 +218,7 @@ class Uploader:
         on_batch_open: Callable[[int], None] | None = None,
     ) -> None:
         self.client = client
-        self.jobs = jobs if jobs is not None else max(8, default_jobs())
-        if self.jobs < 1:
-            raise InvalidInput(f"--jobs must be at least 1, got {self.jobs}")
+        self.jobs = transfer_jobs(jobs)
         self.progress: Progress = progress or NullProgress()
         if batch_files is not None and batch_files < 1:
             raise InvalidInput(f"the batch size must be at least 1, got {batch_files}")

@@ -158,6 +158,37 @@ class _Converter:
     def _put_meta(self, path: str, name: str, value: dict[str, Any]) -> None:
         self.refs[f"{path}/{name}" if path else name] = value
 
+    def _put_array_meta(self, path: str, zarray: dict[str, Any], attrs: dict[str, Any]) -> None:
+        """An array's ``.zarray``, then its ``.zattrs`` when it has attributes."""
+        self._put_meta(path, ".zarray", zarray)
+        if attrs:
+            self._put_meta(path, ".zattrs", attrs)
+
+    def _put_one_chunk_meta(
+        self,
+        path: str,
+        shape: tuple[int, ...],
+        attrs: dict[str, Any],
+        dtype: str,
+        *,
+        fill_value: Any = None,
+        filters: list[dict[str, Any]] | None = None,
+    ) -> tuple[int, ...]:
+        """The metadata of an array stored as one chunk (a scalar as shape ``(1,)`` with
+        ``_SCALAR``); returns the stored shape."""
+        stored = shape or (1,)
+        if shape == ():
+            attrs[ann.SCALAR] = True
+        zarray = rules.zarray(
+            stored,
+            rules.zarr_chunks(stored, None),
+            dtype,
+            fill_value=fill_value,
+            filters=filters,
+        )
+        self._put_array_meta(path, zarray, attrs)
+        return stored
+
     # -- groups -----------------------------------------------------------------
     def _group(self, path: str, group: h5py.Group, ancestors: tuple[Any, ...]) -> None:
         label = "/" + path
@@ -222,16 +253,7 @@ class _Converter:
     ) -> None:
         """A dataset stored as one inline chunk (a scalar as shape ``(1,)`` with ``_SCALAR``);
         *read* gives its values, read only when there are any."""
-        stored = shape or (1,)
-        if shape == ():
-            attrs[ann.SCALAR] = True
-        self._put_meta(
-            path,
-            ".zarray",
-            rules.zarray(stored, rules.zarr_chunks(stored, None), dtype.str, fill_value=fill_value),
-        )
-        if attrs:
-            self._put_meta(path, ".zattrs", attrs)
+        stored = self._put_one_chunk_meta(path, shape, attrs, dtype.str, fill_value=fill_value)
         if math.prod(stored) > 0:
             data = np.asarray(read(), dtype=dtype).reshape(stored)
             self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(
@@ -291,18 +313,14 @@ class _Converter:
         if layout == _LAYOUT_CHUNKED:
             chunks = tuple(int(c) for c in ds.chunks)
             zchunks = rules.zarr_chunks(shape, chunks)
-            self._put_meta(
-                path,
-                ".zarray",
-                rules.zarray(shape, zchunks, dtype.str, fill_value=fill, filters=codecs),
-            )
-            if rules.needs_external_link(shape, chunks, opts.external_array_link_threshold):
+            if linked:
                 attrs[ann.EXTERNAL_ARRAY_LINK] = ann.external_array_link(self.url, path)
-                self._put_meta(path, ".zattrs", attrs)
-                return
-            if attrs:
-                self._put_meta(path, ".zattrs", attrs)
-            if math.prod(shape) == 0:
+            self._put_array_meta(
+                path,
+                rules.zarray(shape, zchunks, dtype.str, fill_value=fill, filters=codecs),
+                attrs,
+            )
+            if linked or math.prod(shape) == 0:
                 return
             infos: list[Any] = []
             ds.id.chunk_iter(infos.append)
@@ -320,13 +338,9 @@ class _Converter:
         zchunks, pieces = rules.split_contiguous(
             shape, dtype.itemsize, int(offset or 0), nbytes, opts.contiguous_max_chunk_bytes
         )
-        self._put_meta(
-            path,
-            ".zarray",
-            rules.zarray(shape, zchunks, dtype.str, fill_value=fill, filters=codecs),
+        self._put_array_meta(
+            path, rules.zarray(shape, zchunks, dtype.str, fill_value=fill, filters=codecs), attrs
         )
-        if attrs:
-            self._put_meta(path, ".zattrs", attrs)
         if offset is None or math.prod(shape) == 0:
             return  # never written: reads as the fill value
         for piece in pieces:
@@ -410,18 +424,9 @@ class _Converter:
                 f"dataset {label} has the type {dtype} (opaque, enum of strings, variable-length"
                 " sequences or arrays are not supported by LINDI)"
             )
-        stored = shape or (1,)
-        if shape == ():
-            attrs[ann.SCALAR] = True
-        self._put_meta(
-            path,
-            ".zarray",
-            rules.zarray(
-                stored, rules.zarr_chunks(stored, None), "|O", filters=[dict(rules.JSON_CODEC)]
-            ),
+        stored = self._put_one_chunk_meta(
+            path, shape, attrs, "|O", filters=[dict(rules.JSON_CODEC)]
         )
-        if attrs:
-            self._put_meta(path, ".zattrs", attrs)
         if items:
             chunk = rules.object_chunk_bytes(rules.nest(items, stored), stored)
             self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(chunk)

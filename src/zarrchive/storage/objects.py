@@ -104,6 +104,31 @@ def _strip(etag: str) -> str:
     return etag.strip('"')
 
 
+def _listed_object(item: Any) -> ObjectInfo:
+    """The object of one ``Contents`` item of a ``ListObjectsV2`` page (no version id)."""
+    return ObjectInfo(
+        key=item["Key"],
+        size=int(item["Size"]),
+        etag=_strip(item["ETag"]),
+        version_id=None,
+        last_modified=item["LastModified"],
+    )
+
+
+def _version_row(item: Any, *, delete_marker: bool = False) -> ObjectVersion:
+    """One version (or, with *delete_marker*, one delete marker) of a
+    ``ListObjectVersions`` page."""
+    return ObjectVersion(
+        key=item["Key"],
+        version_id=item["VersionId"],
+        is_latest=bool(item["IsLatest"]),
+        is_delete_marker=delete_marker,
+        etag=None if delete_marker else _strip(item["ETag"]),
+        size=0 if delete_marker else int(item["Size"]),
+        last_modified=item["LastModified"],
+    )
+
+
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
@@ -365,35 +390,23 @@ class ObjectStore:
     # -- listings ---------------------------------------------------------------
     def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
         """Current objects under *prefix*, in key order (no version ids)."""
-        paginator = self.client.get_paginator("list_objects_v2")
-        with s3_errors(f"listing of {prefix!r}"):
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-                for item in page.get("Contents", []):
-                    yield ObjectInfo(
-                        key=item["Key"],
-                        size=int(item["Size"]),
-                        etag=_strip(item["ETag"]),
-                        version_id=None,
-                        last_modified=item["LastModified"],
-                    )
+        return self._iter_listing(prefix, {})
 
     def iter_directory(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]:
         """The current objects directly under *prefix* (``Delimiter="/"``: nothing of its
         subdirectories), from the first key after *start_after*, in the S3's order."""
-        paginator = self.client.get_paginator("list_objects_v2")
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "Delimiter": "/"}
+        options: dict[str, Any] = {"Delimiter": "/"}
         if start_after:
-            kwargs["StartAfter"] = start_after
+            options["StartAfter"] = start_after
+        return self._iter_listing(prefix, options)
+
+    def _iter_listing(self, prefix: str, options: dict[str, Any]) -> Iterator[ObjectInfo]:
+        """The objects of a ``ListObjectsV2`` listing of *prefix* with *options*, page by page."""
+        paginator = self.client.get_paginator("list_objects_v2")
         with s3_errors(f"listing of {prefix!r}"):
-            for page in paginator.paginate(**kwargs):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, **options):
                 for item in page.get("Contents", []):
-                    yield ObjectInfo(
-                        key=item["Key"],
-                        size=int(item["Size"]),
-                        etag=_strip(item["ETag"]),
-                        version_id=None,
-                        last_modified=item["LastModified"],
-                    )
+                    yield _listed_object(item)
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
         """Every version and delete marker under *prefix*, page by page in S3's order: each
@@ -402,31 +415,11 @@ class ObjectStore:
         paginator = self.client.get_paginator("list_object_versions")
         with s3_errors(f"version listing of {prefix!r}"):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-                rows: list[ObjectVersion] = []
-                for item in page.get("Versions", []):
-                    rows.append(
-                        ObjectVersion(
-                            key=item["Key"],
-                            version_id=item["VersionId"],
-                            is_latest=bool(item["IsLatest"]),
-                            is_delete_marker=False,
-                            etag=_strip(item["ETag"]),
-                            size=int(item["Size"]),
-                            last_modified=item["LastModified"],
-                        )
-                    )
-                for marker in page.get("DeleteMarkers", []):
-                    rows.append(
-                        ObjectVersion(
-                            key=marker["Key"],
-                            version_id=marker["VersionId"],
-                            is_latest=bool(marker["IsLatest"]),
-                            is_delete_marker=True,
-                            etag=None,
-                            size=0,
-                            last_modified=marker["LastModified"],
-                        )
-                    )
+                rows = [_version_row(item) for item in page.get("Versions", [])]
+                rows.extend(
+                    _version_row(marker, delete_marker=True)
+                    for marker in page.get("DeleteMarkers", [])
+                )
                 yield from rows
 
     def iter_current_versions(
@@ -504,13 +497,7 @@ class ObjectStore:
                     beyond = True
                     break
                 if key in wanted:
-                    found[key] = ObjectInfo(
-                        key=key,
-                        size=int(item["Size"]),
-                        etag=_strip(item["ETag"]),
-                        version_id=None,
-                        last_modified=item["LastModified"],
-                    )
+                    found[key] = _listed_object(item)
             if beyond or not response.get("IsTruncated"):
                 return {key: found.get(key) for key in keys}
             kwargs["ContinuationToken"] = response["NextContinuationToken"]
@@ -665,18 +652,6 @@ class ObjectStore:
 COPY_OBJECT_LIMIT = 5 * 1024**3
 #: The part size of a multipart copy (S3 allows 5 MiB to 5 GiB, at most 10,000 parts).
 COPY_PART_SIZE = 256 * 1024**2
-
-
-def _version_row(item: Any, *, delete_marker: bool = False) -> ObjectVersion:
-    return ObjectVersion(
-        key=item["Key"],
-        version_id=item["VersionId"],
-        is_latest=bool(item["IsLatest"]),
-        is_delete_marker=delete_marker,
-        etag=None if delete_marker else _strip(item["ETag"]),
-        size=0 if delete_marker else int(item["Size"]),
-        last_modified=item["LastModified"],
-    )
 
 
 def _current_rows(page: Any) -> list[ObjectVersion]:
