@@ -1,4 +1,5 @@
-"""Embargo: unreadable without authorization through the API and straight from S3; unembargo."""
+"""Embargo: unreadable without authorization through the API and straight from S3; unembargo
+(object histories kept)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,15 @@ from sqlalchemy import select
 
 from tests.conftest import Users
 from tests.helpers.api_uploads import FILES, assert_nodes_match, oracle, upload
+from tests.helpers.s3 import object_history
+from tests.helpers.zarr_client import (
+    authed,
+    create_dandiset,
+    create_zarr,
+    delete_files,
+    expect,
+    oracle_checksum,
+)
 from zarrchive.config import redact_url
 from zarrchive.db.models import Dandiset, Zarr
 from zarrchive.jobs import InProcessJobQueue
@@ -127,6 +137,35 @@ def test_unembargo_makes_everything_public(
     assert_nodes_match(archive, zarr_id, FILES, s3)
     # a second unembargo: nothing to do
     assert api.post(f"/api/dandisets/{identifier}/unembargo/").status_code == 409
+
+
+def test_unembargo_keeps_every_object_version(
+    api: httpx.Client, archive: Archive, users: Users
+) -> None:
+    identifier = create_dandiset(api, "history", embargo=True)
+    zarr_id = create_zarr(api, identifier)
+    upload(api, zarr_id, {"a/0": b"first", "a/1": b"doomed", "b": b"bee"})
+    upload(api, zarr_id, {"a/0": b"second"})
+    info = delete_files(api, zarr_id, ["a/1"])
+    final = {"a/0": b"second", "b": b"bee"}
+    assert info["checksum"] == oracle_checksum(final)
+    node = f"zarr_checksums/{zarr_id}/a/.checksum"
+    node_history = object_history(archive.embargo_store, node)
+    assert len(node_history) == 3  # one node per batch
+
+    expect(api.post(f"/api/dandisets/{identifier}/unembargo/"))  # no job queue: runs inline
+
+    public = archive.store
+    assert object_history(public, f"zarr/{zarr_id}/a/0") == [b"first", b"second"]
+    assert object_history(public, f"zarr/{zarr_id}/a/1") == [b"doomed", None]
+    assert object_history(public, node) == node_history
+    assert list(archive.embargo_store.iter_versions(f"zarr/{zarr_id}/")) == []
+    assert list(archive.embargo_store.iter_versions(f"zarr_checksums/{zarr_id}/")) == []
+    with authed(str(api.base_url), None) as anon:
+        body = expect(anon.get(f"/api/dandisets/{identifier}/"))
+        assert body["embargo_status"] == "OPEN" and body["embargoed"] is False
+        assert expect(anon.get(f"/api/zarr/{zarr_id}/"))["checksum"] == oracle_checksum(final)
+    assert fsck(archive, zarr_id).ok
 
 
 def test_writes_wait_while_unembargoing(
