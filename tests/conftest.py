@@ -302,6 +302,17 @@ def zarr_id(api: httpx.Client, dandiset: str) -> str:
     return zid
 
 
+@pytest.fixture
+def embargoed(api: httpx.Client) -> tuple[str, str]:
+    """A new embargoed dandiset and a Zarr ``s.zarr`` in it: (identifier, Zarr id)."""
+    response = api.post("/api/dandisets/", json={"name": "secret", "embargo": True})
+    assert response.status_code == 200
+    dandiset = response.json()
+    assert dandiset["embargoed"] is True and dandiset["embargo_status"] == "EMBARGOED"
+    zarr = api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": dandiset["identifier"]})
+    return dandiset["identifier"], zarr.json()["zarr_id"]
+
+
 # -- the reliability suite's figures, printed at the end (also under pytest-xdist) ---------
 def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import httpx
@@ -22,11 +21,11 @@ from tests.helpers.zarr_client import (
     oracle_checksum,
 )
 from zarrchive.config import redact_url
-from zarrchive.db.models import Dandiset, Zarr
+from zarrchive.db.models import Dandiset
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.manifest import manifest_key
 from zarrchive.services.fsck import fsck
-from zarrchive.services.manifests import manifest_url, write_manifest
+from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.seaweedfs import SeaweedFS
@@ -35,16 +34,6 @@ from zarrchive.storage.seaweedfs import SeaweedFS
 def client(api: httpx.Client, token: str | None) -> httpx.Client:
     headers = {"Authorization": f"token {token}"} if token else {}
     return httpx.Client(base_url=str(api.base_url), headers=headers, timeout=60)
-
-
-@pytest.fixture
-def embargoed(api: httpx.Client) -> tuple[str, str]:
-    response = api.post("/api/dandisets/", json={"name": "secret", "embargo": True})
-    assert response.status_code == 200
-    dandiset = response.json()
-    assert dandiset["embargoed"] is True and dandiset["embargo_status"] == "EMBARGOED"
-    zarr = api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": dandiset["identifier"]})
-    return dandiset["identifier"], zarr.json()["zarr_id"]
 
 
 def anonymous_get(seaweedfs: SeaweedFS, bucket: str, key: str) -> int:
@@ -262,23 +251,6 @@ def test_download_urls(
     assert api.post(f"/api/zarr/{zarr_id}/download/", json=[{"path": "/x"}]).status_code == 400
     too_many = [{"path": f"f{i}"} for i in range(501)]
     assert api.post(f"/api/zarr/{zarr_id}/download/", json=too_many).status_code == 400
-
-
-def test_embargoed_manifest_urls_follow_the_presign_expiry(
-    api: httpx.Client, archive: Archive, embargoed: tuple[str, str]
-) -> None:
-    _identifier, zarr_id = embargoed
-    upload(api, zarr_id, FILES)
-    write_manifest(archive, zarr_id)
-    short = dataclasses.replace(
-        archive, settings=archive.settings.with_overrides(presign_expiry=77)
-    )
-    with archive.db.session() as session:
-        zarr = session.get(Zarr, zarr_id)
-        assert zarr is not None
-        url = manifest_url(short, zarr, zarr.checksum)
-    assert "X-Amz-Expires=77" in url
-    assert httpx.get(url).status_code == 200
 
 
 @pytest.mark.parametrize(
