@@ -241,16 +241,3 @@ def test_corrupt_node_is_the_archives_fault_and_fsck_repairs_it(
     assert report.repaired and f"wrong node {checksum_node_key(zarr_id, 'arr')}" in report.problems
     assert api.get(f"/api/zarr/{zarr_id}/arr/").status_code == 200
     assert_clean(archive, zarr_id)
-
-
-def test_fsck_repair_refused_while_a_batch_is_open(
-    api: httpx.Client, zarr_id: str, archive: Archive
-) -> None:
-    upload(api, zarr_id, FILES)
-    open_batch(api, zarr_id, {"arr/0": b"x"})
-    archive.store.put(checksum_node_key(zarr_id, "arr"), b"{}", "application/json")
-    from zarrchive.errors import Conflict
-
-    with pytest.raises(Conflict, match="batch open"):
-        fsck_service.fsck(archive, zarr_id, repair=True)
-    assert archive.store.get(checksum_node_key(zarr_id, "arr")) == b"{}"  # untouched
