@@ -29,11 +29,12 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from tests.helpers import reliability as reliability_figures
+from tests.helpers.jobs import HeldJobQueue
 from zarrchive.api import create_app
 from zarrchive.config import Settings
 from zarrchive.db.models import Base
 from zarrchive.services.auth import create_user
-from zarrchive.services.runtime import Archive
+from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -300,6 +301,30 @@ def zarr_id(api: httpx.Client, dandiset: str) -> str:
     assert response.status_code == 200, response.text
     zid: str = response.json()["zarr_id"]
     return zid
+
+
+@pytest.fixture
+def embargoed(api: httpx.Client) -> tuple[str, str]:
+    """A new embargoed dandiset and a Zarr ``s.zarr`` in it: (identifier, Zarr id)."""
+    response = api.post("/api/dandisets/", json={"name": "secret", "embargo": True})
+    assert response.status_code == 200
+    dandiset = response.json()
+    assert dandiset["embargoed"] is True and dandiset["embargo_status"] == "EMBARGOED"
+    zarr = api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": dandiset["identifier"]})
+    return dandiset["identifier"], zarr.json()["zarr_id"]
+
+
+@pytest.fixture
+def held(archive: Archive) -> Iterator[HeldJobQueue]:
+    """The archive's job queue holds jobs until the test runs them (and is the current archive)."""
+    queue = HeldJobQueue()
+    archive.jobs = queue
+    set_current_archive(archive)
+    try:
+        yield queue
+    finally:
+        archive.jobs = None
+        set_current_archive(None)
 
 
 # -- the reliability suite's figures, printed at the end (also under pytest-xdist) ---------

@@ -1,22 +1,29 @@
-"""Embargo: unreadable without authorization through the API and straight from S3; unembargo."""
+"""Embargo: unreadable without authorization through the API and straight from S3; unembargo
+(object histories kept)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import select
 
 from tests.conftest import Users
 from tests.helpers.api_uploads import FILES, assert_nodes_match, oracle, upload
-from zarrchive.config import redact_url
-from zarrchive.db.models import Dandiset, Zarr
+from tests.helpers.s3 import object_history
+from tests.helpers.zarr_client import (
+    authed,
+    create_dandiset,
+    create_zarr,
+    delete_files,
+    expect,
+    oracle_checksum,
+)
+from zarrchive.db.models import Dandiset
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.manifest import manifest_key
 from zarrchive.services.fsck import fsck
-from zarrchive.services.manifests import manifest_url, write_manifest
+from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.seaweedfs import SeaweedFS
@@ -25,16 +32,6 @@ from zarrchive.storage.seaweedfs import SeaweedFS
 def client(api: httpx.Client, token: str | None) -> httpx.Client:
     headers = {"Authorization": f"token {token}"} if token else {}
     return httpx.Client(base_url=str(api.base_url), headers=headers, timeout=60)
-
-
-@pytest.fixture
-def embargoed(api: httpx.Client) -> tuple[str, str]:
-    response = api.post("/api/dandisets/", json={"name": "secret", "embargo": True})
-    assert response.status_code == 200
-    dandiset = response.json()
-    assert dandiset["embargoed"] is True and dandiset["embargo_status"] == "EMBARGOED"
-    zarr = api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": dandiset["identifier"]})
-    return dandiset["identifier"], zarr.json()["zarr_id"]
 
 
 def anonymous_get(seaweedfs: SeaweedFS, bucket: str, key: str) -> int:
@@ -127,6 +124,35 @@ def test_unembargo_makes_everything_public(
     assert_nodes_match(archive, zarr_id, FILES, s3)
     # a second unembargo: nothing to do
     assert api.post(f"/api/dandisets/{identifier}/unembargo/").status_code == 409
+
+
+def test_unembargo_keeps_every_object_version(
+    api: httpx.Client, archive: Archive, users: Users
+) -> None:
+    identifier = create_dandiset(api, "history", embargo=True)
+    zarr_id = create_zarr(api, identifier)
+    upload(api, zarr_id, {"a/0": b"first", "a/1": b"doomed", "b": b"bee"})
+    upload(api, zarr_id, {"a/0": b"second"})
+    info = delete_files(api, zarr_id, ["a/1"])
+    final = {"a/0": b"second", "b": b"bee"}
+    assert info["checksum"] == oracle_checksum(final)
+    node = f"zarr_checksums/{zarr_id}/a/.checksum"
+    node_history = object_history(archive.embargo_store, node)
+    assert len(node_history) == 3  # one node per batch
+
+    expect(api.post(f"/api/dandisets/{identifier}/unembargo/"))  # no job queue: runs inline
+
+    public = archive.store
+    assert object_history(public, f"zarr/{zarr_id}/a/0") == [b"first", b"second"]
+    assert object_history(public, f"zarr/{zarr_id}/a/1") == [b"doomed", None]
+    assert object_history(public, node) == node_history
+    assert list(archive.embargo_store.iter_versions(f"zarr/{zarr_id}/")) == []
+    assert list(archive.embargo_store.iter_versions(f"zarr_checksums/{zarr_id}/")) == []
+    with authed(str(api.base_url), None) as anon:
+        body = expect(anon.get(f"/api/dandisets/{identifier}/"))
+        assert body["embargo_status"] == "OPEN" and body["embargoed"] is False
+        assert expect(anon.get(f"/api/zarr/{zarr_id}/"))["checksum"] == oracle_checksum(final)
+    assert fsck(archive, zarr_id).ok
 
 
 def test_writes_wait_while_unembargoing(
@@ -223,34 +249,3 @@ def test_download_urls(
     assert api.post(f"/api/zarr/{zarr_id}/download/", json=[{"path": "/x"}]).status_code == 400
     too_many = [{"path": f"f{i}"} for i in range(501)]
     assert api.post(f"/api/zarr/{zarr_id}/download/", json=too_many).status_code == 400
-
-
-def test_embargoed_manifest_urls_follow_the_presign_expiry(
-    api: httpx.Client, archive: Archive, embargoed: tuple[str, str]
-) -> None:
-    _identifier, zarr_id = embargoed
-    upload(api, zarr_id, FILES)
-    write_manifest(archive, zarr_id)
-    short = dataclasses.replace(
-        archive, settings=archive.settings.with_overrides(presign_expiry=77)
-    )
-    with archive.db.session() as session:
-        zarr = session.get(Zarr, zarr_id)
-        assert zarr is not None
-        url = manifest_url(short, zarr, zarr.checksum)
-    assert "X-Amz-Expires=77" in url
-    assert httpx.get(url).status_code == 200
-
-
-@pytest.mark.parametrize(
-    ("url", "shown"),
-    [
-        ("redis://:s3cret@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
-        ("redis://user:p%40ss@host/1", "redis://user:***@host/1"),
-        ("postgresql+psycopg://u:pw@[::1]:5432/db", "postgresql+psycopg://u:***@[::1]:5432/db"),
-        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
-        ("sqlite:////tmp/x.sqlite3", "sqlite:////tmp/x.sqlite3"),
-    ],
-)
-def test_urls_are_logged_without_passwords(url: str, shown: str) -> None:
-    assert redact_url(url) == shown

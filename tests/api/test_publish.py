@@ -1,11 +1,10 @@
-"""Publishing: the Zarr asset lifecycle, frozen Zarrs, refusals, version names."""
+"""Publishing: the Zarr asset lifecycle, frozen Zarrs, refusals, shared blobs, racing uploads."""
 
 from __future__ import annotations
 
 import re
 import threading
 import time
-from datetime import UTC, datetime
 
 import httpx
 
@@ -14,7 +13,6 @@ from tests.helpers.api_uploads import put_files, upload
 from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, md5, ok, oracle
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.checksum.dandi_etag import dandi_etag
-from zarrchive.services.publish import version_name
 
 FILES = {
     ".zgroup": b'{"zarr_format":2}',
@@ -209,11 +207,6 @@ def test_two_publications_and_blobs_are_shared(
             "dandi:dandi-etag": dandi_etag(b"nwb content"),
             "dandi:md5": md5(b"nwb content"),
         }
-
-
-def test_version_names() -> None:
-    assert version_name(datetime(2026, 11, 22, 4, 5, tzinfo=UTC)) == "0.261122.0405"
-    assert version_name(datetime(2026, 1, 2, 23, 59, 30, tzinfo=UTC)) == "0.260102.2359"
 
 
 def test_publish_racing_uploads(api: httpx.Client, dandiset: str, zarr_id: str) -> None:

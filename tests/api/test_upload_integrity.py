@@ -8,11 +8,19 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.api_uploads import assert_nodes_match, info, oracle, put_files, s3_body, upload
+from tests.helpers.api_uploads import (
+    assert_nodes_match,
+    info,
+    open_batch,
+    oracle,
+    put_files,
+    s3_body,
+    upload,
+)
 from tests.helpers.assets import add_zarr_asset, ok
 from tests.helpers.zarr_client import md5
-from zarrchive.db.models import UploadBatch, User
-from zarrchive.errors import NoUploadInProgress, StorageError
+from zarrchive.db.models import UploadBatch
+from zarrchive.errors import StorageError
 from zarrchive.services import fsck as fsck_service
 from zarrchive.services import uploads
 from zarrchive.services.runtime import Archive
@@ -20,15 +28,6 @@ from zarrchive.storage.keys import checksum_node_key, staging_zarr_prefix
 from zarrchive.storage.objects import ObjectStore
 
 FILES = {".zgroup": b"{}", "arr/.zarray": b"{...}", "arr/0": b"zero", "arr/1": b"one"}
-
-
-def open_batch(api: httpx.Client, zarr_id: str, files: dict[str, bytes]) -> list[dict[str, str]]:
-    response = api.post(
-        f"/api/zarr/{zarr_id}/upload/", json=[{"path": p, "etag": md5(b)} for p, b in files.items()]
-    )
-    assert response.status_code == 200, response.text
-    urls: list[dict[str, str]] = response.json()
-    return urls
 
 
 def replay(urls: list[dict[str, str]], files: dict[str, bytes]) -> None:
@@ -131,34 +130,6 @@ def test_batch_identity_is_never_reused(api: httpx.Client, zarr_id: str, archive
             seen_ids.add(batch.id)
             seen_uids.add(batch.uid)
         assert api.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
-
-
-def test_complete_applies_only_the_batch_it_verified(
-    api: httpx.Client, zarr_id: str, archive: Archive, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Batch A is verified; meanwhile A is cancelled and B opened: A's complete must not
-    apply B (whose files were never verified), and B stays open and intact."""
-    a = {"f": b"batch A"}
-    put_files(open_batch(api, zarr_id, a), a)
-    b = {"f": b"batch B, never uploaded"}
-    verify = uploads._verify_staged
-    with archive.db.session() as session:
-        owner = session.query(User).filter_by(username="owner").one()
-        session.expunge(owner)
-
-    def verify_then_race(*args: Any, **kwargs: Any) -> Any:
-        result = verify(*args, **kwargs)
-        uploads.cancel_batch(archive, owner, zarr_id)
-        uploads.start_batch(archive, owner, zarr_id, [(p, md5(v)) for p, v in b.items()])
-        return result
-
-    monkeypatch.setattr(uploads, "_verify_staged", verify_then_race)
-    with pytest.raises(NoUploadInProgress):
-        uploads.complete_batch(archive, owner, zarr_id)
-    with archive.db.session() as session:
-        batch = session.query(UploadBatch).one()
-        assert (batch.state, [f.etag for f in batch.files]) == ("open", [md5(b["f"])])
-    assert s3_body(archive, zarr_id, "f") is None
 
 
 def test_interrupted_copy_is_finished_by_the_retried_complete(
@@ -270,16 +241,3 @@ def test_corrupt_node_is_the_archives_fault_and_fsck_repairs_it(
     assert report.repaired and f"wrong node {checksum_node_key(zarr_id, 'arr')}" in report.problems
     assert api.get(f"/api/zarr/{zarr_id}/arr/").status_code == 200
     assert_clean(archive, zarr_id)
-
-
-def test_fsck_repair_refused_while_a_batch_is_open(
-    api: httpx.Client, zarr_id: str, archive: Archive
-) -> None:
-    upload(api, zarr_id, FILES)
-    open_batch(api, zarr_id, {"arr/0": b"x"})
-    archive.store.put(checksum_node_key(zarr_id, "arr"), b"{}", "application/json")
-    from zarrchive.errors import Conflict
-
-    with pytest.raises(Conflict, match="batch open"):
-        fsck_service.fsck(archive, zarr_id, repair=True)
-    assert archive.store.get(checksum_node_key(zarr_id, "arr")) == b"{}"  # untouched

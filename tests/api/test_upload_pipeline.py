@@ -5,40 +5,24 @@ leaves every verified batch to be finished (by the job, the next write, or the s
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import update
 
-from tests.helpers.api_uploads import put_files
+from tests.helpers.api_uploads import assert_clean, batches, complete, open_and_put
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.zarr_client import md5, oracle_checksum
 from zarrchive.db.models import BatchState, UploadBatch, utcnow
 from zarrchive.errors import StorageError
-from zarrchive.services import fsck as fsck_service
 from zarrchive.services import uploads
-from zarrchive.services.runtime import Archive, set_current_archive
+from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import staging_zarr_prefix
 from zarrchive.storage.objects import ObjectStore
 
 APPLY = "apply:"
-
-
-@pytest.fixture
-def held(archive: Archive) -> Iterator[HeldJobQueue]:
-    """The archive's job queue holds jobs until the test runs them."""
-    queue = HeldJobQueue()
-    archive.jobs = queue
-    set_current_archive(archive)
-    try:
-        yield queue
-    finally:
-        archive.jobs = None
-        set_current_archive(None)
 
 
 def info(api: httpx.Client, zarr_id: str) -> dict[str, Any]:
@@ -48,38 +32,8 @@ def info(api: httpx.Client, zarr_id: str) -> dict[str, Any]:
     return result
 
 
-def open_and_put(api: httpx.Client, zarr_id: str, files: dict[str, bytes]) -> None:
-    response = api.post(
-        f"/api/zarr/{zarr_id}/upload/", json=[{"path": p, "etag": md5(b)} for p, b in files.items()]
-    )
-    assert response.status_code == 200, response.text
-    put_files(response.json(), files)
-
-
-def complete(api: httpx.Client, zarr_id: str, **params: str) -> dict[str, Any]:
-    response = api.post(f"/api/zarr/{zarr_id}/upload/complete/", params=params)
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
-
-
 def body(archive: Archive, zarr_id: str, path: str) -> bytes | None:
     return archive.store.get(f"zarr/{zarr_id}/{path}")
-
-
-def batches(archive: Archive, zarr_id: str) -> list[tuple[str, int | None]]:
-    with archive.db.session() as session:
-        rows = session.execute(
-            select(UploadBatch.state, UploadBatch.seq)
-            .where(UploadBatch.zarr_id == zarr_id)
-            .order_by(UploadBatch.id)
-        ).all()
-        return [(str(state), seq) for state, seq in rows]
-
-
-def assert_clean(archive: Archive, zarr_id: str) -> None:
-    report = fsck_service.fsck(archive, zarr_id)
-    assert report.ok, report.problems
 
 
 def test_complete_answers_before_applying_and_batches_apply_in_order(
@@ -264,62 +218,4 @@ def test_batch_interrupted_mid_apply_is_finished_by_the_next_write(
     assert info(api, zarr_id)["checksum"] == oracle_checksum(first)
     complete(api, zarr_id)
     assert info(api, zarr_id)["checksum"] == oracle_checksum({**first, **second})
-    assert_clean(archive, zarr_id)
-
-
-def test_a_live_claim_is_respected_and_an_expired_one_taken_over(
-    api: httpx.Client,
-    zarr_id: str,
-    archive: Archive,
-    held: HeldJobQueue,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    files = {"a": b"1"}
-    open_and_put(api, zarr_id, files)
-    complete(api, zarr_id)
-    until = utcnow() + timedelta(seconds=1)
-    with archive.db.write_session() as session:
-        session.execute(
-            update(UploadBatch)
-            .where(UploadBatch.zarr_id == zarr_id)
-            .values(state=BatchState.APPLYING, claimed_by="other" * 6, claimed_until=until)
-        )
-    # another applier holds it: without waiting, nothing is applied
-    assert uploads.apply_pending(archive, zarr_id, wait=False) == 0
-    assert batches(archive, zarr_id) == [("applying", 1)]
-    # waiting, the claim expires (its holder died) and the batch is taken over
-    assert uploads.apply_pending(archive, zarr_id, wait=True, timeout=10) == 1
-    assert utcnow() >= until
-    assert info(api, zarr_id)["checksum"] == oracle_checksum(files)
-
-
-def test_concurrent_appliers_apply_each_batch_once_in_order(
-    api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
-) -> None:
-    expected: dict[str, bytes] = {}
-    for i in range(4):
-        batch = {"rewritten": f"v{i}".encode(), f"own/{i}": b"x" * i}
-        open_and_put(api, zarr_id, batch)
-        complete(api, zarr_id)
-        expected.update(batch)
-    applied: list[int] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(3)
-
-    def applier() -> None:
-        barrier.wait()
-        try:
-            applied.append(uploads.apply_pending(archive, zarr_id, wait=True))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=applier) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
-    assert sum(applied) == 4  # each batch applied exactly once
-    assert body(archive, zarr_id, "rewritten") == b"v3"
-    assert info(api, zarr_id)["checksum"] == oracle_checksum(expected)
     assert_clean(archive, zarr_id)

@@ -1,5 +1,6 @@
-"""Uploading to a Zarr through the API as any client would (presigned PUTs), and checking
-the result: the oracle checksum, the Zarr's info, the objects and ``.checksum`` nodes in S3."""
+"""Uploading to a Zarr through the API as any client would (presigned PUTs), batch by batch
+(open, put, complete), and checking the result: the oracle checksum, the Zarr's info, the
+objects and ``.checksum`` nodes in S3, the batches the database records, fsck."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy import select
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import ZarrArchiveFile
 
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import iter_directory_digests
+from zarrchive.db.models import UploadBatch
+from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_prefix
 from zarrchive.storage.objects import md5_to_content_md5
@@ -107,3 +111,47 @@ def read_tree(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+def open_batch(api: httpx.Client, zarr_id: str, files: dict[str, bytes]) -> list[dict[str, str]]:
+    """Open a batch of *files*; its presigned URLs (nothing is PUT)."""
+    response = api.post(
+        f"/api/zarr/{zarr_id}/upload/", json=[{"path": p, "etag": md5(b)} for p, b in files.items()]
+    )
+    assert response.status_code == 200, response.text
+    urls: list[dict[str, str]] = response.json()
+    return urls
+
+
+def open_and_put(api: httpx.Client, zarr_id: str, files: dict[str, bytes]) -> None:
+    """Open a batch of *files* and PUT them (the batch stays open)."""
+    response = api.post(
+        f"/api/zarr/{zarr_id}/upload/", json=[{"path": p, "etag": md5(b)} for p, b in files.items()]
+    )
+    assert response.status_code == 200, response.text
+    put_files(response.json(), files)
+
+
+def complete(api: httpx.Client, zarr_id: str, **params: str) -> dict[str, Any]:
+    """Complete the open batch (*params*: e.g. ``wait="true"``); the answer."""
+    response = api.post(f"/api/zarr/{zarr_id}/upload/complete/", params=params)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def batches(archive: Archive, zarr_id: str) -> list[tuple[str, int | None]]:
+    """The Zarr's upload batches in the database: (state, seq), oldest first."""
+    with archive.db.session() as session:
+        rows = session.execute(
+            select(UploadBatch.state, UploadBatch.seq)
+            .where(UploadBatch.zarr_id == zarr_id)
+            .order_by(UploadBatch.id)
+        ).all()
+        return [(str(state), seq) for state, seq in rows]
+
+
+def assert_clean(archive: Archive, zarr_id: str) -> None:
+    """fsck finds nothing wrong with the Zarr."""
+    report = fsck(archive, zarr_id)
+    assert report.ok, report.problems

@@ -1,8 +1,8 @@
-"""S3 stores of the test SeaweedFS."""
+"""S3 stores of the test SeaweedFS, and the version history of a key."""
 
 from __future__ import annotations
 
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.objects import ObjectStore, oldest_first
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 
@@ -14,3 +14,14 @@ def object_store(seaweedfs: SeaweedFS, bucket: str) -> ObjectStore:
         access_key_id=seaweedfs.access_key_id,
         secret_access_key=seaweedfs.secret_access_key,
     )
+
+
+def object_history(store: ObjectStore, key: str) -> list[bytes | None]:
+    """Contents of *key*'s versions oldest first (None for a delete marker)."""
+    out: list[bytes | None] = []
+    for version in oldest_first([v for v in store.iter_versions(key) if v.key == key]):
+        if version.is_delete_marker:
+            out.append(None)
+        else:
+            out.append(b"".join(store.iter_content(key, version.version_id)))
+    return out

@@ -1,4 +1,5 @@
-"""Unembargo: object histories kept, its own thread pool, multipart copies, checked purges."""
+"""Unembargo run through the service (``move_to_public``): its own thread pool, checked
+purges, multipart copies."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, Users, make_settings
+from tests.conftest import LiveServer, make_settings
+from tests.helpers.s3 import object_history
 from tests.helpers.zarr_client import (
     authed,
     create_dandiset,
     create_zarr,
-    delete_files,
     expect,
     md5,
     oracle_checksum,
@@ -27,7 +28,6 @@ from zarrchive.errors import StorageError
 from zarrchive.services.embargo import EmbargoStatus, move_to_public
 from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
-from zarrchive.storage.objects import ObjectVersion, oldest_first
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 
@@ -36,61 +36,6 @@ def _mark_unembargoing(archive: Archive, identifier: str) -> None:
         dandiset = session.get(Dandiset, int(identifier))
         assert dandiset is not None
         dandiset.embargo_status = EmbargoStatus.UNEMBARGOING.value
-
-
-def _history(store: Any, key: str) -> list[bytes | None]:
-    """Contents of *key*'s versions oldest first (None for a delete marker)."""
-    out: list[bytes | None] = []
-    for version in oldest_first([v for v in store.iter_versions(key) if v.key == key]):
-        if version.is_delete_marker:
-            out.append(None)
-        else:
-            out.append(b"".join(store.iter_content(key, version.version_id)))
-    return out
-
-
-def test_unembargo_keeps_every_object_version(
-    api: httpx.Client, archive: Archive, users: Users
-) -> None:
-    identifier = create_dandiset(api, "history", embargo=True)
-    zarr_id = create_zarr(api, identifier)
-    upload(api, zarr_id, {"a/0": b"first", "a/1": b"doomed", "b": b"bee"})
-    upload(api, zarr_id, {"a/0": b"second"})
-    info = delete_files(api, zarr_id, ["a/1"])
-    final = {"a/0": b"second", "b": b"bee"}
-    assert info["checksum"] == oracle_checksum(final)
-    node = f"zarr_checksums/{zarr_id}/a/.checksum"
-    node_history = _history(archive.embargo_store, node)
-    assert len(node_history) == 3  # one node per batch
-
-    expect(api.post(f"/api/dandisets/{identifier}/unembargo/"))  # no job queue: runs inline
-
-    public = archive.store
-    assert _history(public, f"zarr/{zarr_id}/a/0") == [b"first", b"second"]
-    assert _history(public, f"zarr/{zarr_id}/a/1") == [b"doomed", None]
-    assert _history(public, node) == node_history
-    assert list(archive.embargo_store.iter_versions(f"zarr/{zarr_id}/")) == []
-    assert list(archive.embargo_store.iter_versions(f"zarr_checksums/{zarr_id}/")) == []
-    with authed(str(api.base_url), None) as anon:
-        body = expect(anon.get(f"/api/dandisets/{identifier}/"))
-        assert body["embargo_status"] == "OPEN" and body["embargoed"] is False
-        assert expect(anon.get(f"/api/zarr/{zarr_id}/"))["checksum"] == oracle_checksum(final)
-    assert fsck(archive, zarr_id).ok
-
-
-def test_oldest_first_orders_versions_and_markers() -> None:
-    from datetime import UTC, datetime
-
-    t = [datetime(2026, 1, 1, 0, 0, s, tzinfo=UTC) for s in range(4)]
-
-    def v(vid: str, when: datetime, marker: bool = False, latest: bool = False) -> ObjectVersion:
-        return ObjectVersion("k", vid, latest, marker, None if marker else "e", 1, when)
-
-    # as S3 lists them: versions newest first, then markers newest first; same-second ties
-    listed = [v("v3", t[3], latest=True), v("v2", t[1]), v("v1", t[1]), v("m1", t[2], True)]
-    assert [x.version_id for x in oldest_first(listed)] == ["v1", "v2", "m1", "v3"]
-    latest_marker = [v("v1", t[2]), v("m1", t[2], True, latest=True)]
-    assert [x.version_id for x in oldest_first(latest_marker)] == ["v1", "m1"]
 
 
 def test_unembargo_copies_run_on_their_own_pool(api: httpx.Client, archive: Archive) -> None:
@@ -187,7 +132,7 @@ def test_refused_purge_fails_the_move_and_a_rerun_finishes_it(
     expect(api.post(f"/api/dandisets/{identifier}/unembargo/"))  # the owner runs it again
     body = expect(api.get(f"/api/dandisets/{identifier}/"))
     assert body["embargo_status"] == "OPEN" and body["embargoed"] is False
-    assert _history(archive.store, key) == [b"zero"]  # the rerun copied nothing twice
+    assert object_history(archive.store, key) == [b"zero"]  # the rerun copied nothing twice
     assert list(archive.embargo_store.iter_versions(f"zarr/{zarr_id}/")) == []
     assert fsck(archive, zarr_id).ok
 

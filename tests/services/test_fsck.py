@@ -1,0 +1,65 @@
+"""fsck (``services.fsck``): finds and repairs corrupt, missing and extra nodes and a wrong
+checksum in the database; refuses to repair while a batch is open."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from tests.helpers.api_uploads import FILES, assert_nodes_match, info, open_batch, oracle, upload
+from zarrchive.checksum import ChecksumNode
+from zarrchive.db.models import Zarr
+from zarrchive.services import fsck as fsck_service
+from zarrchive.services.fsck import fsck
+from zarrchive.services.runtime import Archive
+from zarrchive.storage.keys import checksum_node_key
+
+#: A Zarr of four files (that of tests/api/test_upload_integrity.py).
+FOUR_FILES = {".zgroup": b"{}", "arr/.zarray": b"{...}", "arr/0": b"zero", "arr/1": b"one"}
+
+
+def test_fsck_finds_and_repairs_corruption(
+    api: httpx.Client, zarr_id: str, archive: Archive, s3: Any
+) -> None:
+    upload(api, zarr_id, FILES)
+    assert fsck(archive, zarr_id).ok
+    # corrupt one node (valid JSON, wrong content), delete another, add an extra one
+    wrong = ChecksumNode()
+    wrong.set_file("x", "f" * 32, 1)
+    archive.store.put(checksum_node_key(zarr_id, "arr/sub"), wrong.to_json())
+    archive.store.delete(checksum_node_key(zarr_id, "other"))
+    archive.store.put(checksum_node_key(zarr_id, "ghost"), wrong.to_json())
+    with archive.db.session() as session:
+        zarr = session.scalar(select(Zarr).where(Zarr.id == zarr_id))
+        assert zarr is not None
+        zarr.checksum = "0" * 32 + "-1--1"
+    report = fsck(archive, zarr_id)
+    assert not report.ok and not report.repaired
+    assert sorted(report.problems[:3]) == sorted(
+        [
+            f"wrong node {checksum_node_key(zarr_id, 'arr/sub')}",
+            f"missing node {checksum_node_key(zarr_id, 'other')}",
+            f"extra node {checksum_node_key(zarr_id, 'ghost')}",
+        ]
+    )
+    assert any("database holds checksum" in p for p in report.problems)
+    assert fsck(archive, zarr_id, repair=True).repaired
+    assert fsck(archive, zarr_id).ok
+    assert info(api, zarr_id)["checksum"] == oracle(FILES)
+    assert_nodes_match(archive, zarr_id, FILES, s3)
+
+
+def test_fsck_repair_refused_while_a_batch_is_open(
+    api: httpx.Client, zarr_id: str, archive: Archive
+) -> None:
+    upload(api, zarr_id, FOUR_FILES)
+    open_batch(api, zarr_id, {"arr/0": b"x"})
+    archive.store.put(checksum_node_key(zarr_id, "arr"), b"{}", "application/json")
+    from zarrchive.errors import Conflict
+
+    with pytest.raises(Conflict, match="batch open"):
+        fsck_service.fsck(archive, zarr_id, repair=True)
+    assert archive.store.get(checksum_node_key(zarr_id, "arr")) == b"{}"  # untouched
