@@ -153,12 +153,16 @@ def test_embargo_status_is_checked_by_the_database(database_url: str) -> None:
         db.migrate()
         with db.write_session() as session:
             session.add(Dandiset(name="ok", embargo_status=EmbargoStatus.UNEMBARGOING))
-        with pytest.raises(IntegrityError, match="ck_dandiset_embargo_status"):
-            with db.write_session() as session:
-                session.add(Dandiset(name="bad", embargo_status="EMBARGOED"))
-        with pytest.raises(IntegrityError, match="ck_dandiset_embargo_status"):
-            with db.write_session() as session:
-                session.execute(text("UPDATE dandisets SET embargo_status = 'public'"))
+        with (
+            pytest.raises(IntegrityError, match="ck_dandiset_embargo_status"),
+            db.write_session() as session,
+        ):
+            session.add(Dandiset(name="bad", embargo_status="EMBARGOED"))
+        with (
+            pytest.raises(IntegrityError, match="ck_dandiset_embargo_status"),
+            db.write_session() as session,
+        ):
+            session.execute(text("UPDATE dandisets SET embargo_status = 'public'"))
         with db.session() as session:
             assert session.execute(text("SELECT name, embargo_status FROM dandisets")).all() == [
                 ("ok", "unembargoing")
