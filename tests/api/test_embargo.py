@@ -18,6 +18,7 @@ from zarrchive.manifest import manifest_key
 from zarrchive.services.fsck import fsck
 from zarrchive.services.manifests import manifest_url, write_manifest
 from zarrchive.services.runtime import Archive, set_current_archive
+from zarrchive.services.zarrs import ZarrRef
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.seaweedfs import SeaweedFS
 
@@ -237,7 +238,7 @@ def test_embargoed_manifest_urls_follow_the_presign_expiry(
     with archive.db.session() as session:
         zarr = session.get(Zarr, zarr_id)
         assert zarr is not None
-        url = manifest_url(short, zarr, zarr.checksum)
+        url = manifest_url(short, ZarrRef.of(zarr), zarr.checksum)
     assert "X-Amz-Expires=77" in url
     assert httpx.get(url).status_code == 200
 

@@ -15,6 +15,7 @@ from zarrchive.db.models import UploadBatch, User
 from zarrchive.errors import NoUploadInProgress, StorageError
 from zarrchive.services import fsck as fsck_service
 from zarrchive.services import uploads
+from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key, staging_zarr_prefix
 from zarrchive.storage.objects import ObjectStore
@@ -143,8 +144,7 @@ def test_complete_applies_only_the_batch_it_verified(
     b = {"f": b"batch B, never uploaded"}
     verify = uploads._verify_staged
     with archive.db.session() as session:
-        owner = session.query(User).filter_by(username="owner").one()
-        session.expunge(owner)
+        owner = Caller.of(session.query(User).filter_by(username="owner").one())
 
     def verify_then_race(*args: Any, **kwargs: Any) -> Any:
         result = verify(*args, **kwargs)
