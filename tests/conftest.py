@@ -192,6 +192,8 @@ def make_settings(
         "s3_embargo_bucket": bucket.replace(PUBLIC_BUCKET_PREFIX, "zemb-", 1),
         "s3_access_key_id": TEST_ACCESS_KEY,
         "s3_secret_access_key": TEST_SECRET_KEY,
+        # an ORM object used after its session fails the test (tests/services/test_sessions.py)
+        "strict_sessions": True,
     }
     values.update(kw)
     return base.with_overrides(**values)

@@ -16,6 +16,7 @@
 | ``ZARRCHIVE_REDIS_QUEUE`` | ``zarrchive`` (the RQ queue; archives sharing a Redis need their own) |
 | ``ZARRCHIVE_HOST`` / ``ZARRCHIVE_PORT`` | ``127.0.0.1`` / ``8000`` |
 | ``ZARRCHIVE_PUBLISHED_ZARRS`` | ``freeze`` (the spec) or ``snapshot`` (see :class:`PublishedZarrs`) |
+| ``ZARRCHIVE_STRICT_SESSIONS`` | ``false``; ``true``: an ORM object read after its session fails (the tests' setting) |
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class Settings:
     published_zarrs: PublishedZarrs = PublishedZarrs.FREEZE
     #: The RQ queue the API processes fill and ``zarrchive worker`` consumes.
     redis_queue: str = "zarrchive"
+    #: ORM objects expire with their session, so a use after it fails instead of reading
+    #: stale values (:class:`zarrchive.db.session.Database`); the tests turn it on.
+    strict_sessions: bool = False
 
     @property
     def embedded_s3(self) -> bool:
@@ -106,6 +110,7 @@ class Settings:
             ),
             published_zarrs=_published_zarrs(get("PUBLISHED_ZARRS")),
             redis_queue=get("REDIS_QUEUE") or "zarrchive",
+            strict_sessions=_flag("STRICT_SESSIONS", get("STRICT_SESSIONS")),
         )
 
 
@@ -132,6 +137,19 @@ def _positive_int(name: str, raw: str | None, default: int) -> int:
     if value <= 0:
         raise ConfigurationError(f"ZARRCHIVE_{name}={raw!r}: expected a positive integer")
     return value
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _flag(name: str, raw: str | None) -> bool:
+    if raw is None:
+        return False
+    value = raw.strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise ConfigurationError(f"ZARRCHIVE_{name}={raw!r}: expected true or false")
+    return value in _TRUE
 
 
 def _published_zarrs(raw: str | None) -> PublishedZarrs:

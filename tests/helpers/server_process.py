@@ -52,6 +52,7 @@ class ServerProcess:
                 "ZARRCHIVE_S3_SECRET_ACCESS_KEY": str(s.s3_secret_access_key),
                 "ZARRCHIVE_HOST": "127.0.0.1",
                 "ZARRCHIVE_PORT": str(self.port),
+                "ZARRCHIVE_STRICT_SESSIONS": "true" if s.strict_sessions else "false",
             }
         )
         if s.redis_url:

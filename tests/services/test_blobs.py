@@ -13,6 +13,7 @@ from tests.helpers.assets import md5, ok
 from zarrchive.db.models import Blob, User
 from zarrchive.errors import NotFound
 from zarrchive.services import blobs
+from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.objects import md5_to_content_md5
 
@@ -33,8 +34,7 @@ def test_cancel_racing_validate_keeps_the_blobs_object(
     )
     assert response.status_code == 200
     with archive.db.session() as session:
-        owner = session.query(User).filter_by(username="owner").one()
-        session.expunge(owner)
+        owner = Caller.of(session.query(User).filter_by(username="owner").one())
     inside = threading.Event()
     same_content = blobs._same_content
 

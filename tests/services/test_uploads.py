@@ -26,6 +26,7 @@ from tests.helpers.zarr_client import md5, oracle_checksum
 from zarrchive.db.models import BatchState, UploadBatch, User, utcnow
 from zarrchive.errors import NoUploadInProgress
 from zarrchive.services import uploads
+from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 
 
@@ -97,8 +98,7 @@ def test_complete_applies_only_the_batch_it_verified(
     b = {"f": b"batch B, never uploaded"}
     verify = uploads._verify_staged
     with archive.db.session() as session:
-        owner = session.query(User).filter_by(username="owner").one()
-        session.expunge(owner)
+        owner = Caller.of(session.query(User).filter_by(username="owner").one())
 
     def verify_then_race(*args: Any, **kwargs: Any) -> Any:
         result = verify(*args, **kwargs)

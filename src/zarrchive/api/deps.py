@@ -7,8 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from zarrchive.api.middleware import USER_STATE_KEY, parse_token
-from zarrchive.db.models import User
-from zarrchive.services.auth import authenticate
+from zarrchive.services.auth import Caller, authenticate
 from zarrchive.services.runtime import Archive
 
 
@@ -21,7 +20,7 @@ def get_user(
     request: Request,
     archive: Annotated[Archive, Depends(get_archive)],
     authorization: Annotated[str | None, Header()] = None,
-) -> User | None:
+) -> Caller | None:
     """The user of ``Authorization: token KEY``; ``None`` for anonymous requests.
 
     The request guard (:mod:`zarrchive.api.middleware`) has authenticated the token before
@@ -29,15 +28,11 @@ def get_user(
     """
     if authorization is None:
         return None
-    known: User | None = getattr(request.state, USER_STATE_KEY, None)
+    known: Caller | None = getattr(request.state, USER_STATE_KEY, None)
     if known is not None:
         return known
-    token = parse_token(authorization)
-    with archive.db.session() as session:
-        user = authenticate(session, token)
-        session.expunge(user)
-        return user
+    return authenticate(archive, parse_token(authorization))
 
 
 ArchiveDep = Annotated[Archive, Depends(get_archive)]
-UserDep = Annotated[User | None, Depends(get_user)]
+UserDep = Annotated[Caller | None, Depends(get_user)]

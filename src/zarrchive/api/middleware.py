@@ -26,9 +26,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from zarrchive.api.errors import DATABASE_DOWN, database_unavailable, error_response
 from zarrchive.config import ANONYMOUS_BODY_LIMIT
-from zarrchive.db.models import User
 from zarrchive.errors import AuthenticationRequired, InvalidInput, RequestTooLarge, ZarrchiveError
-from zarrchive.services.auth import authenticate
+from zarrchive.services.auth import Caller, authenticate
 from zarrchive.services.runtime import Archive
 
 #: Where the guard leaves the authenticated user for ``api.deps.get_user``.
@@ -48,13 +47,6 @@ def parse_token(authorization: str) -> str:
             "malformed Authorization header: send 'Authorization: token KEY'"
         )
     return token.strip()
-
-
-def _authenticate(archive: Archive, token: str) -> User:
-    with archive.db.session() as session:
-        user = authenticate(session, token)
-        session.expunge(user)
-        return user
 
 
 class RequestGuard:
@@ -85,10 +77,10 @@ class RequestGuard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         archive: Archive | None = getattr(scope["app"].state, "archive", None)
         state: dict[str, Any] = scope.setdefault("state", {})
-        user: User | None = None
+        user: Caller | None = None
         authorization = headers.get("authorization")
         if authorization is not None and archive is not None:
-            user = await run_in_threadpool(_authenticate, archive, parse_token(authorization))
+            user = await run_in_threadpool(authenticate, archive, parse_token(authorization))
             state[USER_STATE_KEY] = user
         limit = ANONYMOUS_BODY_LIMIT
         if user is not None and archive is not None:

@@ -24,7 +24,7 @@ def create_user(
     from zarrchive.services import auth
 
     settings = Settings.from_env()
-    db = Database(settings.database_url)
+    db = Database(settings.database_url, strict=settings.strict_sessions)
     try:
         db.migrate()
         with db.write_session() as session:

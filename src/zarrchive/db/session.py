@@ -4,6 +4,11 @@ PostgreSQL serialises writers per Zarr with ``SELECT ... FOR UPDATE``.  SQLite
 has no row locks: its write transactions start with ``BEGIN IMMEDIATE``, which
 takes the database's write lock up front, so writers are serialised at least
 as strictly (readers still run concurrently thanks to WAL).
+
+No ORM object is used after its session (see :mod:`zarrchive.services`).  A *strict*
+database (``ZARRCHIVE_STRICT_SESSIONS``, which the tests set) makes that checked: its
+objects expire when their session commits, so reading one afterwards raises
+:class:`~sqlalchemy.orm.exc.DetachedInstanceError` instead of answering stale values.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ _immediate: contextvars.ContextVar[bool] = contextvars.ContextVar("immediate", d
 class Database:
     """An engine and its session factory."""
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(self, url: str, *, echo: bool = False, strict: bool = False) -> None:
         self.url = url
+        #: Objects expire when their session commits (see the module's docstring).
+        self.strict = strict
         parsed = make_url(url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         kwargs: dict[str, Any] = {"echo": echo, "future": True}
@@ -43,7 +50,7 @@ class Database:
         self.engine: Engine = create_engine(url, **kwargs)
         if self.is_sqlite:
             _configure_sqlite(self.engine)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=strict)
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -1,1 +1,18 @@
-"""Domain operations in transactions; no HTTP types here."""
+"""Domain operations in transactions; no HTTP types here.
+
+One module per concept (dandisets, versions, assets, blobs, Zarrs, uploads, snapshots,
+the catalog the web pages browse, ...); the API's routers and the web pages are two faces
+of the same functions.  A function's first parameters say how it meets the database:
+
+- ``session: Session`` (with or without the archive): it runs inside the caller's
+  transaction, and may take and return ORM objects, which the caller uses before its
+  ``with archive.db.session()`` block ends.
+- ``archive: Archive`` without a session: it opens the sessions it needs itself, and takes
+  and returns only plain values and frozen dataclasses (a :class:`~zarrchive.services.auth.Caller`
+  for who asks, a :class:`~zarrchive.services.zarrs.ZarrRef` for a Zarr's S3 side, answers
+  such as :class:`~zarrchive.services.zarr_info.ZarrInfo`), never an ORM object.
+
+So no ORM object is used after its session closed.  ``tests/services/test_sessions.py``
+checks the annotations, and the tests run with strict sessions
+(``ZARRCHIVE_STRICT_SESSIONS``), where such a use fails.
+"""

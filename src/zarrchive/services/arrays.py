@@ -21,10 +21,10 @@ import zarr
 from PIL import Image
 from zarr.storage import MemoryStore
 
-from zarrchive.db.models import Zarr
 from zarrchive.services.node_cache import NODE_CACHE
 from zarrchive.services.runtime import Archive
 from zarrchive.services.thumbnail import NoThumbnail, SlicePlan, plan_slice, stretch
+from zarrchive.services.zarrs import ZarrRef
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key
 from zarrchive.storage.objects import ObjectStore
 
@@ -154,9 +154,9 @@ def _probe(store: ObjectStore, zarr_id: str, path: str) -> tuple[str, tuple[int,
     return None
 
 
-def describe(archive: Archive, zarr_row: Zarr, directory: str) -> ArrayMeta | GroupMeta | None:
+def describe(archive: Archive, zarr_row: ZarrRef, directory: str) -> ArrayMeta | GroupMeta | None:
     """The array or group metadata held by *directory* (``""``: the root), if any."""
-    store = archive.store_for(zarr_row.dandiset)
+    store = archive.store_for(zarr_row.embargoed)
     node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))
     if node is None:
         return None
@@ -206,10 +206,10 @@ class _ThumbnailCache:
 THUMBNAILS = _ThumbnailCache()
 
 
-def thumbnail_png(archive: Archive, zarr_row: Zarr, directory: str) -> bytes:
+def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
     """A PNG of the array in *directory* (see :func:`zarrchive.services.thumbnail.plan_slice`);
     :class:`NoThumbnail` when there is none to draw."""
-    store = archive.store_for(zarr_row.dandiset)
+    store = archive.store_for(zarr_row.embargoed)
     node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))
     if node is None:
         raise NoThumbnail("no such directory")

@@ -20,11 +20,14 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, utcnow
+from zarrchive.db.models import Asset, Blob, Dandiset, Version, utcnow
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_path
-from zarrchive.services.auth import require_owner, require_read
+from zarrchive.services.auth import Caller, require_owner, require_read
+from zarrchive.services.blobs import blob_url
 from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.runtime import Archive
+from zarrchive.services.snapshots import published_asset_checksum
 from zarrchive.services.versions import find_version, require_draft
 from zarrchive.services.zarrs import get_zarr
 
@@ -127,7 +130,7 @@ def _metadata_path(metadata: object) -> tuple[dict[str, Any], str]:
 
 def _check_content(
     session: Session,
-    user: User | None,
+    user: Caller | None,
     dandiset: Dandiset,
     version: Version,
     blob_id: str | None,
@@ -180,7 +183,7 @@ def _check_path_free(
 
 
 def _writable_version(
-    session: Session, user: User | None, dandiset_id: str, version: str, what: str
+    session: Session, user: Caller | None, dandiset_id: str, version: str, what: str
 ) -> tuple[Dandiset, Version]:
     dandiset = get_dandiset(session, user, dandiset_id)
     require_owner(user, dandiset)
@@ -199,7 +202,7 @@ def _flush(session: Session, version: Version, path: str) -> None:
 
 def create_asset(
     session: Session,
-    user: User | None,
+    user: Caller | None,
     dandiset_id: str,
     version: str,
     metadata: object,
@@ -239,7 +242,7 @@ def _find_asset(session: Session, version: Version, asset_id: str) -> Asset:
 
 def update_asset(
     session: Session,
-    user: User | None,
+    user: Caller | None,
     dandiset_id: str,
     version: str,
     asset_id: str,
@@ -266,7 +269,7 @@ def update_asset(
 
 
 def delete_asset(
-    session: Session, user: User | None, dandiset_id: str, version: str, asset_id: str
+    session: Session, user: Caller | None, dandiset_id: str, version: str, asset_id: str
 ) -> None:
     """Remove an asset from the draft (its blob or Zarr stays: published versions may use it)."""
     _dandiset, found = _writable_version(session, user, dandiset_id, version, "remove assets from")
@@ -277,14 +280,14 @@ def delete_asset(
 
 
 def get_asset(
-    session: Session, user: User | None, dandiset_id: str, version: str, asset_id: str
+    session: Session, user: Caller | None, dandiset_id: str, version: str, asset_id: str
 ) -> AssetInfo:
     dandiset = get_dandiset(session, user, dandiset_id)
     found = find_version(session, dandiset, version)
     return asset_info(_find_asset(session, found, asset_id), dandiset)
 
 
-def get_asset_by_id(session: Session, user: User | None, asset_id: str) -> Asset:
+def get_asset_by_id(session: Session, user: Caller | None, asset_id: str) -> Asset:
     """Any asset *user* may read, by id alone."""
     asset = session.get(Asset, parse_asset_id(asset_id))
     if asset is None:
@@ -296,11 +299,34 @@ def get_asset_by_id(session: Session, user: User | None, asset_id: str) -> Asset
     return asset
 
 
-def asset_info_by_id(session: Session, user: User | None, asset_id: str) -> AssetInfo:
+def asset_info_by_id(session: Session, user: Caller | None, asset_id: str) -> AssetInfo:
     asset = get_asset_by_id(session, user, asset_id)
     dandiset = session.get(Dandiset, asset.version.dandiset_id)
     assert dandiset is not None
     return asset_info(asset, dandiset)
+
+
+@dataclass(frozen=True)
+class AssetDownload:
+    """Where an asset's content is read: a blob's URL, or else its Zarr."""
+
+    #: The blob's URL (presigned when embargoed).
+    url: str | None
+    zarr_id: str | None
+    #: The checksum a published Zarr asset pins as a snapshot (see
+    #: :func:`~zarrchive.services.snapshots.published_asset_checksum`).
+    snapshot: str | None
+
+
+def download_target(archive: Archive, user: Caller | None, asset_id: str) -> AssetDownload:
+    """Where to download any asset *user* may read, by id alone."""
+    with archive.db.session() as session:
+        asset = get_asset_by_id(session, user, asset_id)
+        if asset.blob is not None:
+            url = blob_url(archive, asset.blob.key, embargoed=asset.blob.embargoed)
+            return AssetDownload(url, None, None)
+        pinned = published_asset_checksum(session, asset.id)
+        return AssetDownload(None, asset.zarr_id, pinned[1] if pinned is not None else None)
 
 
 def _glob_regex(pattern: str) -> re.Pattern[str]:
@@ -310,7 +336,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 
 def list_assets(
     session: Session,
-    user: User | None,
+    user: Caller | None,
     dandiset_id: str,
     version: str,
     *,
@@ -362,7 +388,7 @@ def list_assets(
 
 
 def list_paths(
-    session: Session, user: User | None, dandiset_id: str, version: str, path_prefix: str
+    session: Session, user: Caller | None, dandiset_id: str, version: str, path_prefix: str
 ) -> list[AssetPath]:
     """The entries of the folder *path_prefix* (``""``: the root) of a version: files with
     their asset, folders with the files and bytes under them, ordered by path."""

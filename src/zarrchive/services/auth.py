@@ -1,9 +1,14 @@
-"""Users, API tokens and who may do what."""
+"""Users, API tokens and who may do what.
+
+Who makes a request is a :class:`Caller`: plain values read when its token is checked, so
+it outlives that session (the ORM ``User`` row does not: see :mod:`zarrchive.services`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, or_, select, true
 from sqlalchemy.exc import IntegrityError
@@ -17,6 +22,20 @@ from zarrchive.errors import (
     NotFound,
     PermissionDenied,
 )
+from zarrchive.services.runtime import Archive
+
+
+@dataclass(frozen=True)
+class Caller:
+    """An authenticated user, as the services check what it may do."""
+
+    id: int
+    username: str
+    is_admin: bool
+
+    @classmethod
+    def of(cls, user: User) -> Caller:
+        return cls(id=user.id, username=user.username, is_admin=user.is_admin)
 
 
 def _hash(token: str) -> str:
@@ -45,18 +64,27 @@ def create_token(session: Session, user: User) -> str:
     return token
 
 
-def authenticate(session: Session, token: str) -> User:
+def authenticate(archive: Archive, token: str) -> Caller:
     """The user owning *token*."""
-    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == _hash(token)))
-    if row is None:
-        raise AuthenticationRequired(
-            "the API token is not valid: check ZARRCHIVE_TOKEN / --token (create one with "
-            "'zarrchive admin create-user')"
-        )
-    return row.user
+    with archive.db.session() as session:
+        row = session.scalar(select(ApiToken).where(ApiToken.token_hash == _hash(token)))
+        if row is None:
+            raise AuthenticationRequired(
+                "the API token is not valid: check ZARRCHIVE_TOKEN / --token (create one with "
+                "'zarrchive admin create-user')"
+            )
+        return Caller.of(row.user)
 
 
-def require_user(user: User | None) -> User:
+def user_row(session: Session, caller: Caller) -> User:
+    """The caller's row, for what records a user (a dandiset's owners)."""
+    user = session.get(User, caller.id)
+    if user is None:
+        raise AuthenticationRequired(f"user {caller.username!r} no longer exists")
+    return user
+
+
+def require_user(user: Caller | None) -> Caller:
     if user is None:
         raise AuthenticationRequired(
             "this operation needs an API token: send 'Authorization: token KEY'"
@@ -64,11 +92,11 @@ def require_user(user: User | None) -> User:
     return user
 
 
-def is_owner(user: User | None, dandiset: Dandiset) -> bool:
+def is_owner(user: Caller | None, dandiset: Dandiset) -> bool:
     return user is not None and (user.is_admin or any(o.id == user.id for o in dandiset.owners))
 
 
-def require_owner(user: User | None, dandiset: Dandiset) -> User:
+def require_owner(user: Caller | None, dandiset: Dandiset) -> Caller:
     """*user*, if it owns *dandiset* (or is an admin)."""
     user = require_user(user)
     if not is_owner(user, dandiset):
@@ -79,12 +107,12 @@ def require_owner(user: User | None, dandiset: Dandiset) -> User:
     return user
 
 
-def can_read(user: User | None, dandiset: Dandiset) -> bool:
+def can_read(user: Caller | None, dandiset: Dandiset) -> bool:
     """Public dandisets are readable by anyone; embargoed ones by owners and admins."""
     return not dandiset.embargoed or is_owner(user, dandiset)
 
 
-def require_read(user: User | None, dandiset: Dandiset, missing: str) -> None:
+def require_read(user: Caller | None, dandiset: Dandiset, missing: str) -> None:
     """Refuse to show an embargoed *dandiset* to anyone but its owners and admins: anonymous
     callers are asked to authenticate (401: DANDI's clients send their key only then),
     others are told *missing* (404), revealing nothing."""
@@ -98,7 +126,7 @@ def require_read(user: User | None, dandiset: Dandiset, missing: str) -> None:
     raise NotFound(missing)
 
 
-def readable_dandisets(user: User | None) -> ColumnElement[bool]:
+def readable_dandisets(user: Caller | None) -> ColumnElement[bool]:
     """:func:`can_read` as a SQL condition on ``dandisets``: filter visibility in the query,
     before any LIMIT, so pages are never short."""
     if user is not None and user.is_admin:

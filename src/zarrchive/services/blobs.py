@@ -53,11 +53,10 @@ from zarrchive.db.models import (
     BlobUpload,
     BlobValidation,
     DandisetOwner,
-    User,
     Version,
 )
 from zarrchive.errors import InvalidInput, NotFound, UploadVerificationFailed
-from zarrchive.services.auth import require_owner, require_user
+from zarrchive.services.auth import Caller, require_owner, require_user
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.storage.keys import blob_key
@@ -122,11 +121,7 @@ def part_size_for(size: int) -> int:
     return max(DEFAULT_PART_SIZE, math.ceil(size / MAX_PARTS))
 
 
-def _store(archive: Archive, embargoed: bool) -> ObjectStore:
-    return archive.embargo_store if embargoed else archive.store
-
-
-def _owns_a_user_of(session: Session, user: User, blob: Blob) -> bool:
+def _owns_a_user_of(session: Session, user: Caller, blob: Blob) -> bool:
     """True if *user* is an admin or owns a dandiset with an asset of *blob*."""
     if user.is_admin:
         return True
@@ -141,7 +136,7 @@ def _owns_a_user_of(session: Session, user: User, blob: Blob) -> bool:
 
 
 def initialize(
-    archive: Archive, user: User | None, dandiset_id: str, size: int, md5: str
+    archive: Archive, user: Caller | None, dandiset_id: str, size: int, md5: str
 ) -> UploadPlan:
     """Start uploading a file of *size* bytes with *md5* to *dandiset_id* (owners only)."""
     md5 = validate_md5(md5)
@@ -158,7 +153,7 @@ def initialize(
             return UploadPlan(None, existing.id, False, None, [])
         upload_id = str(uuid.uuid4())
         key = blob_key(upload_id)
-        store = _store(archive, embargoed)
+        store = archive.store_for(embargoed)
         expiry = archive.settings.presign_expiry
         multipart_id: str | None = None
         part_size: int | None = None
@@ -192,7 +187,7 @@ def initialize(
 
 
 def initialize_dandi(
-    archive: Archive, user: User | None, dandiset_id: str, size: int, etag: str
+    archive: Archive, user: Caller | None, dandiset_id: str, size: int, etag: str
 ) -> DandiUploadPlan:
     """DANDI's upload of a file of *size* bytes with dandi-etag *etag* to *dandiset_id*
     (owners only): an existing blob with that etag, or a multipart upload by DANDI's parts."""
@@ -213,7 +208,7 @@ def initialize_dandi(
             raise InvalidInput("an empty file cannot be uploaded in parts: DANDI has none")
         upload_id = str(uuid.uuid4())
         key = blob_key(upload_id)
-        store = _store(archive, embargoed)
+        store = archive.store_for(embargoed)
         expiry = archive.settings.presign_expiry
         multipart_id = store.create_multipart_upload(key)
         parts = [
@@ -241,7 +236,7 @@ def initialize_dandi(
 
 
 def complete_dandi(
-    archive: Archive, user: User | None, upload_id: str, parts: list[tuple[int, str]]
+    archive: Archive, user: Caller | None, upload_id: str, parts: list[tuple[int, str]]
 ) -> Completion:
     """The presigned ``CompleteMultipartUpload`` of a DANDI upload and its XML body, for the
     client to POST to S3 itself (parts are ``(part_number, etag)``)."""
@@ -254,7 +249,7 @@ def complete_dandi(
         )
     expected = part_plan(upload.size).count
     checked = _checked_parts(upload.id, expected, parts)
-    store = _store(archive, upload.embargoed)
+    store = archive.store_for(upload.embargoed)
     url = store.presign_complete_multipart(
         upload.key, upload.multipart_upload_id, archive.settings.presign_expiry
     )
@@ -276,9 +271,43 @@ def _checked_parts(
     return sorted((n, validate_md5(e)) for n, e in parts)
 
 
+@dataclass(frozen=True)
+class _Upload:
+    """A row of ``blob_uploads`` as read (what the S3 side of an upload needs after the
+    session)."""
+
+    id: str
+    md5: str | None
+    etag: str | None
+    size: int
+    key: str
+    embargoed: bool
+    multipart_upload_id: str | None
+    part_size: int | None
+    validation: str | None
+    validation_error: str | None
+    validated_blob_id: str | None
+
+    @classmethod
+    def of(cls, row: BlobUpload) -> _Upload:
+        return cls(
+            id=row.id,
+            md5=row.md5,
+            etag=row.etag,
+            size=row.size,
+            key=row.key,
+            embargoed=row.embargoed,
+            multipart_upload_id=row.multipart_upload_id,
+            part_size=row.part_size,
+            validation=row.validation,
+            validation_error=row.validation_error,
+            validated_blob_id=row.validated_blob_id,
+        )
+
+
 def _get_upload(
-    session: Session, user: User | None, upload_id: str, *, lock: bool = False
-) -> BlobUpload:
+    session: Session, user: Caller | None, upload_id: str, *, lock: bool = False
+) -> _Upload:
     """The upload, if *user* started it (or is an admin); else :class:`NotFound`.  *lock*
     takes its row lock (validate and cancel serialise on it)."""
     user = require_user(user)
@@ -289,12 +318,11 @@ def _get_upload(
     upload = session.get(BlobUpload, key, with_for_update=lock)
     if upload is None or (upload.created_by != user.id and not user.is_admin):
         raise NotFound(f"no upload {upload_id} (validated, cancelled, or never started)")
-    session.expunge(upload)
-    return upload
+    return _Upload.of(upload)
 
 
 def complete(
-    archive: Archive, user: User | None, upload_id: str, parts: list[tuple[int, str]]
+    archive: Archive, user: Caller | None, upload_id: str, parts: list[tuple[int, str]]
 ) -> str | Completion:
     """Finish the parts ``(part_number, etag)`` of a multipart upload: ours are assembled
     here (answers the object's S3 ETag); DANDI's answer the :class:`Completion` the client
@@ -309,17 +337,17 @@ def complete(
             f"(POST /api/uploads/{upload.id}/validate/)"
         )
     checked = _checked_parts(upload.id, math.ceil(upload.size / upload.part_size), parts)
-    store = _store(archive, upload.embargoed)
+    store = archive.store_for(upload.embargoed)
     return store.complete_multipart_upload(upload.key, upload.multipart_upload_id, checked)
 
 
-def _discard(store: ObjectStore, upload: BlobUpload) -> None:
+def _discard(store: ObjectStore, upload: _Upload) -> None:
     if upload.multipart_upload_id is not None:
         store.abort_multipart_upload(upload.key, upload.multipart_upload_id)
     store.delete_all_versions(upload.key)
 
 
-def cancel(archive: Archive, user: User | None, upload_id: str) -> None:
+def cancel(archive: Archive, user: Caller | None, upload_id: str) -> None:
     """Abandon an upload: its parts or object are removed."""
     with archive.db.write_session() as session:
         upload = _get_upload(session, user, upload_id, lock=True)
@@ -327,13 +355,13 @@ def cancel(archive: Archive, user: User | None, upload_id: str) -> None:
         if removed.rowcount != 1:  # type: ignore[attr-defined]
             # validated meanwhile: its object is a blob now and must stay
             raise NotFound(f"no upload {upload_id} (validated meanwhile)")
-    _discard(_store(archive, upload.embargoed), upload)
+    _discard(archive.store_for(upload.embargoed), upload)
 
 
 VALIDATE_JOB = "zarrchive.services.blobs:validate_upload_job"
 
 
-def validate(archive: Archive, user: User | None, upload_id: str) -> BlobInfo | None:
+def validate(archive: Archive, user: Caller | None, upload_id: str) -> BlobInfo | None:
     """Check the uploaded object's size and md5 and record it as a blob (deduplicated).
 
     A single PUT is checked at once (S3's ETag is its md5).  A multipart object must be read
@@ -383,21 +411,21 @@ def validate_upload_job(upload_id: str) -> None:
     """The background validation of a multipart upload (see :func:`validate`)."""
     archive = current_archive()
     with archive.db.session() as session:
-        upload = session.get(BlobUpload, upload_id)
-        if upload is None or upload.validation != BlobValidation.VALIDATING:
+        row = session.get(BlobUpload, upload_id)
+        if row is None or row.validation != BlobValidation.VALIDATING:
             return
-        session.expunge(upload)
+        upload = _Upload.of(row)
     try:
         _validate_now(archive, upload, background=True)
     except UploadVerificationFailed:
         log.info("upload %s did not match what was announced", upload_id)
 
 
-def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> BlobInfo:
+def _validate_now(archive: Archive, upload: _Upload, *, background: bool) -> BlobInfo:
     """Check the object of *upload* and record its blob.  On a mismatch the object is
     removed and the upload forgotten, or *in the background* the outcome is kept so that the
     client's next validate hears why."""
-    store = _store(archive, upload.embargoed)
+    store = archive.store_for(upload.embargoed)
     head = store.head(upload.key)
     if head is None:
         todo = (
@@ -485,7 +513,7 @@ def _validate_now(archive: Archive, upload: BlobUpload, *, background: bool) -> 
     return info
 
 
-def _same_content(session: Session, upload: BlobUpload, etag: str | None) -> Blob | None:
+def _same_content(session: Session, upload: _Upload, etag: str | None) -> Blob | None:
     """A blob of the same bucket with the same md5 and size, or the same dandi-etag."""
     if upload.md5 is not None:
         found = session.scalar(
@@ -526,7 +554,7 @@ def _info(blob: Blob) -> BlobInfo:
     return BlobInfo(blob.id, blob.md5, blob.size, blob.etag)
 
 
-def digest_lookup(archive: Archive, user: User | None, algorithm: str, value: str) -> BlobInfo:
+def digest_lookup(archive: Archive, user: Caller | None, algorithm: str, value: str) -> BlobInfo:
     """DANDI's ``POST /api/blobs/digest/``: the public blob with this digest (embargoed ones
     only for a user who owns a dandiset using them)."""
     if algorithm == "dandi:dandi-etag":
@@ -546,8 +574,9 @@ def digest_lookup(archive: Archive, user: User | None, algorithm: str, value: st
     raise NotFound(f"no blob with {algorithm} {value}")
 
 
-def blob_url(archive: Archive, blob: Blob) -> str:
-    """Where to download *blob*: its plain URL if public, a presigned GET if embargoed."""
-    if blob.embargoed:
-        return archive.embargo_store.presign_get(blob.key, archive.settings.presign_expiry)
-    return archive.store.public_url(blob.key)
+def blob_url(archive: Archive, key: str, *, embargoed: bool) -> str:
+    """Where to download the blob stored at *key*: its plain URL if public, a presigned GET
+    if embargoed."""
+    if embargoed:
+        return archive.embargo_store.presign_get(key, archive.settings.presign_expiry)
+    return archive.store.public_url(key)

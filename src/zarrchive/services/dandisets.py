@@ -10,9 +10,16 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Dandiset, DandisetOwner, EmbargoStatus, User, Version, Zarr
+from zarrchive.db.models import Asset, Dandiset, DandisetOwner, EmbargoStatus, Version, Zarr
 from zarrchive.errors import Conflict, InvalidInput, NotFound
-from zarrchive.services.auth import readable_dandisets, require_owner, require_read, require_user
+from zarrchive.services.auth import (
+    Caller,
+    readable_dandisets,
+    require_owner,
+    require_read,
+    require_user,
+    user_row,
+)
 
 DRAFT = "draft"
 
@@ -34,14 +41,14 @@ def draft_metadata(
 
 def create_dandiset(
     session: Session,
-    user: User | None,
+    user: Caller | None,
     name: str,
     *,
     embargoed: bool = False,
     metadata: dict[str, Any] | None = None,
 ) -> Dandiset:
     """A new dandiset owned by *user*; identifiers are sequential: ``000001``..."""
-    owner = require_user(user)
+    caller = require_user(user)
     if not isinstance(name, str):
         raise InvalidInput("a dandiset name must be a string")
     name = name.strip()
@@ -50,7 +57,7 @@ def create_dandiset(
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput("the dandiset's metadata must be a JSON object")
     dandiset = Dandiset(name=name, embargoed=embargoed)
-    dandiset.owners.append(owner)
+    dandiset.owners.append(user_row(session, caller))
     session.add(dandiset)
     session.flush()
     session.add(
@@ -74,7 +81,7 @@ def parse_identifier(identifier: str) -> int:
     return int(identifier)
 
 
-def get_dandiset(session: Session, user: User | None, identifier: str | int) -> Dandiset:
+def get_dandiset(session: Session, user: Caller | None, identifier: str | int) -> Dandiset:
     """The dandiset, if it exists and *user* may see it: else :class:`NotFound`, or for an
     anonymous caller of an embargoed one :class:`AuthenticationRequired`."""
     number = parse_identifier(identifier) if isinstance(identifier, str) else identifier
@@ -111,7 +118,7 @@ class DandisetFilter:
 
 
 def list_dandisets(
-    session: Session, user: User | None, filters: DandisetFilter, *, offset: int, limit: int
+    session: Session, user: Caller | None, filters: DandisetFilter, *, offset: int, limit: int
 ) -> tuple[int, list[Dandiset]]:
     """``(count, page)`` of the dandisets *user* may see that pass *filters*."""
     condition = readable_dandisets(user)
@@ -171,7 +178,7 @@ def list_dandisets(
     return int(count), list(rows)
 
 
-def delete_dandiset(session: Session, user: User | None, identifier: str) -> None:
+def delete_dandiset(session: Session, user: Caller | None, identifier: str) -> None:
     """Delete a dandiset that was never published and holds no Zarr (owners only): its
     draft and assets go; blobs stay (other dandisets may use them)."""
     dandiset = get_dandiset(session, user, identifier)

@@ -33,13 +33,12 @@ from zarrchive.db.models import (
     Blob,
     Dandiset,
     EmbargoStatus,
-    User,
     Version,
     Zarr,
     ZarrManifest,
 )
 from zarrchive.errors import Conflict, StorageError
-from zarrchive.services.auth import require_owner
+from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.snapshots import remap_pinned_manifests
@@ -71,8 +70,9 @@ def embargo_status(dandiset: Dandiset) -> str:
     return (EmbargoStatus.EMBARGOED if dandiset.embargoed else EmbargoStatus.OPEN).value
 
 
-def start_unembargo(archive: Archive, user: User | None, identifier: str) -> Dandiset:
+def start_unembargo(archive: Archive, user: Caller | None, identifier: str) -> str:
     """Begin making an embargoed dandiset public (owners); the move runs as a job.
+    Returns the dandiset's identifier.
 
     A dandiset still ``unembargoing`` (an earlier move failed, e.g. S3 refused a purge) may
     be asked again: the move is idempotent and resumes.
@@ -99,8 +99,7 @@ def start_unembargo(archive: Archive, user: User | None, identifier: str) -> Dan
         archive.jobs.enqueue(UNEMBARGO_JOB, {"dandiset_id": number}, key=f"unembargo:{number}")
     else:
         move_to_public(archive, number)
-    with archive.db.session() as session:
-        return get_dandiset(session, user, number)
+    return f"{number:06d}"
 
 
 def _prefixes(zarr_ids: list[str]) -> list[str]:
@@ -198,26 +197,28 @@ def move_to_public(
         if dandiset is None or dandiset.embargo_status != EmbargoStatus.UNEMBARGOING:
             return
         zarr_ids = list(session.scalars(select(Zarr.id).where(Zarr.dandiset_id == dandiset_id)))
-        blobs = _dandiset_blobs(session, dandiset_id, embargoed=True)
-        shared = {b.id for b in blobs if _used_elsewhere(session, b, dandiset_id)}
+        private = _dandiset_blobs(session, dandiset_id, embargoed=True)
+        # blob id -> its key in the embargo bucket
+        blobs = {b.id: b.key for b in private}
+        shared = {b.id for b in private if _used_elsewhere(session, b, dandiset_id)}
         # blobs an interrupted run already published still need their private copies purged
         published = [b.key for b in _dandiset_blobs(session, dandiset_id, embargoed=False)]
     source, target = archive.embargo_store, archive.store
     with ThreadPoolExecutor(UNEMBARGO_WORKERS, thread_name_prefix="unembargo") as pool:
         mover = _Mover(source, target, pool, threshold=copy_threshold, part_size=copy_part_size)
         copies = [c for prefix in _prefixes(zarr_ids) for c in mover.histories(prefix)]
-        for blob in blobs:
-            if blob.id not in shared:
-                copies += mover.histories(blob.key, exact=True)
+        for blob_id, key in blobs.items():
+            if blob_id not in shared:
+                copies += mover.histories(key, exact=True)
         mover.run(copies)
-        shared_copies = {b.id: str(uuid.uuid4()) for b in blobs if b.id in shared}
+        shared_copies = {i: str(uuid.uuid4()) for i in blobs if i in shared}
         current = []
-        for blob in blobs:
-            if blob.id in shared:
-                latest = source.latest_version(blob.key)
+        for blob_id, key in blobs.items():
+            if blob_id in shared:
+                latest = source.latest_version(key)
                 if latest is None or latest.is_delete_marker:
-                    raise StorageError(f"blob {blob.id}: {blob.key!r} is missing in S3")
-                current.append(_Copy(blob.key, [latest], blob_key(shared_copies[blob.id])))
+                    raise StorageError(f"blob {blob_id}: {key!r} is missing in S3")
+                current.append(_Copy(key, [latest], blob_key(shared_copies[blob_id])))
         mover.run(current)
     # pinned states keep their manifests, rewritten with the copies' version ids
     kept: dict[str, set[str]] = {}
@@ -228,7 +229,7 @@ def move_to_public(
         dandiset = session.get(Dandiset, dandiset_id)
         assert dandiset is not None
         dandiset.embargoed = False  # reads go to the public bucket from now on
-        for blob in session.scalars(select(Blob).where(Blob.id.in_([b.id for b in blobs]))):
+        for blob in session.scalars(select(Blob).where(Blob.id.in_(list(blobs)))):
             if blob.id in shared:
                 _copy_blob(session, blob, shared_copies[blob.id], dandiset_id)
             else:
@@ -239,7 +240,7 @@ def move_to_public(
                 session.delete(row)
     for prefix in [*_prefixes(zarr_ids), *(manifest_prefix(z) for z in zarr_ids)]:
         purge_checked(source, prefix)
-    for key in [*published, *(b.key for b in blobs if b.id not in shared)]:
+    for key in [*published, *(k for i, k in blobs.items() if i not in shared)]:
         purge_checked(source, key, exact=True)
     with archive.db.write_session() as session:
         dandiset = session.get(Dandiset, dandiset_id)

@@ -56,7 +56,7 @@ def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         zarr_id, db_checksum = zarr.id, zarr.checksum
         db_count, db_size, stamp = zarr.file_count, zarr.size, zarr.modified_at
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(zarr.dandiset.embargoed)
         if repair and open_batch(session, zarr) is not None:
             raise Conflict(
                 f"Zarr {zarr_id} has an upload batch open: fsck --repair would write what "

@@ -32,7 +32,7 @@ from zarrchive.db.models import Zarr, ZarrManifest, ZarrPin
 from zarrchive.manifest import ManifestEntry, generate_manifest, manifest_key
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.uploads import open_batch
-from zarrchive.services.zarrs import get_zarr
+from zarrchive.services.zarrs import ZarrRef, get_zarr
 from zarrchive.storage.keys import zarr_prefix
 from zarrchive.storage.objects import ObjectStore
 
@@ -85,7 +85,7 @@ def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
             open_batch(session, zarr) is not None,
             zarr.dandiset.embargoed,
         )
-        return snap, archive.store_for(zarr.dandiset)
+        return snap, archive.store_for(zarr.dandiset.embargoed)
 
 
 def current_entries(
@@ -191,17 +191,18 @@ class ManifestInfo:
     created: datetime
 
 
-def manifest_url(archive: Archive, zarr: Zarr, checksum: str) -> str:
+def manifest_url(archive: Archive, zarr: ZarrRef, checksum: str) -> str:
     """A URL of the manifest the caller can read: public, or presigned when embargoed."""
-    store = archive.store_for(zarr.dandiset)
+    store = archive.store_for(zarr.embargoed)
     key = manifest_key(zarr.id, checksum)
-    if zarr.dandiset.embargoed:
+    if zarr.embargoed:
         return store.presign_get(key, archive.settings.presign_expiry)
     return store.public_url(key)
 
 
 def list_manifests(archive: Archive, session: Session, zarr: Zarr) -> list[ManifestInfo]:
     """Manifests written for the Zarr, oldest first."""
+    ref = ZarrRef.of(zarr)
     rows = session.scalars(
         select(ZarrManifest)
         .where(ZarrManifest.zarr_id == zarr.id)
@@ -213,7 +214,7 @@ def list_manifests(archive: Archive, session: Session, zarr: Zarr) -> list[Manif
             ManifestInfo(
                 row.checksum,
                 manifest_key(zarr.id, row.checksum),
-                manifest_url(archive, zarr, row.checksum),
+                manifest_url(archive, ref, row.checksum),
                 row.entries,
                 row.listing_checksum,
                 row.created_at,

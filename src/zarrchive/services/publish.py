@@ -41,14 +41,13 @@ from zarrchive.db.models import (
     Dandiset,
     EmbargoStatus,
     UploadBatch,
-    User,
     Version,
     Zarr,
     utcnow,
 )
 from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
 from zarrchive.services.assets import computed_metadata
-from zarrchive.services.auth import require_owner
+from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import (
@@ -86,7 +85,7 @@ class _ZarrsMoved(Exception):
 
 
 def publish(
-    archive: Archive, user: User | None, dandiset_id: str, *, now: datetime | None = None
+    archive: Archive, user: Caller | None, dandiset_id: str, *, now: datetime | None = None
 ) -> VersionInfo:
     """Publish the draft of *dandiset_id* (owners only); returns the new version."""
     mode = archive.settings.published_zarrs
@@ -109,7 +108,7 @@ def publish(
     )
 
 
-def _draft_zarr_ids(archive: Archive, user: User | None, dandiset_id: str) -> list[str]:
+def _draft_zarr_ids(archive: Archive, user: Caller | None, dandiset_id: str) -> list[str]:
     with archive.db.session() as session:
         dandiset = get_dandiset(session, user, dandiset_id)
         require_owner(user, dandiset)
@@ -144,7 +143,7 @@ def _check_manifests(session: Session, zarrs: list[Zarr]) -> None:
 
 def _publish(
     archive: Archive,
-    user: User | None,
+    user: Caller | None,
     dandiset_id: str,
     mode: PublishedZarrs,
     now: datetime | None,

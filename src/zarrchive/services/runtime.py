@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zarrchive.config import Settings
-from zarrchive.db.models import Dandiset
 from zarrchive.db.session import Database
 from zarrchive.jobs import JobQueue
 from zarrchive.storage.objects import ObjectStore
@@ -31,14 +30,14 @@ class Archive:
     #: The job queue; ``None`` runs nothing in the background.
     jobs: JobQueue | None = field(default=None)
 
-    def store_for(self, dandiset: Dandiset) -> ObjectStore:
-        """The bucket holding *dandiset*'s objects."""
-        return self.embargo_store if dandiset.embargoed else self.store
+    def store_for(self, embargoed: bool) -> ObjectStore:
+        """The bucket holding the objects of an embargoed dandiset, or of a public one."""
+        return self.embargo_store if embargoed else self.store
 
     @classmethod
     def from_settings(cls, settings: Settings, *, migrate: bool = True) -> Archive:
         """Connect to the database and S3 named by *settings* (S3 must be running)."""
-        db = Database(settings.database_url)
+        db = Database(settings.database_url, strict=settings.strict_sessions)
         if migrate:
             db.migrate()
         stores = []

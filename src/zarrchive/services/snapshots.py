@@ -51,6 +51,7 @@ from zarrchive.errors import (
 from zarrchive.manifest import ManifestEntry, generate_manifest, manifest_key, read_manifest
 from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services import zarrs as zarr_service
+from zarrchive.services.auth import Caller
 from zarrchive.services.manifests import ManifestStatus, manifest_url, write_manifest
 from zarrchive.services.node_cache import DIRECTORY, FILE, NodeView
 from zarrchive.services.runtime import Archive
@@ -337,7 +338,7 @@ class SnapshotInfo:
 
 def list_snapshots(archive: Archive, session: Session, zarr: Zarr) -> list[SnapshotInfo]:
     """Every pinned state of *zarr* (readable by the caller), oldest first."""
-
+    ref = zarr_service.ZarrRef.of(zarr)
     result = []
     for pin in pins_of(session, zarr.id).values():
         row = manifest_row(session, zarr.id, pin.checksum)
@@ -349,7 +350,7 @@ def list_snapshots(archive: Archive, session: Session, zarr: Zarr) -> list[Snaps
                 _size(pin.checksum),
                 pin.frozen,
                 pin.versions,
-                manifest_url(archive, zarr, pin.checksum) if row is not None else None,
+                manifest_url(archive, ref, pin.checksum) if row is not None else None,
             )
         )
     return result
@@ -380,6 +381,15 @@ def find_pin(session: Session, zarr: Zarr, checksum: str) -> Pin:
     return pin
 
 
+def find_snapshot(
+    archive: Archive, user: Caller | None, zarr_id: str, checksum: str
+) -> tuple[zarr_service.ZarrRef, Pin]:
+    """The Zarr (if *user* may read it) and its pin of *checksum* (else 404)."""
+    with archive.db.session() as session:
+        zarr = zarr_service.get_zarr(session, user, zarr_id)
+        return zarr_service.ZarrRef.of(zarr), find_pin(session, zarr, checksum)
+
+
 def snapshot_info(archive: Archive, session: Session, zarr: Zarr, checksum: str) -> SnapshotInfo:
     for info in list_snapshots(archive, session, zarr):
         if info.checksum == checksum:
@@ -388,13 +398,13 @@ def snapshot_info(archive: Archive, session: Session, zarr: Zarr, checksum: str)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def snapshot_index(archive: Archive, zarr: Zarr, pin: Pin) -> SnapshotIndex:
+def snapshot_index(archive: Archive, zarr: zarr_service.ZarrRef, pin: Pin) -> SnapshotIndex:
     """The parsed index of a pinned state (cached).
 
     The manifest of a frozen pin may not be written yet (the job runs after publication):
     the Zarr is frozen at that state, so it is written now.
     """
-    store = archive.store_for(zarr.dandiset)
+    store = archive.store_for(zarr.embargoed)
     with archive.db.session() as session:
         has_manifest = manifest_row(session, zarr.id, pin.checksum) is not None
     if not has_manifest:
@@ -419,17 +429,17 @@ class SnapshotFile(zarr_service.FileEntry):
     version_id: str
 
 
-def version_url(archive: Archive, zarr: Zarr, key: str, version_id: str) -> str:
+def version_url(archive: Archive, zarr: zarr_service.ZarrRef, key: str, version_id: str) -> str:
     """A URL of exactly one object version: public, or presigned when embargoed."""
-    store = archive.store_for(zarr.dandiset)
-    if zarr.dandiset.embargoed:
+    store = archive.store_for(zarr.embargoed)
+    if zarr.embargoed:
         return store.presign_get_version(key, version_id, archive.settings.presign_expiry)
     return store.public_version_url(key, version_id)
 
 
 def browse_snapshot(
     archive: Archive,
-    zarr: Zarr,
+    zarr: zarr_service.ZarrRef,
     pin: Pin,
     path: str,
     *,
@@ -479,7 +489,7 @@ def browse_snapshot(
 
 
 def snapshot_download_urls(
-    archive: Archive, zarr: Zarr, pin: Pin, paths: list[str]
+    archive: Archive, zarr: zarr_service.ZarrRef, pin: Pin, paths: list[str]
 ) -> list[tuple[str, str, str]]:
     """``(path, url, version_id)`` of each file of the snapshot: URLs that fetch exactly
     the pinned versions.  Every path must be a file of the snapshot (else 404 naming
@@ -644,7 +654,7 @@ def collect_garbage(archive: Archive, zarr_id: str, *, apply: bool = False) -> G
     with archive.db.session() as session:
         zarr = zarr_service.get_zarr(session, None, zarr_id, check_read=False)
         zarr_id = zarr.id
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(zarr.dandiset.embargoed)
         if zarr.dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
             return GcReport(zarr_id, skipped="its dandiset is being unembargoed")
     report = GcReport(zarr_id)

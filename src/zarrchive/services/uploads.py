@@ -44,7 +44,7 @@ treats a queued or applying batch like an open one: :func:`open_batch` answers a
 For callers (routers, DANDI's ``files/`` + ``finalize/`` flow):
 
 - ``start_batch(archive, user, zarr_id, [(path, md5), ...]) -> [UploadUrl]``
-- ``complete_batch(archive, user, zarr_id, *, wait=False) -> Zarr`` (raises
+- ``complete_batch(archive, user, zarr_id, *, wait=False)`` (raises
   :class:`~zarrchive.errors.UploadVerificationFailed` with every bad file)
 - ``cancel_batch(archive, user, zarr_id)``; ``delete_files(archive, user, zarr_id, paths)``
 - ``upload_status(session, zarr_id) -> UploadStatus``: ``.state`` is an
@@ -78,7 +78,6 @@ from zarrchive.db.models import (
     EmbargoStatus,
     UploadBatch,
     UploadBatchFile,
-    User,
     Zarr,
     utcnow,
 )
@@ -96,7 +95,7 @@ from zarrchive.errors import (
     ZarrchiveError,
 )
 from zarrchive.paths import find_file_directory_clashes, split_path, validate_path
-from zarrchive.services.auth import require_owner
+from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.tree_updater import (
     FileChange,
@@ -171,7 +170,7 @@ def upload_status(session: Session, zarr_id: str) -> UploadStatus:
     )
 
 
-def _writable(archive: Archive, user: User | None, zarr_id: str) -> tuple[str, UploadStatus]:
+def _writable(archive: Archive, user: Caller | None, zarr_id: str) -> tuple[str, UploadStatus]:
     """Refuse (404/403) unless *user* may write the Zarr; its normalised id and its batches."""
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
@@ -180,7 +179,7 @@ def _writable(archive: Archive, user: User | None, zarr_id: str) -> tuple[str, U
         return zarr.id, upload_status(session, zarr.id)
 
 
-def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
+def _lock_for_write(session: Session, user: Caller | None, zarr_id: str) -> Zarr:
     zarr = get_zarr(session, user, zarr_id, lock=True)
     require_owner(user, zarr.dandiset)
     ensure_writable(session, zarr)
@@ -193,7 +192,7 @@ def _lock_for_write(session: Session, user: User | None, zarr_id: str) -> Zarr:
 
 
 def _new_upload_batch(
-    session: Session, zarr: Zarr, user: User | None, files: list[tuple[str, str]]
+    session: Session, zarr: Zarr, user: Caller | None, files: list[tuple[str, str]]
 ) -> UploadBatch:
     """An open upload batch of *files* (``(path, md5)``), with an identity unique forever."""
     batch = UploadBatch(
@@ -411,7 +410,9 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
     """Apply a claimed batch; False if the claim was lost to another applier meanwhile."""
     zarr_id = claimed.zarr_id
     with archive.db.session() as session:
-        store = archive.store_for(get_zarr(session, None, zarr_id, check_read=False).dandiset)
+        store = archive.store_for(
+            get_zarr(session, None, zarr_id, check_read=False).dandiset.embargoed
+        )
     try:
         # S3 work outside the database lock: only this batch's objects, all idempotent.
         if claimed.kind == BatchKind.DELETE:
@@ -573,7 +574,7 @@ def purge_stale_staging(archive: Archive, zarr_id: str) -> int:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         zarr_id = zarr.id
         live = set(session.scalars(select(UploadBatch.uid).where(UploadBatch.zarr_id == zarr_id)))
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(zarr.dandiset.embargoed)
     root = staging_zarr_prefix(zarr_id)
     stale = [p for p in store.iter_prefixes(root) if p[len(root) :].rstrip("/") not in live]
     # (some S3s, SeaweedFS among them, list emptied "directories": count what held objects)
@@ -599,7 +600,7 @@ def queue_manifest(archive: Archive, zarr_id: str) -> None:
 
 
 # -- the operations --------------------------------------------------------------------
-def upload_in_progress(archive: Archive, user: User | None, zarr_id: str) -> bool:
+def upload_in_progress(archive: Archive, user: Caller | None, zarr_id: str) -> bool:
     """True while the Zarr has an open upload batch."""
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
@@ -607,7 +608,7 @@ def upload_in_progress(archive: Archive, user: User | None, zarr_id: str) -> boo
 
 
 def start_batch(
-    archive: Archive, user: User | None, zarr_id: str, files: Sequence[tuple[str, str]]
+    archive: Archive, user: Caller | None, zarr_id: str, files: Sequence[tuple[str, str]]
 ) -> list[UploadUrl]:
     """Open a batch for *files* (``(path, md5)``) and return presigned PUT URLs.
 
@@ -639,7 +640,7 @@ def start_batch(
         except IntegrityError as exc:  # a concurrent request won the race
             raise UploadInProgress(f"Zarr {zarr.id} already has an upload batch open") from exc
         uid = batch.uid
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(zarr.dandiset.embargoed)
     expiry = archive.settings.presign_expiry
     return [
         UploadUrl(p, store.presign_put(staging_object_key(zarr_id, uid, p), e, expiry))
@@ -685,7 +686,7 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
                 )
     with archive.db.session() as session:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(zarr.dandiset.embargoed)
     directories = sorted(affected_directories(paths))
     nodes = read_nodes(store, zarr_id, directories)
     for path in paths:
@@ -710,14 +711,14 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
 
 
 def complete_batch(
-    archive: Archive, user: User | None, zarr_id: str, *, wait: bool = False
-) -> Zarr:
+    archive: Archive, user: Caller | None, zarr_id: str, *, wait: bool = False
+) -> None:
     """Verify the open batch's staged objects and queue it to be applied (in order).
 
     The staging area is verified without holding the Zarr's lock (only the batch's own URLs
     write it, and only with the announced content); the lock is taken to record the verified
     batch, if it is still the same open batch (same uid), as ``queued`` with the next
-    ``seq``.  Then the apply job is queued and the Zarr answered as it is (its
+    ``seq``.  Then the apply job is queued and the call returns (the Zarr's
     ``upload_status`` says ``applying``); with *wait* (or without a job queue) the batch and
     every one before it are applied first.
     """
@@ -727,15 +728,14 @@ def complete_batch(
         # failed): the batch is queued; apply it (with *wait*) or make sure it will be
         if wait or not _schedule(archive, zarr_id):
             apply_pending(archive, zarr_id, wait=True)
-        with archive.db.session() as session:
-            return get_zarr(session, user, zarr_id)
+        return
     with archive.db.session() as session:
         batch = _the_open_batch(session, zarr_id)
         if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
         uid = batch.uid
         expected = {f.path: f.etag for f in batch.files}
-        store = archive.store_for(get_zarr(session, user, zarr_id).dandiset)
+        store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
     staged = _verify_staged(store, zarr_id, uid, expected)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
@@ -752,8 +752,6 @@ def complete_batch(
     # Recorded as verified: from here on the batch is applied, whatever happens to us.
     if wait or not _schedule(archive, zarr_id):
         apply_pending(archive, zarr_id, wait=True, until_seq=seq)
-    with archive.db.session() as session:
-        return get_zarr(session, user, zarr_id)
 
 
 def _check_staged(
@@ -807,7 +805,7 @@ def _verify_staged(
     return staged
 
 
-def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
+def cancel_batch(archive: Archive, user: Caller | None, zarr_id: str) -> None:
     """Cancel the open batch: forget it and drop its staging objects.
 
     Only the ``open`` (unverified) batch is cancelled: verified batches stay queued and are
@@ -824,7 +822,7 @@ def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
         if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         uid = batch.uid
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(zarr.dandiset.embargoed)
         session.delete(batch)
         zarr.modified_at = utcnow()
         at_rest = not _has_pending(session, zarr.id)
@@ -833,7 +831,7 @@ def cancel_batch(archive: Archive, user: User | None, zarr_id: str) -> None:
         queue_manifest(archive, zarr_id)
 
 
-def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Sequence[str]) -> Zarr:
+def delete_files(archive: Archive, user: Caller | None, zarr_id: str, paths: Sequence[str]) -> None:
     """Delete files; all must exist, else nothing is deleted.
 
     Allowed while an upload batch is open (it has not touched the Zarr yet); applied after
@@ -850,7 +848,7 @@ def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Seque
             zarr = _lock_for_write(session, user, zarr_id)
             if _has_pending(session, zarr.id):
                 continue  # a batch was verified meanwhile: it comes first
-            current = file_lookup(archive.store_for(zarr.dandiset), zarr.id, checked)
+            current = file_lookup(archive.store_for(zarr.dandiset.embargoed), zarr.id, checked)
             missing = [p for p in checked if current[p] is None]
             if missing:
                 raise InvalidInput(
@@ -871,8 +869,6 @@ def delete_files(archive: Archive, user: User | None, zarr_id: str, paths: Seque
             seq = batch.seq
             break
     apply_pending(archive, zarr_id, wait=True, until_seq=seq)
-    with archive.db.session() as session:
-        return get_zarr(session, user, zarr_id)
 
 
 # -- DANDI's flow: POST files/ (open or extend the batch), finalize/ --------------------------
@@ -945,7 +941,7 @@ def _open_batch_files(session: Session, zarr_id: str) -> tuple[int, str, dict[st
 
 
 def extend_batch(
-    archive: Archive, user: User | None, zarr_id: str, files: Sequence[tuple[str, str]]
+    archive: Archive, user: Caller | None, zarr_id: str, files: Sequence[tuple[str, str]]
 ) -> list[str]:
     """DANDI's ``POST /api/zarr/{id}/files/``: add *files* (``(path, md5)``) to the Zarr's
     open batch, opening one if there is none, and answer their presigned PUT URLs (signing
@@ -1004,7 +1000,7 @@ def extend_batch(
                         .values(etag=md5)
                     )
         zarr.modified_at = utcnow()
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(zarr.dandiset.embargoed)
     expiry = archive.settings.presign_expiry
     return [store.presign_put(staging_object_key(zarr_id, uid, p), e, expiry) for p, e in checked]
 
@@ -1013,7 +1009,7 @@ def extend_batch(
 FINALIZE_ROUNDS = 3
 
 
-def finalize(archive: Archive, user: User | None, zarr_id: str) -> FinalizeReport:
+def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeReport:
     """DANDI's ``POST /api/zarr/{id}/finalize/``: end the open batch, always.
 
     Every file it announced is checked in S3 (one listing of its staging area): files
@@ -1031,7 +1027,7 @@ def finalize(archive: Archive, user: User | None, zarr_id: str) -> FinalizeRepor
     for _round in range(FINALIZE_ROUNDS):
         with archive.db.session() as session:
             current = _open_batch_files(session, zarr_id)
-            store = archive.store_for(get_zarr(session, user, zarr_id).dandiset)
+            store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
         if current is None:
             return FinalizeReport(zarr_id, None, 0, [])
         _batch_id, uid, expected = current

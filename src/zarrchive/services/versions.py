@@ -16,9 +16,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, Zarr, utcnow
+from zarrchive.db.models import Asset, Blob, Dandiset, Version, Zarr, utcnow
 from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
-from zarrchive.services.auth import require_owner
+from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import draft_metadata, get_dandiset
 
 DRAFT = "draft"
@@ -222,7 +222,7 @@ def version_info(session: Session, dandiset: Dandiset, version: Version) -> Vers
 
 
 def get_version_info(
-    session: Session, user: User | None, dandiset_id: str, version: str
+    session: Session, user: Caller | None, dandiset_id: str, version: str
 ) -> VersionInfo:
     dandiset = get_dandiset(session, user, dandiset_id)
     return version_info(session, dandiset, find_version(session, dandiset, version))
@@ -232,7 +232,7 @@ VERSION_ORDERINGS = ("created", "modified", "version")
 
 
 def list_versions(
-    session: Session, user: User | None, dandiset_id: str, order: str | None = None
+    session: Session, user: Caller | None, dandiset_id: str, order: str | None = None
 ) -> list[VersionInfo]:
     """The dandiset's versions: by default every published version, oldest first, then the
     draft; DANDI's ``order`` (``created``, ``modified``, ``version``, ``-`` to reverse)."""
@@ -259,7 +259,7 @@ def list_versions(
 
 def update_draft_metadata(
     session: Session,
-    user: User | None,
+    user: Caller | None,
     dandiset_id: str,
     version: str,
     metadata: dict[str, Any],

@@ -19,6 +19,7 @@ from zarrchive.db.models import Asset, Version, Zarr, ZarrManifest
 from zarrchive.services.manifests import manifest_url
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import upload_status
+from zarrchive.services.zarrs import ZarrRef
 from zarrchive.storage.keys import zarr_prefix
 
 
@@ -64,6 +65,7 @@ _STATUS_OF_STATE = {
 
 def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
     status = upload_status(session, zarr.id)
+    ref = ZarrRef.of(zarr)
     manifest = session.scalar(
         select(ZarrManifest).where(
             ZarrManifest.zarr_id == zarr.id, ZarrManifest.checksum == zarr.checksum
@@ -74,7 +76,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         name=zarr.name,
         dandiset=zarr.dandiset.identifier,
         s3_path=zarr_prefix(zarr.id),
-        s3_url=archive.store_for(zarr.dandiset).public_url(zarr_prefix(zarr.id)),
+        s3_url=archive.store_for(ref.embargoed).public_url(zarr_prefix(zarr.id)),
         checksum=zarr.checksum,
         file_count=zarr.file_count,
         size=zarr.size,
@@ -83,7 +85,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         status=_STATUS_OF_STATE[status.state.value].value,
         created=zarr.created_at,
         modified=zarr.modified_at,
-        manifest_url=manifest_url(archive, zarr, zarr.checksum) if manifest else None,
+        manifest_url=manifest_url(archive, ref, zarr.checksum) if manifest else None,
         manifest_status="available" if manifest else "pending",
         checksum_mismatch=manifest.listing_checksum if manifest and manifest.mismatch else None,
         published_versions=list(

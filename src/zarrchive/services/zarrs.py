@@ -1,4 +1,8 @@
-"""Zarr archives: create, look up, describe and browse."""
+"""Zarr archives: create, look up, describe and browse.
+
+What reads a Zarr's objects in S3 (browsing, listings, URLs) works on a :class:`ZarrRef`,
+read in a session and used after it: no database session is held during S3 calls.
+"""
 
 from __future__ import annotations
 
@@ -19,14 +23,13 @@ from sqlalchemy.orm import Session
 from zarrchive.checksum.node import ChildDigest
 from zarrchive.db.models import (
     Dandiset,
-    User,
     Version,
     Zarr,
     ZarrPin,
 )
 from zarrchive.errors import InvalidInput, InvalidPath, NotFound, ZarrFrozen
 from zarrchive.paths import split_path, validate_directory_path, validate_path
-from zarrchive.services.auth import readable_dandisets, require_owner, require_read
+from zarrchive.services.auth import Caller, readable_dandisets, require_owner, require_read
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
@@ -49,7 +52,7 @@ def parse_zarr_id(zarr_id: str) -> str:
 
 def get_zarr(
     session: Session,
-    user: User | None,
+    user: Caller | None,
     zarr_id: str,
     *,
     lock: bool = False,
@@ -66,6 +69,26 @@ def get_zarr(
     if check_read:
         require_read(user, zarr.dandiset, f"no Zarr {zarr_id}")
     return zarr
+
+
+@dataclass(frozen=True)
+class ZarrRef:
+    """What the S3 side of a Zarr needs of its row: its id, whether its dandiset is
+    embargoed (the bucket, and presigned URLs) and when it last changed."""
+
+    id: str
+    embargoed: bool
+    modified_at: datetime
+
+    @classmethod
+    def of(cls, zarr: Zarr) -> ZarrRef:
+        return cls(id=zarr.id, embargoed=zarr.dandiset.embargoed, modified_at=zarr.modified_at)
+
+
+def zarr_ref(archive: Archive, user: Caller | None, zarr_id: str) -> ZarrRef:
+    """The Zarr, if it exists and *user* may read it (as :func:`get_zarr`)."""
+    with archive.db.session() as session:
+        return ZarrRef.of(get_zarr(session, user, zarr_id))
 
 
 def ensure_writable(session: Session, zarr: Zarr) -> None:
@@ -91,7 +114,7 @@ def ensure_writable(session: Session, zarr: Zarr) -> None:
         )
 
 
-def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str) -> Zarr:
+def create_zarr(session: Session, user: Caller | None, name: str, dandiset_id: str) -> Zarr:
     """A new, empty Zarr in *dandiset_id*, owned through the dandiset."""
     dandiset = get_dandiset(session, user, dandiset_id)
     require_owner(user, dandiset)
@@ -119,7 +142,7 @@ def create_zarr(session: Session, user: User | None, name: str, dandiset_id: str
 
 def list_zarrs(
     session: Session,
-    user: User | None,
+    user: Caller | None,
     *,
     dandiset_id: str | None = None,
     name: str | None = None,
@@ -196,7 +219,7 @@ def _decode_cursor(cursor: str) -> tuple[int, str]:
 
 
 def browse(
-    archive: Archive, zarr: Zarr, path: str, *, page_size: int = 100, cursor: str | None = None
+    archive: Archive, zarr: ZarrRef, path: str, *, page_size: int = 100, cursor: str | None = None
 ) -> FileEntry | DirectoryListing:
     """A file's details, or a page of a directory's listing (from the ``.checksum`` nodes).
 
@@ -205,7 +228,7 @@ def browse(
     is_directory_path = path == "" or path.endswith("/")
     directory = validate_directory_path(path)
     if directory and not is_directory_path:
-        store = archive.store_for(zarr.dandiset)
+        store = archive.store_for(zarr.embargoed)
         parent, name = split_path(directory)
         parent_node = NODE_CACHE.get(store, checksum_node_key(zarr.id, parent))
         child = parent_node.files.get(name) if parent_node is not None else None
@@ -216,7 +239,7 @@ def browse(
 
 
 def list_directory(
-    archive: Archive, zarr: Zarr, path: str, *, page_size: int = 100, cursor: str | None = None
+    archive: Archive, zarr: ZarrRef, path: str, *, page_size: int = 100, cursor: str | None = None
 ) -> DirectoryListing:
     """A page of a directory's listing (``""``: the root), from the cached parsed node:
     memory and time per page are bounded whatever the directory's width."""
@@ -224,7 +247,7 @@ def list_directory(
         raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
     directory = validate_directory_path(path)
     after = _decode_cursor(cursor) if cursor else None
-    node = NODE_CACHE.get(archive.store_for(zarr.dandiset), checksum_node_key(zarr.id, directory))
+    node = NODE_CACHE.get(archive.store_for(zarr.embargoed), checksum_node_key(zarr.id, directory))
     if node is None:
         if directory == "":
             node = NodeView.empty()
@@ -247,7 +270,7 @@ def list_directory(
     )
 
 
-def download_urls(archive: Archive, zarr: Zarr, paths: list[str]) -> list[tuple[str, str]]:
+def download_urls(archive: Archive, zarr: ZarrRef, paths: list[str]) -> list[tuple[str, str]]:
     """``(path, url)`` to GET each file: public URLs, presigned ones when embargoed.
 
     The caller has checked that the user may read the Zarr; the paths are not looked
@@ -258,10 +281,10 @@ def download_urls(archive: Archive, zarr: Zarr, paths: list[str]) -> list[tuple[
     limit = archive.settings.max_batch_files
     if len(paths) > limit:
         raise InvalidInput(f"{len(paths)} paths: at most {limit} per request")
-    store = archive.store_for(zarr.dandiset)
+    store = archive.store_for(zarr.embargoed)
     checked = [validate_path(p) for p in paths]
     keys = [(p, zarr_object_key(zarr.id, p)) for p in checked]
-    if zarr.dandiset.embargoed:
+    if zarr.embargoed:
         expiry = archive.settings.presign_expiry
         return [(p, store.presign_get(k, expiry)) for p, k in keys]
     return [(p, store.public_url(k)) for p, k in keys]
@@ -295,7 +318,7 @@ def _key_fragment(value: str, what: str) -> str:
 
 
 def list_objects(
-    archive: Archive, zarr: Zarr, *, prefix: str = "", after: str = "", limit: int = 1000
+    archive: Archive, zarr: ZarrRef, *, prefix: str = "", after: str = "", limit: int = 1000
 ) -> tuple[list[ObjectEntry], bool]:
     """DANDI's flat listing: the Zarr's files whose paths begin with *prefix* and sort after
     *after*, in key order (UTF-8 bytes, as AWS S3 lists keys), at most *limit*; and whether
@@ -312,7 +335,7 @@ def list_objects(
     after = _key_fragment(after, "after")
     if limit == 0:
         return [], False
-    store = archive.store_for(zarr.dandiset)
+    store = archive.store_for(zarr.embargoed)
     start, _, name_prefix = prefix.rpartition("/")
     within = start + "/" if start else ""
     after_rel: str | None
@@ -366,7 +389,7 @@ def _walk(
         yield from _walk(store, zarr_id, base + key[:-1], "", inner)
 
 
-def _last_modified(store: ObjectStore, zarr: Zarr, paths: list[str]) -> dict[str, datetime]:
+def _last_modified(store: ObjectStore, zarr: ZarrRef, paths: list[str]) -> dict[str, datetime]:
     """When S3 last wrote each of *paths* (one listing per directory, from the file before
     the first one needed when names are ASCII, where every S3 orders keys by bytes)."""
     by_directory: dict[str, set[str]] = {}
@@ -399,17 +422,17 @@ def _last_modified(store: ObjectStore, zarr: Zarr, paths: list[str]) -> dict[str
     return result
 
 
-def object_url(archive: Archive, zarr: Zarr, path: str, *, method: str = "GET") -> str:
+def object_url(archive: Archive, zarr: ZarrRef, path: str, *, method: str = "GET") -> str:
     """Where to GET (or HEAD) the Zarr's file *path*: its public URL, or a presigned one
     for an embargoed Zarr; :class:`NotFound` if the Zarr has no such file."""
     path = validate_path(path.lstrip("/"))
-    store = archive.store_for(zarr.dandiset)
+    store = archive.store_for(zarr.embargoed)
     parent, name = split_path(path)
     node = NODE_CACHE.get(store, checksum_node_key(zarr.id, parent))
     if node is None or node.files.get(name) is None:
         raise NotFound(f"Zarr {zarr.id} has no file {path!r}")
     key = zarr_object_key(zarr.id, path)
-    if not zarr.dandiset.embargoed:
+    if not zarr.embargoed:
         return store.public_url(key)
     expiry = archive.settings.presign_expiry
     return store.presign_head(key, expiry) if method == "HEAD" else store.presign_get(key, expiry)

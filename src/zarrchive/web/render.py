@@ -15,9 +15,8 @@ from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from zarrchive.api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, status_code_for
-from zarrchive.db.models import User
 from zarrchive.errors import AuthenticationRequired, DatabaseUnavailable, ZarrchiveError
-from zarrchive.services.auth import authenticate
+from zarrchive.services.auth import Caller, authenticate
 from zarrchive.services.runtime import Archive
 
 log = logging.getLogger(__name__)
@@ -64,24 +63,22 @@ def archive_of(request: Request) -> Archive:
     return archive
 
 
-def signed_in_user(request: Request) -> User | None:
+def signed_in_user(request: Request) -> Caller | None:
     """The user whose token the cookie holds; ``None`` without one (or with a token that
     no longer authenticates). The only place the archive reads a cookie."""
     request.state.web_user = None
     token = request.cookies.get(TOKEN_COOKIE)
     if not token or len(token) > 200:
         return None
-    with archive_of(request).db.session() as session:
-        try:
-            user = authenticate(session, token)
-        except AuthenticationRequired:
-            return None
-        session.expunge(user)
+    try:
+        user = authenticate(archive_of(request), token)
+    except AuthenticationRequired:
+        return None
     request.state.web_user = user
     return user
 
 
-WebUser = Annotated[User | None, Depends(signed_in_user)]
+WebUser = Annotated[Caller | None, Depends(signed_in_user)]
 ArchiveOf = Annotated[Archive, Depends(archive_of)]
 
 

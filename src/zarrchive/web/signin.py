@@ -34,11 +34,10 @@ async def signin(request: Request, archive: ArchiveOf) -> Response:
         token = token[6:].strip()
     user = None
     if token and len(token) <= 200:
-        with archive.db.session() as session:
-            try:
-                user = authenticate(session, token)
-            except AuthenticationRequired:
-                user = None
+        try:
+            user = authenticate(archive, token)
+        except AuthenticationRequired:
+            user = None
     if user is None:
         request.state.web_user = None
         return page(

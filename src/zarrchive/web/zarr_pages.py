@@ -45,9 +45,10 @@ def zarr_page(
 ) -> HTMLResponse:
     size = parse_page_size(page_size)
     with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
-        info = zarr_info.zarr_info(archive, session, zarr)
-        pinned = snapshots.list_snapshots(archive, session, zarr) if path == "" else []
+        row = zarrs.get_zarr(session, user, zarr_id)
+        zarr = zarrs.ZarrRef.of(row)
+        info = zarr_info.zarr_info(archive, session, row)
+        pinned = snapshots.list_snapshots(archive, session, row) if path == "" else []
     found = zarrs.browse(archive, zarr, path, page_size=size, cursor=cursor or None)
     if isinstance(found, zarrs.FileEntry):
         return page(
@@ -85,8 +86,7 @@ def thumbnail(
     request: Request, archive: ArchiveOf, user: WebUser, zarr_id: str, path: str
 ) -> Response:
     """A PNG of a 2-D slice of the array in directory *path* (see ``services/thumbnail.py``)."""
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
+    zarr = zarrs.zarr_ref(archive, user, zarr_id)
     directory = validate_directory_path(path)
     try:
         png = arrays.thumbnail_png(archive, zarr, directory)
@@ -100,7 +100,6 @@ def download_file(
     request: Request, archive: ArchiveOf, user: WebUser, zarr_id: str, path: str
 ) -> RedirectResponse:
     """To the file's URL: public, or presigned when the Zarr is embargoed."""
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
+    zarr = zarrs.zarr_ref(archive, user, zarr_id)
     [(_path, url)] = zarrs.download_urls(archive, zarr, [path])
     return RedirectResponse(url, status_code=302)

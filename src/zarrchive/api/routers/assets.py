@@ -12,7 +12,7 @@ from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.schemas import AssetIn, AssetOut, AssetPathOut
 from zarrchive.errors import InvalidInput
-from zarrchive.services import assets, blobs, snapshots
+from zarrchive.services import assets
 
 router = APIRouter(tags=["assets"])
 
@@ -187,16 +187,12 @@ def get_asset_info_by_id(asset_id: str, archive: ArchiveDep, user: UserDep) -> A
 
 
 def _download(archive: ArchiveDep, user: UserDep, asset_id: str) -> RedirectResponse:
-    with archive.db.session() as session:
-        asset = assets.get_asset_by_id(session, user, asset_id)
-        blob, zarr_id = asset.blob, asset.zarr_id
-        if blob is not None:
-            return RedirectResponse(blobs.blob_url(archive, blob), status_code=302)
-        pinned = snapshots.published_asset_checksum(session, asset.id)
-    if pinned is not None:
-        where = f"/api/zarr/{pinned[0]}/snapshots/{urllib.parse.quote(pinned[1], safe='')}/"
-    else:
-        where = f"/api/zarr/{zarr_id}/"
+    target = assets.download_target(archive, user, asset_id)
+    if target.url is not None:
+        return RedirectResponse(target.url, status_code=302)
+    where = f"/api/zarr/{target.zarr_id}/"
+    if target.snapshot is not None:
+        where += f"snapshots/{urllib.parse.quote(target.snapshot, safe='')}/"
     raise InvalidInput(
         "Unable to provide download link for zarr assets: browse the Zarr's files at "
         f"{where} (or download it with `zarrchive download` or `dandi download`)"

@@ -125,6 +125,6 @@ def unembargo(dandiset_id: str, archive: ArchiveDep, user: UserDep) -> DandisetO
     """Owners only.  Moves every object of the dandiset to the public bucket (a background
     job: `embargo_status` is `UNEMBARGOING` until it is done, and its Zarrs refuse writes
     meanwhile)."""
-    dandiset = embargo.start_unembargo(archive, user, dandiset_id)
+    identifier = embargo.start_unembargo(archive, user, dandiset_id)
     with archive.db.session() as session:
-        return dandiset_out(session, dandisets.get_dandiset(session, user, dandiset.identifier))
+        return dandiset_out(session, dandisets.get_dandiset(session, user, identifier))

@@ -85,9 +85,7 @@ def snapshot_download_urls(
     """For each `{"path"}` (at most `max_batch_files`, each a file of the snapshot, else 404
     naming the others), a URL with the pinned `versionId`: public, or presigned for an
     embargoed Zarr."""
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
-        pin = snapshots.find_pin(session, zarr, checksum)
+    zarr, pin = snapshots.find_snapshot(archive, user, zarr_id, checksum)
     urls = snapshots.snapshot_download_urls(archive, zarr, pin, [f.path for f in body])
     return [SnapshotUrlOut(path=p, url=u, version_id=v) for p, u, v in urls]
 
@@ -108,9 +106,7 @@ def list_snapshot_directory(
 ) -> DirectoryOut:
     """As `GET /api/zarr/{id}/files/?prefix=DIR`, from the snapshot's manifest."""
     directory = prefix.strip("/")
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
-        pin = snapshots.find_pin(session, zarr, checksum)
+    zarr, pin = snapshots.find_snapshot(archive, user, zarr_id, checksum)
     listing = snapshots.browse_snapshot(
         archive, zarr, pin, directory + "/" if directory else "", page_size=page_size, cursor=cursor
     )
@@ -134,9 +130,7 @@ def browse_snapshot(
 ) -> SnapshotFileOut | DirectoryOut:
     """As `GET /api/zarr/{id}/{path}`, from the snapshot's manifest: a path ending in `/`
     is a directory; otherwise a file if the snapshot has one, else a directory."""
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
-        pin = snapshots.find_pin(session, zarr, checksum)
+    zarr, pin = snapshots.find_snapshot(archive, user, zarr_id, checksum)
     result = snapshots.browse_snapshot(archive, zarr, pin, path, page_size=page_size, cursor=cursor)
     if isinstance(result, snapshots.SnapshotFile):
         return SnapshotFileOut.of(result)

@@ -98,9 +98,8 @@ def download_urls(
 ) -> list[DownloadUrlOut]:
     """For each `{"path"}` (at most `max_batch_files`), a URL to GET the file: the public
     URL, or for an embargoed Zarr (owners and admins) a presigned one."""
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
-        urls = zarrs.download_urls(archive, zarr, [f.path for f in body])
+    zarr = zarrs.zarr_ref(archive, user, zarr_id)
+    urls = zarrs.download_urls(archive, zarr, [f.path for f in body])
     return [DownloadUrlOut(path=p, url=u) for p, u in urls]
 
 
@@ -190,8 +189,7 @@ def head_object(
     zarr_id: str, archive: ArchiveDep, user: UserDep, prefix: ObjectPrefix = ""
 ) -> Response:
     """302 to the URL of the file `prefix` names (presigned for HEAD when embargoed)."""
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
+    zarr = zarrs.zarr_ref(archive, user, zarr_id)
     return RedirectResponse(zarrs.object_url(archive, zarr, prefix, method="HEAD"), 302)
 
 
@@ -221,8 +219,7 @@ def list_objects(
     """Objects in key order (UTF-8 bytes, as S3 lists them) with DANDI's fields; `next`
     is this URL with `after` set to the page's last key.  `download=true` redirects (302)
     to the file `prefix` names: its public URL, presigned for embargoed Zarrs."""
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
+    zarr = zarrs.zarr_ref(archive, user, zarr_id)
     if download:
         return RedirectResponse(zarrs.object_url(archive, zarr, prefix), status_code=302)
     entries, more = zarrs.list_objects(archive, zarr, prefix=prefix, after=after, limit=limit)
@@ -321,8 +318,7 @@ def browse(
 ) -> FileOut | DirectoryOut:
     """A path ending in `/` (or empty) is a directory; otherwise a file if there is one,
     else a directory."""
-    with archive.db.session() as session:
-        zarr = zarrs.get_zarr(session, user, zarr_id)
+    zarr = zarrs.zarr_ref(archive, user, zarr_id)
     result = zarrs.browse(archive, zarr, path, page_size=page_size, cursor=cursor)
     if isinstance(result, zarrs.FileEntry):
         return FileOut.of(result)

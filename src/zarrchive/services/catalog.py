@@ -1,5 +1,7 @@
-"""Read-only queries the pages need, composed from the services' models and rules.
+"""The catalog as the web pages browse it: pages of dandisets with the totals of the
+version each shows, one dandiset with its versions, and the folders and assets of a version.
 
+Read-only; each function reads in a session of its own and answers plain dataclasses.
 Visibility is the services' own: :func:`zarrchive.services.auth.readable_dandisets` in SQL
 for lists, :func:`zarrchive.services.dandisets.get_dandiset` for one dandiset.
 """
@@ -13,11 +15,13 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, User, Version, Zarr
+from zarrchive.db.models import Asset, Blob, Dandiset, Version, Zarr
 from zarrchive.errors import InvalidInput
-from zarrchive.services.auth import readable_dandisets
+from zarrchive.services.auth import Caller, is_owner, readable_dandisets
+from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.embargo import embargo_status
-from zarrchive.services.versions import DRAFT
+from zarrchive.services.runtime import Archive
+from zarrchive.services.versions import DRAFT, VersionInfo, find_version, list_versions
 
 #: Dandisets per page of the list.
 DANDISETS_PER_PAGE = 25
@@ -28,6 +32,7 @@ MAX_SEARCH = 300
 MAX_TREE_ASSETS = 20_000
 
 
+# -- the list of dandisets --------------------------------------------------------------------
 @dataclass(frozen=True)
 class DandisetRow:
     identifier: str
@@ -46,14 +51,6 @@ class DandisetPage:
     total: int
     page: int
     pages: int
-
-
-def parse_page(value: str | None) -> int:
-    if value is None or value == "":
-        return 1
-    if not value.isascii() or not value.isdigit() or len(value) > 9 or int(value) < 1:
-        raise InvalidInput(f"page must be a positive whole number, not {value[:40]!r}")
-    return int(value)
 
 
 def shown_versions(session: Session, dandiset_ids: list[int]) -> dict[int, Version | None]:
@@ -109,7 +106,7 @@ def version_totals(session: Session, versions: list[Version]) -> dict[int, tuple
 
 
 def dandiset_page(
-    session: Session, user: User | None, *, search: str = "", page: int = 1
+    archive: Archive, user: Caller | None, *, search: str = "", page: int = 1
 ) -> DandisetPage:
     """A page of the dandisets *user* may see, by identifier; *search*: in the name
     (case-insensitive)."""
@@ -118,35 +115,81 @@ def dandiset_page(
     condition = readable_dandisets(user)
     if search.strip():
         condition = condition & Dandiset.name.icontains(search.strip(), autoescape=True)
-    total = int(session.scalar(select(func.count()).select_from(Dandiset).where(condition)) or 0)
-    pages = max(1, -(-total // DANDISETS_PER_PAGE))
-    dandisets = list(
-        session.scalars(
-            select(Dandiset)
-            .where(condition)
-            .order_by(Dandiset.id)
-            .offset((page - 1) * DANDISETS_PER_PAGE)
-            .limit(DANDISETS_PER_PAGE)
+    with archive.db.session() as session:
+        total = int(
+            session.scalar(select(func.count()).select_from(Dandiset).where(condition)) or 0
         )
-    )
-    shown = shown_versions(session, [d.id for d in dandisets])
-    totals = version_totals(session, [v for v in shown.values() if v is not None])
-    rows = []
-    for dandiset in dandisets:
-        version = shown[dandiset.id]
-        count, size = totals.get(version.id, (0, 0)) if version is not None else (0, 0)
-        rows.append(
-            DandisetRow(
-                identifier=dandiset.identifier,
-                name=dandiset.name,
-                embargo_status=embargo_status(dandiset),
-                version=version.version if version is not None else DRAFT,
-                asset_count=count,
-                size=size,
-                created=dandiset.created_at,
+        pages = max(1, -(-total // DANDISETS_PER_PAGE))
+        dandisets = list(
+            session.scalars(
+                select(Dandiset)
+                .where(condition)
+                .order_by(Dandiset.id)
+                .offset((page - 1) * DANDISETS_PER_PAGE)
+                .limit(DANDISETS_PER_PAGE)
             )
         )
+        shown = shown_versions(session, [d.id for d in dandisets])
+        totals = version_totals(session, [v for v in shown.values() if v is not None])
+        rows = []
+        for dandiset in dandisets:
+            version = shown[dandiset.id]
+            count, size = totals.get(version.id, (0, 0)) if version is not None else (0, 0)
+            rows.append(
+                DandisetRow(
+                    identifier=dandiset.identifier,
+                    name=dandiset.name,
+                    embargo_status=embargo_status(dandiset),
+                    version=version.version if version is not None else DRAFT,
+                    asset_count=count,
+                    size=size,
+                    created=dandiset.created_at,
+                )
+            )
     return DandisetPage(rows=rows, total=total, page=page, pages=pages)
+
+
+# -- one dandiset -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DandisetView:
+    """A dandiset with its versions, one of them shown."""
+
+    identifier: str
+    name: str
+    #: The owners' user names, sorted.
+    owners: list[str]
+    embargo_status: str
+    #: The caller owns it (or is an admin).
+    is_owner: bool
+    #: Every version, as the API lists them: the published ones oldest first, then the draft.
+    versions: list[VersionInfo]
+    shown: VersionInfo
+
+
+def dandiset_view(
+    archive: Archive, user: Caller | None, identifier: str, version: str | None = None
+) -> DandisetView:
+    """The dandiset showing *version* (``None``: its latest published one, else its draft);
+    a version it does not have is :class:`~zarrchive.errors.NotFound`, as in the API."""
+    with archive.db.session() as session:
+        dandiset = get_dandiset(session, user, identifier)
+        every = list_versions(session, user, identifier)
+        if version is None:
+            published = [v for v in every if v.version != DRAFT]
+            version = (published or every)[-1].version
+        shown = next((v for v in every if v.version == version), None)
+        if shown is None:
+            find_version(session, dandiset, version)  # raises the API's NotFound
+            raise AssertionError("unreachable")  # pragma: no cover
+        return DandisetView(
+            identifier=dandiset.identifier,
+            name=dandiset.name,
+            owners=sorted(o.username for o in dandiset.owners),
+            embargo_status=embargo_status(dandiset),
+            is_owner=is_owner(user, dandiset),
+            versions=every,
+            shown=shown,
+        )
 
 
 # -- a version's asset tree ------------------------------------------------------------------
@@ -171,6 +214,10 @@ class TreeFolder:
 
 @dataclass(frozen=True)
 class AssetTree:
+    #: The dandiset's identifier and the version's name.
+    dandiset: str
+    version: str
+    #: The folder (``a/b``; ``""``: the top).
     location: str
     folders: list[TreeFolder]
     assets: list[TreeAsset]
@@ -186,8 +233,19 @@ def normalize_location(location: str | None) -> str:
     return text
 
 
-def asset_tree(session: Session, version: Version, location: str) -> AssetTree:
-    """The folders and assets right below *location* in *version* (``""``: the top)."""
+def asset_tree(
+    archive: Archive, user: Caller | None, identifier: str, version: str, location: str | None
+) -> AssetTree:
+    """The folders and assets right below the folder *location* (``""``: the top) of a
+    version of a dandiset *user* may see."""
+    folder = normalize_location(location)
+    with archive.db.session() as session:
+        dandiset = get_dandiset(session, user, identifier)
+        found = find_version(session, dandiset, version)
+        return _asset_tree(session, dandiset, found, folder)
+
+
+def _asset_tree(session: Session, dandiset: Dandiset, version: Version, location: str) -> AssetTree:
     prefix = f"{location}/" if location else ""
     condition = Asset.version_id == version.id
     if prefix:
@@ -220,6 +278,8 @@ def asset_tree(session: Session, version: Version, location: str) -> AssetTree:
             kind = "zarr" if zarr_id is not None else "blob"
             assets.append(TreeAsset(asset_id, rest, path, size, kind, zarr_id))
     return AssetTree(
+        dandiset=dandiset.identifier,
+        version=version.version,
         location=location,
         folders=[TreeFolder(n, prefix + n, c, s) for n, (c, s) in sorted(folders.items())],
         assets=assets,
