@@ -81,7 +81,7 @@ def main() -> None:
     from zarrchive.checksum import ChecksumNode
     from zarrchive.config import Settings
     from zarrchive.db.models import Asset, Blob
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.auth import Caller, create_user
     from zarrchive.services.dandisets import create_dandiset
     from zarrchive.services.runtime import Archive
     from zarrchive.services.versions import find_version
@@ -109,7 +109,7 @@ def main() -> None:
             blob = Blob(id=str(uuid.uuid4()), md5="0" * 32, size=1234, key="blobs/bench")
             session.add(blob)
             for i in range(args.dandisets):
-                dandiset = create_dandiset(session, user, f"bench dandiset {i:05d}")
+                dandiset = create_dandiset(session, Caller.of(user), f"bench dandiset {i:05d}")
                 draft = find_version(session, dandiset, "draft")
                 for j in range(3):
                     session.add(

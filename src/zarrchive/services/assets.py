@@ -113,7 +113,10 @@ def asset_info(asset: Asset, dandiset: Dandiset) -> AssetInfo:
 
 
 def parse_asset_id(asset_id: str) -> str:
+    """The canonical form of an asset id (a UUID in ASCII hex, as :func:`parse_zarr_id`)."""
     try:
+        if not asset_id.isascii():
+            raise ValueError(asset_id)
         return str(uuid.UUID(asset_id))
     except (ValueError, AttributeError, TypeError):
         raise NotFound(f"no asset {asset_id!r}: asset ids are UUIDs") from None
