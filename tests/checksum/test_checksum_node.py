@@ -343,3 +343,17 @@ def test_validate_md5_rejects(value: object) -> None:
 def test_md5_hex() -> None:
     assert md5_hex(b"") == "d41d8cd98f00b204e9800998ecf8427e"
     assert md5_hex(b"a") == "0cc175b9c0f1b6a831c399e269772661"
+
+
+@pytest.mark.parametrize(
+    ("checksum", "totals"),
+    [
+        ("481a2f77ab786a0f45aafd5db0971caa-0--0", (0, 0)),
+        ("d41d8cd98f00b204e9800998ecf8427e-1000000--262144000000", (1_000_000, 262_144_000_000)),
+        ("not a checksum", (0, 0)),
+        ("D41D8CD98F00B204E9800998ECF8427E-3--7", (0, 0)),
+        (None, (0, 0)),
+    ],
+)
+def test_zarr_digest_totals(checksum: object, totals: tuple[int, int]) -> None:
+    assert ZarrDigest.totals(checksum) == totals

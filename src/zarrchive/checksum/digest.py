@@ -55,6 +55,16 @@ class ZarrDigest:
         md5, count, size = match.groups()
         return cls(md5, int(count), int(size))
 
+    @classmethod
+    def totals(cls, checksum: object) -> tuple[int, int]:
+        """``(file count, size)`` of a checksum, ``(0, 0)`` if it is not one (for display
+        of what a version's metadata recorded)."""
+        try:
+            digest = cls.parse(checksum)
+        except InvalidDigest:
+            return 0, 0
+        return digest.count, digest.size
+
     def __str__(self) -> str:
         return f"{self.md5}-{self.count}--{self.size}"
 

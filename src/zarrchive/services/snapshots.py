@@ -37,6 +37,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import EMPTY_CHECKSUM, iter_directory_digests
+from zarrchive.checksum.digest import ZarrDigest
 from zarrchive.checksum.node import ChildDigest
 from zarrchive.config import PublishedZarrs
 from zarrchive.db.models import EmbargoStatus, UploadBatch, Version, Zarr, ZarrManifest, ZarrPin
@@ -53,7 +54,7 @@ from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services import zarrs as zarr_service
 from zarrchive.services.auth import Caller
 from zarrchive.services.manifests import ManifestStatus, manifest_url, write_manifest
-from zarrchive.services.node_cache import DIRECTORY, FILE, NodeView
+from zarrchive.services.node_cache import NodeView
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import purge_stale_staging
 from zarrchive.storage.keys import (
@@ -346,28 +347,13 @@ def list_snapshots(archive: Archive, session: Session, zarr: Zarr) -> list[Snaps
             SnapshotInfo(
                 zarr.id,
                 pin.checksum,
-                _count(pin.checksum),
-                _size(pin.checksum),
+                *ZarrDigest.totals(pin.checksum),
                 pin.frozen,
                 pin.versions,
                 manifest_url(archive, ref, pin.checksum) if row is not None else None,
             )
         )
     return result
-
-
-def _count(checksum: str) -> int:
-    try:
-        return int(checksum.split("-")[1])
-    except (IndexError, ValueError):
-        return 0
-
-
-def _size(checksum: str) -> int:
-    try:
-        return int(checksum.rsplit("--", 1)[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 def find_pin(session: Session, zarr: Zarr, checksum: str) -> Pin:
@@ -467,25 +453,7 @@ def browse_snapshot(
         raise NotFound(
             f"the snapshot {pin.checksum} of Zarr {zarr.id} has no file or directory {directory!r}"
         )
-    rows, more = node.page(after, page_size)
-    prefix = f"{directory}/" if directory else ""
-
-    def entries(kind: int) -> list[zarr_service.ListingEntry]:
-        return [
-            zarr_service.ListingEntry(n, prefix + n, c.digest, c.size)
-            for k, n, c in rows
-            if k == kind
-        ]
-
-    return zarr_service.DirectoryListing(
-        path=directory,
-        digest=node.digest,
-        file_count=node.count,
-        size=node.size,
-        directories=entries(DIRECTORY),
-        files=entries(FILE),
-        next=zarr_service._encode_cursor(rows[-1][0], rows[-1][1]) if more and rows else None,
-    )
+    return zarr_service.directory_page(directory, node, after, page_size)
 
 
 def snapshot_download_urls(

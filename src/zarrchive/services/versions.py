@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from zarrchive.checksum.digest import ZarrDigest
 from zarrchive.db.models import Asset, Blob, Dandiset, Version, Zarr, utcnow
 from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
 from zarrchive.services.auth import Caller, require_owner
@@ -180,19 +181,11 @@ def version_zarrs(session: Session, version: Version) -> list[ZarrAtVersion]:
             result.append(ZarrAtVersion(zarr.id, path, zarr.checksum, zarr.file_count, zarr.size))
         else:
             digest = (metadata.get("digest") or {}).get("dandi:dandi-zarr-checksum", "")
-            count = _file_count(digest)
+            count = ZarrDigest.totals(digest)[0]
             result.append(
                 ZarrAtVersion(zarr.id, path, digest, count, int(metadata.get("contentSize", 0)))
             )
     return result
-
-
-def _file_count(checksum: str) -> int:
-    """The file count in a Dandi Zarr checksum ``{md5}-{count}--{size}``."""
-    try:
-        return int(checksum.split("-")[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 def version_info(session: Session, dandiset: Dandiset, version: Version) -> VersionInfo:

@@ -253,6 +253,13 @@ def list_directory(
             node = NodeView.empty()
         else:
             raise NotFound(f"Zarr {zarr.id} has no file or directory {directory!r}")
+    return directory_page(directory, node, after, page_size)
+
+
+def directory_page(
+    directory: str, node: NodeView, after: tuple[int, str] | None, page_size: int
+) -> DirectoryListing:
+    """The page of *directory* (whose node is *node*) after the cursor *after*."""
     rows, more = node.page(after, page_size)
     prefix = f"{directory}/" if directory else ""
 
