@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 from urllib.parse import quote
 
@@ -52,6 +53,16 @@ class ServerInfo:
     max_batch_files: int
 
 
+class UploadState(StrEnum):
+    """Where a Zarr is in its uploads, as the server tells (``upload_state``)."""
+
+    AT_REST = "at_rest"
+    #: an upload batch is open
+    OPEN = "open"
+    #: completed batches wait to be applied (a batch may also be open)
+    APPLYING = "applying"
+
+
 @dataclass(frozen=True)
 class ZarrInfo:
     zarr_id: str
@@ -63,8 +74,8 @@ class ZarrInfo:
     file_count: int
     size: int
     upload_in_progress: bool
-    #: ``at_rest``, ``open`` or ``applying`` (completed batches not applied yet)
-    upload_state: str = "at_rest"
+    #: an :class:`UploadState` (kept as the server's text: a newer server may add states)
+    upload_state: str = UploadState.AT_REST
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ZarrInfo:
@@ -78,7 +89,7 @@ class ZarrInfo:
             file_count=int(data["file_count"]),
             size=int(data["size"]),
             upload_in_progress=bool(data["upload_in_progress"]),
-            upload_state=str(data.get("upload_state", "at_rest")),
+            upload_state=str(data.get("upload_state", UploadState.AT_REST)),
         )
 
     def object_url(self, path: str) -> str:

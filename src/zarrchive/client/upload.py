@@ -51,7 +51,7 @@ from typing import Any, Literal
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
-from zarrchive.client.api import ApiClient, ZarrInfo
+from zarrchive.client.api import ApiClient, UploadState, ZarrInfo
 from zarrchive.client.local import (
     default_jobs,
     hash_local,
@@ -284,7 +284,7 @@ class Uploader:
             # A record without an open batch: we were killed before the batch opened.
             self.records.clear(zarr.zarr_id)
 
-        if zarr is not None and zarr.upload_state == "applying":
+        if zarr is not None and zarr.upload_state == UploadState.APPLYING:
             # batches completed earlier are still being applied: compare with their result
             zarr = self._wait_at_rest(zarr.zarr_id, result)
 
@@ -447,7 +447,7 @@ class Uploader:
         pause = 0.02
         while True:
             zarr = self.client.get_zarr(zarr_id)
-            if zarr.upload_state != "applying":
+            if zarr.upload_state != UploadState.APPLYING:
                 result.add_time("apply", started)
                 return zarr
             if time.monotonic() > deadline:

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Version, Zarr, ZarrManifest
 from zarrchive.services.manifests import manifest_url
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import upload_status
+from zarrchive.services.uploads import UploadState, upload_status
 from zarrchive.services.zarrs import ZarrRef
 from zarrchive.storage.keys import zarr_prefix
 
@@ -57,9 +57,9 @@ class ZarrInfo:
 
 
 _STATUS_OF_STATE = {
-    "at_rest": ZarrStatus.COMPLETE,
-    "open": ZarrStatus.PENDING,
-    "applying": ZarrStatus.INGESTING,
+    UploadState.AT_REST: ZarrStatus.COMPLETE,
+    UploadState.OPEN: ZarrStatus.PENDING,
+    UploadState.APPLYING: ZarrStatus.INGESTING,
 }
 
 
@@ -82,7 +82,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         size=zarr.size,
         upload_in_progress=status.open,
         upload_state=status.state.value,
-        status=_STATUS_OF_STATE[status.state.value].value,
+        status=_STATUS_OF_STATE[status.state].value,
         created=zarr.created_at,
         modified=zarr.modified_at,
         manifest_url=manifest_url(archive, ref, zarr.checksum) if manifest else None,
