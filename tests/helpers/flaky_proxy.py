@@ -78,8 +78,8 @@ class FlakyProxy:
                     if fail:
                         outer._failed[(method, path)] = count + 1
                 if fail:
-                    self._answer(status, {"Retry-After": retry_after} if retry_after else {}, b"")
                     outer._hit(method, target, status, self.headers.get("User-Agent", ""))
+                    self._answer(status, {"Retry-After": retry_after} if retry_after else {}, b"")
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
                 conn = http.client.HTTPConnection(outer.upstream_netloc, timeout=60)
@@ -93,8 +93,10 @@ class FlakyProxy:
                         for k, v in answer.getheaders()
                         if k.lower() not in _HOP_BY_HOP and (head or k.lower() != "content-length")
                     }
-                    self._answer(answer.status, kept, data, head=head)
+                    # logged before the answer leaves: the client (and the test) may look at
+                    # the hits as soon as it has the answer
                     outer._hit(method, target, answer.status, self.headers.get("User-Agent", ""))
+                    self._answer(answer.status, kept, data, head=head)
                 finally:
                     conn.close()
 
