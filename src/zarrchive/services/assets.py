@@ -29,7 +29,7 @@ from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import published_asset_checksum
 from zarrchive.services.versions import find_version, require_draft
-from zarrchive.services.zarrs import get_zarr
+from zarrchive.services.zarrs import canonical_uuid, get_zarr
 
 ZARR_MEDIA_TYPE = "application/x-zarr"
 ZARR_DIGEST = "dandi:dandi-zarr-checksum"
@@ -113,13 +113,11 @@ def asset_info(asset: Asset, dandiset: Dandiset) -> AssetInfo:
 
 
 def parse_asset_id(asset_id: str) -> str:
-    """The canonical form of an asset id (a UUID in ASCII hex, as :func:`parse_zarr_id`)."""
-    try:
-        if not asset_id.isascii():
-            raise ValueError(asset_id)
-        return str(uuid.UUID(asset_id))
-    except (ValueError, AttributeError, TypeError):
-        raise NotFound(f"no asset {asset_id!r}: asset ids are UUIDs") from None
+    """The canonical form of an asset id."""
+    canonical = canonical_uuid(asset_id)
+    if canonical is None:
+        raise NotFound(f"no asset {asset_id!r}: asset ids are UUIDs")
+    return canonical
 
 
 def _metadata_path(metadata: object) -> tuple[dict[str, Any], str]:

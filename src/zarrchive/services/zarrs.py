@@ -39,15 +39,21 @@ from zarrchive.storage.objects import ObjectStore
 MAX_PAGE_SIZE = 1000
 
 
-def parse_zarr_id(zarr_id: str) -> str:
-    """The canonical form of a Zarr id (a UUID in ASCII hex: ``uuid.UUID`` also takes
-    Unicode digits such as ``\u0663`` for ``3``, which would name another Zarr's id)."""
+def canonical_uuid(text: str) -> str | None:
+    """The canonical form of a UUID in ASCII hex, or ``None`` (``uuid.UUID`` also takes
+    Unicode digits such as ``\u0663`` for ``3``, which would give one record several ids)."""
     try:
-        if not zarr_id.isascii():
-            raise ValueError(zarr_id)
-        return str(uuid.UUID(zarr_id))
+        return str(uuid.UUID(text)) if text.isascii() else None
     except (ValueError, AttributeError, TypeError):
-        raise NotFound(f"no Zarr {zarr_id!r}: Zarr ids are UUIDs") from None
+        return None
+
+
+def parse_zarr_id(zarr_id: str) -> str:
+    """The canonical form of a Zarr id."""
+    canonical = canonical_uuid(zarr_id)
+    if canonical is None:
+        raise NotFound(f"no Zarr {zarr_id!r}: Zarr ids are UUIDs")
+    return canonical
 
 
 def get_zarr(
