@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import zarr
 from PIL import Image
+from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import MemoryStore
 
-from zarrchive.services.node_cache import NODE_CACHE
+from zarrchive.services.node_cache import NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
 from zarrchive.services.thumbnail import NoThumbnail, SlicePlan, plan_slice, stretch
 from zarrchive.services.zarrs import ZarrRef
@@ -72,26 +73,31 @@ def _get(store: ObjectStore, key: str) -> bytes | None:
 
 
 def _metadata_documents(
-    store: ObjectStore, zarr_id: str, directory: str, names: set[str]
+    store: ObjectStore, zarr_id: str, directory: str, node: NodeView
 ) -> dict[str, bytes]:
-    """The metadata documents among *names* (the directory's files), by name."""
-    wanted = [n for n in (V3_META, V2_ARRAY, V2_GROUP, V2_ATTRS) if n in names]
+    """The metadata documents among the files of *directory* (whose node is *node*: it
+    knows their sizes, so no HEAD is needed to bound what is read), by name."""
     found: dict[str, bytes] = {}
-    for name in wanted:
-        body = _get(store, zarr_object_key(zarr_id, _prefix(directory) + name))
+    for name in (V3_META, V2_ARRAY, V2_GROUP, V2_ATTRS):
+        child = node.files.get(name)
+        if child is None or child.size > MAX_METADATA_BYTES:
+            continue
+        body = store.get(zarr_object_key(zarr_id, _prefix(directory) + name))
         if body is not None:
             found[name] = body
     return found
 
 
+def _memory_store(objects: dict[str, bytes]) -> MemoryStore:
+    """A zarr-python store holding *objects* (by key)."""
+    prototype = default_buffer_prototype()
+    return MemoryStore({k: prototype.buffer.from_bytes(v) for k, v in objects.items()})
+
+
 def _open(documents: dict[str, bytes]) -> zarr.Array[Any] | zarr.Group | None:
     """The array or group these documents describe (a store holding only them)."""
-    from zarr.core.buffer import default_buffer_prototype
-
-    prototype = default_buffer_prototype()
-    contents = {k: prototype.buffer.from_bytes(v) for k, v in documents.items()}
     try:
-        node = zarr.open(store=MemoryStore(contents), mode="r")
+        node = zarr.open(store=_memory_store(documents), mode="r")
     except Exception:  # not Zarr metadata zarr-python understands
         return None
     return node
@@ -160,7 +166,7 @@ def describe(archive: Archive, zarr_row: ZarrRef, directory: str) -> ArrayMeta |
     node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))
     if node is None:
         return None
-    documents = _metadata_documents(store, zarr_row.id, directory, set(node.files))
+    documents = _metadata_documents(store, zarr_row.id, directory, node)
     if not documents:
         return None
     opened = _open(documents)
@@ -217,7 +223,7 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
     cached = THUMBNAILS.get(cache_key)
     if cached is not None:
         return cached
-    documents = _metadata_documents(store, zarr_row.id, directory, set(node.files))
+    documents = _metadata_documents(store, zarr_row.id, directory, node)
     array = _open(documents) if documents else None
     if not isinstance(array, zarr.Array):
         raise NoThumbnail("the directory holds no Zarr array")
@@ -225,15 +231,9 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
     prefix = _prefix(directory)
     keys = [array.metadata.encode_chunk_key(c) for c in plan.chunks]
     bodies = store.map(lambda k: store.get(zarr_object_key(zarr_row.id, prefix + k)), keys)
-    from zarr.core.buffer import default_buffer_prototype
-
-    prototype = default_buffer_prototype()
-    contents = {k: prototype.buffer.from_bytes(v) for k, v in documents.items()}
-    contents.update(
-        {k: prototype.buffer.from_bytes(b) for k, b in zip(keys, bodies, strict=True) if b}
-    )
+    chunks = {k: b for k, b in zip(keys, bodies, strict=True) if b}
     try:
-        full = zarr.open_array(store=MemoryStore(contents), mode="r")
+        full = zarr.open_array(store=_memory_store({**documents, **chunks}), mode="r")
         values = np.asarray(full[plan.selection()])
     except Exception as exc:  # a chunk that its codecs can't decode: the data's trouble
         raise NoThumbnail(f"the chunks could not be decoded ({type(exc).__name__})") from exc
