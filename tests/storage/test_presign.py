@@ -130,3 +130,39 @@ def test_the_store_presigns_with_it() -> None:
         assert ours == theirs
     finally:
         store.close()
+
+
+def test_the_stores_fallback_to_botocore_makes_the_same_urls() -> None:
+    """Without our signer (credentials from boto3's own chain), botocore signs: same URLs."""
+    from zarrchive.storage.objects import ObjectStore
+
+    fast = ObjectStore(
+        endpoint_url=ENDPOINT,
+        bucket="zarrchive",
+        access_key_id="AKIDEXAMPLE",
+        secret_access_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    )
+    slow = ObjectStore(
+        endpoint_url=ENDPOINT,
+        bucket="zarrchive",
+        access_key_id="AKIDEXAMPLE",
+        secret_access_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    )
+    slow._presigner = None
+    calls = [
+        lambda s: s.presign_put(KEYS[4], "d41d8cd98f00b204e9800998ecf8427e", 3600),
+        lambda s: s.presign_get(KEYS[2], 60),
+        lambda s: s.presign_head(KEYS[2], 60),
+        lambda s: s.presign_get_version(KEYS[3], "v+1/x", 60),
+    ]
+    try:
+        with (
+            mock.patch("zarrchive.storage.presign.datetime") as clock,
+            mock.patch("botocore.auth.get_current_datetime", return_value=MOMENT),
+        ):
+            clock.now.return_value = MOMENT
+            for call in calls:
+                assert call(fast) == call(slow)
+    finally:
+        fast.close()
+        slow.close()

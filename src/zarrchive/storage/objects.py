@@ -242,53 +242,51 @@ class ObjectStore:
         with s3_errors(fn.__name__):
             return fn(**kwargs)
 
-    def presign_put(self, key: str, md5_hex: str, expires_in: int) -> str:
-        """A presigned PUT URL that signs ``Content-MD5``: S3 refuses any other body."""
+    def _presign(
+        self,
+        method: str,
+        key: str,
+        expires_in: int,
+        *,
+        content_md5: str | None = None,
+        version_id: str | None = None,
+    ) -> str:
+        """A presigned URL of *method* on *key*: by our signer where it applies, else by
+        botocore (the same URL, about ten times slower)."""
         if self._presigner is not None:
             return self._presigner.url(
-                "PUT",
+                method,
                 self.bucket,
                 key,
                 expires_in,
-                headers={"Content-MD5": md5_to_content_md5(md5_hex)},
+                headers={"Content-MD5": content_md5} if content_md5 else None,
+                params={"versionId": version_id} if version_id else None,
             )
+        params: dict[str, str] = {"Bucket": self.bucket, "Key": key}
+        if content_md5:
+            params["ContentMD5"] = content_md5
+        if version_id:
+            params["VersionId"] = version_id
+        operation = {"PUT": "put_object", "GET": "get_object", "HEAD": "head_object"}[method]
         url: str = self.client.generate_presigned_url(
-            "put_object",
-            Params={"Bucket": self.bucket, "Key": key, "ContentMD5": md5_to_content_md5(md5_hex)},
-            ExpiresIn=expires_in,
-            HttpMethod="PUT",
+            operation, Params=params, ExpiresIn=expires_in, HttpMethod=method
         )
         return url
 
+    def presign_put(self, key: str, md5_hex: str, expires_in: int) -> str:
+        """A presigned PUT URL that signs ``Content-MD5``: S3 refuses any other body."""
+        return self._presign("PUT", key, expires_in, content_md5=md5_to_content_md5(md5_hex))
+
     def presign_get(self, key: str, expires_in: int) -> str:
-        if self._presigner is not None:
-            return self._presigner.url("GET", self.bucket, key, expires_in)
-        url: str = self.client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
-        )
-        return url
+        return self._presign("GET", key, expires_in)
 
     def presign_head(self, key: str, expires_in: int) -> str:
         """A presigned HEAD URL of *key* (a presigned GET does not answer HEAD)."""
-        if self._presigner is not None:
-            return self._presigner.url("HEAD", self.bucket, key, expires_in)
-        url: str = self.client.generate_presigned_url(
-            "head_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires_in
-        )
-        return url
+        return self._presign("HEAD", key, expires_in)
 
     def presign_get_version(self, key: str, version_id: str, expires_in: int) -> str:
         """A presigned GET URL of exactly one version of *key*."""
-        if self._presigner is not None:
-            return self._presigner.url(
-                "GET", self.bucket, key, expires_in, params={"versionId": version_id}
-            )
-        url: str = self.client.generate_presigned_url(
-            "get_object",
-            Params={"Bucket": self.bucket, "Key": key, "VersionId": version_id},
-            ExpiresIn=expires_in,
-        )
-        return url
+        return self._presign("GET", key, expires_in, version_id=version_id)
 
     def public_version_url(self, key: str, version_id: str) -> str:
         """The plain URL of exactly one version of *key* (``?versionId=``; S3 serves it to
