@@ -34,7 +34,7 @@ import hashlib
 import logging
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
@@ -290,19 +290,7 @@ class _Upload:
 
     @classmethod
     def of(cls, row: BlobUpload) -> _Upload:
-        return cls(
-            id=row.id,
-            md5=row.md5,
-            etag=row.etag,
-            size=row.size,
-            key=row.key,
-            embargoed=row.embargoed,
-            multipart_upload_id=row.multipart_upload_id,
-            part_size=row.part_size,
-            validation=row.validation,
-            validation_error=row.validation_error,
-            validated_blob_id=row.validated_blob_id,
-        )
+        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
 
 
 def _get_upload(
