@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, Blob, Dandiset, Version, Zarr
 from zarrchive.errors import InvalidInput
-from zarrchive.services.auth import Caller, is_owner, readable_dandisets
+from zarrchive.services.auth import Caller, readable_dandisets
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.embargo import embargo_status
 from zarrchive.services.runtime import Archive
@@ -159,8 +159,6 @@ class DandisetView:
     #: The owners' user names, sorted.
     owners: list[str]
     embargo_status: str
-    #: The caller owns it (or is an admin).
-    is_owner: bool
     #: Every version, as the API lists them: the published ones oldest first, then the draft.
     versions: list[VersionInfo]
     shown: VersionInfo
@@ -177,18 +175,15 @@ def dandiset_view(
         if version is None:
             published = [v for v in every if v.version != DRAFT]
             version = (published or every)[-1].version
-        shown = next((v for v in every if v.version == version), None)
-        if shown is None:
-            find_version(session, dandiset, version)  # raises the API's NotFound
-            raise AssertionError("unreachable")  # pragma: no cover
+        else:
+            find_version(session, dandiset, version)  # the API's NotFound for another name
         return DandisetView(
             identifier=dandiset.identifier,
             name=dandiset.name,
             owners=sorted(o.username for o in dandiset.owners),
             embargo_status=embargo_status(dandiset),
-            is_owner=is_owner(user, dandiset),
             versions=every,
-            shown=shown,
+            shown=next(v for v in every if v.version == version),
         )
 
 

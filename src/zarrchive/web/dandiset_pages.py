@@ -40,16 +40,7 @@ def _show(
     request: Request, archive: ArchiveOf, user: WebUser, dandiset_id: str, version: str | None
 ) -> HTMLResponse:
     view = catalog.dandiset_view(archive, user, dandiset_id, version)
-    return page(
-        request,
-        "dandiset.html",
-        dandiset=view,
-        owners=view.owners,
-        embargo_status=view.embargo_status,
-        is_owner=view.is_owner,
-        versions=list(reversed(view.versions)),
-        shown=view.shown,
-    )
+    return page(request, "dandiset.html", dandiset=view, versions=list(reversed(view.versions)))
 
 
 @router.get("/dandiset/{dandiset_id}", response_class=HTMLResponse)
