@@ -78,39 +78,19 @@ def raw_put(s3: Any, bucket: str, prefix: str, root: Path, paths: list[Path], jo
 
 
 def raw_presigned_put(
-    s3: Any, bucket: str, prefix: str, root: Path, paths: list[Path], jobs: int
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    root: Path,
+    paths: list[Path],
+    jobs: int,
+    *,
+    copy: bool = False,
 ) -> float:
-    """httpx PUTs to presigned URLs (md5s and URLs made before the clock starts)."""
-    import httpx
+    """httpx PUTs to presigned URLs (md5s and URLs made before the clock starts).
 
-    work = []
-    for path in paths:
-        md5 = base64.b64encode(hashlib.md5(path.read_bytes()).digest()).decode()
-        key = prefix + path.relative_to(root).as_posix()
-        url = s3.generate_presigned_url(
-            "put_object", Params={"Bucket": bucket, "Key": key, "ContentMD5": md5}, ExpiresIn=3600
-        )
-        work.append((path, url, md5))
-    http = httpx.Client(limits=httpx.Limits(max_connections=jobs), timeout=120)
-
-    def put(item: tuple[Path, str, str]) -> None:
-        path, url, md5 = item
-        response = http.put(url, content=path.read_bytes(), headers={"Content-MD5": md5})
-        response.raise_for_status()
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(put, work))
-    elapsed = time.perf_counter() - start
-    http.close()
-    return elapsed
-
-
-def presigned_put_then_copy(
-    s3: Any, bucket: str, prefix: str, root: Path, paths: list[Path], jobs: int
-) -> float:
-    """The S3 work of the archive's path alone: each file PUT to a presigned URL of a staging
-    key, then copied server-side (``CopyObject``) to its final key, as the apply does.  On an S3
+    With *copy*, the S3 work of the archive's path alone: each file is PUT to a staging key,
+    then copied server-side (``CopyObject``) to its final key, as the apply does.  On an S3
     whose copies share the uploads' machine (one SeaweedFS here) this is the floor of any path
     that verifies a file before it becomes visible."""
     import httpx
@@ -119,28 +99,27 @@ def presigned_put_then_copy(
     for path in paths:
         md5 = base64.b64encode(hashlib.md5(path.read_bytes()).digest()).decode()
         relative = path.relative_to(root).as_posix()
-        staging = f"{prefix}staging/{relative}"
+        key = f"{prefix}staging/{relative}" if copy else prefix + relative
         url = s3.generate_presigned_url(
-            "put_object",
-            Params={"Bucket": bucket, "Key": staging, "ContentMD5": md5},
-            ExpiresIn=3600,
+            "put_object", Params={"Bucket": bucket, "Key": key, "ContentMD5": md5}, ExpiresIn=3600
         )
-        work.append((path, url, md5, staging, f"{prefix}final/{relative}"))
+        work.append((path, url, md5, key, f"{prefix}final/{relative}"))
     http = httpx.Client(limits=httpx.Limits(max_connections=jobs), timeout=120)
 
-    def put_and_copy(item: tuple[Path, str, str, str, str]) -> None:
-        path, url, md5, staging, final = item
+    def put(item: tuple[Path, str, str, str, str]) -> None:
+        path, url, md5, key, final = item
         http.put(url, content=path.read_bytes(), headers={"Content-MD5": md5}).raise_for_status()
-        s3.copy_object(
-            Bucket=bucket,
-            Key=final,
-            CopySource={"Bucket": bucket, "Key": staging},
-            MetadataDirective="COPY",
-        )
+        if copy:
+            s3.copy_object(
+                Bucket=bucket,
+                Key=final,
+                CopySource={"Bucket": bucket, "Key": key},
+                MetadataDirective="COPY",
+            )
 
     start = time.perf_counter()
     with ThreadPoolExecutor(jobs) as pool:
-        list(pool.map(put_and_copy, work))
+        list(pool.map(put, work))
     elapsed = time.perf_counter() - start
     http.close()
     return elapsed
@@ -233,7 +212,9 @@ def main() -> None:
             total = sum(p.stat().st_size for p in paths)
             raw = raw_put(s3, "bench", f"raw-{size}/", local, paths, args.jobs)
             bare = raw_presigned_put(s3, "bench", f"bare-{size}/", local, paths, args.jobs)
-            floor = presigned_put_then_copy(s3, "bench", f"floor-{size}/", local, paths, args.jobs)
+            floor = raw_presigned_put(
+                s3, "bench", f"floor-{size}/", local, paths, args.jobs, copy=True
+            )
             ours = zarrchive_upload(local, dandiset, args.jobs, env)
             rows.append((size, n, total, raw, bare, floor, ours))
             print(
