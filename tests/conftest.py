@@ -201,9 +201,18 @@ def make_settings(
 
 @pytest.fixture
 def settings(
-    seaweedfs: SeaweedFS, bucket: str, embargo_bucket: str, database_url: str, tmp_path: Path
+    request: pytest.FixtureRequest,
+    seaweedfs: SeaweedFS,
+    bucket: str,
+    embargo_bucket: str,
+    database_url: str,
+    tmp_path: Path,
 ) -> Settings:
-    return make_settings(seaweedfs, bucket, database_url, tmp_path)
+    """The test archive's settings; a module or test changes some with
+    ``@pytest.mark.settings(name=value, ...)`` (e.g. ``published_zarrs``)."""
+    marker = request.node.get_closest_marker("settings")
+    overrides = marker.kwargs if marker is not None else {}
+    return make_settings(seaweedfs, bucket, database_url, tmp_path, **overrides)
 
 
 @pytest.fixture

@@ -3,18 +3,17 @@ Zarr, every published version reads exactly its state, before and after ``admin 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import Users, make_settings
+from tests.conftest import Users
 from tests.helpers.api_uploads import upload
 from tests.helpers.assets import add_zarr_asset, assets_url, client_for, ok
 from tests.helpers.snapshots import oracle, read_live, read_snapshot, snapshot_base, walk
 from tests.helpers.zarr_client import md5
-from zarrchive.config import PublishedZarrs, Settings
+from zarrchive.config import PublishedZarrs
 from zarrchive.db.models import Version
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import (
@@ -24,7 +23,6 @@ from zarrchive.services.snapshots import (
     prepare_manifest,
 )
 from zarrchive.services.zarrs import get_zarr
-from zarrchive.storage.seaweedfs import SeaweedFS
 
 V1 = {
     ".zgroup": b'{"zarr_format":2}',
@@ -35,13 +33,7 @@ V1 = {
 }
 
 
-@pytest.fixture
-def settings(
-    seaweedfs: SeaweedFS, bucket: str, embargo_bucket: str, database_url: str, tmp_path: Path
-) -> Settings:
-    return make_settings(
-        seaweedfs, bucket, database_url, tmp_path, published_zarrs=PublishedZarrs.SNAPSHOT
-    )
+pytestmark = pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)
 
 
 def publish(api: httpx.Client, dandiset: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.conftest import LiveServer, Users, make_settings
+from tests.conftest import LiveServer, Users
 from tests.helpers.api_uploads import upload
 from tests.helpers.assets import add_zarr_asset, md5, ok
 from tests.helpers.snapshots import admin_env, oracle, read_snapshot
@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 
 from zarrchive.cli import app
 from zarrchive.config import PublishedZarrs, Settings
-from zarrchive.storage.seaweedfs import SeaweedFS
 
 
 @pytest.fixture
@@ -28,13 +27,7 @@ def database_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'zarrchive.sqlite3'}"
 
 
-@pytest.fixture
-def settings(
-    seaweedfs: SeaweedFS, bucket: str, embargo_bucket: str, database_url: str, tmp_path: Path
-) -> Settings:
-    return make_settings(
-        seaweedfs, bucket, database_url, tmp_path, published_zarrs=PublishedZarrs.SNAPSHOT
-    )
+pytestmark = pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)
 
 
 def all_versions(s3: Any, bucket: str, zid: str) -> set[tuple[str, str]]:

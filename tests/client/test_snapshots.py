@@ -12,7 +12,6 @@ import pytest
 import zarr
 from typer.testing import CliRunner
 
-from tests.conftest import make_settings
 from tests.helpers.local_zarr import make_zarr, zarr_checksum_of
 from tests.helpers.snapshots import admin_env
 from zarrchive.cli import app
@@ -23,16 +22,8 @@ from zarrchive.client.upload import BatchRecords
 from zarrchive.config import PublishedZarrs, Settings
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.services.snapshots import SNAPSHOT_CACHE
-from zarrchive.storage.seaweedfs import SeaweedFS
 
-
-@pytest.fixture
-def settings(
-    seaweedfs: SeaweedFS, bucket: str, embargo_bucket: str, database_url: str, tmp_path: Path
-) -> Settings:
-    return make_settings(
-        seaweedfs, bucket, database_url, tmp_path, published_zarrs=PublishedZarrs.SNAPSHOT
-    )
+pytestmark = pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)
 
 
 def tree(root: Path) -> dict[str, bytes]:

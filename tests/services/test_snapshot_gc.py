@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.conftest import make_settings
 from tests.helpers.api_uploads import put_files, upload
 from tests.helpers.assets import ok
 from tests.helpers.snapshots import oracle, read_live
 from tests.helpers.zarr_client import md5
-from zarrchive.config import PublishedZarrs, Settings
+from zarrchive.config import PublishedZarrs
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import collect_garbage
-from zarrchive.storage.seaweedfs import SeaweedFS
 
-
-@pytest.fixture
-def settings(
-    seaweedfs: SeaweedFS, bucket: str, embargo_bucket: str, database_url: str, tmp_path: Path
-) -> Settings:
-    """Snapshot mode, as in tests/api/test_snapshots.py."""
-    return make_settings(
-        seaweedfs, bucket, database_url, tmp_path, published_zarrs=PublishedZarrs.SNAPSHOT
-    )
+pytestmark = pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)
 
 
 def test_gc_keeps_an_open_batch_and_removes_stale_staging(
