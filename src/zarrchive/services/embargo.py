@@ -94,12 +94,12 @@ def start_unembargo(archive: Archive, user: Caller | None, identifier: str) -> s
                     "them, then unembargo"
                 )
             dandiset.embargo_status = EmbargoStatus.UNEMBARGOING.value
-        number = dandiset.id
+        number, shown = dandiset.id, dandiset.identifier
     if archive.jobs is not None:
         archive.jobs.enqueue(UNEMBARGO_JOB, {"dandiset_id": number}, key=f"unembargo:{number}")
     else:
         move_to_public(archive, number)
-    return f"{number:06d}"
+    return shown
 
 
 def _prefixes(zarr_ids: list[str]) -> list[str]:
