@@ -21,8 +21,11 @@ from tests.helpers.web_forms import form_token, sign_in, sign_out
 from tests.helpers.zarr_client import create_dandiset
 from zarrchive.api import create_app
 from zarrchive.db.models import User, WebSession
+from zarrchive.errors import NotFound
 from zarrchive.services.auth import create_user, rotate_token
 from zarrchive.services.runtime import Archive
+from zarrchive.services.web_sessions import MAX_SESSIONS_PER_USER, session_user
+from zarrchive.services.web_sessions import sign_in as sign_in_service
 from zarrchive.web.render import LEGACY_TOKEN_COOKIE, SESSION_COOKIE
 from zarrchive.web.signin import SIGNIN_COOKIE
 
@@ -243,6 +246,21 @@ def test_sessions_expire(browser: httpx.Client, base_url: str, module_archive: A
         sign_in(client, token)
     with module_archive.db.session() as session:
         assert session.scalar(select(WebSession).where(WebSession.session_hash == digest)) is None
+    count(PART, cases=1)
+
+
+def test_a_user_has_a_bounded_number_of_sessions(module_archive: Archive) -> None:
+    """Signing in again and again ends the oldest sessions: the table can't be filled."""
+    _, token = new_user(module_archive)
+    made = [sign_in_service(module_archive, token) for _ in range(MAX_SESSIONS_PER_USER + 5)]
+    user_id = made[0].user.id
+    alive = [session_user(module_archive, m.session_id) for m in made]
+    assert alive[:5] == [None] * 5 and all(u is not None for u in alive[5:])
+    with module_archive.db.session() as session:
+        rows = session.scalars(select(WebSession).where(WebSession.user_id == user_id)).all()
+        assert len(rows) == MAX_SESSIONS_PER_USER
+    with module_archive.db.write_session() as session, pytest.raises(NotFound):
+        rotate_token(session, "nobody by that name")
     count(PART, cases=1)
 
 
