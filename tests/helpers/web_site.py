@@ -19,6 +19,7 @@ import numpy as np
 import zarr
 from zarr.storage import MemoryStore
 
+from tests.helpers.web_forms import sign_in
 from tests.helpers.zarr_client import create_dandiset, create_zarr, expect, md5, upload
 from zarrchive.checksum import ChecksumNode
 from zarrchive.services.runtime import Archive
@@ -167,6 +168,6 @@ def browser(base_url: str, token: str | None = None) -> Iterator[httpx.Client]:
     """An httpx client as a browser: signed in with *token* (the sign-in cookie only)."""
     with httpx.Client(base_url=base_url, timeout=60) as client:
         if token is not None:
-            response = client.post("/signin", data={"token": token})
+            response = sign_in(client, token)
             assert response.status_code == 303, response.text
         yield client

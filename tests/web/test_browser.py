@@ -131,7 +131,7 @@ def test_embargoed_dandisets_show_to_their_owner_signed_in(
     assert tab.locator("#signed-in-user").inner_text() == "owner"
     assert tab.get_by_text("Secret rat").count() == 1
     assert tab.locator(".badge.embargo").first.inner_text() == "embargoed"
-    assert "zarrchive_token" not in tab.evaluate("document.cookie")  # HttpOnly
+    assert "zarrchive_session" not in tab.evaluate("document.cookie")  # HttpOnly
     shot(tab, "7-signed-in")
     tab.get_by_role("link", name=site.embargoed, exact=True).click()
     assert tab.locator("#embargo-status").inner_text() == "embargoed"

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import Users
+from tests.helpers.web_forms import form_token, sign_in, sign_out
 from tests.helpers.web_site import (
     IMAGE_SHAPE,
     VOLUME_SHAPE,
@@ -26,6 +27,7 @@ from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
 from zarrchive.services.thumbnail import stretch, thumbnail_step
 from zarrchive.storage.keys import zarr_object_key
+from zarrchive.web.render import SESSION_COOKIE
 
 
 def text(response: httpx.Response, status: int = 200) -> str:
@@ -82,29 +84,32 @@ def test_signing_in_sets_a_strict_http_only_cookie_and_signing_out_clears_it(
     base_url: str, site: Site, users: Users
 ) -> None:
     with httpx.Client(base_url=base_url, timeout=60) as client:
-        text(client.get("/signin"))
+        csrf = form_token(text(client.get("/signin")))
         for junk in ("a=1&" * 50, "token=%ff%fe", "token=" + "x" * 5000, ""):
             refused = client.post(
                 "/signin",
-                content=junk,
+                content=junk + f"&csrf_token={csrf}",
                 headers={"Content-Type": "application/x-www-form-urlencoded"},
             )
-            assert refused.status_code == 401 and "set-cookie" not in refused.headers
-        bad = client.post("/signin", data={"token": "not-a-token"})
+            assert refused.status_code in (401, 403)
+            assert SESSION_COOKIE not in refused.headers.get("set-cookie", "")
+        bad = client.post("/signin", data={"token": "not-a-token", "csrf_token": csrf})
         assert "This token is not valid" in text(bad, 401)
-        assert "set-cookie" not in bad.headers
-        response = client.post("/signin", data={"token": users.owner})
+        assert SESSION_COOKIE not in bad.headers.get("set-cookie", "")
+        response = sign_in(client, users.owner)
         assert response.status_code == 303 and response.headers["location"] == "/"
-        cookie = response.headers["set-cookie"]
-        assert cookie.startswith(f"zarrchive_token={users.owner};")
+        cookie = next(
+            c for c in response.headers.get_list("set-cookie") if c.startswith(f"{SESSION_COOKIE}=")
+        )
+        assert users.owner not in cookie
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
         assert "Secret rat" in text(client.get("/"))
         # the API never reads the cookie: it stays anonymous there
         assert client.get(f"/api/dandisets/{site.embargoed}/").status_code == 401
-        out = client.post("/signout")
+        out = sign_out(client)
         assert out.status_code == 303
         assert (
-            'zarrchive_token="";' in out.headers["set-cookie"]
+            f'{SESSION_COOKIE}="";' in out.headers["set-cookie"]
             or "Max-Age=0" in out.headers["set-cookie"]
         )
         assert "Secret rat" not in text(client.get("/"))

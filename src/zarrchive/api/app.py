@@ -75,6 +75,9 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(assets.router)
     app.include_router(blob_uploads.router)
     from zarrchive.web import install_web  # the web pages import the API's error mapping
+    from zarrchive.web.security_headers import SecurityHeaders
+
+    app.add_middleware(SecurityHeaders)  # outermost: the guard's refusals get them too
 
     install_web(app)  # the HTML pages and /docs
     return app

@@ -130,6 +130,24 @@ class ApiToken(Base):
     user: Mapped[User] = relationship()
 
 
+class WebSession(Base):
+    """A browser signed in to the web pages: its cookie holds a random session id, of which
+    only the sha256 is stored (a copy of the database gives no live session).  Signing out,
+    rotating the user's API token and deleting the user remove it; past ``expires_at`` it
+    is worth nothing (and deleted at the user's next sign-in)."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    #: sha256 hex of the session id.
+    session_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    user: Mapped[User] = relationship()
+
+
 class Dandiset(Base):
     __tablename__ = "dandisets"
     # On SQLite, migration 0008 enforces this with triggers (see there why not a CHECK).

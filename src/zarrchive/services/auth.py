@@ -10,11 +10,11 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import ColumnElement, or_, select, true
+from sqlalchemy import ColumnElement, delete, or_, select, true
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import ApiToken, Dandiset, DandisetOwner, User
+from zarrchive.db.models import ApiToken, Dandiset, DandisetOwner, User, WebSession
 from zarrchive.errors import (
     AuthenticationRequired,
     Conflict,
@@ -62,6 +62,24 @@ def create_token(session: Session, user: User) -> str:
     session.add(ApiToken(user_id=user.id, token_hash=_hash(token)))
     session.flush()
     return token
+
+
+def rotate_token(session: Session, username: str) -> str:
+    """Replace every API token of the user named *username* by one new token (returned, shown
+    once) and sign out all its browsers: whoever held an old token or a web session signed
+    in with one is shut out."""
+    user = session.scalar(select(User).where(User.username == username.strip()))
+    if user is None:
+        raise NotFound(f"there is no user named {username.strip()!r}")
+    session.execute(delete(ApiToken).where(ApiToken.user_id == user.id))
+    revoke_web_sessions(session, user.id)
+    return create_token(session, user)
+
+
+def revoke_web_sessions(session: Session, user_id: int) -> int:
+    """Sign the user out of every browser; returns how many sessions that ended."""
+    ended = session.execute(delete(WebSession).where(WebSession.user_id == user_id))
+    return int(getattr(ended, "rowcount", 0) or 0)
 
 
 def authenticate(archive: Archive, token: str) -> Caller:

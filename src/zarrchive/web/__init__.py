@@ -1,7 +1,10 @@
 """Server-rendered pages to browse the archive (Jinja2 templates, a little plain JS).
 
-The pages read through the same services, with the same visibility rules, as the API; a
-signed-in browser's token is in a cookie that only this package reads.
+The pages read through the same services, with the same visibility rules, as the API.  A
+signed-in browser holds the id of a server-side session in a cookie that only this package
+reads (never the API); every form carries a token against cross-site posts
+(:mod:`zarrchive.web.forms`), and every answer the security headers
+(:mod:`zarrchive.web.security_headers`, installed by the app factory).
 """
 
 from __future__ import annotations

@@ -15,15 +15,20 @@ from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from zarrchive.api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, status_code_for
-from zarrchive.errors import AuthenticationRequired, DatabaseUnavailable, ZarrchiveError
-from zarrchive.services.auth import Caller, authenticate
+from zarrchive.errors import DatabaseUnavailable, ZarrchiveError
+from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
+from zarrchive.services.web_sessions import session_user
+from zarrchive.web.forms import session_form_token
 
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-#: The cookie holding a signed-in browser's API token (HttpOnly, SameSite=Strict).
-TOKEN_COOKIE = "zarrchive_token"
+#: The cookie holding a signed-in browser's session id (HttpOnly, SameSite=Strict); the
+#: session lives in the database (:mod:`zarrchive.services.web_sessions`).
+SESSION_COOKIE = "zarrchive_session"
+#: Where browsers signed in before sessions existed kept their API token: deleted on sight.
+LEGACY_TOKEN_COOKIE = "zarrchive_token"
 
 
 def filesize(size: int | None) -> str:
@@ -64,17 +69,19 @@ def archive_of(request: Request) -> Archive:
 
 
 def signed_in_user(request: Request) -> Caller | None:
-    """The user whose token the cookie holds; ``None`` without one (or with a token that
-    no longer authenticates). The only place the archive reads a cookie."""
+    """The user of the browser's session; ``None`` without one (or with one that has ended).
+    Sets what the pages' forms need (their token). The only place the archive reads the
+    session cookie."""
     request.state.web_user = None
-    token = request.cookies.get(TOKEN_COOKIE)
-    if not token or len(token) > 200:
+    request.state.form_token = None
+    session_id = request.cookies.get(SESSION_COOKIE)
+    if not session_id:
         return None
-    try:
-        user = authenticate(archive_of(request), token)
-    except AuthenticationRequired:
+    user = session_user(archive_of(request), session_id)
+    if user is None:
         return None
     request.state.web_user = user
+    request.state.form_token = session_form_token(session_id)
     return user
 
 
@@ -84,8 +91,31 @@ ArchiveOf = Annotated[Archive, Depends(archive_of)]
 
 def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     user = getattr(request.state, "web_user", None)
+    context.setdefault("form_token", getattr(request.state, "form_token", None))
     html = templates.get_template(template).render(request=request, user=user, **context)
-    return HTMLResponse(html, status_code=status_code)
+    response = HTMLResponse(html, status_code=status_code)
+    if LEGACY_TOKEN_COOKIE in request.cookies:  # an API token has no business in a cookie
+        delete_cookie(response, LEGACY_TOKEN_COOKIE)
+    return response
+
+
+def set_cookie(
+    request: Request, response: Response, name: str, value: str, max_age: int, path: str = "/"
+) -> None:
+    """Set one of the pages' cookies: HttpOnly, SameSite=Strict, Secure over https."""
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path=path,
+    )
+
+
+def delete_cookie(response: Response, name: str, path: str = "/") -> None:
+    response.delete_cookie(name, path=path, httponly=True, samesite="strict")
 
 
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:

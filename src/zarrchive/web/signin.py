@@ -1,67 +1,114 @@
-"""Signing in with an API token (kept in an HttpOnly, SameSite=Strict cookie) and out."""
+"""Signing in with an API token, and out.
+
+Signing in exchanges the token for a server-side session (:mod:`zarrchive.services.web_sessions`):
+the browser's cookie holds the session's random id, never the token.  Both forms are
+protected against cross-site posts (:mod:`zarrchive.web.forms`): the sign-in form by a
+pre-session cookie it repeats in a field, the sign-out form by its session's form token.
+"""
 
 from __future__ import annotations
 
-import urllib.parse
+import secrets
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from zarrchive.errors import AuthenticationRequired
-from zarrchive.services.auth import authenticate
-from zarrchive.web.render import TOKEN_COOKIE, ArchiveOf, HtmlRoute, WebUser, page
+from zarrchive.services.web_sessions import SESSION_LIFETIME, sign_in, sign_out
+from zarrchive.web.forms import (
+    TOKEN_FIELD,
+    parse_form,
+    require_form_from_here,
+    session_form_token,
+)
+from zarrchive.web.render import (
+    LEGACY_TOKEN_COOKIE,
+    SESSION_COOKIE,
+    ArchiveOf,
+    HtmlRoute,
+    WebUser,
+    delete_cookie,
+    page,
+    set_cookie,
+)
 
 router = APIRouter(route_class=HtmlRoute, include_in_schema=False)
 
-#: A signed-in browser stays signed in this long (seconds) unless it signs out.
-COOKIE_MAX_AGE = 30 * 24 * 3600
+#: The pre-session cookie of the sign-in form: sent back to ``/signin`` only.
+SIGNIN_COOKIE = "zarrchive_signin"
+SIGNIN_PATH = "/signin"
+#: How long a sign-in form stays good to send (seconds).
+SIGNIN_FORM_MAX_AGE = 24 * 3600
+#: A signed-in browser keeps its cookie this long (the session ends then too).
+COOKIE_MAX_AGE = int(SESSION_LIFETIME.total_seconds())
+_SIGNIN_TOKEN_LENGTH = 43  # secrets.token_urlsafe(32)
 
 
-@router.get("/signin", response_class=HTMLResponse)
-def signin_form(request: Request, user: WebUser) -> HTMLResponse:
-    return page(request, "signin.html", error=None)
+def _signin_form_token(request: Request) -> str:
+    """The browser's pre-session token: kept while it is one of ours, so that several tabs
+    of the sign-in page all work."""
+    known = request.cookies.get(SIGNIN_COOKIE, "")
+    if len(known) == _SIGNIN_TOKEN_LENGTH and known.replace("-", "").replace("_", "").isalnum():
+        return known
+    return secrets.token_urlsafe(32)
 
 
-@router.post("/signin", response_model=None)
+def _signin_page(request: Request, status_code: int = 200, error: str | None = None) -> Response:
+    form_token = _signin_form_token(request)
+    response = page(
+        request, "signin.html", status_code=status_code, error=error, signin_token=form_token
+    )
+    set_cookie(request, response, SIGNIN_COOKIE, form_token, SIGNIN_FORM_MAX_AGE, path=SIGNIN_PATH)
+    return response
+
+
+@router.get(SIGNIN_PATH, response_class=HTMLResponse)
+def signin_form(request: Request, user: WebUser) -> Response:
+    return _signin_page(request)
+
+
+@router.post(SIGNIN_PATH, response_model=None)
 async def signin(request: Request, archive: ArchiveOf) -> Response:
-    body = (await request.body()).decode("utf-8", errors="replace")
-    try:
-        fields = urllib.parse.parse_qs(body, max_num_fields=10)
-    except ValueError:  # more fields than a sign-in form has
-        fields = {}
-    token = (fields.get("token") or [""])[0].strip()
+    fields = parse_form(await request.body())
+    request.state.web_user = None
+    require_form_from_here(request, fields.get(TOKEN_FIELD), request.cookies.get(SIGNIN_COOKIE))
+    token = fields.get("token", "").strip()
     if token.lower().startswith("token "):
         token = token[6:].strip()
-    user = None
-    if token and len(token) <= 200:
-        try:
-            user = authenticate(archive, token)
-        except AuthenticationRequired:
-            user = None
-    if user is None:
-        request.state.web_user = None
-        return page(
+    try:
+        signed_in = sign_in(archive, token)
+    except AuthenticationRequired:
+        return _signin_page(
             request,
-            "signin.html",
             status_code=401,
             error="This token is not valid: paste a token that 'zarrchive admin create-user' "
             "printed.",
         )
+    previous = request.cookies.get(SESSION_COOKIE)
+    if previous:  # this browser's earlier session (if any) ends: one browser, one session
+        sign_out(archive, previous)
     response = RedirectResponse("/", status_code=303)
-    response.set_cookie(
-        TOKEN_COOKIE,
-        token,
-        max_age=COOKIE_MAX_AGE,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-        path="/",
-    )
+    set_cookie(request, response, SESSION_COOKIE, signed_in.session_id, COOKIE_MAX_AGE)
+    delete_cookie(response, SIGNIN_COOKIE, path=SIGNIN_PATH)
+    if LEGACY_TOKEN_COOKIE in request.cookies:
+        delete_cookie(response, LEGACY_TOKEN_COOKIE)
     return response
 
 
-@router.post("/signout")
-def signout() -> RedirectResponse:
+@router.post("/signout", response_model=None)
+async def signout(request: Request, archive: ArchiveOf, user: WebUser) -> Response:
+    """End the session on the server (a copy of the cookie is then worth nothing) and
+    forget the cookie."""
+    fields = parse_form(await request.body())
+    session_id = request.cookies.get(SESSION_COOKIE)
+    # the form's token derives from the cookie, not the database: a browser whose session
+    # has expired can still sign out (and lose its cookie)
+    expected = session_form_token(session_id) if session_id else None
+    require_form_from_here(request, fields.get(TOKEN_FIELD), expected)
+    if session_id:
+        sign_out(archive, session_id)
     response = RedirectResponse("/", status_code=303)
-    response.delete_cookie(TOKEN_COOKIE, path="/", httponly=True, samesite="strict")
+    delete_cookie(response, SESSION_COOKIE)
+    if LEGACY_TOKEN_COOKIE in request.cookies:
+        delete_cookie(response, LEGACY_TOKEN_COOKIE)
     return response
