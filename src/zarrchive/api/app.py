@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from zarrchive import __version__
+from zarrchive.api.cors import CorsMiddleware
 from zarrchive.api.errors import install_error_handlers
 from zarrchive.api.middleware import RequestGuard
 from zarrchive.api.routers import (
@@ -66,6 +67,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.state.archive = archive
     install_error_handlers(app)
     app.add_middleware(RequestGuard)
+    app.add_middleware(CorsMiddleware)  # outermost: refusals of the guard carry CORS too
     app.include_router(info.router)
     app.include_router(auth.router)
     app.include_router(dandisets.router)
