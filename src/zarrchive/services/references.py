@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -157,23 +157,40 @@ def _write_pinned(
     base: str,
 ) -> None:
     key = manifest_key(zarr.id, pin.checksum)
+
+    def read_inline(path: str, version_id: str) -> bytes:
+        return _read(store, zarr_object_key(zarr.id, path), version_id)
+
     try:
-        parsed = read_manifest(manifest)
-        if parsed.statistics.zarr_checksum != pin.checksum:
-            raise InvalidManifest(f"it describes {parsed.statistics.zarr_checksum}")
-
-        def references() -> Iterator[Reference]:
-            for entry in parsed.entries:
-                if should_inline(entry.path, entry.size):
-                    object_key = zarr_object_key(zarr.id, entry.path)
-                    yield Reference(entry.path, content=_read(store, object_key, entry.version_id))
-                else:
-                    yield Reference(entry.path, url=_file_url(base, entry.path, entry.version_id))
-
-        write_reference_file(references(), body, base)
+        write_pinned_references(manifest, body, base, pin.checksum, read_inline)
     except InvalidManifest as exc:
         raise CorruptManifest(
             f"the manifest {key} of a published snapshot of Zarr {zarr.id} is unreadable "
             f"({exc.message}): an administrator must investigate ('zarrchive admin fsck "
             f"{zarr.id}')"
         ) from exc
+
+
+def write_pinned_references(
+    manifest: IO[bytes],
+    body: IO[bytes],
+    base: str,
+    checksum: str,
+    read_inline: Callable[[str, str], bytes],
+) -> int:
+    """Write the reference file of the state the manifest *manifest* lists (it must be the
+    state *checksum*) to *body*, streaming: ``read_inline(path, version_id)`` reads the
+    small metadata documents; every other file is ``base`` + its path at its version.
+    The number of files; :class:`InvalidManifest` if the manifest is not that state's."""
+    parsed = read_manifest(manifest)
+    if parsed.statistics.zarr_checksum != checksum:
+        raise InvalidManifest(f"it describes {parsed.statistics.zarr_checksum}")
+
+    def references() -> Iterator[Reference]:
+        for entry in parsed.entries:
+            if should_inline(entry.path, entry.size):
+                yield Reference(entry.path, content=read_inline(entry.path, entry.version_id))
+            else:
+                yield Reference(entry.path, url=_file_url(base, entry.path, entry.version_id))
+
+    return write_reference_file(references(), body, base)
