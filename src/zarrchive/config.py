@@ -16,6 +16,7 @@
 | ``ZARRCHIVE_REDIS_QUEUE`` | ``zarrchive`` (the RQ queue; archives sharing a Redis need their own) |
 | ``ZARRCHIVE_HOST`` / ``ZARRCHIVE_PORT`` | ``127.0.0.1`` / ``8000`` |
 | ``ZARRCHIVE_PUBLISHED_ZARRS`` | ``freeze`` (the spec) or ``snapshot`` (see :class:`PublishedZarrs`) |
+| ``ZARRCHIVE_CORS_ORIGINS`` | unset: the API answers reads to every origin, changes to none; a comma-separated list of origins (``https://viewer.example``): reads and changes from those only |
 | ``ZARRCHIVE_STRICT_SESSIONS`` | ``false``; ``true``: an ORM object read after its session fails (the tests' setting) |
 """
 
@@ -70,6 +71,9 @@ class Settings:
     #: ORM objects expire with their session, so a use after it fails instead of reading
     #: stale values (:class:`zarrchive.db.session.Database`); the tests turn it on.
     strict_sessions: bool = False
+    #: Origins allowed cross-origin reads and changes (``ZARRCHIVE_CORS_ORIGINS``); empty:
+    #: reads from every origin, changes from none (see :mod:`zarrchive.api.cors`).
+    cors_origins: tuple[str, ...] = ()
 
     @property
     def embedded_s3(self) -> bool:
@@ -111,6 +115,7 @@ class Settings:
             published_zarrs=_published_zarrs(get("PUBLISHED_ZARRS")),
             redis_queue=get("REDIS_QUEUE") or "zarrchive",
             strict_sessions=_flag("STRICT_SESSIONS", get("STRICT_SESSIONS")),
+            cors_origins=_origins(get("CORS_ORIGINS")),
         )
 
 
@@ -160,3 +165,22 @@ def _published_zarrs(raw: str | None) -> PublishedZarrs:
     except ValueError:
         choices = " or ".join(repr(m.value) for m in PublishedZarrs)
         raise ConfigurationError(f"ZARRCHIVE_PUBLISHED_ZARRS={raw!r}: expected {choices}") from None
+
+
+def _origins(value: str | None) -> tuple[str, ...]:
+    """``ZARRCHIVE_CORS_ORIGINS``: comma-separated origins, each ``scheme://host[:port]``."""
+    if value is None:
+        return ()
+    origins = []
+    for item in value.split(","):
+        origin = item.strip().rstrip("/")
+        if not origin:
+            continue
+        parts = urllib.parse.urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path:
+            raise ConfigurationError(
+                f"ZARRCHIVE_CORS_ORIGINS: {item.strip()!r} is not an origin: give "
+                "scheme://host[:port] (e.g. https://viewer.example), separated by commas"
+            )
+        origins.append(origin)
+    return tuple(origins)

@@ -225,6 +225,16 @@ ROWS = [
         prepare=_publish,
         snapshot=True,
     ),
+    Row(
+        "GET",
+        S + "refs.json",
+        "read",
+        lambda w: f"/api/zarr/{w.zarr_id}/snapshots/{w.checksum}/refs.json",
+        prepare=_publish,
+        snapshot=True,
+    ),
+    Row("GET", Z + "refs.json", "read", lambda w: f"/api/zarr/{w.zarr_id}/refs.json"),
+    Row("GET", Z + "read/{path}", "read", lambda w: f"/api/zarr/{w.zarr_id}/read/arr/0"),
     Row("GET", Z + "files/", "read", lambda w: f"/api/zarr/{w.zarr_id}/files/"),
     Row("HEAD", Z + "files/", "read", lambda w: f"/api/zarr/{w.zarr_id}/files/?prefix=arr/0"),
     Row(

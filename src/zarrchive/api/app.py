@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from zarrchive import __version__
+from zarrchive.api.cors import CorsMiddleware
 from zarrchive.api.errors import install_error_handlers
 from zarrchive.api.middleware import RequestGuard
 from zarrchive.api.routers import (
@@ -18,6 +19,7 @@ from zarrchive.api.routers import (
     blob_uploads,
     dandisets,
     info,
+    readers,
     snapshots,
     versions,
     zarrs,
@@ -65,10 +67,12 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.state.archive = archive
     install_error_handlers(app)
     app.add_middleware(RequestGuard)
+    app.add_middleware(CorsMiddleware)  # outermost: refusals of the guard carry CORS too
     app.include_router(info.router)
     app.include_router(auth.router)
     app.include_router(dandisets.router)
     app.include_router(zarrs.tree_router)  # first: {id}.zarr/{path} serves every path
+    app.include_router(readers.router)  # before snapshots and zarrs: refs.json, read/
     app.include_router(snapshots.router)  # before zarrs: its routes win over the catch-all
     app.include_router(zarrs.router)
     app.include_router(versions.router)

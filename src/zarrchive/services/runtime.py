@@ -6,12 +6,16 @@ service functions; nothing here knows about HTTP.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from zarrchive.config import Settings
 from zarrchive.db.session import Database
 from zarrchive.jobs import JobQueue
+from zarrchive.storage.bucket_cors import BUCKET_CORS
 from zarrchive.storage.objects import ObjectStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -50,6 +54,12 @@ class Archive:
                 region=settings.s3_region,
             )
             store.ensure_bucket(versioned=True)
+            if not store.ensure_cors(BUCKET_CORS):
+                log.warning(
+                    "could not set the CORS rules of bucket %s (browser viewers need them): "
+                    "see README 'Deploying'",
+                    bucket,
+                )
             stores.append(store)
         return cls(settings=settings, db=db, store=stores[0], embargo_store=stores[1])
 

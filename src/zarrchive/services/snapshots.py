@@ -384,28 +384,33 @@ def snapshot_info(archive: Archive, session: Session, zarr: Zarr, checksum: str)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def snapshot_index(archive: Archive, zarr: zarr_service.ZarrRef, pin: Pin) -> SnapshotIndex:
-    """The parsed index of a pinned state (cached).
+def ensure_manifest(archive: Archive, zarr: zarr_service.ZarrRef, pin: Pin) -> None:
+    """Make sure the manifest of a pinned state exists.
 
     The manifest of a frozen pin may not be written yet (the job runs after publication):
     the Zarr is frozen at that state, so it is written now.
     """
-    store = archive.store_for(zarr.embargoed)
     with archive.db.session() as session:
         has_manifest = manifest_row(session, zarr.id, pin.checksum) is not None
-    if not has_manifest:
-        if not pin.frozen:
-            raise CorruptManifest(
-                f"the manifest of the published snapshot {pin.checksum} of Zarr {zarr.id} is "
-                "missing: an administrator must investigate"
-            )
+    if has_manifest:
+        return
+    if not pin.frozen:
+        raise CorruptManifest(
+            f"the manifest of the published snapshot {pin.checksum} of Zarr {zarr.id} is "
+            "missing: an administrator must investigate"
+        )
+    outcome = write_manifest(archive, zarr.id)
+    done = (ManifestStatus.WRITTEN, ManifestStatus.EXISTS)
+    if outcome.checksum != pin.checksum or outcome.status not in done:
+        raise ArchiveBusy(
+            f"the manifest of Zarr {zarr.id} at {pin.checksum} is being written: retry"
+        )
 
-        outcome = write_manifest(archive, zarr.id)
-        done = (ManifestStatus.WRITTEN, ManifestStatus.EXISTS)
-        if outcome.checksum != pin.checksum or outcome.status not in done:
-            raise ArchiveBusy(
-                f"the manifest of Zarr {zarr.id} at {pin.checksum} is being written: retry"
-            )
+
+def snapshot_index(archive: Archive, zarr: zarr_service.ZarrRef, pin: Pin) -> SnapshotIndex:
+    """The parsed index of a pinned state (cached)."""
+    store = archive.store_for(zarr.embargoed)
+    ensure_manifest(archive, zarr, pin)
     key = (store.endpoint_url or "", store.bucket, zarr.id, pin.checksum)
     return SNAPSHOT_CACHE.get(key, lambda: read_pinned_manifest(store, zarr.id, pin.checksum))
 

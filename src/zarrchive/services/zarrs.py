@@ -368,6 +368,12 @@ def list_objects(
     return entries, len(found) > limit
 
 
+def walk_files(store: ObjectStore, zarr_id: str) -> Iterator[tuple[str, ChildDigest]]:
+    """Every file of the Zarr's live state in key order, ``(path, child)``, from its
+    ``.checksum`` nodes (memory bounded by the depth and the largest node)."""
+    return _walk(store, zarr_id, "", "", None)
+
+
 def _walk(
     store: ObjectStore, zarr_id: str, directory: str, name_prefix: str, after: str | None
 ) -> Iterator[tuple[str, ChildDigest]]:

@@ -43,6 +43,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound", "NoSuchVersion"}
+#: What S3 answers credentials that may not do something.
+_DENIED = {"403", "AccessDenied", "NotImplemented", "501"}
 #: S3's answers that say "later": the request may succeed when retried.
 _UNAVAILABLE = {"500", "502", "503", "504", "InternalError", "ServiceUnavailable", "SlowDown"}
 #: Connection-level failures: S3 is unreachable or stalled.
@@ -229,6 +231,31 @@ class ObjectStore:
                 Bucket=self.bucket,
                 VersioningConfiguration={"Status": "Enabled"},
             )
+
+    def ensure_cors(self, configuration: dict[str, Any]) -> bool:
+        """Give the bucket *configuration* as its CORS rules unless it has them; False
+        (and nothing changed) when the credentials may not (an administrator sets them:
+        see README "Deploying")."""
+        try:
+            current = self.client.get_bucket_cors(Bucket=self.bucket).get("CORSRules")
+        except ClientError as exc:
+            if _code(exc) in _DENIED:
+                return False
+            current = None  # NoSuchCORSConfiguration
+        if current == configuration["CORSRules"]:
+            return True
+        try:
+            self.client.put_bucket_cors(
+                Bucket=self.bucket,
+                CORSConfiguration=configuration,  # type: ignore[arg-type]
+            )
+        except ClientError as exc:
+            if _code(exc) in _DENIED:
+                return False
+            raise StorageError(
+                f"cannot set the CORS rules of bucket {self.bucket!r}: {exc}"
+            ) from exc
+        return True
 
     def public_url(self, key: str) -> str:
         """The plain (unsigned) URL of *key*, percent-encoded (``#``, ``?``, ``%``, spaces...)."""
