@@ -7,12 +7,13 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 from functools import wraps
+from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import typer
 
 from zarrchive.config import Settings
-from zarrchive.errors import ZarrchiveError
+from zarrchive.errors import ConfigurationError, ZarrchiveError
 
 if TYPE_CHECKING:  # imported when used: `zarrchive --help` and `checksum` stay quick
     from zarrchive.client.progress import Progress
@@ -121,13 +122,61 @@ def human_size(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def sqlite_path(database_url: str) -> Path | None:
+    """The file of a SQLite database URL (``sqlite:///PATH``); None for a database server or
+    an in-memory SQLite."""
+    scheme, sep, rest = database_url.partition(":///")
+    if not sep or not scheme.startswith("sqlite"):
+        return None
+    path = rest.split("?", 1)[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def archive_exists(settings: Settings) -> bool:
+    """Whether *settings* point at an archive that exists: a database server (whose state
+    the server itself knows), or a SQLite file that is there."""
+    path = sqlite_path(settings.database_url)
+    if path is None:
+        return not settings.database_url.startswith("sqlite")
+    return path.is_file()
+
+
+def require_archive(settings: Settings) -> None:
+    """Refuse (:class:`ConfigurationError`) when no archive exists where *settings* point,
+    instead of creating an empty one that no running server uses: what the admin and
+    maintenance commands check first.  ``zarrchive serve`` alone creates archives."""
+    if archive_exists(settings):
+        return
+    database = sqlite_path(settings.database_url)
+    where = (
+        f"{settings.data_dir} (ZARRCHIVE_DATA_DIR)"
+        if database is not None and database.parent == settings.data_dir
+        else f"the SQLite file {database} (ZARRCHIVE_DATABASE_URL)"
+    )
+    raise ConfigurationError(
+        f"no archive in {where}, and this command does not create one. `zarrchive serve` "
+        "(and `make serve`) keeps its archive in ZARRCHIVE_DATA_DIR, by default .zarrchive in "
+        "the directory it was started from: run this command from that directory, or set "
+        "ZARRCHIVE_DATA_DIR to the archive's data directory"
+    )
+
+
+def admin_settings() -> Settings:
+    """The settings of ``zarrchive serve`` (``ZARRCHIVE_*``), refused when no archive is there."""
+    settings = Settings.from_env()
+    require_archive(settings)
+    return settings
+
+
 @contextlib.contextmanager
 def open_archive(settings: Settings | None = None) -> Iterator[Archive]:
-    """The archive runtime for admin commands (embedded S3 started if needed)."""
+    """The archive runtime for admin commands (embedded S3 started if needed); refused when
+    no archive exists where the settings point (:func:`require_archive`)."""
     from zarrchive.services.runtime import Archive
     from zarrchive.storage.embedded import embedded_s3
 
-    settings = settings or Settings.from_env()
+    settings = settings or admin_settings()
+    require_archive(settings)
     with embedded_s3(settings) as resolved:
         archive = Archive.from_settings(resolved)
         try:

@@ -3,14 +3,45 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from zarrchive.cli._common import fail, friendly_errors, open_archive
-from zarrchive.config import Settings
+from zarrchive.cli._common import admin_settings, fail, friendly_errors, open_archive
+
+if TYPE_CHECKING:
+    from zarrchive.services.runtime import Archive
 
 app = typer.Typer(help="Administer the archive (users, fsck).", no_args_is_help=True)
+
+
+def first_user_note(archive: Archive) -> str | None:
+    """What ``zarrchive serve`` says on an archive without users: how to create the first
+    one (its token is printed once), with the data directory, so the command works from any
+    directory.  None once the archive has a user."""
+    from sqlalchemy import exists, select
+
+    from zarrchive.db.models import User
+
+    with archive.db.session() as session:
+        if session.scalar(select(exists().where(User.id.is_not(None)))):
+            return None
+    settings = archive.settings
+    prefix = (
+        f"ZARRCHIVE_DATA_DIR={shlex.quote(str(settings.data_dir))} "
+        if settings.database_url.startswith("sqlite")
+        else ""
+    )
+    script = Path(sys.executable).with_name("zarrchive")
+    command = shlex.quote(str(script)) if script.exists() else "zarrchive"
+    return (
+        "this archive has no users yet: create the first one (an administrator; its API "
+        f"token is printed once) with\n    {prefix}{command} admin create-user NAME --admin"
+    )
 
 
 @app.command("create-user")
@@ -23,7 +54,7 @@ def create_user(
     from zarrchive.db.session import Database
     from zarrchive.services import auth
 
-    settings = Settings.from_env()
+    settings = admin_settings()
     db = Database(settings.database_url, strict=settings.strict_sessions)
     try:
         db.migrate()
