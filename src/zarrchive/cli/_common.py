@@ -8,9 +8,12 @@ import sys
 from collections.abc import Callable, Iterator
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
+from typer._click.core import Command, Context
+from typer._click.exceptions import UsageError
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from zarrchive.config import Settings
 from zarrchive.errors import ConfigurationError, ZarrchiveError
@@ -183,3 +186,113 @@ def open_archive(settings: Settings | None = None) -> Iterator[Archive]:
             yield archive
         finally:
             archive.close()
+
+
+# -- help and usage in the user's words ---------------------------------------------------
+#: Typer's type labels (``<str>``) as click's placeholders (``TEXT``).
+_PLACEHOLDERS = {
+    "str": "TEXT",
+    "int": "INTEGER",
+    "int range": "INTEGER",
+    "float": "FLOAT",
+    "float range": "FLOAT",
+    "bool": "BOOLEAN",
+}
+
+
+def _type_placeholder(param: TyperOption | TyperArgument, ctx: Context) -> str:
+    """Click's placeholder of a value: ``TEXT``, ``INTEGER``, ``PATH``, ``[a|b]``."""
+    label = TyperArgument.display_type(param, ctx).removeprefix("<").removesuffix(">")
+    if label.startswith("list[") and label.endswith("]"):
+        label = label[5:-1]
+    shown = f"[{label}]" if "|" in label else _PLACEHOLDERS.get(label, label.upper())
+    return f"{shown}..." if param.nargs != 1 else shown
+
+
+class _Option(TyperOption):
+    """An option whose help shows click's placeholder (``PATH``), none for a flag."""
+
+    def display_type_rich(self, ctx: Context) -> str | None:
+        if self.is_flag or self.count:
+            return None
+        if self.metavar is not None:
+            return self.metavar
+        return _type_placeholder(self, ctx)
+
+
+class _Argument(TyperArgument):
+    """An argument named in capitals (``LOCAL``, ``[ZARR_IDS]...``), its type as click's
+    placeholder."""
+
+    def display_type_rich(self, ctx: Context) -> str | None:
+        return _type_placeholder(self, ctx)
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        if not self.required:
+            name = f"[{name}]"
+        return f"{name}..." if self.nargs != 1 else name
+
+
+def _natural(command: Command) -> None:
+    """Give *command* (and a group's subcommands) the help of :class:`_Option` and
+    :class:`_Argument` (typer's own shows ``<bool>``, ``<str>`` and ``{local}``)."""
+    if type(command) is TyperCommand:
+        command.__class__ = _Command
+    elif type(command) is TyperGroup:
+        command.__class__ = ZarrchiveGroup
+    for param in command.params:
+        if type(param) is TyperOption:
+            param.__class__ = _Option
+        elif type(param) is TyperArgument:
+            param.__class__ = _Argument
+            if param.metavar is None and param.name:
+                param.metavar = param.name.upper()
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            _natural(sub)
+
+
+def _help_option(option: Any) -> Any:
+    """The ``--help`` flag, shown without a placeholder."""
+    if type(option) is TyperOption:
+        option.__class__ = _Option
+    return option
+
+
+class _Command(TyperCommand):
+    """A command whose ``--help`` flag shows no placeholder."""
+
+    def get_help_option(self, ctx: Context) -> Any:
+        return _help_option(super().get_help_option(ctx))
+
+
+class ZarrchiveGroup(TyperGroup):
+    """The ``zarrchive`` command: help placeholders as click writes them (``PATH``,
+    ``TEXT``, no ``<bool>``), and a mistyped command is pointed to the one of a subgroup
+    (``zarrchive create-user``: did you mean ``zarrchive admin create-user``?)."""
+
+    def get_help_option(self, ctx: Context) -> Any:
+        return _help_option(super().get_help_option(ctx))
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        _natural(self)
+        return super().main(*args, **kwargs)
+
+    def resolve_command(
+        self, ctx: Context, args: list[str]
+    ) -> tuple[str | None, Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:
+            if args and not ctx.resilient_parsing:
+                homes = [
+                    f"'{ctx.command_path} {name} {args[0]}'"
+                    for name, sub in self.commands.items()
+                    if isinstance(sub, TyperGroup) and args[0] in sub.commands
+                ]
+                if homes:
+                    exc.message = (
+                        f"No such command {args[0]!r}. Did you mean {' or '.join(homes)}?"
+                    )
+            raise

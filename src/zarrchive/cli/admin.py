@@ -16,7 +16,7 @@ from zarrchive.cli._common import admin_settings, fail, friendly_errors, open_ar
 if TYPE_CHECKING:
     from zarrchive.services.runtime import Archive
 
-app = typer.Typer(help="Administer the archive (users, fsck).", no_args_is_help=True)
+app = typer.Typer(help="Administer the archive (users, fsck, gc).", no_args_is_help=True)
 
 
 def first_user_note(archive: Archive) -> str | None:
