@@ -109,18 +109,50 @@ def fsck(
 def gc(
     zarr_ids: list[str] = typer.Argument(None, help="Zarr ids (default: every Zarr)"),
     apply: bool = typer.Option(False, "--apply", help="Remove (default: only print)"),
+    grace_days: float = typer.Option(
+        7.0,
+        "--grace-days",
+        min=0,
+        envvar="ZARRCHIVE_GC_GRACE_DAYS",
+        help="Remove a Zarr that nothing references only once it has not changed for this "
+        "many days (uploads create the asset last).",
+    ),
 ) -> None:
     """Remove what no published snapshot and no open batch needs: noncurrent object versions
-    of Zarrs (and of their .checksum nodes) that no pinned manifest names, and the staging
-    areas of batches no longer open.  A dry run (nothing removed) unless --apply."""
+    of Zarrs (and of their .checksum nodes) that no pinned manifest names, the staging
+    areas of batches no longer open, and whole Zarrs that no asset and no version references
+    (unchanged for --grace-days).  A dry run (nothing removed) unless --apply."""
+    from datetime import timedelta
+
     from zarrchive.cli._common import human_size
-    from zarrchive.services.snapshots import collect_garbage, gc_zarr_ids
+    from zarrchive.services.snapshots import (
+        collect_garbage,
+        gc_zarr_ids,
+        remove_unreferenced_zarr,
+        unreferenced_zarrs,
+    )
 
     console = Console(stderr=True, soft_wrap=True)
-    total_versions = total_bytes = total_staging = 0
+    total_versions = total_bytes = total_staging = total_zarrs = 0
     verb = "removed" if apply else "would remove"
+    grace = timedelta(days=grace_days)
     with open_archive() as archive:
-        for zarr_id in zarr_ids or gc_zarr_ids(archive):
+        chosen = zarr_ids or gc_zarr_ids(archive)
+        unreferenced = {z.zarr_id: z for z in unreferenced_zarrs(archive, grace=grace)}
+        for zarr_id in chosen:
+            whole = unreferenced.get(zarr_id)
+            if whole is not None:
+                if apply and not remove_unreferenced_zarr(archive, zarr_id, grace=grace):
+                    console.print(f"[yellow]kept[/] {zarr_id}: it is referenced or changed now")
+                    continue
+                print(
+                    f"{verb}\tzarr/{zarr_id}/\t(Zarr {whole.dandiset}/{whole.name}: no asset "
+                    f"or version references it; unchanged since {whole.modified:%Y-%m-%d})"
+                    f"\t{whole.size}"
+                )
+                total_zarrs += 1
+                total_bytes += whole.size
+                continue
             report = collect_garbage(archive, zarr_id, apply=apply)
             if report.skipped:
                 console.print(f"[yellow]skipped[/] {report.zarr_id}: {report.skipped}")
@@ -132,8 +164,9 @@ def gc(
             total_versions += len(report.versions)
             total_staging += len(report.staging)
             total_bytes += report.bytes
+    zarrs = f", and {total_zarrs} unreferenced Zarrs" if total_zarrs else ""
     console.print(
-        f"{verb} {total_versions} object versions and {total_staging} staging areas: "
+        f"{verb} {total_versions} object versions and {total_staging} staging areas{zarrs}: "
         f"{total_bytes} bytes ({human_size(total_bytes)})"
         + ("" if apply else "; rerun with --apply to remove them")
     )
