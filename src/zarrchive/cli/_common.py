@@ -292,7 +292,5 @@ class ZarrchiveGroup(TyperGroup):
                     if isinstance(sub, TyperGroup) and args[0] in sub.commands
                 ]
                 if homes:
-                    exc.message = (
-                        f"No such command {args[0]!r}. Did you mean {' or '.join(homes)}?"
-                    )
+                    exc.message = f"No such command {args[0]!r}. Did you mean {' or '.join(homes)}?"
             raise

@@ -192,9 +192,7 @@ def ensure_asset(client: ApiClient, dandiset: str, path: str, zarr_id: str) -> s
     return _ensure_asset(client, dandiset, path, zarr_id)[0]
 
 
-def _ensure_asset(
-    client: ApiClient, dandiset: str, path: str, zarr_id: str
-) -> tuple[str, bool]:
+def _ensure_asset(client: ApiClient, dandiset: str, path: str, zarr_id: str) -> tuple[str, bool]:
     """:func:`ensure_asset`, and whether it created the asset."""
     asset = client.find_asset(dandiset, path)
     created = asset is None

@@ -734,9 +734,7 @@ def remove_unreferenced_zarr(
     cutoff = (now or utcnow()) - grace
     with archive.db.write_session() as session:
         zarr = session.scalar(
-            select(Zarr)
-            .where(Zarr.id == zarr_id, *_unreferenced(cutoff))
-            .with_for_update(of=Zarr)
+            select(Zarr).where(Zarr.id == zarr_id, *_unreferenced(cutoff)).with_for_update(of=Zarr)
         )
         if zarr is None or zarr.dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
             return False
