@@ -7,7 +7,7 @@ Registered by ``tests/conftest.py`` (:func:`register`)."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from typing import Any
 
 import pytest
@@ -52,11 +52,14 @@ def drop_hypothesis_gc_callback() -> int:
 class SessionEnd:
     """The pytest plugin of this module."""
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    # the outermost wrapper: the line comes after pytest's own summaries (-ra's list of
+    # skips among them), just before the closing "N passed" line
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:
+        yield
         line = browser_skip_line(terminalreporter.stats.get("skipped", []))
         if line:
-            terminalreporter.write_sep("-", line, yellow=True, bold=True)
+            terminalreporter.write_line(line, yellow=True, bold=True)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         drop_hypothesis_gc_callback()
