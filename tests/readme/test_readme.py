@@ -96,4 +96,5 @@ def test_readme_commands_work_when_pasted(clone: tuple[Path, MakeServe], tmp_pat
 def test_readme_marks_only_sh_blocks() -> None:
     """A marker before anything but a ```sh block would silently leave it untested."""
     text = README.read_text()
-    assert text.count(RUN_MARKER) == len(runnable_blocks(README))
+    markers = [line for line in text.splitlines() if line.strip() == RUN_MARKER]
+    assert len(markers) == len(runnable_blocks(README)) == 2
