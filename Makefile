@@ -20,7 +20,7 @@ LOCK := requirements/zarrchive.lock
 # SeaweedFS and PostgreSQL database): most of the suite waits on servers, so 2 on 2 cores.
 PYTEST_WORKERS ?= 2
 
-.PHONY: serve test lint typecheck pytest install bench clean lock reliability
+.PHONY: serve test lint typecheck pytest install bench clean lock reliability browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,8 +75,8 @@ serve: $(STAMP)
 	$(BIN)/zarrchive serve
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
@@ -91,7 +91,17 @@ pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAM
 reliability: $(STAMP) $(SCHEMATHESIS_STAMP)
 	ZARRCHIVE_RELIABILITY=full $(BIN)/pytest tests/reliability -v -p no:cacheprovider
 
-test: lint typecheck pytest
+# The web pages' browser tests drive Debian's headless chromium: `make test` installs it when
+# it can (root, with apt); otherwise they skip, and the run's end names them and says why.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ ! -x $(CHROMIUM) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser tests (tests/web/test_browser.py)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+	        || echo "could not install chromium: the browser tests will skip"; \
+	fi
+
+test: lint typecheck browser pytest
 
 clean:
 	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) $(DANDI_VENV) .pytest_cache .mypy_cache .ruff_cache

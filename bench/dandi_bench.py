@@ -176,7 +176,7 @@ def main() -> None:
         # NWB: dandi upload and download
         nwb = folder / "sub-1" / "sub-1_ses-1.nwb"
         nwb.parent.mkdir(parents=True)
-        make = [str(DANDI / "python"), str(REPO / "tests" / "helpers" / "make_nwb.py")]
+        make = [str(DANDI / "python"), str(REPO / "examples" / "make_nwb.py")]
         make += [str(nwb), str(options.nwb_mb * 10**6), "1"]
         subprocess.run(make, check=True, capture_output=True)
         megabytes = nwb.stat().st_size / 1e6

@@ -29,6 +29,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from tests.helpers import reliability as reliability_figures
+from tests.helpers import session_end
 from tests.helpers.jobs import HeldJobQueue
 from zarrchive.api import create_app
 from zarrchive.config import Settings
@@ -336,6 +337,11 @@ def held(archive: Archive) -> Iterator[HeldJobQueue]:
     finally:
         archive.jobs = None
         set_current_archive(None)
+
+
+# -- the end of a run: skipped browser tests named, no stray traceback --------------------
+def pytest_configure(config: pytest.Config) -> None:
+    session_end.register(config)
 
 
 # -- the reliability suite's figures, printed at the end (also under pytest-xdist) ---------

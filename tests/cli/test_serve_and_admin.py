@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from zarrchive.db.session import Database
 from zarrchive.storage.seaweedfs import free_port
 
 ZARRCHIVE = [sys.executable, "-m", "zarrchive.cli"]
@@ -142,6 +143,10 @@ def test_no_orphan_weed_when_serve_is_killed(served: Any) -> None:
 
 def test_admin_errors_are_one_line(tmp_path: Path) -> None:
     env = _env(tmp_path / "data")
+    (tmp_path / "data").mkdir()  # an archive `serve` made (admin commands create none)
+    database = Database(f"sqlite:///{tmp_path / 'data' / 'zarrchive.sqlite3'}")
+    database.migrate()
+    database.dispose()
     subprocess.run(
         [*ZARRCHIVE, "admin", "create-user", "bob"], env=env, check=True, capture_output=True
     )

@@ -34,7 +34,7 @@ def test_cli_upload_summary_and_dry_run(
     )
 
     (local / "arr" / "1").write_bytes(b"1")
-    (local / "zarr.json").unlink()
+    (local / "arr" / "0").unlink()
     result = CliRunner().invoke(app, [*args, "--dry-run"], env=client_env)
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (

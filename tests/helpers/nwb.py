@@ -7,7 +7,8 @@ from pathlib import Path
 
 from tests.helpers.dandi import run_python
 
-SCRIPT = Path(__file__).with_name("make_nwb.py")
+#: The example script a user runs too (see README, "DANDI's client").
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "make_nwb.py"
 
 
 def make_nwb(path: Path, data_bytes: int, seed: int) -> Path:

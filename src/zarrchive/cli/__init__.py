@@ -5,9 +5,11 @@ from __future__ import annotations
 import typer
 
 from zarrchive.cli import admin, checksum, download, lindi, manifest, publish, serve, upload, worker
+from zarrchive.cli._common import ZarrchiveGroup
 
 app = typer.Typer(
     name="zarrchive",
+    cls=ZarrchiveGroup,
     help="zarrchive: an archive for Zarr datasets (server, client and tools).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

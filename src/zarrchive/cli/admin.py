@@ -3,14 +3,45 @@
 from __future__ import annotations
 
 import json
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from zarrchive.cli._common import fail, friendly_errors, open_archive
-from zarrchive.config import Settings
+from zarrchive.cli._common import admin_settings, fail, friendly_errors, open_archive
 
-app = typer.Typer(help="Administer the archive (users, fsck).", no_args_is_help=True)
+if TYPE_CHECKING:
+    from zarrchive.services.runtime import Archive
+
+app = typer.Typer(help="Administer the archive (users, fsck, gc).", no_args_is_help=True)
+
+
+def first_user_note(archive: Archive) -> str | None:
+    """What ``zarrchive serve`` says on an archive without users: how to create the first
+    one (its token is printed once), with the data directory, so the command works from any
+    directory.  None once the archive has a user."""
+    from sqlalchemy import exists, select
+
+    from zarrchive.db.models import User
+
+    with archive.db.session() as session:
+        if session.scalar(select(exists().where(User.id.is_not(None)))):
+            return None
+    settings = archive.settings
+    prefix = (
+        f"ZARRCHIVE_DATA_DIR={shlex.quote(str(settings.data_dir))} "
+        if settings.database_url.startswith("sqlite")
+        else ""
+    )
+    script = Path(sys.executable).with_name("zarrchive")
+    command = shlex.quote(str(script)) if script.exists() else "zarrchive"
+    return (
+        "this archive has no users yet: create the first one (an administrator; its API "
+        f"token is printed once) with\n    {prefix}{command} admin create-user NAME --admin"
+    )
 
 
 @app.command("create-user")
@@ -23,7 +54,7 @@ def create_user(
     from zarrchive.db.session import Database
     from zarrchive.services import auth
 
-    settings = Settings.from_env()
+    settings = admin_settings()
     db = Database(settings.database_url, strict=settings.strict_sessions)
     try:
         db.migrate()
@@ -78,18 +109,50 @@ def fsck(
 def gc(
     zarr_ids: list[str] = typer.Argument(None, help="Zarr ids (default: every Zarr)"),
     apply: bool = typer.Option(False, "--apply", help="Remove (default: only print)"),
+    grace_days: float = typer.Option(
+        7.0,
+        "--grace-days",
+        min=0,
+        envvar="ZARRCHIVE_GC_GRACE_DAYS",
+        help="Remove a Zarr that nothing references only once it has not changed for this "
+        "many days (uploads create the asset last).",
+    ),
 ) -> None:
     """Remove what no published snapshot and no open batch needs: noncurrent object versions
-    of Zarrs (and of their .checksum nodes) that no pinned manifest names, and the staging
-    areas of batches no longer open.  A dry run (nothing removed) unless --apply."""
+    of Zarrs (and of their .checksum nodes) that no pinned manifest names, the staging
+    areas of batches no longer open, and whole Zarrs that no asset and no version references
+    (unchanged for --grace-days).  A dry run (nothing removed) unless --apply."""
+    from datetime import timedelta
+
     from zarrchive.cli._common import human_size
-    from zarrchive.services.snapshots import collect_garbage, gc_zarr_ids
+    from zarrchive.services.snapshots import (
+        collect_garbage,
+        gc_zarr_ids,
+        remove_unreferenced_zarr,
+        unreferenced_zarrs,
+    )
 
     console = Console(stderr=True, soft_wrap=True)
-    total_versions = total_bytes = total_staging = 0
+    total_versions = total_bytes = total_staging = total_zarrs = 0
     verb = "removed" if apply else "would remove"
+    grace = timedelta(days=grace_days)
     with open_archive() as archive:
-        for zarr_id in zarr_ids or gc_zarr_ids(archive):
+        chosen = zarr_ids or gc_zarr_ids(archive)
+        unreferenced = {z.zarr_id: z for z in unreferenced_zarrs(archive, grace=grace)}
+        for zarr_id in chosen:
+            whole = unreferenced.get(zarr_id)
+            if whole is not None:
+                if apply and not remove_unreferenced_zarr(archive, zarr_id, grace=grace):
+                    console.print(f"[yellow]kept[/] {zarr_id}: it is referenced or changed now")
+                    continue
+                print(
+                    f"{verb}\tzarr/{zarr_id}/\t(Zarr {whole.dandiset}/{whole.name}: no asset "
+                    f"or version references it; unchanged since {whole.modified:%Y-%m-%d})"
+                    f"\t{whole.size}"
+                )
+                total_zarrs += 1
+                total_bytes += whole.size
+                continue
             report = collect_garbage(archive, zarr_id, apply=apply)
             if report.skipped:
                 console.print(f"[yellow]skipped[/] {report.zarr_id}: {report.skipped}")
@@ -101,8 +164,9 @@ def gc(
             total_versions += len(report.versions)
             total_staging += len(report.staging)
             total_bytes += report.bytes
+    zarrs = f", and {total_zarrs} unreferenced Zarrs" if total_zarrs else ""
     console.print(
-        f"{verb} {total_versions} object versions and {total_staging} staging areas: "
+        f"{verb} {total_versions} object versions and {total_staging} staging areas{zarrs}: "
         f"{total_bytes} bytes ({human_size(total_bytes)})"
         + ("" if apply else "; rerun with --apply to remove them")
     )

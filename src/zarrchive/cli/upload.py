@@ -54,6 +54,12 @@ def upload(
     ),
     jobs: int | None = JOBS_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would be done."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Upload even a directory that is empty or has no Zarr metadata at its root "
+        "(.zgroup, .zarray or zarr.json).",
+    ),
     batch_files: int | None = typer.Option(
         None,
         "--batch-files",
@@ -71,7 +77,9 @@ def upload(
     def run() -> UploadResult:
         with ApiClient.from_env(api_url, token) as client, make_progress() as progress:
             uploader = Uploader(client, jobs=jobs, progress=progress, batch_files=batch_files)
-            result = uploader.upload(local, dandiset=dandiset, name=path, dry_run=dry_run)
+            result = uploader.upload(
+                local, dandiset=dandiset, name=path, dry_run=dry_run, require_zarr=not force
+            )
             mode[0] = _published_zarrs(client)
             return result
 
@@ -82,7 +90,7 @@ def upload(
     for note in result.notes:
         if note.startswith("uploaded, but"):
             say(note)
-    if not result.dry_run and result.ok:
+    if result.asset_created:  # once per Zarr: when it becomes part of the dandiset
         if mode[0] == "snapshot":
             say(
                 f"NOTE: publishing dandiset {dandiset} pins this Zarr's current state for the "

@@ -144,6 +144,22 @@ def is_zarr_id(value: str) -> bool:
 
 
 # -- the client -------------------------------------------------------------------------
+def _checked_token(token: str | None) -> str | None:
+    """*token* without the blanks a copy and paste may add; refused (one clear line, not an
+    error of the HTTP layer) unless it is one word of visible ASCII, as tokens are."""
+    if token is None:
+        return None
+    token = token.strip()
+    if not token:
+        return None
+    if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+        raise InvalidInput(
+            "the API token (ZARRCHIVE_TOKEN / --token) is malformed: a token is one word of "
+            "letters and digits, as `zarrchive admin create-user` prints it"
+        )
+    return token
+
+
 def _detail_message(detail: Any) -> str:
     if isinstance(detail, str):
         return detail
@@ -152,11 +168,25 @@ def _detail_message(detail: Any) -> str:
     return str(detail)
 
 
-def _friendly(status: int, method: str, path: str, detail: Any) -> str:
+def _without_header_advice(said: str) -> str:
+    """The server's reason without its advice to HTTP clients (``send 'Authorization: token
+    KEY'``), which the client's users act on through ZARRCHIVE_TOKEN / --token instead."""
+    reason = said.split(": send ", 1)[0].strip()
+    return "the API token is malformed" if "Authorization" in reason else reason
+
+
+def _friendly(status: int, method: str, path: str, detail: Any, *, has_token: bool) -> str:
     said = _detail_message(detail)
     if status == 401:
-        hint = "" if "token" in said.lower() else " (check --token / ZARRCHIVE_TOKEN)"
-        return f"the archive refused the credentials: {said}{hint}"
+        reason = _without_header_advice(said)
+        if not has_token:
+            need = "" if "token" in reason.lower() else ": this needs your API token"
+            return (
+                f"{reason}{need}: set ZARRCHIVE_TOKEN or pass --token (`zarrchive admin "
+                "create-user NAME`, run where the archive is served, prints a new one)"
+            )
+        hint = "" if "ZARRCHIVE_TOKEN" in reason else " (check ZARRCHIVE_TOKEN / --token)"
+        return f"the archive refused the credentials: {reason}{hint}"
     if status == 403:
         return f"permission denied: {said}"
     if status == 404:
@@ -182,11 +212,11 @@ class ApiClient:
         if not url.startswith(("http://", "https://")):
             raise InvalidInput(f"the archive URL {url!r} must start with http:// or https://")
         self.url = url.rstrip("/")
-        self.token = token
+        self.token = _checked_token(token)
         self.retry = retry or RetryPolicy()
         #: Called before each retry of any request of this client (its S3 transfers too).
         self.on_retry = on_retry
-        headers = {"Authorization": f"token {token}"} if token else {}
+        headers = {"Authorization": f"token {self.token}"} if self.token else {}
         self.http = http_client(
             base_url=self.url, headers=headers, timeout=timeout, max_connections=max_connections
         )
@@ -259,6 +289,10 @@ class ApiClient:
             raise NetworkError(
                 f"cannot reach the archive at {self.url}: {transport_message(exc)}"
             ) from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # not the network: the request
+            raise InvalidInput(
+                f"cannot ask the archive at {self.url} for {path}: {transport_message(exc)}"
+            ) from None
         if response.is_success:
             return response
         raise self._error(method, path, response)
@@ -273,7 +307,9 @@ class ApiClient:
             detail = response.json().get("detail")
         except (ValueError, AttributeError):
             detail = response.text[:200] or response.reason_phrase
-        message = _friendly(response.status_code, method, path, detail)
+        message = _friendly(
+            response.status_code, method, path, detail, has_token=self.token is not None
+        )
         return ApiError(message, status_code=response.status_code, detail=detail)
 
     def _json(

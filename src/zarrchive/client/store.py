@@ -22,6 +22,7 @@ any event loop, including zarr's own.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Protocol
@@ -104,6 +105,8 @@ class HttpObjectReader:
             )
         except RETRY_EXCEPTIONS as exc:
             raise NetworkError(f"cannot read {url}: {transport_message(exc)}") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # not the network: the request
+            raise TransferError(f"cannot read {url}: {transport_message(exc)}") from None
 
     def read(self, path: str, range_header: str | None = None) -> bytes | None:
         headers = {"Range": range_header} if range_header else {}
@@ -362,6 +365,11 @@ def open_store(
                 reader = HttpObjectReader(zarr)
             return ZarrchiveStore(reader)
         else:
+            if not (api_url or os.environ.get("ZARRCHIVE_URL")):
+                raise InvalidInput(
+                    f"which archive holds {zarr!r}? set ZARRCHIVE_URL or pass api_url= "
+                    "(or open the Zarr by its URL, https://HOST/api/zarr/ID/)"
+                )
             api = ApiClient.from_env(api_url, token)
             info = resolve_zarr(api, zarr)
     except BaseException:

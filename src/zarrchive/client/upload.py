@@ -93,6 +93,8 @@ S3_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 QUICK_RETRY = RetryPolicy(attempts=2, base_delay=0.2, max_retry_after=1.0)
 #: How long to wait, at the end, for the archive to apply the completed batches.
 APPLY_TIMEOUT = 1800.0
+#: The files at a Zarr's root that say it is one: Zarr v2's group and array metadata, v3's.
+ZARR_METADATA_FILES = (".zgroup", ".zarray", "zarr.json")
 
 
 def md5_to_content_md5(md5_hex: str) -> str:
@@ -133,6 +135,8 @@ class UploadResult:
     reopened: int = 0
     #: The draft's asset at the Zarr's path (None: uploaded by Zarr id).
     asset_id: str | None = None
+    #: True when this upload created that asset: the Zarr just became part of the dandiset.
+    asset_created: bool = False
     #: What was done with a batch found open at the start: None, "completed" or "cancelled".
     stale_batch: str | None = None
     planned_uploads: int = 0
@@ -185,10 +189,16 @@ def find_or_create_zarr(
 
 def ensure_asset(client: ApiClient, dandiset: str, path: str, zarr_id: str) -> str:
     """The id of the draft's asset at *path* for the Zarr, created if absent."""
+    return _ensure_asset(client, dandiset, path, zarr_id)[0]
+
+
+def _ensure_asset(client: ApiClient, dandiset: str, path: str, zarr_id: str) -> tuple[str, bool]:
+    """:func:`ensure_asset`, and whether it created the asset."""
     asset = client.find_asset(dandiset, path)
+    created = asset is None
     if asset is None:
         asset = client.create_asset(dandiset, path, zarr_id=zarr_id)
-    return str(asset["asset_id"])
+    return str(asset["asset_id"]), created
 
 
 # -- the engine -------------------------------------------------------------------------
@@ -239,12 +249,15 @@ class Uploader:
         name: str | None = None,
         zarr_id: str | None = None,
         dry_run: bool = False,
+        require_zarr: bool = False,
     ) -> UploadResult:
         """Make the archive's Zarr equal to the directory *local*.
 
         The Zarr is *zarr_id*, or the one at the asset path *name* (default: the
         directory's name) in *dandiset*'s draft, created if absent
-        (:func:`find_or_create_zarr`).
+        (:func:`find_or_create_zarr`).  With *require_zarr*, a directory that is empty or
+        has no Zarr metadata at its root is refused before anything is sent
+        (:func:`require_zarr_root`).
         """
         root = os.fspath(local)
         if not os.path.isdir(root):
@@ -254,6 +267,8 @@ class Uploader:
         if name is None:
             name = Path(root).resolve().name
         count, nbytes = scan_local(root)  # bad input fails here, before any change
+        if require_zarr:
+            require_zarr_root(root, count)
         server = self.client.info()
         limit = server.max_batch_files
         batch_files = min(self.batch_files or limit, limit)
@@ -307,7 +322,9 @@ class Uploader:
         result.remote_checksum = self._wait_at_rest(zarr.zarr_id, result).checksum
         if dandiset is not None and zarr_id is None and result.ok:
             try:
-                result.asset_id = ensure_asset(self.client, dandiset, name, zarr.zarr_id)
+                result.asset_id, result.asset_created = _ensure_asset(
+                    self.client, dandiset, name, zarr.zarr_id
+                )
             except ApiError as exc:
                 message = f"uploaded, but the asset {name!r} could not be created: {exc.message}"
                 result.notes.append(message)
@@ -697,6 +714,23 @@ class Uploader:
         raise TransferError(f"S3 refused {entry.path!r} ({status}): {_s3_message(response.text)}")
 
 
+def require_zarr_root(root: str, files: int) -> None:
+    """Refuse (:class:`InvalidInput`) a directory that is not a Zarr: one holding no file
+    (*files* is how many it holds), or without Zarr metadata at its root
+    (:data:`ZARR_METADATA_FILES`).  What ``zarrchive upload`` checks unless ``--force``."""
+    if files == 0:
+        raise InvalidInput(
+            f"{root!r} is empty: there is nothing to upload (pass --force to upload it anyway, "
+            "which leaves the archive's Zarr empty too)"
+        )
+    if not any(os.path.isfile(os.path.join(root, name)) for name in ZARR_METADATA_FILES):
+        raise InvalidInput(
+            f"{root!r} is not a Zarr: it has no Zarr metadata (.zgroup, .zarray or zarr.json) "
+            "at its root; upload the Zarr's own directory, or pass --force to upload this one "
+            "anyway"
+        )
+
+
 def scan_local(root: str) -> tuple[int, int]:
     """Files and bytes below *root*, checked before anything is hashed or sent.
 
@@ -811,6 +845,7 @@ def upload(
 
 __all__ = [
     "MAX_PUT_BYTES",
+    "ZARR_METADATA_FILES",
     "BatchRecords",
     "UploadPlan",
     "UploadResult",
@@ -818,5 +853,6 @@ __all__ = [
     "ensure_asset",
     "find_or_create_zarr",
     "md5_to_content_md5",
+    "require_zarr_root",
     "upload",
 ]

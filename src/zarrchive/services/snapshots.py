@@ -31,16 +31,26 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import IO
 
-from sqlalchemy import delete, select
+from sqlalchemy import ColumnElement, delete, exists, select
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import EMPTY_CHECKSUM, iter_directory_digests
 from zarrchive.checksum.digest import ZarrDigest
 from zarrchive.checksum.node import ChildDigest
 from zarrchive.config import PublishedZarrs
-from zarrchive.db.models import EmbargoStatus, UploadBatch, Version, Zarr, ZarrManifest, ZarrPin
+from zarrchive.db.models import (
+    Asset,
+    EmbargoStatus,
+    UploadBatch,
+    Version,
+    Zarr,
+    ZarrManifest,
+    ZarrPin,
+    utcnow,
+)
 from zarrchive.errors import (
     ArchiveBusy,
     CorruptManifest,
@@ -59,6 +69,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import purge_stale_staging
 from zarrchive.storage.keys import (
     checksum_prefix,
+    manifest_prefix,
     staging_zarr_prefix,
     zarr_object_key,
     zarr_prefix,
@@ -666,6 +677,83 @@ def _stale_staging(archive: Archive, store: ObjectStore, zarr_id: str) -> list[t
         if versions:  # (some S3s, SeaweedFS among them, list emptied "directories")
             stale.append((prefix, sum(v.size for v in versions)))
     return stale
+
+
+@dataclass(frozen=True)
+class UnreferencedZarr:
+    """A Zarr that no asset of any version and no published version references, with no
+    batch, unchanged for the grace period: what ``admin gc`` removes whole."""
+
+    zarr_id: str
+    dandiset: str
+    name: str
+    file_count: int
+    size: int
+    modified: datetime
+
+
+def _unreferenced(cutoff: datetime) -> list[ColumnElement[bool]]:
+    """The conditions on ``zarrs`` of :class:`UnreferencedZarr` (unchanged since *cutoff*)."""
+    return [
+        ~exists().where(Asset.zarr_id == Zarr.id),
+        ~exists().where(ZarrPin.zarr_id == Zarr.id),
+        ~exists().where(UploadBatch.zarr_id == Zarr.id),
+        Zarr.created_at <= cutoff,
+        Zarr.modified_at <= cutoff,
+    ]
+
+
+def unreferenced_zarrs(
+    archive: Archive, *, grace: timedelta, now: datetime | None = None
+) -> list[UnreferencedZarr]:
+    """The Zarrs nothing references (:class:`UnreferencedZarr`), oldest first.
+
+    A Zarr is uploaded before its asset is created (``zarrchive upload`` and ``dandi upload``
+    create the asset at the end), and a deleted asset leaves its Zarr: the *grace* period,
+    counted from the Zarr's last change, keeps every upload in progress out of reach."""
+    cutoff = (now or utcnow()) - grace
+    with archive.db.session() as session:
+        rows = session.scalars(
+            select(Zarr).where(*_unreferenced(cutoff)).order_by(Zarr.created_at, Zarr.id)
+        )
+        return [
+            UnreferencedZarr(
+                z.id, z.dandiset.identifier, z.name, z.file_count, z.size, z.modified_at
+            )
+            for z in rows
+            if z.dandiset.embargo_status != EmbargoStatus.UNEMBARGOING
+        ]
+
+
+def remove_unreferenced_zarr(
+    archive: Archive, zarr_id: str, *, grace: timedelta, now: datetime | None = None
+) -> bool:
+    """Remove the Zarr *zarr_id* for good if it is still unreferenced (checked again under
+    its row lock): its row (with its manifests' index), then every version of its objects,
+    ``.checksum`` nodes, manifests and staging areas.  False (nothing removed) when
+    something references or changed it meanwhile.
+
+    The row goes first, in one transaction: from then on nothing can reference the Zarr,
+    and a failure of S3 afterwards (a :class:`StorageError`, naming the prefix) leaves only
+    unreachable objects, never a referenced Zarr with missing files."""
+    cutoff = (now or utcnow()) - grace
+    with archive.db.write_session() as session:
+        zarr = session.scalar(
+            select(Zarr).where(Zarr.id == zarr_id, *_unreferenced(cutoff)).with_for_update(of=Zarr)
+        )
+        if zarr is None or zarr.dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
+            return False
+        store = archive.store_for(zarr.dandiset.embargoed)
+        session.delete(zarr)
+    for prefix in (
+        zarr_prefix(zarr_id),
+        checksum_prefix(zarr_id),
+        manifest_prefix(zarr_id),
+        staging_zarr_prefix(zarr_id),
+    ):
+        store.purge(prefix)
+    log.info("removed the unreferenced Zarr %s", zarr_id)
+    return True
 
 
 def gc_zarr_ids(archive: Archive) -> list[str]:
