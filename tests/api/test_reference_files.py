@@ -76,6 +76,20 @@ def test_live_reference_file_inlines_metadata_and_references_chunks(
     got = read_with_fsspec(python, "refs", str(api.base_url) + url, "", tmp_path)
     assert got == expected
 
+    # a state at rest is kept: HEAD (fsspec asks the size first) and GET cost one walk
+    head = anon.head(url)
+    assert head.status_code == 200 and head.content == b""
+    assert int(head.headers["content-length"]) == len(response.content)
+    checksum = ok(api.get(f"/api/zarr/{zarr_id}/"))["checksum"]
+    kept = [o.key for o in archive.store.iter_objects(f"{REFERENCES_PREFIX}{zarr_id}/")]
+    assert len(kept) == 1 and kept[0].startswith(f"{REFERENCES_PREFIX}{zarr_id}/live-{checksum}-")
+    # a change: the next reference file is the new state's, the old one is gone
+    upload(api, zarr_id, {"a/.zattrs": b'{"changed": true}'})
+    assert ok(anon.get(url))["refs"]["a/.zattrs"] == '{"changed": true}'
+    now = ok(api.get(f"/api/zarr/{zarr_id}/"))["checksum"]
+    kept = [o.key for o in archive.store.iter_objects(f"{REFERENCES_PREFIX}{zarr_id}/")]
+    assert len(kept) == 1 and kept[0].startswith(f"{REFERENCES_PREFIX}{zarr_id}/live-{now}-")
+
 
 def test_embargoed_zarr_is_read_by_its_owner_with_stock_fsspec(
     api: httpx.Client,
@@ -160,8 +174,9 @@ def test_snapshot_reference_file_reads_the_pinned_state_after_the_draft_changed(
     assert got == expected
     assert got["a"] == np.arange(70, dtype="int32").reshape(10, 7).tolist()
     # kept once made: the next request streams the same bytes back
-    kept = [o.key for o in archive.store.iter_objects(f"{REFERENCES_PREFIX}{zarr_id}/")]
-    assert len(kept) == 1 and kept[0].startswith(f"{REFERENCES_PREFIX}{zarr_id}/{checksum}-")
+    prefix = f"{REFERENCES_PREFIX}{zarr_id}/{checksum}-"
+    kept = [o.key for o in archive.store.iter_objects(prefix)]
+    assert len(kept) == 1
     assert anon.get(url).content == response.content
     # the live reference file reads the draft's bytes
     live_refs = ok(anon.get(f"/api/zarr/{zarr_id}/refs.json"))["refs"]

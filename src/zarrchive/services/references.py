@@ -16,26 +16,35 @@ file (memory bounded whatever the Zarr's size) and then streamed.
 from __future__ import annotations
 
 import hashlib
+import logging
 import tempfile
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from zarrchive.errors import CorruptManifest, InvalidManifest
+from sqlalchemy import select
+
+from zarrchive.db.models import Zarr
+from zarrchive.errors import CorruptManifest, InvalidManifest, StorageError
 from zarrchive.manifest import manifest_key
 from zarrchive.manifest.reader import read_manifest
 from zarrchive.references import Reference, should_inline, write_reference_file
 from zarrchive.services import snapshots
 from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads import UploadState, upload_status
 from zarrchive.services.zarrs import ZarrRef, walk_files
 from zarrchive.storage.keys import zarr_object_key, zarr_prefix
 from zarrchive.storage.objects import ObjectStore
 
 #: Bodies up to this size stay in memory while they are built; larger ones go to disk.
 _SPOOL_BYTES = 8 * 1024 * 1024
-#: Where the reference files of public pinned states are kept.
+#: Where kept reference files are (pinned states of public Zarrs, live states at rest).
 REFERENCES_PREFIX = "zarr-refs/"
+#: The name prefix of kept live states' files (a pinned state's starts with its checksum).
+LIVE = "live-"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -94,10 +103,33 @@ def _finished(body: IO[bytes]) -> ReferenceBody:
     return ReferenceBody(_stream(body), size)
 
 
+def _resting_checksum(archive: Archive, zarr_id: str) -> str | None:
+    """The Zarr's checksum, or ``None`` while batches are being applied to it (its objects
+    and nodes are then changing)."""
+    with archive.db.session() as session:
+        if upload_status(session, zarr_id).state is UploadState.APPLYING:
+            return None
+        checksum: str | None = session.scalar(select(Zarr.checksum).where(Zarr.id == zarr_id))
+        return checksum
+
+
 def live_references(archive: Archive, zarr: ZarrRef, api_base: str) -> ReferenceBody:
-    """The reference file of the Zarr's live state (the caller may read the Zarr)."""
+    """The reference file of the Zarr's live state (the caller may read the Zarr).
+
+    A state at rest is kept (``zarr-refs/{zarr}/live-{checksum}-{base}.json``, in the Zarr's
+    bucket, the Zarr's previous live state's file removed), so a reader's ``HEAD`` and
+    ``GET``, and every reader after them, cost one walk of the tree at most: the same
+    checksum is the same files with the same contents.  It is kept only when the walk saw
+    one state: no batch being applied before or after it, and the same checksum.
+    """
     store = archive.store_for(zarr.embargoed)
     base = _base_url(store, zarr, api_base)
+    before = _resting_checksum(archive, zarr.id)
+    cached_key = None if before is None else references_key(zarr.id, LIVE + before, base)
+    if cached_key is not None:
+        cached = store.head(cached_key)
+        if cached is not None:
+            return ReferenceBody(store.iter_content(cached_key), cached.size)
 
     def references() -> Iterator[Reference]:
         for path, child in walk_files(store, zarr.id):
@@ -112,10 +144,26 @@ def live_references(archive: Archive, zarr: ZarrRef, api_base: str) -> Reference
     body = _spooled()
     try:
         write_reference_file(references(), body, base)
+        if cached_key is not None and _resting_checksum(archive, zarr.id) == before:
+            size = body.tell()
+            body.seek(0)
+            store.upload_fileobj(cached_key, body, "application/json")
+            _drop_other_live_files(store, zarr.id, cached_key)
+            return ReferenceBody(store.iter_content(cached_key), size)
     except BaseException:
         body.close()
         raise
     return _finished(body)
+
+
+def _drop_other_live_files(store: ObjectStore, zarr_id: str, keep: str) -> None:
+    """Remove the kept files of the Zarr's earlier live states (best effort)."""
+    for info in store.iter_objects(f"{REFERENCES_PREFIX}{zarr_id}/{LIVE}"):
+        if info.key != keep:
+            try:
+                store.delete_all_versions(info.key)
+            except StorageError:
+                log.warning("could not remove %s (a stale reference file)", info.key)
 
 
 def snapshot_references(

@@ -31,14 +31,24 @@ def _api_base(request: Request) -> str:
     return str(request.base_url).rstrip("/")
 
 
-def _send(body: references.ReferenceBody, cache_control: str) -> StreamingResponse:
+def _send(
+    request: Request, body: references.ReferenceBody, cache_control: str
+) -> StreamingResponse:
+    """The body (none for ``HEAD``: fsspec asks a reference file's size first)."""
+    chunks = body.chunks
+    if request.method == "HEAD":
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+        chunks = iter(())
     return StreamingResponse(
-        body.chunks,
+        chunks,
         media_type=_JSON,
         headers={"Content-Length": str(body.size), "Cache-Control": cache_control},
     )
 
 
+@router.head("/api/zarr/{zarr_id}/refs.json", include_in_schema=False)
 @router.get(
     "/api/zarr/{zarr_id}/refs.json",
     response_class=StreamingResponse,
@@ -55,9 +65,10 @@ def live_reference_file(
     match it (use a snapshot's reference file for a state that never changes)."""
     zarr = zarrs.zarr_ref(archive, user, zarr_id)
     body = references.live_references(archive, zarr, _api_base(request))
-    return _send(body, "private, no-store" if zarr.embargoed else "no-cache")
+    return _send(request, body, "private, no-store" if zarr.embargoed else "no-cache")
 
 
+@router.head("/api/zarr/{zarr_id}/snapshots/{checksum}/refs.json", include_in_schema=False)
 @router.get(
     "/api/zarr/{zarr_id}/snapshots/{checksum}/refs.json",
     response_class=StreamingResponse,
@@ -71,7 +82,7 @@ def snapshot_reference_file(
     pinned `versionId`.  It never changes (generated once, then kept)."""
     zarr, pin = snapshots.find_snapshot(archive, user, zarr_id, checksum)
     body = references.snapshot_references(archive, zarr, pin, _api_base(request))
-    return _send(body, "private, no-store" if zarr.embargoed else "public, max-age=86400")
+    return _send(request, body, "private, no-store" if zarr.embargoed else "public, max-age=86400")
 
 
 @router.head(
