@@ -4,23 +4,27 @@ command typed at the wrong level is pointed to its place, and help reads natural
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from zarrchive.cli import app
 from zarrchive.cli._common import archive_exists
 from zarrchive.cli.admin import first_user_note
 from zarrchive.config import Settings
+from zarrchive.db.models import ApiToken
 from zarrchive.db.session import Database
 from zarrchive.services.auth import create_user
 from zarrchive.services.runtime import Archive
 
 ADMIN_COMMANDS = [
     ["admin", "create-user", "alice"],
+    ["admin", "rotate-token", "alice"],
     ["admin", "fsck", "--all"],
     ["admin", "gc"],
     ["manifest", "backfill", "--all"],
@@ -79,6 +83,30 @@ def test_create_user_from_anywhere_with_the_data_dir(
     assert result.exit_code == 0, result.stderr
     assert re.fullmatch(r"[0-9a-f]{40}\n", result.stdout)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_rotate_token_replaces_the_token(tmp_path: Path) -> None:
+    data = tmp_path / ".zarrchive"
+    data.mkdir()
+    made = Database(f"sqlite:///{data / 'zarrchive.sqlite3'}")  # what `serve` made
+    made.migrate()
+    made.dispose()
+    env = fresh_env(ZARRCHIVE_DATA_DIR=str(data))
+    first = CliRunner().invoke(app, ["admin", "create-user", "alice"], env=env)
+    assert first.exit_code == 0, first.stderr
+    rotated = CliRunner().invoke(app, ["admin", "rotate-token", "alice"], env=env)
+    assert rotated.exit_code == 0, rotated.stderr
+    old, new = first.stdout.strip(), rotated.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{40}", new) and new != old
+    database = Database(f"sqlite:///{data / 'zarrchive.sqlite3'}")
+    try:
+        with database.session() as session:
+            stored = set(session.scalars(select(ApiToken.token_hash)))
+    finally:
+        database.dispose()
+    assert stored == {hashlib.sha256(new.encode()).hexdigest()}  # the old one is gone
+    unknown = CliRunner().invoke(app, ["admin", "rotate-token", "bob"], env=env)
+    assert unknown.exit_code != 0 and "bob" in unknown.stderr
 
 
 def test_what_counts_as_an_archive(tmp_path: Path) -> None:

@@ -65,6 +65,25 @@ def create_user(
     print(token)
 
 
+@app.command("rotate-token")
+@friendly_errors
+def rotate_token(name: str = typer.Argument(..., help="The user's name")) -> None:
+    """Replace the user's API tokens by a new one (printed, shown only once) and sign the
+    user out of every browser."""
+    from zarrchive.db.session import Database
+    from zarrchive.services import auth
+
+    settings = admin_settings()
+    db = Database(settings.database_url, strict=settings.strict_sessions)
+    try:
+        db.migrate()
+        with db.write_session() as session:
+            token = auth.rotate_token(session, name)
+    finally:
+        db.dispose()
+    print(token)
+
+
 @app.command("fsck")
 @friendly_errors
 def fsck(
