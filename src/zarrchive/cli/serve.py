@@ -239,6 +239,8 @@ class StopSignals:
 
     def __enter__(self) -> StopSignals:
         for sig in self.SIGNALS:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # e.g. SIGHUP under nohup: the user asked to survive it
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
