@@ -66,8 +66,8 @@ def test_start_and_stop_repeatedly_leave_no_weed(child: ServeChild) -> None:
         code = child.wait(STOPPED_WITHIN)
         stopped = time.monotonic() - began
         output = child.output()[log_start:]
-        assert code == 0, output
         assert child.weed_left(timeout=2) == [], output
+        assert code == 0, output
         for step in START_STEPS:
             assert step in output, (step, output)
         assert f"{signal.Signals(sig).name}: stopping" in output and "stopped in" in output
