@@ -80,6 +80,10 @@ class Settings:
         """True when the archive starts its own SeaweedFS."""
         return self.s3_endpoint_url is None
 
+    def ensure_data_dir(self) -> Path:
+        """Create the data directory (readable by its owner only) if needed; return it."""
+        return make_private_dir(self.data_dir)
+
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with some fields replaced (command-line flags override the environment)."""
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -117,6 +121,17 @@ class Settings:
             strict_sessions=_flag("STRICT_SESSIONS", get("STRICT_SESSIONS")),
             cors_origins=_origins(get("CORS_ORIGINS")),
         )
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create *path* (and missing parents) readable by its owner only (0700), and tighten
+    it if it exists with wider permissions and belongs to us.  The archive's data directory
+    holds the S3 credentials, the database and every object of the embedded S3."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_mode & 0o077 and info.st_uid == os.getuid():
+        path.chmod(0o700)
+    return path
 
 
 def redact_url(url: str) -> str:

@@ -10,9 +10,16 @@ more than one needs all three outside the process: an S3 endpoint
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from typing import TYPE_CHECKING
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,6 +28,7 @@ from zarrchive.config import Settings, redact_url
 from zarrchive.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    import uvicorn
     from fastapi import FastAPI
 
 log = logging.getLogger("zarrchive")
@@ -88,10 +96,7 @@ def serve(
     """Start the archive: the API, background jobs and (by default) an embedded S3."""
     import uvicorn
 
-    from zarrchive.api import create_app
-    from zarrchive.jobs import job_queue_from_settings
-    from zarrchive.services.runtime import Archive, set_current_archive
-    from zarrchive.storage.embedded import embedded_s3
+    from zarrchive.services.runtime import Archive
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -123,31 +128,169 @@ def serve(
         )
         log.info("stopped")
         return
-    with embedded_s3(settings) as resolved:
-        if settings.embedded_s3:
-            log.info(
-                "embedded S3 (SeaweedFS) listening on %s, data in %s",
-                resolved.s3_endpoint_url,
-                settings.data_dir / "s3",
-            )
-        else:
-            log.info("S3 at %s", resolved.s3_endpoint_url)
-        archive = Archive.from_settings(resolved)
-        archive.jobs = job_queue_from_settings(resolved)
-        set_current_archive(archive)
-        log.info(
-            "background jobs: %s",
-            f"Redis at {redact_url(resolved.redis_url)}" if resolved.redis_url else "in-process",
-        )
-        log.info("database: %s", redact_url(resolved.database_url))
-        log.info("API listening on http://%s:%d (docs at /docs)", resolved.host, resolved.port)
-        try:
-            uvicorn.run(
-                create_app(archive),
-                host=resolved.host,
-                port=resolved.port,
-                log_level="info",
-            )
-        finally:
-            archive.close()
+    with StopSignals() as stop:
+        _serve_one_process(settings, stop)
+
+
+def _serve_one_process(settings: Settings, stop: StopSignals) -> None:
+    """The API, in-process jobs and (by default) the embedded S3, each start step timed."""
+    import uvicorn
+
+    from zarrchive.api import create_app
+    from zarrchive.jobs import job_queue_from_settings
+    from zarrchive.services.runtime import Archive, set_current_archive
+    from zarrchive.storage.embedded import embedded_s3
+
+    began = time.monotonic()
+    try:
+        step = time.monotonic()
+        with embedded_s3(settings) as resolved:
+            if settings.embedded_s3:
+                log.info(
+                    "embedded S3 (SeaweedFS) listening on %s, data in %s (ready in %.1f s)",
+                    resolved.s3_endpoint_url,
+                    settings.data_dir / "s3",
+                    time.monotonic() - step,
+                )
+            else:
+                log.info("S3 at %s", resolved.s3_endpoint_url)
+            step = time.monotonic()
+            archive = Archive.from_settings(resolved, migrate=False)
+            try:
+                log.info(
+                    "buckets %s and %s ready in %.1f s",
+                    resolved.s3_bucket,
+                    resolved.s3_embargo_bucket,
+                    time.monotonic() - step,
+                )
+                step = time.monotonic()
+                archive.db.migrate()
+                log.info(
+                    "database %s migrated in %.1f s",
+                    redact_url(resolved.database_url),
+                    time.monotonic() - step,
+                )
+                archive.jobs = job_queue_from_settings(resolved)
+                set_current_archive(archive)
+                log.info(
+                    "background jobs: %s",
+                    f"Redis at {redact_url(resolved.redis_url)}"
+                    if resolved.redis_url
+                    else "in-process",
+                )
+                config = uvicorn.Config(
+                    create_app(archive),
+                    host=resolved.host,
+                    port=resolved.port,
+                    log_level="info",
+                    timeout_graceful_shutdown=GRACEFUL_REQUESTS_TIMEOUT,
+                )
+                server = _make_server(config, began)
+                stop.serving(server)
+                server.run()
+                stop.serving(None)
+                if not server.started and not stop.requested:
+                    raise ConfigurationError(
+                        f"the API could not listen on {resolved.host}:{resolved.port} (see the "
+                        "message above): stop what uses it or choose another port with --port"
+                    )
+                log.info("API stopped")
+            finally:
+                archive.close()
+    except StopRequested:
+        log.info("start abandoned; stopped in %.1f s", time.monotonic() - stop.first_at)
+        return
+    if stop.requested:
+        log.info("stopped in %.1f s", time.monotonic() - stop.first_at)
+    else:
         log.info("stopped")
+
+
+#: How long a graceful stop waits for requests in progress before it closes them.
+GRACEFUL_REQUESTS_TIMEOUT = 10
+
+
+class StopRequested(Exception):
+    """A stop signal arrived before the API was serving: the start is abandoned."""
+
+
+class StopSignals:
+    """How ``zarrchive serve`` stops: on SIGINT (Ctrl-C), SIGTERM or SIGHUP.
+
+    - before the API serves, a signal abandons the start (:class:`StopRequested`);
+    - while it serves, the first signal stops gracefully: the API (its requests in
+      progress get :data:`GRACEFUL_REQUESTS_TIMEOUT` seconds), the jobs, then the embedded
+      S3 (:data:`~zarrchive.storage.seaweedfs.STOP_GRACE`);
+    - any further signal stops at once: the embedded S3 is killed and the process exits
+      with status 0 (a second Ctrl-C under ``make serve`` leaves no error line).
+
+    uvicorn's own handlers are not used: after its shutdown it re-raises the SIGTERM it
+    caught, which ended this process before it stopped the embedded S3.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.requested = 0
+        #: When the first signal arrived (``time.monotonic()``).
+        self.first_at = 0.0
+        self._server: uvicorn.Server | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        for sig in self.SIGNALS:
+            if signal.getsignal(sig) is signal.SIG_IGN:
+                continue  # e.g. SIGHUP under nohup: the user asked to survive it
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def serving(self, server: uvicorn.Server | None) -> None:
+        """The server a first signal stops (``None``: none is serving)."""
+        self._server = server
+        if server is not None and self.requested:
+            server.should_exit = True
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        from zarrchive.storage.seaweedfs import kill_running
+
+        self.requested += 1
+        name = signal.Signals(signum).name
+        if self.requested > 1:
+            log.warning("%s again: stopping at once", name)
+            kill_running()
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        self.first_at = time.monotonic()
+        log.info("%s: stopping (Ctrl-C again to stop at once)", name)
+        if self._server is None:
+            raise StopRequested(name)
+        self._server.should_exit = True
+
+
+def _make_server(config: uvicorn.Config, began: float) -> uvicorn.Server:
+    """uvicorn's server, with :class:`StopSignals` instead of its signal handlers, saying
+    when it listens and how long the whole start took (since *began*)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                log.info(
+                    "API listening on http://%s:%d (docs at /docs); ready in %.1f s",
+                    self.config.host,
+                    self.config.port,
+                    time.monotonic() - began,
+                )
+
+    return Server(config)

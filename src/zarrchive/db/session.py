@@ -14,6 +14,7 @@ objects expire when their session commits, so reading one afterwards raises
 from __future__ import annotations
 
 import contextvars
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,7 +42,7 @@ class Database:
         kwargs: dict[str, Any] = {"echo": echo, "future": True}
         if self.is_sqlite:
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                _create_private_file(Path(parsed.database))
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 120}
         else:
             kwargs["pool_pre_ping"] = True
@@ -92,6 +93,23 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the SQLite file readable by its owner only (0600; its ``-wal`` and ``-shm``
+    files take the same mode), and its directory if missing (0700); an existing file of ours
+    with wider permissions (made before they were kept private) is tightened."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            info = file.stat()
+        except FileNotFoundError:
+            continue
+        if info.st_mode & 0o077 and info.st_uid == os.getuid():
+            file.chmod(0o600)
 
 
 def _configure_sqlite(engine: Engine) -> None:

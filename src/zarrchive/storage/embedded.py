@@ -3,31 +3,38 @@
 Credentials are generated once and kept in the data directory.  While one
 process runs the embedded S3 it records the endpoint in ``s3-endpoint``, so
 other commands on the same data directory (``zarrchive admin ...``) use that
-server instead of starting a second one on the same files.
+server instead of starting a second one on the same files.  The data directory is readable
+by its owner only; the public bucket refuses anonymous callers its in-progress multipart
+uploads (:meth:`SeaweedFS.keep_multipart_listings_private`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-from zarrchive.config import Settings
+from zarrchive.config import Settings, make_private_dir
 from zarrchive.errors import ConfigurationError
 from zarrchive.storage.seaweedfs import SeaweedFS, write_private
 
 DEFAULT_PORT = 8333
+
+log = logging.getLogger(__name__)
 
 
 def _credentials(data_dir: Path, settings: Settings) -> tuple[str, str]:
     if settings.s3_access_key_id and settings.s3_secret_access_key:
         return settings.s3_access_key_id, settings.s3_secret_access_key
     path = data_dir / "s3-credentials.json"
+    make_private_dir(data_dir)
     if path.exists():
         stored = json.loads(path.read_text())
         return str(stored["access_key_id"]), str(stored["secret_access_key"])
@@ -75,6 +82,7 @@ def embedded_s3(settings: Settings) -> Iterator[Settings]:
     if not settings.embedded_s3:
         yield settings
         return
+    settings.ensure_data_dir()
     s3_dir = settings.data_dir / "s3"
     key, secret = _credentials(settings.data_dir, settings)
     marker = settings.data_dir / "s3-endpoint"
@@ -88,11 +96,14 @@ def embedded_s3(settings: Settings) -> Iterator[Settings]:
     server = SeaweedFS(s3_dir, key, secret, s3_port=port, public_read_buckets=[settings.s3_bucket])
     server.start()
     try:
-        marker.write_text(server.endpoint_url)
+        server.keep_multipart_listings_private(settings.s3_bucket)
+        write_private(marker, server.endpoint_url)
         yield settings.with_overrides(
             s3_endpoint_url=server.endpoint_url, s3_access_key_id=key, s3_secret_access_key=secret
         )
     finally:
         with contextlib.suppress(FileNotFoundError):
             marker.unlink()
+        began = time.monotonic()
         server.stop()
+        log.info("embedded S3 stopped in %.1f s", time.monotonic() - began)

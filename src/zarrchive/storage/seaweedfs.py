@@ -4,11 +4,14 @@ Used by ``zarrchive serve`` when no ``ZARRCHIVE_S3_ENDPOINT_URL`` is set, and by
 the test harness.  The child is started directly (no wrapper shell), in its own
 process group, and on Linux with a parent-death signal, so it never outlives
 the archive: Ctrl-C, ``stop()``, interpreter exit or a crash of the parent all
-end it.
+end it.  Its internal ports (master, volume server, filer; HTTP and gRPC) refuse
+everyone but the archive's S3 gateway (:mod:`zarrchive.storage.seaweedfs_security`),
+and what it writes is readable by its owner only (umask 077, directory 0700).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -18,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,7 +33,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from zarrchive.config import make_private_dir
 from zarrchive.errors import ConfigurationError, StorageError
+from zarrchive.storage.seaweedfs_security import ensure_certificates, security_toml
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -38,6 +44,33 @@ log = logging.getLogger(__name__)
 
 _GRPC_OFFSET = 10000
 _VOLUME_MB = 128
+#: How long a stopping SeaweedFS gets to stop by itself before it is killed.  Its own
+#: shutdown takes 2-4 s and sometimes hangs after uploads; killing it loses nothing (every
+#: answered write is in its files, which it checks when it starts).
+STOP_GRACE = 1.5
+#: The longest path of a Unix socket (108 bytes on Linux, with its terminating NUL).
+_SOCKET_PATH_MAX = 100
+
+#: The SeaweedFS processes this process started and has not stopped yet.
+_running: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def kill_running() -> None:
+    """SIGKILL every SeaweedFS this process started (a second Ctrl-C: stop at once).
+
+    Safe in a signal handler: it only sends signals.
+    """
+    for process in list(_running.values()):
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+@atexit.register
+def _stop_running_at_exit() -> None:
+    # a normal interpreter exit that skipped stop() (it never skips an exception's finally)
+    for process in list(_running.values()):
+        _terminate(process, STOP_GRACE)
 
 
 def find_weed() -> str:
@@ -96,8 +129,54 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
+def anonymous_multipart_listing_denial(bucket: str) -> dict[str, object]:
+    """The bucket policy that refuses anonymous callers the in-progress multipart uploads
+    of *bucket* and their parts (``ListMultipartUploads``, ``ListParts``).
+
+    SeaweedFS's identities grant both with the same action as ``GetObject``
+    (anonymous ``Read``), so a deny is needed; it names anonymous callers as those without
+    a user name, so the archive's own identity keeps them.
+    """
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "NoAnonymousMultipartListings",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": ["s3:ListBucketMultipartUploads", "s3:ListMultipartUploadParts"],
+                "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"],
+                "Condition": {"Null": {"aws:username": "true"}},
+            }
+        ],
+    }
+
+
+def _child_environment() -> dict[str, str]:
+    # WEED_* variables override security.toml: none may weaken the embedded server's
+    return {k: v for k, v in os.environ.items() if not k.startswith("WEED_")}
+
+
+def _terminate(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM *process*'s group, SIGKILL it after *grace* seconds, and reap it."""
+    try:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(grace)
+            except subprocess.TimeoutExpired:
+                log.info("SeaweedFS did not stop within %.1f s; killing it", grace)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    finally:
+        _running.pop(process.pid, None)
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     os.setpgrp()
+    os.umask(0o077)  # volumes, indexes, the filer's store, sockets: the owner's only
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -116,6 +195,10 @@ class SeaweedFS:
     s3_port: int = 0
     public_read_buckets: Sequence[str] = ()
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    #: The ports it listens on, by part (``s3``, ``master``, ``volume``, ``filer``, ``admin``;
+    #: each part's gRPC port is its HTTP port + 10000), once started.
+    ports: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _socket_dir: Path | None = field(default=None, init=False, repr=False)
 
     @property
     def endpoint_url(self) -> str:
@@ -144,6 +227,8 @@ class SeaweedFS:
                 }
             )
         path = self.data_dir / "s3-identities.json"
+        # anonymous callers get Read and List; the multipart listings that Read grants are
+        # taken back per bucket (anonymous_multipart_listing_denial)
         write_private(path, json.dumps({"identities": identities}, indent=1))
         return path
 
@@ -151,7 +236,7 @@ class SeaweedFS:
         """Start the process and wait until S3 answers."""
         if self.process is not None:
             return
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.data_dir)
         if self.s3_port == 0:
             self.s3_port = free_port()
         elif not _port_free(self.s3_port):
@@ -165,6 +250,9 @@ class SeaweedFS:
             ports[name] = free_port(taken)
             taken.append(ports[name])
         config = self._write_identities()
+        # read from the working directory, which the child starts in
+        certificates = ensure_certificates(self.data_dir / "tls")
+        write_private(self.data_dir / "security.toml", security_toml(certificates))
         # mini saves its flags and reloads them on restart: always pass every one.
         options = self.data_dir / "mini.options"
         with contextlib.suppress(FileNotFoundError):
@@ -181,6 +269,8 @@ class SeaweedFS:
             "-master.telemetry=false",
             "-webdav=false",
             "-admin.ui=false",
+            # the master's and filer's HTTP APIs: nobody's business (S3 uses gRPC)
+            "-disableHttp",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             f"-s3.config={config}",
@@ -190,28 +280,47 @@ class SeaweedFS:
             f"-master.port.grpc={ports['master'] + _GRPC_OFFSET}",
             f"-volume.port={ports['volume']}",
             f"-volume.port.grpc={ports['volume'] + _GRPC_OFFSET}",
+            "-volume.preStopSeconds=0",
             f"-filer.port={ports['filer']}",
             f"-filer.port.grpc={ports['filer'] + _GRPC_OFFSET}",
             f"-admin.port={ports['admin']}",
             f"-admin.port.grpc={ports['admin'] + _GRPC_OFFSET}",
             f"-master.volumeSizeLimitMB={_VOLUME_MB}",
             f"-volume.max={volume_max}",
+            *self._socket_options(),
         ]
+        self.ports = {"s3": self.s3_port, **ports}
         log_path = self.data_dir / "weed.log"
-        with open(log_path, "ab") as log_file:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "ab") as log_file:
             self.process = subprocess.Popen(
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                env=_child_environment(),
                 preexec_fn=_die_with_parent,
                 close_fds=True,
             )
+        _running[self.process.pid] = self.process
         try:
             self._wait_ready(timeout, log_path)
         except BaseException:
             self.stop()
             raise
+
+    def _socket_options(self) -> list[str]:
+        """Where the filer's and S3's Unix sockets go: in the private data directory (not
+        mini's default, a guessable name in /tmp that another user could take first)."""
+        directory = self.data_dir
+        if len(str(directory / "s3.sock")) > _SOCKET_PATH_MAX:
+            directory = Path(tempfile.mkdtemp(prefix="zarrchive-weed-"))  # 0700
+            self._socket_dir = directory
+        return [
+            f"-filer.localSocket={directory / 'filer.sock'}",
+            f"-s3.localSocket={directory / 's3.sock'}",
+        ]
 
     def _wait_ready(self, timeout: float, log_path: Path) -> None:
         client = self.client()
@@ -235,6 +344,18 @@ class SeaweedFS:
                     ) from None
                 time.sleep(0.1)
 
+    def keep_multipart_listings_private(self, bucket: str) -> None:
+        """Create *bucket* if missing and refuse anonymous callers its in-progress multipart
+        uploads and their parts (:func:`anonymous_multipart_listing_denial`)."""
+        client = self.client()
+        try:
+            client.head_bucket(Bucket=bucket)
+        except ClientError:
+            client.create_bucket(Bucket=bucket)
+        client.put_bucket_policy(
+            Bucket=bucket, Policy=json.dumps(anonymous_multipart_listing_denial(bucket))
+        )
+
     def client(self) -> S3Client:
         """A boto3 S3 client for this server."""
         return boto3.client(
@@ -246,20 +367,22 @@ class SeaweedFS:
             config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=10),
         )
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM, then SIGKILL after *timeout* seconds."""
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("SeaweedFS did not stop within %.0f s; killing it", timeout)
-            with contextlib.suppress(ProcessLookupError):
+    def stop(self, grace: float = STOP_GRACE) -> None:
+        """SIGTERM, then SIGKILL after *grace* seconds (see :data:`STOP_GRACE`)."""
+        process = self.process
+        if process is not None:
+            _terminate(process, grace)
+            self.process = None
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
+
+    def kill(self) -> None:
+        """SIGKILL at once (safe in a signal handler: it only sends a signal)."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
     def __enter__(self) -> SeaweedFS:
         self.start()
