@@ -54,6 +54,7 @@ def fresh_shell(home: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_readme_commands_work_when_pasted(clone: tuple[Path, MakeServe], tmp_path: Path) -> None:
     work, server = clone
+    assert "this archive has no users yet" in server.log()  # how to create the first one
     blocks = runnable_blocks(README)
     assert len(blocks) == 2, f"expected the 2 blocks marked {RUN_MARKER} (A first upload, dandi)"
     script = "set -euo pipefail\n" + "\n".join(blocks)

@@ -137,6 +137,7 @@ def _serve_one_process(settings: Settings, stop: StopSignals) -> None:
     import uvicorn
 
     from zarrchive.api import create_app
+    from zarrchive.cli.admin import first_user_note
     from zarrchive.jobs import job_queue_from_settings
     from zarrchive.services.runtime import Archive, set_current_archive
     from zarrchive.storage.embedded import embedded_s3
@@ -170,6 +171,9 @@ def _serve_one_process(settings: Settings, stop: StopSignals) -> None:
                     redact_url(resolved.database_url),
                     time.monotonic() - step,
                 )
+                note = first_user_note(archive)
+                if note is not None:
+                    log.warning(note)
                 archive.jobs = job_queue_from_settings(resolved)
                 set_current_archive(archive)
                 log.info(
