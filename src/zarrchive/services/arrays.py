@@ -292,7 +292,7 @@ class _ThumbnailCache:
 
 
 THUMBNAILS = _ThumbnailCache()
-_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_THUMBNAILS)
+THUMBNAIL_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_THUMBNAILS)
 
 
 def _served(drawn: Drawn) -> bytes:
@@ -314,7 +314,7 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
     cached = THUMBNAILS.get(cache_key)
     if cached is not None:
         return _served(cached)
-    if not _SLOTS.acquire(timeout=THUMBNAIL_WAIT_SECONDS):
+    if not THUMBNAIL_SLOTS.acquire(timeout=THUMBNAIL_WAIT_SECONDS):
         raise ArchiveBusy("the archive is drawing as many thumbnails as it may: retry shortly")
     try:
         cached = THUMBNAILS.get(cache_key)  # drawn by the request this one waited for
@@ -327,7 +327,7 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
         THUMBNAILS.put(cache_key, drawn)
         return _served(drawn)
     finally:
-        _SLOTS.release()
+        THUMBNAIL_SLOTS.release()
 
 
 def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> bytes:
