@@ -72,8 +72,8 @@ def bombs(
     with archive.db.session() as session:
         token = create_user(session, "owner", admin=False)[1]
     archive.close()
-    server = ServerProcess(settings, directory / "server.log", address_space_limit=8 * GiB)
-    server.start()
+    server = ServerProcess(settings, directory / "server.log", address_space_limit=4 * GiB)
+    server.start(timeout=240)  # a loaded machine takes a minute to import and migrate
     try:
         with authed(server.url, token, timeout=120) as api:
             zarr_id = create_zarr(api, create_dandiset(api))

@@ -19,7 +19,6 @@ once.
 from __future__ import annotations
 
 import io
-import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -174,17 +173,6 @@ def _plan(array: zarr.Array[Any]) -> SlicePlan:
     return plan_slice(tuple(array.shape), _object_grid(array), array.dtype.itemsize)
 
 
-def _layout(array: zarr.Array[Any]) -> chunk_guard.Layout:
-    """How the array's stored objects decode, and their bounds."""
-    metadata = array.metadata
-    grid = _object_grid(array)
-    itemsize = int(array.dtype.itemsize)
-    if metadata.zarr_format == 2:
-        decoded = math.prod(grid) * itemsize
-        return chunk_guard.v2_layout(metadata.compressor, metadata.filters or (), decoded)
-    return chunk_guard.v3_layout(metadata.codecs, grid, itemsize)
-
-
 def _attributes_document(zarr_format: int) -> str:
     return V3_META if zarr_format == 3 else V2_ATTRS
 
@@ -192,7 +180,7 @@ def _attributes_document(zarr_format: int) -> str:
 def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
     try:
         _plan(array)
-        _layout(array)
+        chunk_guard.layout_of(array)
         reason = None
     except NoThumbnail as exc:
         reason = str(exc)
@@ -339,7 +327,7 @@ def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> b
     if not isinstance(array, zarr.Array):
         raise NoThumbnail("the directory holds no Zarr array")
     plan = _plan(array)
-    layout = _layout(array)
+    layout = chunk_guard.layout_of(array)
     keys = [array.metadata.encode_chunk_key(c) for c in plan.chunks]
     bodies = store.map(lambda k: _read_chunk(store, zarr_id, directory, node, k, layout), keys)
     chunks = {k: b for k, b in zip(keys, bodies, strict=True) if b}

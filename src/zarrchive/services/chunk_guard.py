@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import numcodecs
 import numpy as np
+import zarr
 from numcodecs.abc import Codec as NumcodecsCodec
 from numcodecs.checksum32 import Checksum32
 from zarr.codecs import (
@@ -233,7 +234,10 @@ def _blosc_size(data: bytes) -> int:
 def _lz4_size(data: bytes) -> int:
     if len(data) < 4:
         raise NoThumbnail("its lz4 data is shorter than an lz4 header")
-    return int(struct.unpack_from("<i", data)[0])
+    size = int(struct.unpack_from("<i", data)[0])
+    if size < 0:
+        raise NoThumbnail("its lz4 header declares a negative size")
+    return size
 
 
 def _shrinking(codec: Any, name: str) -> Callable[[bytes, int, bool], bytes | None]:
@@ -363,6 +367,17 @@ def v3_layout(codecs: Sequence[Any], chunk_shape: Sequence[int], itemsize: int) 
         raise NoThumbnail("the shard index codecs are not ones a thumbnail decodes")
     at_start = getattr(sharding.index_location, "value", "end") == "start"
     return Layout((), inner.decoded_limit * count, Shard(count, at_start, checksum, inner))
+
+
+def layout_of(array: zarr.Array[Any]) -> Layout:
+    """The layout of *array*'s stored objects (shards when sharded, else chunks)."""
+    metadata = array.metadata
+    grid = tuple(int(n) for n in metadata.chunk_grid.chunk_shape)  # type: ignore[attr-defined]
+    itemsize = int(array.dtype.itemsize)
+    if metadata.zarr_format == 2:
+        decoded = math.prod(grid) * itemsize
+        return v2_layout(metadata.compressor, metadata.filters or (), decoded)
+    return v3_layout(metadata.codecs, grid, itemsize)
 
 
 def _count(codecs: Sequence[Any]) -> int:

@@ -68,7 +68,10 @@ def refusal(documents: Mapping[str, bytes]) -> str | None:
         )
         if dimensions > MAX_DIMENSIONS:
             return f"the array declares {dimensions} dimensions; at most {MAX_DIMENSIONS} are read"
-        codecs = _codec_count(document.get("codecs")) + _length(document.get("filters")) + 1
+        if name == V2_ARRAY:  # the filters and the compressor
+            codecs = _length(document.get("filters")) + 1
+        else:
+            codecs = _codec_count(document.get("codecs"))
         if codecs > MAX_CODECS:
             return f"the array declares {codecs} codecs; at most {MAX_CODECS} are read"
         return None
