@@ -85,7 +85,8 @@ class GroupMeta:
 
 @dataclass(frozen=True)
 class RefusedMeta:
-    """Array metadata beyond the bounds of :mod:`~zarrchive.services.metadata_limits`."""
+    """Zarr metadata beyond the bounds: a document larger than :data:`MAX_METADATA_BYTES`,
+    or an array beyond those of :mod:`~zarrchive.services.metadata_limits`."""
 
     reason: str
 
@@ -133,6 +134,16 @@ def _metadata_documents(
         if body is not None:
             found[name] = body
     return found
+
+
+def _oversized(node: NodeView) -> str | None:
+    """Why the metadata of the directory whose node is *node* is not read: a document of it
+    is larger than :data:`MAX_METADATA_BYTES` (``None``: none is)."""
+    for name in (V3_META, V2_ARRAY, V2_GROUP, V2_ATTRS):
+        child = node.files.get(name)
+        if child is not None and child.size > MAX_METADATA_BYTES:
+            return f"{name} is {child.size} bytes; at most {MAX_METADATA_BYTES} are read"
+    return None
 
 
 def _memory_store(objects: dict[str, bytes]) -> MemoryStore:
@@ -224,6 +235,9 @@ def describe(
     node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))
     if node is None:
         return None
+    oversized = _oversized(node)
+    if oversized is not None:
+        return RefusedMeta(oversized)
     documents = _metadata_documents(store, zarr_row.id, directory, node)
     if not documents:
         return None
@@ -320,7 +334,7 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
 
 def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> bytes:
     documents = _metadata_documents(store, zarr_id, directory, node)
-    refused = metadata_limits.refusal(documents)
+    refused = _oversized(node) or metadata_limits.refusal(documents)
     if refused is not None:
         raise NoThumbnail(refused)
     array = _open(documents) if documents else None
