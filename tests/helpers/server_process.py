@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -25,10 +26,20 @@ def zarrchive_command() -> list[str]:
 class ServerProcess:
     """The archive's server in a process of its own, configured through ``ZARRCHIVE_*``."""
 
-    def __init__(self, settings: Settings, log_path: Path, *, args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        log_path: Path,
+        *,
+        args: tuple[str, ...] = (),
+        address_space_limit: int | None = None,
+    ) -> None:
         self.settings = settings
         #: Extra arguments of ``zarrchive serve`` (e.g. ``("--workers", "2")``).
         self.args = args
+        #: ``RLIMIT_AS`` of the process, bytes: a runaway allocation fails with MemoryError
+        #: there instead of exhausting the machine.
+        self.address_space_limit = address_space_limit
         self.port = free_port()
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
@@ -69,6 +80,7 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                preexec_fn=self._limit if self.address_space_limit else None,
             )
         self.starts += 1
         deadline = time.monotonic() + timeout
@@ -85,6 +97,23 @@ class ServerProcess:
                 self.stop()
                 raise RuntimeError(f"zarrchive serve did not answer within {timeout} s")
             time.sleep(0.1)
+
+    def _limit(self) -> None:
+        limit = self.address_space_limit
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    def peak_rss(self) -> int:
+        """The process's peak resident memory since it started or since
+        :meth:`reset_peak_rss`, bytes."""
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        kilobytes = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+        return int(kilobytes.split()[1]) * 1024
+
+    def reset_peak_rss(self) -> None:
+        """Start :meth:`peak_rss` again from the process's current resident memory."""
+        assert self.process is not None
+        Path(f"/proc/{self.process.pid}/clear_refs").write_text("5")
 
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind, as a power cut."""

@@ -5,15 +5,23 @@ are read from the archive's S3 objects into an in-memory store that zarr-python 
 decodes every codec it knows (v2 compressors and filters, v3 codec chains, sharding), and a
 chunk that is not stored reads as the fill value.  The slice maths are in
 :mod:`zarrchive.services.thumbnail`.
+
+Everything here is uploader-controlled, so each read is bounded before it is done: metadata
+documents by size (and by :mod:`~zarrchive.services.metadata_limits` before zarr-python
+parses them), chunk objects by the size their declared shape allows (known from the
+directory's ``.checksum`` node before any download, and enforced while reading), their
+decompressed size by :mod:`~zarrchive.services.chunk_guard` before zarr-python decodes them.
+A thumbnail that can't be drawn is remembered like one that can (by the directory's digest),
+so a page view repeats no work, and at most :data:`MAX_CONCURRENT_THUMBNAILS` are drawn at
+once.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +30,9 @@ from PIL import Image
 from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import MemoryStore
 
+from zarrchive.errors import ArchiveBusy, StorageError
+from zarrchive.services import chunk_guard, metadata_limits
+from zarrchive.services.metadata_limits import V2_ARRAY, V2_ATTRS, V2_GROUP, V3_META, short
 from zarrchive.services.node_cache import NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
 from zarrchive.services.thumbnail import NoThumbnail, SlicePlan, plan_slice, stretch
@@ -29,11 +40,19 @@ from zarrchive.services.zarrs import ZarrRef
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key
 from zarrchive.storage.objects import ObjectStore
 
-V2_ARRAY, V2_GROUP, V2_ATTRS, V3_META = ".zarray", ".zgroup", ".zattrs", "zarr.json"
-#: The largest metadata document read, bytes.
-MAX_METADATA_BYTES = 4 * 1024 * 1024
+#: The largest metadata document read for a page or a thumbnail, bytes.
+MAX_METADATA_BYTES = 1024 * 1024
+#: The largest metadata document read of a child directory a group page probes, bytes.
+MAX_PROBED_METADATA_BYTES = 64 * 1024
 #: Child directories whose metadata a group page reads to tell arrays from groups.
 MAX_CHILDREN_PROBED = 32
+#: Thumbnails drawn at once by one process (each may decode up to
+#: :data:`~zarrchive.services.thumbnail.MAX_DECODED_BYTES`).
+MAX_CONCURRENT_THUMBNAILS = 2
+#: How long a thumbnail request waits for a free slot before it gets a 503.
+THUMBNAIL_WAIT_SECONDS = 5.0
+#: Bytes asked of S3 at a time by a bounded read.
+_READ_PIECE = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,6 +66,8 @@ class ArrayMeta:
     fill_value: str
     dimension_names: list[str] | None
     attributes: dict[str, Any]
+    #: The document the attributes are stored in (``.zattrs`` or ``zarr.json``).
+    attributes_document: str
     #: Why there is no thumbnail (``None``: there is one).
     no_thumbnail: str | None
 
@@ -55,21 +76,47 @@ class ArrayMeta:
 class GroupMeta:
     zarr_format: int
     attributes: dict[str, Any]
+    attributes_document: str
     #: ``(name, shape, dtype)`` of the child arrays found.
     arrays: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
     #: Some child directories were not looked at (there were too many).
     partial: bool = False
 
 
+@dataclass(frozen=True)
+class RefusedMeta:
+    """Zarr metadata beyond the bounds: a document larger than :data:`MAX_METADATA_BYTES`,
+    or an array beyond those of :mod:`~zarrchive.services.metadata_limits`."""
+
+    reason: str
+
+
 def _prefix(directory: str) -> str:
     return f"{directory}/" if directory else ""
 
 
-def _get(store: ObjectStore, key: str) -> bytes | None:
+def _get_bounded(store: ObjectStore, key: str, limit: int) -> bytes | None:
+    """The content of *key*, or ``None`` when it is absent or longer than *limit* bytes
+    (reading stops one piece past the limit: the object may have grown since its size was
+    learnt)."""
+    body = bytearray()
+    try:
+        for piece in store.iter_content(key, chunk_size=min(limit + 1, _READ_PIECE)):
+            body += piece
+            if len(body) > limit:
+                return None
+    except StorageError:
+        if store.head(key) is None:  # gone since its size was learnt
+            return None
+        raise
+    return bytes(body)
+
+
+def _probe_document(store: ObjectStore, key: str) -> bytes | None:
     info = store.head(key)
-    if info is None or info.size > MAX_METADATA_BYTES:
+    if info is None or info.size > MAX_PROBED_METADATA_BYTES:
         return None
-    return store.get(key)
+    return _get_bounded(store, key, MAX_PROBED_METADATA_BYTES)
 
 
 def _metadata_documents(
@@ -82,10 +129,21 @@ def _metadata_documents(
         child = node.files.get(name)
         if child is None or child.size > MAX_METADATA_BYTES:
             continue
-        body = store.get(zarr_object_key(zarr_id, _prefix(directory) + name))
+        key = zarr_object_key(zarr_id, _prefix(directory) + name)
+        body = _get_bounded(store, key, MAX_METADATA_BYTES)
         if body is not None:
             found[name] = body
     return found
+
+
+def _oversized(node: NodeView) -> str | None:
+    """Why the metadata of the directory whose node is *node* is not read: a document of it
+    is larger than :data:`MAX_METADATA_BYTES` (``None``: none is)."""
+    for name in (V3_META, V2_ARRAY, V2_GROUP, V2_ATTRS):
+        child = node.files.get(name)
+        if child is not None and child.size > MAX_METADATA_BYTES:
+            return f"{name} is {child.size} bytes; at most {MAX_METADATA_BYTES} are read"
+    return None
 
 
 def _memory_store(objects: dict[str, bytes]) -> MemoryStore:
@@ -109,9 +167,9 @@ def _codecs(array: zarr.Array[Any]) -> list[str]:
     if metadata.zarr_format == 2:
         for item in (*(metadata.filters or ()), metadata.compressor):
             if item is not None:
-                names.append(repr(item))
+                names.append(short(repr(item)))
         return names
-    return [repr(codec) for codec in metadata.codecs]
+    return [short(repr(codec)) for codec in metadata.codecs]
 
 
 def _object_grid(array: zarr.Array[Any]) -> tuple[int, ...]:
@@ -122,13 +180,18 @@ def _object_grid(array: zarr.Array[Any]) -> tuple[int, ...]:
 
 def _plan(array: zarr.Array[Any]) -> SlicePlan:
     if array.dtype.kind not in "biufc":
-        raise NoThumbnail(f"values of type {array.dtype} have no grey level")
+        raise NoThumbnail(f"values of type {short(array.dtype)} have no grey level")
     return plan_slice(tuple(array.shape), _object_grid(array), array.dtype.itemsize)
+
+
+def _attributes_document(zarr_format: int) -> str:
+    return V3_META if zarr_format == 3 else V2_ATTRS
 
 
 def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
     try:
         _plan(array)
+        chunk_guard.layout_of(array)
         reason = None
     except NoThumbnail as exc:
         reason = str(exc)
@@ -136,42 +199,58 @@ def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
     return ArrayMeta(
         zarr_format=array.metadata.zarr_format,
         shape=tuple(int(n) for n in array.shape),
-        dtype=str(array.dtype),
+        dtype=short(array.dtype),
         chunks=tuple(int(n) for n in array.chunks),
         shards=tuple(int(n) for n in array.shards) if array.shards else None,
         codecs=_codecs(array),
-        fill_value=str(array.fill_value),
-        dimension_names=[str(n) for n in names] if names else None,
+        fill_value=short(array.fill_value),
+        dimension_names=[short(n) for n in names] if names else None,
         attributes=dict(array.attrs),
+        attributes_document=_attributes_document(array.metadata.zarr_format),
         no_thumbnail=reason,
     )
 
 
 def _probe(store: ObjectStore, zarr_id: str, path: str) -> tuple[str, tuple[int, ...], str] | None:
-    """``(name, shape, dtype)`` if the directory *path* holds an array."""
+    """``(name, shape, dtype)`` if the directory *path* holds an array (within bounds)."""
     for name in (V3_META, V2_ARRAY):
-        body = _get(store, zarr_object_key(zarr_id, f"{path}/{name}"))
+        body = _probe_document(store, zarr_object_key(zarr_id, f"{path}/{name}"))
         if body is None:
             continue
+        if metadata_limits.refusal({name: body}) is not None:
+            return None
         node = _open({name: body})
         if isinstance(node, zarr.Array):
-            return path.rsplit("/", 1)[-1], tuple(int(n) for n in node.shape), str(node.dtype)
+            shape = tuple(int(n) for n in node.shape)
+            return path.rsplit("/", 1)[-1], shape, short(node.dtype)
         return None
     return None
 
 
-def describe(archive: Archive, zarr_row: ZarrRef, directory: str) -> ArrayMeta | GroupMeta | None:
+def describe(
+    archive: Archive, zarr_row: ZarrRef, directory: str
+) -> ArrayMeta | GroupMeta | RefusedMeta | None:
     """The array or group metadata held by *directory* (``""``: the root), if any."""
     store = archive.store_for(zarr_row.embargoed)
     node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))
     if node is None:
         return None
+    oversized = _oversized(node)
+    if oversized is not None:
+        return RefusedMeta(oversized)
     documents = _metadata_documents(store, zarr_row.id, directory, node)
     if not documents:
         return None
+    refused = metadata_limits.refusal(documents)
+    if refused is not None:
+        return RefusedMeta(refused)
     opened = _open(documents)
     if isinstance(opened, zarr.Array):
-        return _array_meta(opened)
+        meta = _array_meta(opened)
+        failed = THUMBNAILS.get((store.bucket, zarr_row.id, directory, node.digest))
+        if meta.no_thumbnail is None and isinstance(failed, str):
+            meta = replace(meta, no_thumbnail=failed)
+        return meta
     if opened is None:
         return None
     children = node.directory_names[:MAX_CHILDREN_PROBED]
@@ -180,41 +259,55 @@ def describe(archive: Archive, zarr_row: ZarrRef, directory: str) -> ArrayMeta |
     return GroupMeta(
         zarr_format=opened.metadata.zarr_format,
         attributes=dict(opened.attrs),
+        attributes_document=_attributes_document(opened.metadata.zarr_format),
         arrays=[f for f in found if f is not None],
         partial=len(node.directory_names) > MAX_CHILDREN_PROBED,
     )
 
 
 # -- thumbnails -------------------------------------------------------------------------
+#: A drawn thumbnail (PNG bytes) or why there is none.
+Drawn = bytes | str
+
+
 class _ThumbnailCache:
-    """PNGs by (bucket, Zarr, directory, the directory's digest): a changed chunk changes
-    the digest, so a stale picture is never served."""
+    """PNGs, or why there is none, by (bucket, Zarr, directory, the directory's digest): a
+    changed chunk changes the digest, so a stale answer is never served."""
 
     def __init__(self, entries: int = 128) -> None:
         self.entries = entries
-        self._items: OrderedDict[tuple[str, str, str, str], bytes] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, str, str], Drawn] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, str, str, str]) -> bytes | None:
+    def get(self, key: tuple[str, str, str, str]) -> Drawn | None:
         with self._lock:
             found = self._items.get(key)
             if found is not None:
                 self._items.move_to_end(key)
             return found
 
-    def put(self, key: tuple[str, str, str, str], png: bytes) -> None:
+    def put(self, key: tuple[str, str, str, str], drawn: Drawn) -> None:
         with self._lock:
-            self._items[key] = png
+            self._items[key] = drawn
             while len(self._items) > self.entries:
                 self._items.popitem(last=False)
 
 
 THUMBNAILS = _ThumbnailCache()
+THUMBNAIL_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_THUMBNAILS)
+
+
+def _served(drawn: Drawn) -> bytes:
+    if isinstance(drawn, str):
+        raise NoThumbnail(drawn)
+    return drawn
 
 
 def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
     """A PNG of the array in *directory* (see :func:`zarrchive.services.thumbnail.plan_slice`);
-    :class:`NoThumbnail` when there is none to draw."""
+    :class:`NoThumbnail` when there is none to draw (remembered, like the PNG);
+    :class:`ArchiveBusy` when :data:`MAX_CONCURRENT_THUMBNAILS` are being drawn and none
+    ends within :data:`THUMBNAIL_WAIT_SECONDS`."""
     store = archive.store_for(zarr_row.embargoed)
     node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))
     if node is None:
@@ -222,15 +315,35 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
     cache_key = (store.bucket, zarr_row.id, directory, node.digest)
     cached = THUMBNAILS.get(cache_key)
     if cached is not None:
-        return cached
-    documents = _metadata_documents(store, zarr_row.id, directory, node)
+        return _served(cached)
+    if not THUMBNAIL_SLOTS.acquire(timeout=THUMBNAIL_WAIT_SECONDS):
+        raise ArchiveBusy("the archive is drawing as many thumbnails as it may: retry shortly")
+    try:
+        cached = THUMBNAILS.get(cache_key)  # drawn by the request this one waited for
+        if cached is not None:
+            return _served(cached)
+        try:
+            drawn: Drawn = _draw(store, zarr_row.id, directory, node)
+        except NoThumbnail as exc:
+            drawn = str(exc)
+        THUMBNAILS.put(cache_key, drawn)
+        return _served(drawn)
+    finally:
+        THUMBNAIL_SLOTS.release()
+
+
+def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> bytes:
+    documents = _metadata_documents(store, zarr_id, directory, node)
+    refused = _oversized(node) or metadata_limits.refusal(documents)
+    if refused is not None:
+        raise NoThumbnail(refused)
     array = _open(documents) if documents else None
     if not isinstance(array, zarr.Array):
         raise NoThumbnail("the directory holds no Zarr array")
     plan = _plan(array)
-    prefix = _prefix(directory)
+    layout = chunk_guard.layout_of(array)
     keys = [array.metadata.encode_chunk_key(c) for c in plan.chunks]
-    bodies = store.map(lambda k: store.get(zarr_object_key(zarr_row.id, prefix + k)), keys)
+    bodies = store.map(lambda k: _read_chunk(store, zarr_id, directory, node, k, layout), keys)
     chunks = {k: b for k, b in zip(keys, bodies, strict=True) if b}
     try:
         full = zarr.open_array(store=_memory_store({**documents, **chunks}), mode="r")
@@ -240,10 +353,34 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
     grey = stretch(values)
     buffer = io.BytesIO()
     Image.fromarray(grey).save(buffer, format="PNG")
-    png = buffer.getvalue()
-    THUMBNAILS.put(cache_key, png)
-    return png
+    return buffer.getvalue()
 
 
-def metadata_json(meta: ArrayMeta | GroupMeta) -> str:
-    return json.dumps(meta.attributes, indent=2, sort_keys=True, default=str)
+def _read_chunk(
+    store: ObjectStore,
+    zarr_id: str,
+    directory: str,
+    node: NodeView,
+    key: str,
+    layout: chunk_guard.Layout,
+) -> bytes | None:
+    """The stored object *key* of the array in *directory* (``None``: not stored, it reads
+    as the fill value), refused before download when its size (known from its directory's
+    node) is more than *layout* allows, and before decoding when it decompresses to more."""
+    path = _prefix(directory) + key
+    parent, _, name = path.rpartition("/")
+    holder = (
+        node if parent == directory else NODE_CACHE.get(store, checksum_node_key(zarr_id, parent))
+    )
+    child = holder.files.get(name) if holder is not None else None
+    if child is None:
+        return None
+    limit = layout.object_limit()
+    where = f"chunk {short(key, 80)}"
+    if child.size > limit:
+        raise NoThumbnail(f"{where} is {child.size} bytes; its declared size allows {limit}")
+    body = _get_bounded(store, zarr_object_key(zarr_id, path), limit)
+    if body is None:
+        raise NoThumbnail(f"{where} changed while it was read")
+    chunk_guard.check_object(layout, body, where)
+    return body

@@ -12,6 +12,7 @@ from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_directory_path
 from zarrchive.services import arrays, snapshots, zarr_info, zarrs
 from zarrchive.services.thumbnail import NoThumbnail
+from zarrchive.web.attributes import render_attributes
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
 
 router = APIRouter(route_class=HtmlRoute, include_in_schema=False)
@@ -59,6 +60,7 @@ def zarr_page(
             crumbs=_crumbs(found.path.rpartition("/")[0]),
         )
     meta = arrays.describe(archive, zarr, found.path)
+    shown = meta if isinstance(meta, arrays.ArrayMeta | arrays.GroupMeta) else None
     return page(
         request,
         "zarr_directory.html",
@@ -66,13 +68,20 @@ def zarr_page(
         listing=found,
         snapshots=pinned,
         crumbs=_crumbs(found.path),
-        meta=meta,
+        meta=shown,
+        refused=meta.reason if isinstance(meta, arrays.RefusedMeta) else None,
         is_array=isinstance(meta, arrays.ArrayMeta),
         page_size=size,
         custom_page_size=page_size is not None and page_size != "",
-        attributes_json=arrays.metadata_json(meta) if meta is not None else "",
+        attributes=render_attributes(shown.attributes) if shown is not None else None,
+        raw_attributes=_raw_url(zarr.id, found.path, shown.attributes_document) if shown else "",
         cursor=cursor,
     )
+
+
+def _raw_url(zarr_id: str, directory: str, document: str) -> str:
+    """Where the raw metadata document *document* of *directory* is downloaded."""
+    return f"/download/zarr/{zarr_id}/{directory + '/' if directory else ''}{document}"
 
 
 def _crumbs(path: str) -> list[tuple[str, str]]:
