@@ -129,9 +129,7 @@ def test_unembargo_of_a_blob_shared_with_another_embargoed_dandiset_keeps_both(
     dandi-etag): a public DANDI blob of the same size is not taken for it."""
     public = create_dandiset(other, "theirs")
     their_asset = ok(
-        attach(
-            other, public, "b.bin", blob_id=dandi_upload_blob(other, public, b"B" * 1000)
-        )
+        attach(other, public, "b.bin", blob_id=dandi_upload_blob(other, public, b"B" * 1000))
     )
     first, second = (create_dandiset(api, n, embargo=True) for n in ("first", "second"))
     data = b"A" * 1000
@@ -163,7 +161,11 @@ def test_attaching_another_users_embargoed_blob_is_refused(
     unattached = upload_by("md5", api, victim, os.urandom(500))  # validated, no asset yet
     thief_secret = create_dandiset(other, "thief", embargo=True)
     thief_public = create_dandiset(other, "thief public")
-    mine = ok(attach(other, thief_secret, "own.bin", blob_id=dandi_upload_blob(other, thief_secret, b"own")))
+    mine = ok(
+        attach(
+            other, thief_secret, "own.bin", blob_id=dandi_upload_blob(other, thief_secret, b"own")
+        )
+    )
     missing = attach(other, thief_secret, "x.bin", blob_id="00000000-0000-4000-8000-000000000000")
     assert missing.status_code == 404
 
