@@ -270,3 +270,46 @@ def test_a_zarr_without_files_is_refused_as_an_asset(
     # with files, it is an asset like any other
     upload(api, zarr_id, {"a": b"now"})
     assert ok(attach(api, dandiset, "empty.zarr", zarr_id=zarr_id))["zarr_id"] == zarr_id
+
+
+def test_nothing_is_purged_unless_the_twin_is_verified(
+    api: httpx.Client, other: httpx.Client, archive: Archive
+) -> None:
+    """A twin whose object is missing in S3, or whose digests collide with the private
+    blob's (an equal dandi-etag, another md5), never takes its place: the move stops before
+    anything changes, and the owner still reads their bytes."""
+    data = os.urandom(1000)
+    public = create_dandiset(other, "theirs")
+    twin = dandi_upload_blob(other, public, data)
+    secret = create_dandiset(api, "mine", embargo=True)
+    my_blob = upload_by("md5", api, secret, data)
+    asset = ok(attach(api, secret, "a.bin", blob_id=my_blob))
+
+    archive.store.delete_all_versions(blob_key(twin))  # the twin's object is lost
+    refused = api.post(f"/api/dandisets/{secret}/unembargo/")
+    assert refused.status_code == 502, refused.text
+    assert "nothing was purged" in refused.json()["detail"]
+    assert downloaded(api, asset["asset_id"]) == data
+    assert archive.embargo_store.get(blob_key(my_blob)) == data
+    assert _blob_row(archive, my_blob) == (hashlib.md5(data).hexdigest(), dandi_etag(data), True)
+
+    # a collision: the twin's md5 differs from the private blob's
+    with archive.db.write_session() as session:
+        row = session.get(Blob, twin)
+        assert row is not None
+        row.md5 = "0" * 32
+    archive.store.put(blob_key(twin), data, "application/octet-stream")
+    refused = api.post(f"/api/dandisets/{secret}/unembargo/")
+    assert refused.status_code == 409, refused.text
+    assert downloaded(api, asset["asset_id"]) == data
+    assert archive.embargo_store.get(blob_key(my_blob)) == data
+
+    # repaired, the move finishes (deduplicated into the twin, or not: the same bytes)
+    with archive.db.write_session() as session:
+        row = session.get(Blob, twin)
+        assert row is not None
+        row.md5 = None
+    ok(api.post(f"/api/dandisets/{secret}/unembargo/"))
+    with httpx.Client(base_url=str(api.base_url), timeout=60) as anon:
+        assert downloaded(anon, asset["asset_id"]) == data
+    assert archive.embargo_store.head(blob_key(my_blob)) is None
