@@ -117,6 +117,7 @@ def test_unembargo_merges_only_into_a_public_twin_of_equal_digest(
     assert archive.embargo_store.head(blob_key(my_blob)) is None
     if after["blob_id"] == twin:  # deduplicated: the private blob is gone for good
         assert _blob_row(archive, my_blob) is None
+        assert archive.store.head(blob_key(my_blob)) is None  # and its needless public copy
     else:
         md5 = None if mine == "dandi" else hashlib.md5(data).hexdigest()
         assert _blob_row(archive, my_blob) == (md5, dandi_etag(data), False)

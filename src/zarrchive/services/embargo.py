@@ -238,11 +238,14 @@ def move_to_public(
         dandiset = session.get(Dandiset, dandiset_id)
         assert dandiset is not None
         dandiset.embargoed = False  # reads go to the public bucket from now on
+        # the public copies made for blobs that a twin replaced: no blob's content
+        needless: list[str] = []
         for blob in session.scalars(select(Blob).where(Blob.id.in_(list(blobs)))):
             if blob.id in shared:
-                _copy_blob(session, blob, shared_copies[blob.id], dandiset_id, twins)
-            else:
-                _publish_blob(session, blob, twins)
+                if _copy_blob(session, blob, shared_copies[blob.id], dandiset_id, twins):
+                    needless.append(blob_key(shared_copies[blob.id]))
+            elif _publish_blob(session, blob, twins):
+                needless.append(blob.key)
         # version ids changed with the copy: manifests are written anew
         for row in session.scalars(select(ZarrManifest).where(ZarrManifest.zarr_id.in_(zarr_ids))):
             if row.checksum not in kept.get(row.zarr_id, set()):
@@ -251,16 +254,8 @@ def move_to_public(
         purge_checked(source, prefix)
     for key in [*published, *(k for i, k in blobs.items() if i not in shared)]:
         purge_checked(source, key, exact=True)
-    # the public copies of blobs that a twin replaced are no blob's content: removed
-    copied = [
-        *(k for i, k in blobs.items() if i not in shared),
-        *map(blob_key, shared_copies.values()),
-    ]
-    with archive.db.session() as session:
-        used = set(session.scalars(select(Blob.key).where(Blob.key.in_(copied))))
-    for key in copied:
-        if key not in used:
-            target.delete_all_versions(key)
+    for key in needless:
+        target.delete_all_versions(key)
     with archive.db.write_session() as session:
         dandiset = session.get(Dandiset, dandiset_id)
         assert dandiset is not None
@@ -298,8 +293,8 @@ def _check_twin_object(store: ObjectStore, twin: _Twin) -> None:
         found = "missing" if head is None else f"{head.size} bytes"
         raise StorageError(
             f"public blob {twin.id} ({twin.key!r}) has the digests of a blob being unembargoed "
-            f"but its object is {found}, not {twin.size} bytes: nothing was purged; check S3 "
-            "(zarrchive admin fsck), then unembargo again"
+            f"but its object is {found}, not {twin.size} bytes: nothing was purged; restore its "
+            "object in S3, then unembargo again"
         )
 
 
@@ -314,17 +309,19 @@ def _verified_twin(session: Session, blob: Blob, twins: dict[str, _Twin]) -> Blo
     return twin
 
 
-def _publish_blob(session: Session, blob: Blob, twins: dict[str, _Twin]) -> None:
+def _publish_blob(session: Session, blob: Blob, twins: dict[str, _Twin]) -> bool:
     """Mark *blob* public, or merge it into the public blob of the same content (an equal
-    digest, never a missing one: see :func:`~zarrchive.services.blobs.compare_content`)."""
+    digest, never a missing one: see :func:`~zarrchive.services.blobs.compare_content`).
+    True if merged (its public copy is then needless)."""
     twin = _verified_twin(session, blob, twins)
     if twin is None:
         blob.embargoed = False
-        return
+        return False
     for asset in session.scalars(select(Asset).where(Asset.blob_id == blob.id)):
         asset.blob_id = twin.id
     session.flush()
     session.delete(blob)
+    return True
 
 
 def _used_elsewhere(session: Session, blob: Blob, dandiset_id: int) -> bool:
@@ -339,10 +336,11 @@ def _used_elsewhere(session: Session, blob: Blob, dandiset_id: int) -> bool:
 
 def _copy_blob(
     session: Session, blob: Blob, copy_id: str, dandiset_id: int, twins: dict[str, _Twin]
-) -> None:
+) -> bool:
     """Point this dandiset's assets at a public blob with *blob*'s content: its twin, or the
-    copy *copy_id* (with *blob*'s digests)."""
+    copy *copy_id* (with *blob*'s digests).  True if its twin (the copy is then needless)."""
     twin = _verified_twin(session, blob, twins)
+    merged = twin is not None
     if twin is None:
         twin = Blob(
             id=copy_id,
@@ -359,6 +357,7 @@ def _copy_blob(
         select(Asset).where(Asset.blob_id == blob.id, Asset.version_id.in_(mine))
     ):
         asset.blob_id = twin.id
+    return merged
 
 
 def unembargo_job(dandiset_id: int) -> None:
