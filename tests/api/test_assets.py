@@ -20,7 +20,6 @@ from tests.helpers.assets import (
     ok,
     upload_blob,
 )
-from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.db.models import Version
 from zarrchive.services.runtime import Archive
@@ -70,8 +69,14 @@ def test_draft_version_metadata(api: httpx.Client, dandiset: str, anon: httpx.Cl
 
 def test_assets_validation(api: httpx.Client, dandiset: str, zarr_id: str, archive: object) -> None:
     url = assets_url(dandiset)
+    # a Zarr without files is no asset
+    response = api.post(url, json={"metadata": {"path": "a/b.zarr"}, "zarr_id": zarr_id})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith(f"Zarr {zarr_id} has no files: upload them")
+    assert ok(api.get(url))["count"] == 0
+    checksum = upload(api, zarr_id, {"a": b"a"})["checksum"]
     asset = add_zarr_asset(api, dandiset, zarr_id, "a/b.zarr")
-    assert asset["metadata"]["digest"] == {"dandi:dandi-zarr-checksum": EMPTY_CHECKSUM}
+    assert asset["metadata"]["digest"] == {"dandi:dandi-zarr-checksum": checksum}
     blob_id = upload_blob(api, dandiset, b"blob")
 
     def refused(body: dict[str, Any], status: int, detail: str) -> None:
@@ -168,7 +173,8 @@ def test_blob_asset_update_delete(api: httpx.Client, dandiset: str, zarr_id: str
         "contentSize": 9,
         "digest": {"dandi:dandi-etag": dandi_etag(b"version 2"), "dandi:md5": md5(b"version 2")},
     }
-    # a blob asset may become a Zarr asset
+    # a blob asset may become a Zarr asset (one with files)
+    upload(api, zarr_id, {"z": b"z"})
     as_zarr = ok(api.put(url, json={"metadata": {"path": "g.zarr"}, "zarr_id": zarr_id}))
     assert as_zarr["metadata"]["encodingFormat"] == "application/x-zarr"
     assert as_zarr["blob_id"] is None and as_zarr["zarr_id"] == zarr_id
@@ -268,6 +274,7 @@ def test_authorization_matrix(
     ident = ok(api.post("/api/dandisets/", json={"name": "m", "embargo": embargoed}))["identifier"]
     zarr_id = ok(api.post("/api/zarr/", json={"name": "m.zarr", "dandiset": ident}))["zarr_id"]
     blob_id = upload_blob(api, ident, b"matrix")
+    upload(api, zarr_id, {"m": b"m"})
     zasset = add_zarr_asset(api, ident, zarr_id, "m.zarr")
     basset = ok(api.post(assets_url(ident), json={"metadata": {"path": "b"}, "blob_id": blob_id}))
     draft = f"/api/dandisets/{ident}/versions/draft/"
@@ -336,12 +343,13 @@ def test_content_fields_come_from_the_content(
         "contentSize": 999,
         "encodingFormat": "text/plain",
     }
+    checksum = upload(api, zarr_id, {"z": b"zz"})["checksum"]
     zasset = add_zarr_asset(api, dandiset, zarr_id, "z.zarr", **spoof)
     assert zasset["metadata"] == {
         "path": "z.zarr",
         "encodingFormat": "application/x-zarr",
-        "contentSize": 0,
-        "digest": {"dandi:dandi-zarr-checksum": EMPTY_CHECKSUM},
+        "contentSize": 2,
+        "digest": {"dandi:dandi-zarr-checksum": checksum},
     }
     basset = add_blob_asset(api, dandiset, b"12", "b.bin", **spoof)
     assert basset["metadata"] == {

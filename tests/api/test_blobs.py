@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import Users
+from tests.helpers.api_uploads import upload
 from tests.helpers.assets import add_blob_asset, client_for, md5, ok, upload_blob
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.jobs import InProcessJobQueue
@@ -83,8 +84,10 @@ def test_single_put(api: httpx.Client, dandiset: str, archive: Archive, anon: ht
         "size": len(data),
     }
     assert archive.store.get(blob_key(upload_id)) == data
-    # the upload is gone
-    assert api.post(f"/api/uploads/{upload_id}/validate/").status_code == 404
+    # asked again, the upload answers the same blob (its row is the uploader's receipt)
+    assert ok(api.post(f"/api/uploads/{upload_id}/validate/")) == blob
+    assert api.delete(f"/api/uploads/{upload_id}/").status_code == 404  # a blob now
+    assert archive.store.get(blob_key(upload_id)) == data
     # single PUTs need no completion
     plan = initialize(api, dandiset, b"other")
     response = api.post(f"/api/uploads/{plan['upload_id']}/complete/", json={"parts": []})
@@ -279,6 +282,7 @@ def test_download_redirects(
     )
     assert (response.status_code, response.headers["location"]) == (302, location)
     # a Zarr: 400 as DANDI answers, saying where its files are
+    upload(api, zarr_id, {"z": b"z"})
     zasset = ok(
         api.post(
             f"/api/dandisets/{dandiset}/versions/draft/assets/",

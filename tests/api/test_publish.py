@@ -11,7 +11,6 @@ import httpx
 from tests.conftest import Users
 from tests.helpers.api_uploads import put_files, upload
 from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, md5, ok, oracle
-from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.checksum.dandi_etag import dandi_etag
 
 FILES = {
@@ -36,12 +35,16 @@ def zarr_metadata(path: str, checksum: str, size: int, **extra: object) -> dict[
 def test_zarr_asset_lifecycle(
     api: httpx.Client, dandiset: str, zarr_id: str, live_server: object, users: Users
 ) -> None:
-    # an asset of an empty Zarr
+    # a Zarr without files is no asset; with its first file it is one
+    empty = {"metadata": {"path": "data/test.zarr"}, "zarr_id": zarr_id}
+    assert api.post(assets_url(dandiset), json=empty).status_code == 400
+    first = {"arr/.zarray": FILES["arr/.zarray"]}
+    upload(api, zarr_id, first)
     asset = add_zarr_asset(api, dandiset, zarr_id, "data/test.zarr", description="brain")
     assert asset["zarr_id"] == zarr_id and asset["blob_id"] is None
     assert asset["version"] == "draft" and asset["dandiset"] == dandiset
     assert asset["metadata"] == zarr_metadata(
-        "data/test.zarr", EMPTY_CHECKSUM, 0, description="brain"
+        "data/test.zarr", oracle(first), len(FILES["arr/.zarray"]), description="brain"
     )
     asset_url = f"{assets_url(dandiset)}{asset['asset_id']}/"
 
@@ -148,6 +151,7 @@ def test_zarr_asset_lifecycle(
 def test_publish_refused_while_a_batch_is_open(
     api: httpx.Client, dandiset: str, zarr_id: str
 ) -> None:
+    upload(api, zarr_id, {"e": b"e"})
     add_zarr_asset(api, dandiset, zarr_id, "a.zarr")
     urls = ok(api.post(f"/api/zarr/{zarr_id}/upload/", json=[{"path": "f", "etag": md5(b"f")}]))
     put_files(urls, {"f": b"f"})
@@ -163,7 +167,7 @@ def test_publish_refused_while_a_batch_is_open(
     # the batch can still complete; then publishing works
     ok(api.post(f"/api/zarr/{zarr_id}/upload/complete/"))
     published = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
-    assert published["zarrs"][0]["checksum"] == oracle({"f": b"f"})
+    assert published["zarrs"][0]["checksum"] == oracle({"e": b"e", "f": b"f"})
 
 
 def test_publish_refused_while_embargoed_and_when_empty(api: httpx.Client, dandiset: str) -> None:
@@ -175,6 +179,7 @@ def test_publish_refused_while_embargoed_and_when_empty(api: httpx.Client, dandi
     embargoed = ok(api.post("/api/dandisets/", json={"name": "secret", "embargo": True}))
     ident = embargoed["identifier"]
     zarr = ok(api.post("/api/zarr/", json={"name": "s.zarr", "dandiset": ident}))
+    upload(api, zarr["zarr_id"], {"w": b"w"})
     add_zarr_asset(api, ident, zarr["zarr_id"], "s.zarr")
     response = api.post(f"/api/dandisets/{ident}/versions/draft/publish/")
     assert response.status_code == 409
@@ -211,6 +216,7 @@ def test_two_publications_and_blobs_are_shared(
 
 def test_publish_racing_uploads(api: httpx.Client, dandiset: str, zarr_id: str) -> None:
     """Uploads race a publication: each finishes before it (and is pinned) or is refused."""
+    upload(api, zarr_id, {"start": b"start"})
     add_zarr_asset(api, dandiset, zarr_id, "race.zarr")
     results: list[int] = []
     stop = threading.Event()

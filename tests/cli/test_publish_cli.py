@@ -41,6 +41,7 @@ def test_refuses_without_a_terminal(
     live_server: LiveServer,
     users: Users,
 ) -> None:
+    upload(api, zarr_id, {"first": b"file"})
     add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
     result = subprocess.run(
         [*ZARRCHIVE, dandiset],
@@ -109,6 +110,7 @@ def test_asks_on_a_terminal(
     users: Users,
     answer: str,
 ) -> None:
+    upload(api, zarr_id, {"first": b"file"})
     add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
     controller, terminal = pty.openpty()
     try:

@@ -115,6 +115,8 @@ def test_the_asset_at_the_path_decides_the_zarr(
     local.mkdir()
     (local / "f").write_bytes(b"f")
     zarr = client.create_zarr("original-name", dandiset)
+    # a Zarr with files (one without is no asset)
+    assert Uploader(client, jobs=2, records=records).upload(local, zarr_id=zarr.zarr_id).ok
     asset = client.create_asset(dandiset, "sub/renamed.zarr", zarr_id=zarr.zarr_id)
     result = Uploader(client, jobs=2, records=records).upload(
         local, dandiset=dandiset, name="sub/renamed.zarr"

@@ -24,7 +24,7 @@ from zarrchive.db.models import Asset, Blob, Dandiset, Version, utcnow
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_path
 from zarrchive.services.auth import Caller, require_owner, require_read
-from zarrchive.services.blobs import blob_url
+from zarrchive.services.blobs import blob_url, may_read_blob
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import published_asset_checksum
@@ -138,7 +138,12 @@ def _check_content(
     zarr_id: str | None,
     asset_id: str | None,
 ) -> None:
-    """The blob or Zarr may become the content of an asset of *version* (else 400/404)."""
+    """The blob or Zarr may become the content of an asset of *version* (else 400/404).
+
+    The caller must be allowed to read it (:func:`~zarrchive.services.blobs.may_read_blob`,
+    a Zarr's dandiset): someone else's embargoed blob or Zarr is answered 404 as if it did
+    not exist, whatever its id tells.  A Zarr without files is no asset (400).
+    """
     if (blob_id is None) == (zarr_id is None):
         raise InvalidInput("give exactly one of 'blob_id' and 'zarr_id'")
     if zarr_id is not None:
@@ -147,6 +152,11 @@ def _check_content(
             raise InvalidInput(
                 f"Zarr {zarr.id} belongs to dandiset {zarr.dandiset.identifier}, "
                 f"not to dandiset {dandiset.identifier}"
+            )
+        if zarr.file_count == 0:
+            raise InvalidInput(
+                f"Zarr {zarr.id} has no files: upload them (and let the upload be applied: "
+                f"GET /api/zarr/{zarr.id}/ shows its file_count), then make it an asset"
             )
         other = session.scalar(
             select(Asset.path).where(
@@ -164,7 +174,7 @@ def _check_content(
         blob = session.get(Blob, str(uuid.UUID(blob_id)))
     except (ValueError, AttributeError, TypeError):
         blob = None
-    if blob is None:
+    if blob is None or not may_read_blob(session, user, blob):
         raise NotFound(f"no blob {blob_id!r}: upload it first (POST /api/uploads/initialize/)")
     if blob.embargoed and not dandiset.embargoed:
         raise InvalidInput(

@@ -20,12 +20,18 @@ itself; ``validate`` then compares S3's ETag of the assembled object (which S3 c
 the parts it received: it *is* the dandi-etag) and the size with what was announced, at
 once, without reading the object.  Such blobs have no md5.
 
-Dedup: a blob is stored once per (md5, size) and bucket, or per dandi-etag and bucket.  ``initialize``
-answers an existing blob's id at once for public content, and for embargoed
-content only when the caller can already read a dandiset using it (an md5 must
-not be a key to someone else's embargoed data); otherwise ``validate`` notices
-the duplicate (the caller has then proved to hold the content), removes the new
-object and answers the existing blob's id.
+Dedup: a blob is stored once per (md5, size) and bucket, or per dandi-etag and bucket.  Content
+is the same only by a real digest match (:func:`compare_content`): an equal md5 or dandi-etag
+and the same size, no digest known on both sides differing; a missing (NULL) digest matches
+nothing.  ``initialize`` answers an existing blob's id at once for public content, and for
+embargoed content only when the caller may read it (:func:`may_read_blob`: an md5 must not be a
+key to someone else's embargoed data); otherwise ``validate`` notices the duplicate (the caller
+has then proved to hold the content), removes the new object and answers the existing blob's id.
+
+Who may read an embargoed blob (download it, or make it the content of an asset): admins, the
+owners of a dandiset with an asset of it, and whoever uploaded it.  A validated upload's row is
+kept as that receipt (``validation`` ``valid``, ``validated_blob_id``): asking to validate it
+again answers the same blob, and it can no longer be cancelled.
 """
 
 from __future__ import annotations
@@ -35,8 +41,9 @@ import logging
 import math
 import uuid
 from dataclasses import dataclass, fields
+from enum import StrEnum
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -55,7 +62,7 @@ from zarrchive.db.models import (
     DandisetOwner,
     Version,
 )
-from zarrchive.errors import InvalidInput, NotFound, UploadVerificationFailed
+from zarrchive.errors import Conflict, InvalidInput, NotFound, UploadVerificationFailed
 from zarrchive.services.auth import Caller, require_owner, require_user
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
@@ -121,10 +128,74 @@ def part_size_for(size: int) -> int:
     return max(DEFAULT_PART_SIZE, math.ceil(size / MAX_PARTS))
 
 
+@dataclass(frozen=True)
+class Digests:
+    """What identifies a blob's content: its size and the digests known of it (``None``:
+    unknown, e.g. the md5 of a blob uploaded DANDI's way)."""
+
+    size: int
+    md5: str | None
+    etag: str | None
+
+    @classmethod
+    def of(cls, blob: Blob) -> Digests:
+        return cls(blob.size, blob.md5, blob.etag)
+
+
+class ContentMatch(StrEnum):
+    """How two blobs' digests compare."""
+
+    #: the same size, an equal digest, and no digest known on both sides differing
+    SAME = "same"
+    #: another size, or no digest known on both sides (an unknown digest matches nothing)
+    DIFFERENT = "different"
+    #: one digest equal and another different: a digest collision, never taken as the same
+    CONFLICT = "conflict"
+
+
+def compare_content(a: Digests, b: Digests) -> ContentMatch:
+    """Whether *a* and *b* are the same bytes, judged by digests only."""
+    if a.size != b.size:
+        return ContentMatch.DIFFERENT
+    known = [
+        (x, y) for x, y in ((a.md5, b.md5), (a.etag, b.etag)) if x is not None and y is not None
+    ]
+    equal = sum(x == y for x, y in known)
+    if equal == 0:
+        return ContentMatch.DIFFERENT
+    return ContentMatch.SAME if equal == len(known) else ContentMatch.CONFLICT
+
+
+def stored_twin(session: Session, digests: Digests, *, embargoed: bool) -> Blob | None:
+    """The blob of the bucket (*embargoed* or public) with the same content as *digests*
+    (:func:`compare_content`), or ``None``; :class:`Conflict` if a blob there shares a digest
+    but differs in another (a collision: neither is ever taken for the other)."""
+    candidates = [
+        column == value
+        for column, value in ((Blob.md5, digests.md5), (Blob.etag, digests.etag))
+        if value is not None  # never `IS NULL`: an unknown digest matches nothing
+    ]
+    if not candidates:
+        return None
+    query = (
+        select(Blob)
+        .where(or_(*candidates), Blob.size == digests.size, Blob.embargoed.is_(embargoed))
+        .order_by(Blob.created_at, Blob.id)
+    )
+    for blob in session.scalars(query):
+        match = compare_content(digests, Digests.of(blob))
+        if match == ContentMatch.CONFLICT:
+            raise Conflict(
+                f"a stored file of {digests.size} bytes shares a digest with this content but "
+                "differs in another (a digest collision): it is refused"
+            )
+        if match == ContentMatch.SAME:
+            return blob
+    return None
+
+
 def _owns_a_user_of(session: Session, user: Caller, blob: Blob) -> bool:
-    """True if *user* is an admin or owns a dandiset with an asset of *blob*."""
-    if user.is_admin:
-        return True
+    """True if *user* owns a dandiset with an asset of *blob*."""
     found = session.scalar(
         select(Asset.id)
         .join(Version, Version.id == Asset.version_id)
@@ -133,6 +204,38 @@ def _owns_a_user_of(session: Session, user: Caller, blob: Blob) -> bool:
         .limit(1)
     )
     return found is not None
+
+
+def _uploaded(session: Session, user: Caller, blob: Blob) -> bool:
+    """True if a validated upload of *user* answered *blob* (its own new object, or the
+    stored blob of the same content: the upload proved *user* holds the bytes)."""
+    receipt = session.get(BlobUpload, blob.id)  # the upload that stored the blob: its id
+    if (
+        receipt is not None
+        and receipt.created_by == user.id
+        and receipt.validated_blob_id == blob.id
+    ):
+        return True
+    found = session.scalar(
+        select(BlobUpload.id)
+        .where(
+            BlobUpload.validated_blob_id == blob.id,
+            BlobUpload.created_by == user.id,
+            BlobUpload.validation == BlobValidation.VALID,
+        )
+        .limit(1)
+    )
+    return found is not None
+
+
+def may_read_blob(session: Session, user: Caller | None, blob: Blob) -> bool:
+    """Public blobs: anyone.  Embargoed ones: admins, owners of a dandiset using them, and
+    who uploaded them; a blob id alone (it is in presigned download URLs) grants nothing."""
+    if not blob.embargoed:
+        return True
+    if user is None:
+        return False
+    return user.is_admin or _owns_a_user_of(session, user, blob) or _uploaded(session, user, blob)
 
 
 def initialize(
@@ -146,10 +249,9 @@ def initialize(
         dandiset = get_dandiset(session, user, dandiset_id)
         owner = require_owner(user, dandiset)
         embargoed = dandiset.embargoed
-        existing = session.scalar(
-            select(Blob).where(Blob.md5 == md5, Blob.size == size, Blob.embargoed == embargoed)
-        )
-        if existing is not None and (not embargoed or _owns_a_user_of(session, owner, existing)):
+        digests = Digests(size, md5, _etag_of_one_part(md5, size))
+        existing = stored_twin(session, digests, embargoed=embargoed)
+        if existing is not None and may_read_blob(session, owner, existing):
             return UploadPlan(None, existing.id, False, None, [])
         upload_id = str(uuid.uuid4())
         key = blob_key(upload_id)
@@ -199,10 +301,8 @@ def initialize_dandi(
         dandiset = get_dandiset(session, user, dandiset_id)
         owner = require_owner(user, dandiset)
         embargoed = dandiset.embargoed
-        existing = session.scalar(
-            select(Blob).where(Blob.etag == etag, Blob.embargoed == embargoed)
-        )
-        if existing is not None and (not embargoed or _owns_a_user_of(session, owner, existing)):
+        existing = stored_twin(session, Digests(size, None, etag), embargoed=embargoed)
+        if existing is not None and may_read_blob(session, owner, existing):
             return DandiUploadPlan(None, existing.id, [])
         if size == 0:
             raise InvalidInput("an empty file cannot be uploaded in parts: DANDI has none")
@@ -242,6 +342,7 @@ def complete_dandi(
     client to POST to S3 itself (parts are ``(part_number, etag)``)."""
     with archive.db.session() as session:
         upload = _get_upload(session, user, upload_id)
+    _refuse_after_validation(upload, "complete")
     if upload.etag is None or upload.multipart_upload_id is None:
         raise InvalidInput(
             f"upload {upload.id} was not started with a dandi-etag: complete it with "
@@ -317,6 +418,7 @@ def complete(
     POSTs to S3 itself."""
     with archive.db.session() as session:
         upload = _get_upload(session, user, upload_id)
+    _refuse_after_validation(upload, "complete")
     if upload.etag is not None:
         return complete_dandi(archive, user, upload_id, parts)
     if upload.multipart_upload_id is None or upload.part_size is None:
@@ -329,6 +431,20 @@ def complete(
     return store.complete_multipart_upload(upload.key, upload.multipart_upload_id, checked)
 
 
+def _refuse_after_validation(upload: _Upload, what: str) -> None:
+    """An upload asked to validate is past completing and cancelling."""
+    if upload.validation == BlobValidation.VALID:
+        raise NotFound(
+            f"upload {upload.id} was validated: it is blob {upload.validated_blob_id}, "
+            f"there is nothing to {what}"
+        )
+    if upload.validation is not None:
+        raise InvalidInput(
+            f"upload {upload.id} was asked to validate already: ask again to hear the outcome "
+            f"(POST /api/uploads/{upload.id}/validate/) instead of asking to {what} it"
+        )
+
+
 def _discard(store: ObjectStore, upload: _Upload) -> None:
     if upload.multipart_upload_id is not None:
         store.abort_multipart_upload(upload.key, upload.multipart_upload_id)
@@ -339,10 +455,12 @@ def cancel(archive: Archive, user: Caller | None, upload_id: str) -> None:
     """Abandon an upload: its parts or object are removed."""
     with archive.db.write_session() as session:
         upload = _get_upload(session, user, upload_id, lock=True)
+        if upload.validation == BlobValidation.VALID:
+            # validated (maybe meanwhile): its object is a blob now and must stay
+            _refuse_after_validation(upload, "cancel")
         removed = session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
         if removed.rowcount != 1:  # type: ignore[attr-defined]
-            # validated meanwhile: its object is a blob now and must stay
-            raise NotFound(f"no upload {upload_id} (validated meanwhile)")
+            raise NotFound(f"no upload {upload_id} (cancelled meanwhile)")
     _discard(archive.store_for(upload.embargoed), upload)
 
 
@@ -354,19 +472,21 @@ def validate(archive: Archive, user: Caller | None, upload_id: str) -> BlobInfo 
 
     A single PUT is checked at once (S3's ETag is its md5).  A multipart object must be read
     and hashed: with a job queue that runs in the background and this answers ``None``
-    ("validating": ask again); the next call after the job answers its outcome.
+    ("validating": ask again); the next call after the job answers its outcome.  A validated
+    upload answers its blob each time it is asked (its row is the uploader's receipt, see
+    :func:`may_read_blob`); a failed one is told once and then forgotten.
     """
     failure: str | None = None
     with archive.db.write_session() as session:
         upload = _get_upload(session, user, upload_id, lock=True)
-        if upload.validation in (BlobValidation.FAILED, BlobValidation.VALID):
-            # the background job's outcome, told once: the upload is then forgotten
+        if upload.validation == BlobValidation.VALID:
+            blob = session.get(Blob, upload.validated_blob_id)
+            if blob is None:
+                raise NotFound(f"the blob of upload {upload_id} is gone")
+            return _info(blob)
+        if upload.validation == BlobValidation.FAILED:
+            # the background job's failure, told once: the upload is then forgotten
             session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
-            if upload.validation == BlobValidation.VALID:
-                blob = session.get(Blob, upload.validated_blob_id)
-                if blob is None:
-                    raise NotFound(f"the blob of upload {upload_id} is gone")
-                return _info(blob)
             failure = upload.validation_error or "the upload did not match what was announced"
         elif upload.validation == BlobValidation.VALIDATING:
             return None
@@ -465,10 +585,13 @@ def _validate_now(archive: Archive, upload: _Upload, *, background: bool) -> Blo
     with archive.db.write_session() as session:
         # the row lock: a concurrent cancel either removed the upload before (then nothing
         # is recorded) or waits and then finds it gone (then it discards nothing)
-        if session.get(BlobUpload, upload.id, with_for_update=True) is None:
-            done = session.get(Blob, upload.id)
+        row = session.get(BlobUpload, upload.id, with_for_update=True)
+        if row is None:
+            raise NotFound(f"no upload {upload.id} (cancelled meanwhile)")
+        if row.validation == BlobValidation.VALID:  # validated meanwhile by another request
+            done = session.get(Blob, row.validated_blob_id)
             if done is None:
-                raise NotFound(f"no upload {upload.id} (validated or cancelled meanwhile)")
+                raise NotFound(f"the blob of upload {upload.id} is gone")
             return _info(done)
         blob = _same_content(session, upload, found_etag)
         if blob is None:
@@ -487,14 +610,13 @@ def _validate_now(archive: Archive, upload: _Upload, *, background: bool) -> Blo
                 blob = _same_content(session, upload, found_etag)
                 assert blob is not None
         duplicate = blob.id != upload.id
-        if background:  # in the background: keep the outcome for the client's next ask
-            session.execute(
-                update(BlobUpload)
-                .where(BlobUpload.id == upload.id)
-                .values(validation=BlobValidation.VALID, validated_blob_id=blob.id)
-            )
-        else:
-            session.execute(delete(BlobUpload).where(BlobUpload.id == upload.id))
+        # the outcome, kept: the client's next ask (in the background) and the receipt that
+        # the uploader holds the blob's bytes (who may make it an asset: may_read_blob)
+        session.execute(
+            update(BlobUpload)
+            .where(BlobUpload.id == upload.id)
+            .values(validation=BlobValidation.VALID, validated_blob_id=blob.id)
+        )
         info = _info(blob)
     if duplicate:
         store.delete_all_versions(upload.key)
@@ -502,20 +624,8 @@ def _validate_now(archive: Archive, upload: _Upload, *, background: bool) -> Blo
 
 
 def _same_content(session: Session, upload: _Upload, etag: str | None) -> Blob | None:
-    """A blob of the same bucket with the same md5 and size, or the same dandi-etag."""
-    if upload.md5 is not None:
-        found = session.scalar(
-            select(Blob).where(
-                Blob.md5 == upload.md5,
-                Blob.size == upload.size,
-                Blob.embargoed == upload.embargoed,
-            )
-        )
-        if found is not None:
-            return found
-    if etag is None:
-        return None
-    return session.scalar(select(Blob).where(Blob.etag == etag, Blob.embargoed == upload.embargoed))
+    """A blob of the same bucket with the same content (:func:`stored_twin`)."""
+    return stored_twin(session, Digests(upload.size, upload.md5, etag), embargoed=upload.embargoed)
 
 
 #: Files up to this size are one part: their dandi-etag follows from their md5.
@@ -544,7 +654,7 @@ def _info(blob: Blob) -> BlobInfo:
 
 def digest_lookup(archive: Archive, user: Caller | None, algorithm: str, value: str) -> BlobInfo:
     """DANDI's ``POST /api/blobs/digest/``: the public blob with this digest (embargoed ones
-    only for a user who owns a dandiset using them)."""
+    only for a user who may read them: :func:`may_read_blob`)."""
     if algorithm == "dandi:dandi-etag":
         value = validate_dandi_etag(value)
         condition = Blob.etag == value
@@ -557,7 +667,7 @@ def digest_lookup(archive: Archive, user: Caller | None, algorithm: str, value: 
         )
     with archive.db.session() as session:
         for blob in session.scalars(select(Blob).where(condition)):
-            if not blob.embargoed or (user is not None and _owns_a_user_of(session, user, blob)):
+            if may_read_blob(session, user, blob):
                 return _info(blob)
     raise NotFound(f"no blob with {algorithm} {value}")
 

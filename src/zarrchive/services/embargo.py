@@ -39,6 +39,7 @@ from zarrchive.db.models import (
 )
 from zarrchive.errors import Conflict, StorageError
 from zarrchive.services.auth import Caller, require_owner
+from zarrchive.services.blobs import Digests, stored_twin
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.snapshots import remap_pinned_manifests
@@ -201,9 +202,17 @@ def move_to_public(
         # blob id -> its key in the embargo bucket
         blobs = {b.id: b.key for b in private}
         shared = {b.id for b in private if _used_elsewhere(session, b, dandiset_id)}
+        # public blobs of the same content (by digest) that may take the private ones' place
+        twins = {
+            twin.id: _Twin(twin.id, twin.key, twin.size)
+            for twin in (stored_twin(session, Digests.of(b), embargoed=False) for b in private)
+            if twin is not None
+        }
         # blobs an interrupted run already published still need their private copies purged
         published = [b.key for b in _dandiset_blobs(session, dandiset_id, embargoed=False)]
     source, target = archive.embargo_store, archive.store
+    for twin in twins.values():
+        _check_twin_object(target, twin)
     with ThreadPoolExecutor(UNEMBARGO_WORKERS, thread_name_prefix="unembargo") as pool:
         mover = _Mover(source, target, pool, threshold=copy_threshold, part_size=copy_part_size)
         copies = [c for prefix in _prefixes(zarr_ids) for c in mover.histories(prefix)]
@@ -229,11 +238,14 @@ def move_to_public(
         dandiset = session.get(Dandiset, dandiset_id)
         assert dandiset is not None
         dandiset.embargoed = False  # reads go to the public bucket from now on
+        # the public copies made for blobs that a twin replaced: no blob's content
+        needless: list[str] = []
         for blob in session.scalars(select(Blob).where(Blob.id.in_(list(blobs)))):
             if blob.id in shared:
-                _copy_blob(session, blob, shared_copies[blob.id], dandiset_id)
-            else:
-                _publish_blob(session, blob)
+                if _copy_blob(session, blob, shared_copies[blob.id], dandiset_id, twins):
+                    needless.append(blob_key(shared_copies[blob.id]))
+            elif _publish_blob(session, blob, twins):
+                needless.append(blob.key)
         # version ids changed with the copy: manifests are written anew
         for row in session.scalars(select(ZarrManifest).where(ZarrManifest.zarr_id.in_(zarr_ids))):
             if row.checksum not in kept.get(row.zarr_id, set()):
@@ -242,6 +254,8 @@ def move_to_public(
         purge_checked(source, prefix)
     for key in [*published, *(k for i, k in blobs.items() if i not in shared)]:
         purge_checked(source, key, exact=True)
+    for key in needless:
+        target.delete_all_versions(key)
     with archive.db.write_session() as session:
         dandiset = session.get(Dandiset, dandiset_id)
         assert dandiset is not None
@@ -262,18 +276,52 @@ def _dandiset_blobs(session: Session, dandiset_id: int, *, embargoed: bool) -> l
     return list(session.scalars(query))
 
 
-def _publish_blob(session: Session, blob: Blob) -> None:
-    """Mark *blob* public, or merge it into the public blob of the same content."""
-    twin = session.scalar(
-        select(Blob).where(Blob.md5 == blob.md5, Blob.size == blob.size, Blob.embargoed.is_(False))
-    )
+@dataclass(frozen=True)
+class _Twin:
+    """A public blob with the same digests as a private one (:func:`stored_twin`)."""
+
+    id: str
+    key: str
+    size: int
+
+
+def _check_twin_object(store: ObjectStore, twin: _Twin) -> None:
+    """A twin takes a private blob's place (whose copy is then purged) only if its object is
+    in the public bucket with its size: its digests were verified when it was uploaded."""
+    head = store.head(twin.key)
+    if head is None or head.size != twin.size:
+        found = "missing" if head is None else f"{head.size} bytes"
+        raise StorageError(
+            f"public blob {twin.id} ({twin.key!r}) has the digests of a blob being unembargoed "
+            f"but its object is {found}, not {twin.size} bytes: nothing was purged; restore its "
+            "object in S3, then unembargo again"
+        )
+
+
+def _verified_twin(session: Session, blob: Blob, twins: dict[str, _Twin]) -> Blob | None:
+    """The public blob of *blob*'s content, if any: one whose object was checked in S3."""
+    twin = stored_twin(session, Digests.of(blob), embargoed=False)
+    if twin is not None and twin.id not in twins:
+        raise StorageError(
+            f"public blob {twin.id} of the same content as blob {blob.id} appeared during "
+            "the move: unembargo again (its object is then checked)"
+        )
+    return twin
+
+
+def _publish_blob(session: Session, blob: Blob, twins: dict[str, _Twin]) -> bool:
+    """Mark *blob* public, or merge it into the public blob of the same content (an equal
+    digest, never a missing one: see :func:`~zarrchive.services.blobs.compare_content`).
+    True if merged (its public copy is then needless)."""
+    twin = _verified_twin(session, blob, twins)
     if twin is None:
         blob.embargoed = False
-        return
+        return False
     for asset in session.scalars(select(Asset).where(Asset.blob_id == blob.id)):
         asset.blob_id = twin.id
     session.flush()
     session.delete(blob)
+    return True
 
 
 def _used_elsewhere(session: Session, blob: Blob, dandiset_id: int) -> bool:
@@ -286,14 +334,21 @@ def _used_elsewhere(session: Session, blob: Blob, dandiset_id: int) -> bool:
     return session.scalar(query) is not None
 
 
-def _copy_blob(session: Session, blob: Blob, copy_id: str, dandiset_id: int) -> None:
-    """Point this dandiset's assets at a public blob with *blob*'s content."""
-    twin = session.scalar(
-        select(Blob).where(Blob.md5 == blob.md5, Blob.size == blob.size, Blob.embargoed.is_(False))
-    )
+def _copy_blob(
+    session: Session, blob: Blob, copy_id: str, dandiset_id: int, twins: dict[str, _Twin]
+) -> bool:
+    """Point this dandiset's assets at a public blob with *blob*'s content: its twin, or the
+    copy *copy_id* (with *blob*'s digests).  True if its twin (the copy is then needless)."""
+    twin = _verified_twin(session, blob, twins)
+    merged = twin is not None
     if twin is None:
         twin = Blob(
-            id=copy_id, md5=blob.md5, size=blob.size, key=blob_key(copy_id), embargoed=False
+            id=copy_id,
+            md5=blob.md5,
+            etag=blob.etag,
+            size=blob.size,
+            key=blob_key(copy_id),
+            embargoed=False,
         )
         session.add(twin)
         session.flush()
@@ -302,6 +357,7 @@ def _copy_blob(session: Session, blob: Blob, copy_id: str, dandiset_id: int) -> 
         select(Asset).where(Asset.blob_id == blob.id, Asset.version_id.in_(mine))
     ):
         asset.blob_id = twin.id
+    return merged
 
 
 def unembargo_job(dandiset_id: int) -> None:
