@@ -85,21 +85,21 @@ def test_crash_mid_update_is_finished_by_the_next_write(
 ) -> None:
     upload(api, zarr_id, FILES)
     batch = {"arr/0": b"changed", "arr/sub/deep/z": b"new", "top": b"top"}
-    real_apply = uploads.apply_changes
+    real_apply = uploads.apply.apply_changes
 
     def crash_half_way(store: Any, zid: str, changes: Any) -> Any:
         first = dict(list(changes.items())[:1])
         real_apply(store, zid, first)  # some nodes written...
         raise RuntimeError("simulated crash")  # ...then the server dies
 
-    monkeypatch.setattr(uploads, "apply_changes", crash_half_way)
+    monkeypatch.setattr(uploads.apply, "apply_changes", crash_half_way)
     response = api.post(
         f"/api/zarr/{zarr_id}/upload/", json=[{"path": p, "etag": md5(b)} for p, b in batch.items()]
     )
     put_files(response.json(), batch)
     with httpx.Client(base_url=str(api.base_url), headers=api.headers) as crashing:
         assert crashing.post(f"/api/zarr/{zarr_id}/upload/complete/").status_code == 500
-    monkeypatch.setattr(uploads, "apply_changes", real_apply)
+    monkeypatch.setattr(uploads.apply, "apply_changes", real_apply)
     # the database still holds the old checksum; the tree is half updated
     assert info(api, zarr_id)["checksum"] == oracle(FILES)
     # the next write notices and finishes the verified batch first

@@ -3,6 +3,7 @@ by RQ workers)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -33,4 +34,16 @@ def span(path: str, text: str, seconds: float) -> None:
     """Append ``start TEXT``, sleep, append ``end TEXT`` (to see whether jobs overlap)."""
     append_line(path, f"start {text}")
     time.sleep(seconds)
+    append_line(path, f"end {text}")
+
+
+def gated_span(path: str, text: str, gate: str, timeout: float = 60.0) -> None:
+    """Append ``start TEXT``, wait until the file *gate* exists (up to *timeout* s), append
+    ``end TEXT``: a job that runs until the test lets it end (its process ID in
+    ``{path}.pid``, for a test that kills it)."""
+    Path(path + ".pid").write_text(str(os.getpid()))
+    append_line(path, f"start {text}")
+    deadline = time.monotonic() + timeout
+    while not Path(gate).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     append_line(path, f"end {text}")

@@ -42,9 +42,10 @@ SOURCES = Path(zarrchive.__file__).parent
 
 
 def _service_functions() -> Iterator[tuple[str, Callable[..., Any]]]:
-    """Every function defined in a module of :mod:`zarrchive.services`, private ones too."""
-    for found in pkgutil.iter_modules(zarrchive.services.__path__):
-        module = importlib.import_module(f"zarrchive.services.{found.name}")
+    """Every function defined in a module of :mod:`zarrchive.services` (and its packages),
+    private ones too."""
+    for found in pkgutil.walk_packages(zarrchive.services.__path__, "zarrchive.services."):
+        module = importlib.import_module(found.name)
         for name, value in vars(module).items():
             if inspect.isfunction(value) and value.__module__ == module.__name__:
                 yield f"{module.__name__}.{name}", value
@@ -82,7 +83,7 @@ def test_archive_level_services_take_and_return_plain_values() -> None:
     names = {name for name, _ in checked}
     # the check sees the functions it is about
     assert {
-        "zarrchive.services.uploads.delete_files",
+        "zarrchive.services.uploads.batches.delete_files",
         "zarrchive.services.embargo.start_unembargo",
         "zarrchive.services.zarrs.browse",
         "zarrchive.services.catalog.asset_tree",

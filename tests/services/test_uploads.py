@@ -96,7 +96,7 @@ def test_complete_applies_only_the_batch_it_verified(
     a = {"f": b"batch A"}
     put_files(open_batch(api, zarr_id, a), a)
     b = {"f": b"batch B, never uploaded"}
-    verify = uploads._verify_staged
+    verify = uploads.batches._verify_staged
     with archive.db.session() as session:
         owner = Caller.of(session.query(User).filter_by(username="owner").one())
 
@@ -106,7 +106,7 @@ def test_complete_applies_only_the_batch_it_verified(
         uploads.start_batch(archive, owner, zarr_id, [(p, md5(v)) for p, v in b.items()])
         return result
 
-    monkeypatch.setattr(uploads, "_verify_staged", verify_then_race)
+    monkeypatch.setattr(uploads.batches, "_verify_staged", verify_then_race)
     with pytest.raises(NoUploadInProgress):
         uploads.complete_batch(archive, owner, zarr_id)
     with archive.db.session() as session:

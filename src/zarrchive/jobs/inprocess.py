@@ -30,7 +30,9 @@ class InProcessJobQueue(JobQueue):
 
     A job that raises is retried up to *max_retries* times after an exponential
     backoff (*backoff*, doubled each time, capped at *max_backoff* seconds); a
-    newer job with the same key supersedes a pending retry.  Coalescing is per
+    newer job with the same key supersedes a pending retry.  Jobs with the same key
+    never run at once: a job whose key runs in another thread is parked (still pending,
+    so a newer enqueue replaces it) and runs when that one ends.  Coalescing is per
     process: use :class:`~zarrchive.jobs.RedisJobQueue` for more than one.
     """
 
@@ -50,6 +52,9 @@ class InProcessJobQueue(JobQueue):
         self._heap: list[tuple[float, int, _Job]] = []
         self._seq = itertools.count()
         self._pending_by_key: dict[str, _Job] = {}
+        #: keys of the jobs running now; the job of such a key popped meanwhile, parked
+        self._running_keys: set[str] = set()
+        self._parked: dict[str, _Job] = {}
         self._live = 0  # queued jobs not cancelled
         self._running = 0
         self._closing = False
@@ -82,9 +87,10 @@ class InProcessJobQueue(JobQueue):
         log.info("queued job %s %s key=%s", job.id, name, key)
         return job.id
 
-    def _push(self, job: _Job, ready_at: float) -> None:
+    def _push(self, job: _Job, ready_at: float, *, new: bool = True) -> None:
         heapq.heappush(self._heap, (ready_at, next(self._seq), job))
-        self._live += 1
+        if new:
+            self._live += 1
         self._cond.notify()
 
     def _cancel_pending(self, key: str, new_id: str) -> None:
@@ -119,9 +125,15 @@ class InProcessJobQueue(JobQueue):
                     self._cond.wait(delay)
                     continue
                 job = heapq.heappop(self._heap)[2]
+                if job.key is not None and job.key in self._running_keys:
+                    # its key runs: it runs after that job (still pending meanwhile)
+                    self._parked[job.key] = job
+                    continue
                 self._live -= 1
-                if job.key is not None and self._pending_by_key.get(job.key) is job:
-                    del self._pending_by_key[job.key]
+                if job.key is not None:
+                    if self._pending_by_key.get(job.key) is job:
+                        del self._pending_by_key[job.key]
+                    self._running_keys.add(job.key)
                 self._running += 1
                 return job
 
@@ -138,6 +150,11 @@ class InProcessJobQueue(JobQueue):
             finally:
                 with self._cond:
                     self._running -= 1
+                    if job.key is not None:
+                        self._running_keys.discard(job.key)
+                        parked = self._parked.pop(job.key, None)
+                        if parked is not None and not parked.cancelled and not self._stopped:
+                            self._push(parked, time.monotonic(), new=False)
                     self._cond.notify_all()
 
     def _failed(self, job: _Job) -> None:
@@ -219,4 +236,5 @@ class InProcessJobQueue(JobQueue):
         self._stopped = True
         self._heap.clear()
         self._pending_by_key.clear()
+        self._parked.clear()
         self._live = 0

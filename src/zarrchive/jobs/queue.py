@@ -4,7 +4,10 @@
 call ``function(**kwargs)``.  Jobs must be idempotent: every queue retries a
 job that raises, and a job may run again after a crash.  A *key* coalesces:
 while a job with the same key is still queued (not started), a new enqueue
-replaces it, so only the latest arguments run.
+replaces it, so only the latest arguments run.  A key also serializes: jobs with
+the same key never run at the same time, and a job queued while another of its key
+runs is never dropped: it runs after that one ends (so it sees what that one did),
+without holding a worker meanwhile.
 """
 
 from __future__ import annotations
@@ -97,7 +100,8 @@ class JobQueue(ABC):
 
         *func* is ``"package.module:function"`` (or a module-level function);
         *kwargs* must be JSON-serialisable.  With *key*, a job with the same key
-        that has not started yet is replaced by this one.
+        that has not started yet is replaced by this one, and while a job with the same
+        key runs, this one runs after it.
         """
 
     @abstractmethod

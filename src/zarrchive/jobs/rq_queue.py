@@ -4,39 +4,101 @@ Every RQ job calls :func:`zarrchive.jobs.queue.run_job` with the job's import
 string and JSON arguments, stored with RQ's JSON serializer (no pickle: jobs
 stay readable and safe to decode).  Retries use RQ's :class:`~rq.Retry` (the
 worker runs RQ's scheduler, which re-queues retries after their interval).
-Coalescing by key: a Redis string maps the key to its latest job ID; under a
-per-key lock, a new enqueue removes the previous job from the queue list
-(``LREM``, atomic against a worker's pop) when it has not started yet.
 
-Jobs with the same key never run at the same time, on any number of workers: a keyed job
-runs under a Redis lock named by its key (:func:`run_keyed_job`), so a newer job waits for
-the one that started before it (jobs of one Zarr run one after the other, in order).
+Keys, in Redis strings under ``zarrchive:jobs:{queue}:``:
+
+- ``key:{key}``: the key's latest job ID.  Coalescing: under a per-key lock, a new
+  enqueue removes the previous job from the queue list (``LREM``, atomic against a
+  worker's pop) when it has not started yet.
+- ``running:{key}``: the ID of the job of the key that runs now, a **lease** of
+  :data:`KEY_LEASE` seconds that the running job renews (a thread, every third of it).
+  Taking it and giving it up are Lua scripts, atomic with the next item.
+- ``rerun:{key}``: a job of the key popped while another one ran: its function and
+  arguments (the newest such job's).  It does not wait (no worker is held by a job that
+  cannot run yet): it leaves this record and ends.  The running job, when it ends,
+  takes the record and queues the job again, so it runs **after** it and sees what it
+  did.  If the running job's worker dies, its lease expires and a watchdog (a job RQ's
+  scheduler runs :data:`KEY_LEASE` seconds after the deferral) queues it instead.
+
+So jobs with the same key never run at the same time, on any number of workers, and a job
+queued while another of its key runs is never lost: it runs after it (once, with the
+newest arguments).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import threading
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from redis import Redis
-from redis.exceptions import LockError
 from rq import Queue, Retry, Worker, get_current_job
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from zarrchive.errors import ConfigurationError, JobLockTimeout, JobQueueClosed
+from zarrchive.errors import ConfigurationError, JobQueueClosed
 from zarrchive.jobs.queue import JobFunc, JobQueue, log, prepare, run_job
 
 #: The RQ function every job without a key runs.
 RUNNER = "zarrchive.jobs.queue.run_job"
 #: The RQ function every job with a key runs: one at a time per key.
 KEYED_RUNNER = "zarrchive.jobs.rq_queue.run_keyed_job"
+#: The RQ function that queues a deferred job whose running job's worker died.
+WATCHDOG = "zarrchive.jobs.rq_queue.watch_deferred_job"
 #: The default queue name (``zarrchive worker --queue`` changes it).
 DEFAULT_QUEUE = "zarrchive"
+#: How long a running keyed job holds its key without renewing it (seconds): after a
+#: worker dies, the next job of its key waits at most about this long.
+KEY_LEASE = 60
 _KEY_TTL = 7 * 24 * 3600
+
+# KEYS: running, rerun; ARGV: job id, lease (ms), the job (JSON), the record's TTL (s).
+# 1: the key is this job's now; 0: another job runs: the job is recorded to run after it.
+_TAKE_KEY = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then
+    redis.call('SET', KEYS[2], ARGV[3], 'EX', tonumber(ARGV[4]))
+    return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]))
+return 1
+"""
+# KEYS: running; ARGV: job id, lease (ms).  1 if renewed, 0 if the lease was lost.
+_RENEW_KEY = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+    return 1
+end
+return 0
+"""
+# KEYS: running, rerun; ARGV: job id.  Give the key up; the job recorded meanwhile, if any.
+_GIVE_UP_KEY = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return false
+end
+redis.call('DEL', KEYS[1])
+local deferred = redis.call('GET', KEYS[2])
+if deferred then
+    redis.call('DEL', KEYS[2])
+end
+return deferred
+"""
+# KEYS: running, rerun.  While a job runs: 1 (it will take the record); else the record.
+_CLAIM_ORPHAN = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+    return 1
+end
+local deferred = redis.call('GET', KEYS[2])
+if deferred then
+    redis.call('DEL', KEYS[2])
+end
+return deferred
+"""
 
 
 def redis_connection(url: str) -> Redis:
@@ -52,6 +114,12 @@ def redis_connection(url: str) -> Redis:
     return connection
 
 
+def _names(queue_name: str, key: str) -> tuple[str, str, str]:
+    """The Redis keys of a job key: its latest job, its running job, its deferred job."""
+    prefix = f"zarrchive:jobs:{queue_name}"
+    return f"{prefix}:key:{key}", f"{prefix}:running:{key}", f"{prefix}:rerun:{key}"
+
+
 class RedisJobQueue(JobQueue):
     """Enqueue jobs on an RQ queue in Redis."""
 
@@ -65,6 +133,7 @@ class RedisJobQueue(JobQueue):
         job_timeout: int = 3600,
         result_ttl: int = 24 * 3600,
         failure_ttl: int = 7 * 24 * 3600,
+        key_lease: int = KEY_LEASE,
     ) -> None:
         self.connection = (
             redis_connection(connection) if isinstance(connection, str) else connection
@@ -79,14 +148,27 @@ class RedisJobQueue(JobQueue):
         self.retry_intervals = list(retry_intervals)
         self.result_ttl = result_ttl
         self.failure_ttl = failure_ttl
+        self.job_timeout = job_timeout
+        self.key_lease = key_lease
         self._closed = False
         self._owns_connection = isinstance(connection, str)
 
     def _key_name(self, key: str) -> str:
-        return f"zarrchive:jobs:{self.queue.name}:key:{key}"
+        return _names(self.queue.name, key)[0]
 
     def _running_lock_name(self, key: str) -> str:
-        return f"zarrchive:jobs:{self.queue.name}:running:{key}"
+        return _names(self.queue.name, key)[1]
+
+    def _settings(self) -> dict[str, Any]:
+        """What a keyed job needs to queue a job again as this queue would."""
+        return {
+            "max_retries": self.max_retries,
+            "retry_intervals": self.retry_intervals,
+            "job_timeout": self.job_timeout,
+            "result_ttl": self.result_ttl,
+            "failure_ttl": self.failure_ttl,
+            "key_lease": self.key_lease,
+        }
 
     def enqueue(
         self, func: JobFunc, kwargs: Mapping[str, Any] | None = None, *, key: str | None = None
@@ -97,15 +179,28 @@ class RedisJobQueue(JobQueue):
         if key is None:
             job = self._enqueue(name, arguments, key)
         else:
-            key_name = self._key_name(key)
-            with self.connection.lock(key_name + ":lock", timeout=30, blocking_timeout=30):
-                previous: bytes | None = self.connection.get(key_name)  # type: ignore[assignment]
-                if previous is not None:
-                    self._drop_if_queued(previous.decode(), key)
-                job = self._enqueue(name, arguments, key)
-                self.connection.set(key_name, job.id, ex=_KEY_TTL)
+            keyed = self._enqueue_keyed(name, arguments, key, replace=True)
+            assert keyed is not None  # replacing, a keyed job is always queued
+            job = keyed
         log.info("queued job %s %s key=%s on RQ queue %s", job.id, name, key, self.queue.name)
         return str(job.id)
+
+    def _enqueue_keyed(
+        self, name: str, arguments: dict[str, Any], key: str, *, replace: bool
+    ) -> Job | None:
+        """Queue a keyed job.  With *replace*, a job of the key still queued is replaced;
+        without (a deferred job queued again), this one is dropped instead: the queued job
+        was queued after it (it runs with newer arguments).  None when dropped."""
+        key_name = self._key_name(key)
+        with self.connection.lock(key_name + ":lock", timeout=30, blocking_timeout=30):
+            previous: bytes | None = self.connection.get(key_name)  # type: ignore[assignment]
+            if previous is not None:
+                if not replace and self._is_queued(previous.decode()):
+                    return None
+                self._drop_if_queued(previous.decode(), key)
+            job = self._enqueue(name, arguments, key)
+            self.connection.set(key_name, job.id, ex=_KEY_TTL)
+        return job
 
     def _enqueue(self, name: str, arguments: dict[str, Any], key: str | None) -> Job:
         retry = (
@@ -113,7 +208,9 @@ class RedisJobQueue(JobQueue):
         )
         runner_kwargs: dict[str, Any] = {"func": name, "kwargs": arguments}
         if key is not None:
-            runner_kwargs.update(key=key, lock_name=self._running_lock_name(key))
+            runner_kwargs.update(
+                key=key, lock_name=self._running_lock_name(key), settings=self._settings()
+            )
         return self.queue.enqueue_call(
             KEYED_RUNNER if key is not None else RUNNER,
             kwargs=runner_kwargs,
@@ -123,6 +220,9 @@ class RedisJobQueue(JobQueue):
             description=f"{name} key={key}" if key else name,
             meta={"zarrchive_key": key},
         )
+
+    def _is_queued(self, job_id: str) -> bool:
+        return self.connection.lpos(self.queue.key, job_id) is not None
 
     def _drop_if_queued(self, job_id: str, key: str) -> None:
         if self.queue.remove(job_id):
@@ -140,28 +240,137 @@ class RedisJobQueue(JobQueue):
             self.connection.close()
 
 
-def run_keyed_job(func: str, kwargs: dict[str, Any], key: str, lock_name: str) -> None:
-    """Run a keyed job under the Redis lock *lock_name*: one job per key at a time.
+class _KeyLease:
+    """The running job's hold on its key, renewed by a thread until :meth:`end`."""
 
-    The lock expires after the job's timeout (a worker killed mid-job cannot hold it for
-    ever); waiting for it counts against the waiting job's timeout.
-    """
+    def __init__(self, connection: Redis, name: str, job_id: str, lease: int) -> None:
+        self.connection = connection
+        self.name = name
+        self.job_id = job_id
+        self.lease_ms = lease * 1000
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._renew, args=(max(lease / 3, 0.1),), name="zarrchive-key-lease", daemon=True
+        )
+        self._thread.start()
+
+    def _renew(self, every: float) -> None:
+        while not self._stop.wait(every):
+            try:
+                held = self.connection.eval(_RENEW_KEY, 1, self.name, self.job_id, self.lease_ms)
+            except Exception:  # Redis unreachable for a moment: try again next time
+                log.warning("could not renew the lease of %s", self.name, exc_info=True)
+                continue
+            if not held:
+                log.error(
+                    "job %s lost its key %s (its lease expired): another job of the key may "
+                    "run meanwhile",
+                    self.job_id,
+                    self.name,
+                )
+                return
+
+    def end(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _job_record(func: str, kwargs: dict[str, Any], settings: Mapping[str, Any]) -> str:
+    return json.dumps({"func": func, "kwargs": kwargs, "settings": dict(settings)})
+
+
+def _queue_again(job: Job, key: str, record: bytes | str) -> None:
+    """Queue the deferred job *record* of *key* on *job*'s queue (unless a newer one is)."""
+    deferred = json.loads(record)
+    settings = deferred.get("settings") or {}
+    queue = RedisJobQueue(
+        job.connection,
+        queue_name=job.origin,
+        max_retries=settings.get("max_retries", 3),
+        retry_intervals=settings.get("retry_intervals", (10, 60, 300)),
+        job_timeout=settings.get("job_timeout", 3600),
+        result_ttl=settings.get("result_ttl", 24 * 3600),
+        failure_ttl=settings.get("failure_ttl", 7 * 24 * 3600),
+        key_lease=settings.get("key_lease", KEY_LEASE),
+    )
+    queued = queue._enqueue_keyed(deferred["func"], deferred["kwargs"], key, replace=False)
+    if queued is None:
+        log.info("deferred job of key %s: a newer job of the key is queued already", key)
+    else:
+        log.info("deferred job of key %s queued again as %s", key, queued.id)
+
+
+def run_keyed_job(
+    func: str,
+    kwargs: dict[str, Any],
+    key: str,
+    lock_name: str,
+    settings: Mapping[str, Any] | None = None,
+) -> None:
+    """Run a keyed job unless another job of its key runs; then record it to run after that
+    one (see the module's description).  *lock_name* is the key's ``running`` record."""
     job = get_current_job()
     if job is None:  # called outside a worker (tests): nothing to coordinate with
         run_job(func, kwargs)
         return
-    timeout = job.timeout if job.timeout and job.timeout > 0 else 3600
-    lock = job.connection.lock(lock_name, timeout=timeout, blocking_timeout=timeout)
-    if not lock.acquire():
-        raise JobLockTimeout(
-            f"job {job.id} {func} (key {key}) waited {timeout} s for the job of the same key "
-            "that runs elsewhere: retried later"
+    settings = dict(settings or {})
+    lease = int(settings.get("key_lease", KEY_LEASE))
+    rerun_name = lock_name.removesuffix(f":running:{key}") + f":rerun:{key}"
+    record = _job_record(func, kwargs, settings)
+    connection = job.connection
+    taken = connection.eval(
+        _TAKE_KEY, 2, lock_name, rerun_name, job.id, lease * 1000, record, _KEY_TTL
+    )
+    if not taken:
+        log.info(
+            "job %s %s (key %s): a job of its key runs; it runs again after that one",
+            job.id,
+            func,
+            key,
         )
+        Queue(job.origin, connection=connection, serializer=JSONSerializer).enqueue_in(
+            timedelta(seconds=lease),
+            WATCHDOG,
+            kwargs={"key": key, "lock_name": lock_name, "lease": lease},
+            result_ttl=settings.get("result_ttl", 24 * 3600),
+            description=f"watch the deferred job of key={key}",
+        )
+        return
+    holder = _KeyLease(connection, lock_name, job.id, lease)
     try:
         run_job(func, kwargs)
     finally:
-        with contextlib.suppress(LockError):
-            lock.release()
+        holder.end()
+        deferred: bytes | None = connection.eval(  # type: ignore[assignment]
+            _GIVE_UP_KEY, 2, lock_name, rerun_name, job.id
+        )
+        if deferred:
+            _queue_again(job, key, deferred)
+
+
+def watch_deferred_job(key: str, lock_name: str, lease: int = KEY_LEASE) -> None:
+    """Queue the deferred job of *key* if no job of the key runs any more (the one that ran
+    died without queueing it); while one runs, look again a lease later."""
+    job = get_current_job()
+    if job is None:
+        return
+    rerun_name = lock_name.removesuffix(f":running:{key}") + f":rerun:{key}"
+    found: int | bytes | None = job.connection.eval(  # type: ignore[assignment]
+        _CLAIM_ORPHAN, 2, lock_name, rerun_name
+    )
+    if isinstance(
+        found, int
+    ):  # still running (renewing its lease): it takes the record when it ends
+        Queue(job.origin, connection=job.connection, serializer=JSONSerializer).enqueue_in(
+            timedelta(seconds=lease),
+            WATCHDOG,
+            kwargs={"key": key, "lock_name": lock_name, "lease": lease},
+            result_ttl=job.result_ttl,
+            description=f"watch the deferred job of key={key}",
+        )
+    elif found:
+        log.warning("key %s: the job that ran stopped without ending; queueing the next", key)
+        _queue_again(job, key, found)
 
 
 def run_worker(

@@ -11,9 +11,13 @@ The file is named by the archive's checksum (what clients refer to);
 ``statistics.zarrChecksum`` inside is the listing's tree hash and
 ``zarrChecksumMismatch`` the archive's when they differ.
 
-A job finds the Zarr busy (a batch open) or changed while it listed: it does
-nothing, since a later job (queued when the Zarr comes to rest) covers the new
-state.
+A job finds the Zarr busy (a batch open, queued or being applied, or its dandiset being
+unembargoed) or changed while it listed: it does nothing, since a later job covers the
+new state.  Whatever brings a Zarr to rest queues that job after its commit (the apply
+engine, cancelling the open batch, an empty ``finalize``, ``fsck --repair``, the end of
+an unembargo; a batch left by a crash is applied by whoever takes its claim over, which
+queues it too), and the job queue runs a job queued while one of its key runs after
+that one (:mod:`zarrchive.jobs`), so the last state always gets its manifest.
 """
 
 from __future__ import annotations
@@ -28,10 +32,9 @@ from enum import StrEnum
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Zarr, ZarrManifest, ZarrPin
+from zarrchive.db.models import EmbargoStatus, UploadBatch, Zarr, ZarrManifest, ZarrPin
 from zarrchive.manifest import ManifestEntry, generate_manifest, manifest_key
 from zarrchive.services.runtime import Archive, current_archive
-from zarrchive.services.uploads import open_batch
 from zarrchive.services.zarrs import ZarrRef, get_zarr
 from zarrchive.storage.keys import zarr_prefix
 from zarrchive.storage.objects import ObjectStore
@@ -49,7 +52,8 @@ class ManifestStatus(StrEnum):
     WRITTEN = "written"
     #: already there (and, when forced, pinned by a published version: never rewritten)
     EXISTS = "exists"
-    #: a batch is open or being applied: the checksum is about to change
+    #: a batch is open or being applied, or the dandiset is being unembargoed: the Zarr
+    #: is not at rest
     BUSY = "busy"
     #: the Zarr changed while its objects were listed: the next job writes the new one
     SUPERSEDED = "superseded"
@@ -77,15 +81,27 @@ class _Snapshot:
 
 
 def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
+    """The Zarr's state.  Its batches are read before its row: each statement sees the
+    commits done before it, and the apply engine deletes the batch in the commit that
+    stores the new checksum, so "no batch" is never paired with the old checksum."""
     with archive.db.session() as session:
-        zarr = get_zarr(session, None, zarr_id, check_read=False)
+        zarr_id = get_zarr(session, None, zarr_id, check_read=False).id
+        busy = (
+            session.scalar(select(UploadBatch.id).where(UploadBatch.zarr_id == zarr_id).limit(1))
+            is not None
+        )
+        zarr = session.execute(
+            select(Zarr).where(Zarr.id == zarr_id).execution_options(populate_existing=True)
+        ).scalar_one()
+        dandiset = zarr.dandiset
+        session.refresh(dandiset)
         snap = _Snapshot(
             zarr.checksum,
             zarr.modified_at,
-            open_batch(session, zarr) is not None,
-            zarr.dandiset.embargoed,
+            busy or dandiset.embargo_status == EmbargoStatus.UNEMBARGOING,
+            dandiset.embargoed,
         )
-        return snap, archive.store_for(zarr.dandiset.embargoed)
+        return snap, archive.store_for(dandiset.embargoed)
 
 
 def current_entries(

@@ -1,0 +1,137 @@
+"""Batched uploads, their verification, their (deferred) apply, cancellation and deletion.
+
+The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.models.BatchState`):
+
+1. ``start_batch``: under the Zarr's row lock, record the batch (state ``open``, a ``uid``
+   unique forever; at most one ``open`` batch per Zarr, enforced by a partial unique index)
+   and answer presigned PUT URLs for its **staging keys**
+   ``zarr-staging/{zarr_id}/{uid}/{path}`` (signing ``Content-MD5``).  No URL ever names a
+   key of the Zarr itself, so no URL, late or replayed, can change what a Zarr shows.
+2. ``complete_batch``: list the batch's staging prefix (one listing, no lock) and check every
+   file is there with its md5 (any problem: 400, nothing changes); then, under the lock and
+   only if the open batch is still the one verified (same uid), record each staging object's
+   version and size and mark the batch ``queued`` with the next apply order number ``seq``.
+   From here on the batch *will* be applied, and the Zarr can take its next batch at once.
+   ``complete`` answers right away (``wait=False``; the Zarr's ``upload_state`` says
+   ``applying``) after queueing the apply job (key ``apply:{zarr_id}``: jobs coalesce), or
+   applies before answering (``wait=True``, or when the archive has no job queue).
+3. ``apply_pending`` applies the Zarr's queued batches **in seq order**, one at a time.  For
+   each, under the lock, it claims the lowest one (state ``applying``, ``claimed_by`` a token
+   of this call, ``claimed_until`` a lease of :data:`CLAIM_SECONDS`); a batch claimed by
+   another live applier is left to it (the caller waits, or returns).  Then, outside the
+   lock, it copies each staged version to ``zarr/{zarr_id}/{path}`` (renewing the claim every
+   :data:`COPY_CHUNK` copies and stopping if it was lost), and under the lock, if it still
+   holds the claim, rewrites the affected ``.checksum`` nodes, stores the root and deletes the
+   batch row; after the commit it drops the staging objects (best effort: leftovers are
+   garbage that :func:`purge_stale_staging` removes).  Readers see a batch's effect (objects,
+   nodes, root) only once it is applied, exactly as before: the copies overwrite only keys
+   the batch changes, and the tree and root change in the commit.  Every step is idempotent:
+   a crash anywhere leaves the claim to expire, and the batch is finished by the job's retry,
+   by the next write to the Zarr (which queues the job again), by
+   :func:`sweep_pending` when a server or worker starts, or by ``admin fsck``.  The database
+   decides order (``seq``) and ownership (the claim): nothing process-local is needed.
+4. ``cancel_batch`` cancels only the ``open`` batch: delete its row under the lock, then its
+   staging objects; queued batches stay queued and are applied.
+5. ``delete_files`` is allowed while a batch is open (the open batch has not touched the
+   Zarr): it first applies every queued batch (waiting for an applier that holds one), then,
+   under the lock with nothing queued, checks the paths are files, records a batch of kind
+   ``delete`` (queued, next ``seq``) and applies it at once: delete markers (object versions
+   are kept), then the tree update.
+
+Anything that needs the Zarr at rest (publish, ``fsck --repair``, manifests, unembargo)
+treats a queued or applying batch like an open one: :func:`open_batch` answers any batch.
+
+For callers (routers, DANDI's ``files/`` + ``finalize/`` flow):
+
+- ``start_batch(archive, user, zarr_id, [(path, md5), ...]) -> [UploadUrl]``
+- ``complete_batch(archive, user, zarr_id, *, wait=False)`` (raises
+  :class:`~zarrchive.errors.UploadVerificationFailed` with every bad file)
+- ``cancel_batch(archive, user, zarr_id)``; ``delete_files(archive, user, zarr_id, paths)``
+- ``upload_status(session, zarr_id) -> UploadStatus``: ``.state`` is an
+  :class:`UploadState` (``at_rest`` | ``open`` | ``applying``): DANDI's Complete | Pending |
+  Ingesting.
+- ``finish_interrupted(archive, zarr_id)`` / ``apply_pending(archive, zarr_id, wait=True)``:
+  apply what is queued now; ``sweep_pending(archive)``: queue the apply of every Zarr with
+  pending batches (server and worker start).
+
+The package, by concept (import from here: these names are its interface):
+
+- :mod:`.records`: the Zarr's batch rows (status, lookups, checks shared by the rest);
+- :mod:`.batches`: the batch lifecycle (open, complete, cancel) and deleting files;
+- :mod:`.apply`: the apply engine (claims, copies into place, tree update, the jobs);
+- :mod:`.dandi`: DANDI's ``files/`` + ``finalize/`` flow;
+- :mod:`.staging`: the batches' staging area.
+
+Job import strings name this package (``zarrchive.services.uploads:apply_pending_job``): jobs
+queued in Redis by an earlier release keep resolving.
+"""
+
+from __future__ import annotations
+
+from zarrchive.services.uploads.apply import (
+    APPLY_JOB,
+    CLAIM_SECONDS,
+    COPY_CHUNK,
+    WAIT_SECONDS,
+    apply_pending,
+    apply_pending_job,
+    finish_interrupted,
+    queue_manifest,
+    sweep_pending,
+)
+from zarrchive.services.uploads.batches import (
+    cancel_batch,
+    complete_batch,
+    delete_files,
+    start_batch,
+    upload_in_progress,
+)
+from zarrchive.services.uploads.dandi import (
+    DANDI_BATCH_FACTOR,
+    FINALIZE_ROUNDS,
+    DroppedFile,
+    FinalizeReport,
+    dandi_batch_limit,
+    extend_batch,
+    finalize,
+    md5_from_base64,
+)
+from zarrchive.services.uploads.records import (
+    UploadState,
+    UploadStatus,
+    UploadUrl,
+    open_batch,
+    upload_status,
+)
+from zarrchive.services.uploads.staging import purge_stale_staging
+
+__all__ = [
+    "APPLY_JOB",
+    "CLAIM_SECONDS",
+    "COPY_CHUNK",
+    "DANDI_BATCH_FACTOR",
+    "FINALIZE_ROUNDS",
+    "WAIT_SECONDS",
+    "DroppedFile",
+    "FinalizeReport",
+    "UploadState",
+    "UploadStatus",
+    "UploadUrl",
+    "apply_pending",
+    "apply_pending_job",
+    "cancel_batch",
+    "complete_batch",
+    "dandi_batch_limit",
+    "delete_files",
+    "extend_batch",
+    "finalize",
+    "finish_interrupted",
+    "md5_from_base64",
+    "open_batch",
+    "purge_stale_staging",
+    "queue_manifest",
+    "start_batch",
+    "sweep_pending",
+    "upload_in_progress",
+    "upload_status",
+]

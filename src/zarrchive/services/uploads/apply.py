@@ -1,0 +1,338 @@
+"""The apply engine: verified batches copied into place and the tree updated, in ``seq`` order,
+under claims with a lease (see :mod:`zarrchive.services.uploads`, step 3)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from zarrchive.db.models import (
+    PENDING_STATES,
+    BatchKind,
+    BatchState,
+    UploadBatch,
+    utcnow,
+)
+from zarrchive.errors import (
+    ArchiveBusy,
+    NotFound,
+    StorageError,
+    ZarrchiveError,
+)
+from zarrchive.services.runtime import Archive, current_archive
+from zarrchive.services.tree_updater import (
+    FileChange,
+    apply_changes,
+)
+from zarrchive.services.uploads.records import _has_pending
+from zarrchive.services.uploads.staging import _drop_staging
+from zarrchive.services.zarrs import get_zarr
+from zarrchive.storage.keys import (
+    staging_object_key,
+    zarr_object_key,
+)
+from zarrchive.storage.objects import ObjectStore
+
+log = logging.getLogger(__name__)
+
+#: How long an applier's claim on a batch lasts without renewal (it renews every chunk).
+CLAIM_SECONDS = 15.0
+#: Copies between renewals of the claim.
+COPY_CHUNK = 250
+#: How long a request that must apply now (``wait``) waits for another applier.
+WAIT_SECONDS = 60.0
+#: The import string of the apply job.
+APPLY_JOB = "zarrchive.services.uploads:apply_pending_job"
+
+
+# -- applying verified batches, in order ------------------------------------------------
+@dataclass(frozen=True)
+class _Claimed:
+    """A batch this applier claimed, read from the database (no ORM object outlives it)."""
+
+    zarr_id: str
+    uid: str
+    kind: str
+    seq: int
+    #: upload: path -> (md5, size, staged version id); delete: the paths
+    files: dict[str, tuple[str, int, str | None]] = field(default_factory=dict)
+    paths: list[str] = field(default_factory=list)
+
+
+class _Busy:
+    """Another applier holds the claim on the Zarr's next batch."""
+
+
+_BUSY = _Busy()
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=CLAIM_SECONDS)
+
+
+def _claim_next(
+    archive: Archive, zarr_id: str, token: str, until_seq: int | None
+) -> _Claimed | _Busy | None:
+    """Claim the Zarr's lowest pending batch (None: nothing pending up to *until_seq*)."""
+    with archive.db.write_session() as session:
+        zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
+        batch = session.scalars(
+            select(UploadBatch)
+            .where(UploadBatch.zarr_id == zarr.id, UploadBatch.state.in_(PENDING_STATES))
+            .order_by(UploadBatch.seq)
+            .limit(1)
+        ).first()
+        if batch is None or (until_seq is not None and (batch.seq or 0) > until_seq):
+            return None
+        now = utcnow()
+        if (
+            batch.state == BatchState.APPLYING
+            and batch.claimed_by != token
+            and batch.claimed_until is not None
+            and batch.claimed_until > now
+        ):
+            return _BUSY
+        if batch.state == BatchState.APPLYING:
+            log.warning(
+                "Zarr %s: taking over %s batch %s (its applier stopped)",
+                zarr.id,
+                batch.kind,
+                batch.uid,
+            )
+        batch.state = BatchState.APPLYING
+        batch.claimed_by = token
+        batch.claimed_until = now + _lease()
+        assert batch.seq is not None
+        claimed = _Claimed(zarr.id, batch.uid, batch.kind, batch.seq)
+        for f in batch.files:
+            claimed.paths.append(f.path)
+            if batch.kind == BatchKind.UPLOAD:
+                assert f.etag is not None and f.size is not None
+                claimed.files[f.path] = (f.etag, f.size, f.staged_version)
+        return claimed
+
+
+def _renew(archive: Archive, claimed: _Claimed, token: str) -> bool:
+    """Extend the claim; False if it was lost (another applier took the batch over)."""
+    with archive.db.write_session() as session:
+        result = session.execute(
+            update(UploadBatch)
+            .where(UploadBatch.uid == claimed.uid, UploadBatch.claimed_by == token)
+            .values(claimed_until=utcnow() + _lease())
+        )
+        return bool(getattr(result, "rowcount", 0))
+
+
+def _release(archive: Archive, claimed: _Claimed, token: str) -> None:
+    """Give the claim up after a failure, so the next applier need not wait for the lease."""
+    try:
+        with archive.db.write_session() as session:
+            session.execute(
+                update(UploadBatch)
+                .where(UploadBatch.uid == claimed.uid, UploadBatch.claimed_by == token)
+                .values(state=BatchState.QUEUED, claimed_by=None, claimed_until=None)
+            )
+    except Exception:  # the database is gone too: the lease expires on its own
+        log.warning("Zarr %s: could not release batch %s", claimed.zarr_id, claimed.uid)
+
+
+class _ClaimLost(Exception):
+    pass
+
+
+def _copy_into_place(archive: Archive, store: ObjectStore, claimed: _Claimed, token: str) -> None:
+    """Copy every staged object of the batch to its key in the Zarr (idempotent), renewing
+    the claim between chunks."""
+
+    def copy(item: tuple[str, tuple[str, int, str | None]]) -> None:
+        path, (md5, _size, version) = item
+        source = staging_object_key(claimed.zarr_id, claimed.uid, path)
+        etag = store.copy_within(source, zarr_object_key(claimed.zarr_id, path), version)
+        if etag != md5:
+            raise StorageError(
+                f"copying {source!r} into Zarr {claimed.zarr_id} gave ETag {etag!r}, not the "
+                f"verified md5 {md5}: S3 is not behaving; the batch stays queued and is "
+                "applied again by the next write to the Zarr"
+            )
+
+    items = list(claimed.files.items())
+    for start in range(0, len(items), COPY_CHUNK):
+        if start and not _renew(archive, claimed, token):
+            raise _ClaimLost
+        store.map(copy, items[start : start + COPY_CHUNK])
+
+
+def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
+    """Apply a claimed batch; False if the claim was lost to another applier meanwhile."""
+    zarr_id = claimed.zarr_id
+    with archive.db.session() as session:
+        store = archive.store_for(
+            get_zarr(session, None, zarr_id, check_read=False).dandiset.embargoed
+        )
+    try:
+        # S3 work outside the database lock: only this batch's objects, all idempotent.
+        if claimed.kind == BatchKind.DELETE:
+            store.delete_many(zarr_object_key(zarr_id, p) for p in claimed.paths)
+            changes: dict[str, FileChange] = dict.fromkeys(claimed.paths)
+        else:
+            _copy_into_place(archive, store, claimed, token)
+            changes = {p: (md5, size) for p, (md5, size, _v) in claimed.files.items()}
+        with archive.db.write_session() as session:
+            zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
+            batch = session.scalar(select(UploadBatch).where(UploadBatch.uid == claimed.uid))
+            if batch is None or batch.claimed_by != token:
+                return False  # another applier took it over (and applies it)
+            state = apply_changes(store, zarr_id, changes)
+            zarr.checksum, zarr.file_count, zarr.size = (
+                state.checksum,
+                state.file_count,
+                state.size,
+            )
+            zarr.modified_at = utcnow()
+            session.delete(batch)
+    except _ClaimLost:
+        return False
+    except BaseException:
+        _release(archive, claimed, token)
+        raise
+    if claimed.kind == BatchKind.UPLOAD:
+        _drop_staging(store, zarr_id, claimed.uid)
+    return True
+
+
+def apply_pending(
+    archive: Archive,
+    zarr_id: str,
+    *,
+    wait: bool = True,
+    until_seq: int | None = None,
+    timeout: float = WAIT_SECONDS,
+) -> int:
+    """Apply the Zarr's queued batches in order (those up to *until_seq*, if given).
+
+    A batch claimed by another live applier is theirs: with *wait*, poll until they are
+    done (or their claim expires, then take over), up to *timeout* seconds (then
+    :class:`~zarrchive.errors.ArchiveBusy`, 503); without, return.  Returns how many batches
+    this call applied; queues the manifest job when it applied any.
+    """
+    token = uuid.uuid4().hex
+    applied = 0
+    deadline = time.monotonic() + timeout
+    pause = 0.02
+    try:
+        while True:
+            claimed = _claim_next(archive, zarr_id, token, until_seq)
+            if claimed is None:
+                return applied
+            if isinstance(claimed, _Busy):
+                if not wait:
+                    return applied
+                if time.monotonic() > deadline:
+                    raise ArchiveBusy(
+                        f"Zarr {zarr_id}: its verified batches are still being applied by "
+                        "another process: try again shortly",
+                    )
+                time.sleep(pause)
+                pause = min(pause * 1.5, 0.5)
+                continue
+            pause = 0.02
+            if _apply_claimed(archive, claimed, token):
+                applied += 1
+    finally:
+        if applied:
+            queue_manifest(archive, zarr_id)
+
+
+def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False) -> bool:
+    """Apply every verified batch of *zarr_id* now (waiting for another applier); True if
+    this call applied any.  (``admin fsck`` calls it first; kept by name for callers.)"""
+    with archive.db.session() as session:
+        zarr_id = get_zarr(session, None, zarr_id, check_read=False).id
+        if not _has_pending(session, zarr_id):
+            return False
+    if not expected:
+        log.warning("Zarr %s: applying its pending batches", zarr_id)
+    return apply_pending(archive, zarr_id, wait=True) > 0
+
+
+def apply_pending_job(zarr_id: str) -> None:
+    """The background job (key ``apply:{zarr_id}``): apply the Zarr's queued batches.
+
+    It waits for another applier's claim (up to twice the lease, so a dead applier's claim
+    expires and is taken over); it raises on failure, so the queue retries it.
+    """
+    try:
+        apply_pending(current_archive(), zarr_id, wait=True, timeout=2 * CLAIM_SECONDS + 5)
+    except NotFound:
+        log.info("Zarr %s is gone: nothing to apply", zarr_id)
+
+
+def _schedule(archive: Archive, zarr_id: str) -> bool:
+    """Queue the apply job of the Zarr; False if there is no job queue (or it refused):
+    the caller then applies itself."""
+    if archive.jobs is None:
+        return False
+    try:
+        archive.jobs.enqueue(APPLY_JOB, {"zarr_id": zarr_id}, key=f"apply:{zarr_id}")
+    except Exception:
+        log.exception("Zarr %s: could not queue its apply job: applying now", zarr_id)
+        return False
+    return True
+
+
+def _kick(archive: Archive, zarr_id: str) -> None:
+    """Make sure the Zarr's pending batches (if any) get applied: queue the job, or without
+    a queue apply them now.  Every write calls it, so a batch left behind by a crash is
+    finished by the next write."""
+    with archive.db.session() as session:
+        if not _has_pending(session, zarr_id):
+            return
+    if not _schedule(archive, zarr_id):
+        apply_pending(archive, zarr_id, wait=True)
+
+
+def sweep_pending(archive: Archive) -> int:
+    """Queue (or, without a job queue, run) the apply of every Zarr with pending batches.
+
+    Called when a server or a worker starts: a batch verified before a crash is applied
+    even if nobody writes to its Zarr again.  Returns how many Zarrs.
+    """
+    with archive.db.session() as session:
+        zarr_ids = sorted(
+            set(
+                session.scalars(
+                    select(UploadBatch.zarr_id).where(UploadBatch.state.in_(PENDING_STATES))
+                )
+            )
+        )
+    for zarr_id in zarr_ids:
+        try:
+            _kick(archive, zarr_id)
+        except ZarrchiveError as exc:
+            log.warning("Zarr %s: could not apply its pending batches: %s", zarr_id, exc.message)
+    if zarr_ids:
+        log.info("%d Zarr(s) had verified batches to apply", len(zarr_ids))
+    return len(zarr_ids)
+
+
+def queue_manifest(archive: Archive, zarr_id: str) -> None:
+    """Queue the manifest job for the Zarr's new checksum (after the commit).
+
+    The change itself has been committed: a queue failure is logged, never
+    reported as a failure of the change (``zarrchive manifest backfill`` fills gaps).
+    """
+    if archive.jobs is None:
+        return
+    try:
+        archive.jobs.enqueue(
+            "zarrchive.services.manifests:generate_manifest_job",
+            {"zarr_id": zarr_id},
+            key=f"manifest:{zarr_id}",
+        )
+    except Exception:
+        log.exception("Zarr %s: could not queue its manifest job", zarr_id)

@@ -1,0 +1,336 @@
+"""The batch lifecycle: open, complete (verify and queue), cancel; and deleting files (see
+:mod:`zarrchive.services.uploads`, steps 1, 2, 4 and 5)."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from zarrchive.db.models import (
+    PENDING_STATES,
+    BatchKind,
+    BatchState,
+    UploadBatch,
+    UploadBatchFile,
+    utcnow,
+)
+from zarrchive.errors import (
+    InvalidInput,
+    NoUploadInProgress,
+    UploadInProgress,
+    UploadVerificationFailed,
+)
+from zarrchive.paths import find_file_directory_clashes, split_path
+from zarrchive.services.auth import Caller
+from zarrchive.services.runtime import Archive
+from zarrchive.services.tree_updater import (
+    affected_directories,
+    file_lookup,
+    read_nodes,
+)
+from zarrchive.services.uploads.apply import (
+    WAIT_SECONDS,
+    _kick,
+    _schedule,
+    apply_pending,
+    queue_manifest,
+)
+from zarrchive.services.uploads.records import (
+    UploadUrl,
+    _check_batch_size,
+    _has_pending,
+    _lock_for_write,
+    _new_upload_batch,
+    _next_seq,
+    _the_open_batch,
+    _validate_files,
+    _validate_paths,
+    _writable,
+    upload_status,
+)
+from zarrchive.services.uploads.staging import _drop_staging
+from zarrchive.services.zarrs import get_zarr
+from zarrchive.storage.keys import (
+    staging_object_key,
+    staging_prefix,
+)
+from zarrchive.storage.objects import ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+# -- the operations --------------------------------------------------------------------
+def upload_in_progress(archive: Archive, user: Caller | None, zarr_id: str) -> bool:
+    """True while the Zarr has an open upload batch."""
+    with archive.db.session() as session:
+        zarr = get_zarr(session, user, zarr_id)
+        return upload_status(session, zarr.id).open
+
+
+def start_batch(
+    archive: Archive, user: Caller | None, zarr_id: str, files: Sequence[tuple[str, str]]
+) -> list[UploadUrl]:
+    """Open a batch for *files* (``(path, md5)``) and return presigned PUT URLs.
+
+    Allowed while earlier batches are queued (verified, not applied yet): they are applied
+    in order, before this one.
+    """
+    _check_batch_size(archive, len(files), "batch")
+    checked = _validate_files(files)
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if status.open:
+        raise UploadInProgress(
+            f"Zarr {zarr_id} already has an upload batch open: complete it "
+            "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
+        )
+    if status.pending:
+        _kick(archive, zarr_id)  # a batch left behind by a crash is finished (or queued)
+    _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        if _the_open_batch(session, zarr.id) is not None:
+            raise UploadInProgress(
+                f"Zarr {zarr.id} already has an upload batch open: complete it "
+                "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
+            )
+        batch = _new_upload_batch(session, zarr, user, checked)
+        zarr.modified_at = utcnow()
+        try:
+            session.flush()
+        except IntegrityError as exc:  # a concurrent request won the race
+            raise UploadInProgress(f"Zarr {zarr.id} already has an upload batch open") from exc
+        uid = batch.uid
+        store = archive.store_for(zarr.dandiset.embargoed)
+    expiry = archive.settings.presign_expiry
+    return [
+        UploadUrl(p, store.presign_put(staging_object_key(zarr_id, uid, p), e, expiry))
+        for p, e in checked
+    ]
+
+
+def _queued_paths(archive: Archive, zarr_id: str) -> list[str]:
+    """The paths written by the Zarr's verified batches that are not applied yet."""
+    with archive.db.session() as session:
+        return list(
+            session.scalars(
+                select(UploadBatchFile.path)
+                .join(UploadBatch, UploadBatch.id == UploadBatchFile.batch_id)
+                .where(
+                    UploadBatch.zarr_id == zarr_id,
+                    UploadBatch.kind == BatchKind.UPLOAD,
+                    UploadBatch.state.in_(PENDING_STATES),
+                )
+            )
+        )
+
+
+def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> None:
+    """A file and a directory of one name (``a`` and ``a/b``), in the batch or against the
+    Zarr's tree, are refused: S3 would hold both, but no tree (or manifest) can."""
+    problems = [
+        f"{p!r} is both a file and a directory in the batch"
+        for p in find_file_directory_clashes(paths)
+    ]
+    # the verified batches not applied yet count as the Zarr's (read before the tree: a
+    # batch applied in between is then in the tree)
+    queued = set(_queued_paths(archive, zarr_id))
+    queued_directories = affected_directories(sorted(queued))
+    for path in paths:
+        if path in queued_directories:
+            problems.append(f"{path!r} is a directory of a batch being applied: it can't be a file")
+        for parent in affected_directories([path]) - {""}:
+            if parent in queued:
+                problems.append(
+                    f"{path!r} would make {parent!r} a directory, but a batch being applied "
+                    "writes it as a file"
+                )
+    with archive.db.session() as session:
+        zarr = get_zarr(session, None, zarr_id, check_read=False)
+        store = archive.store_for(zarr.dandiset.embargoed)
+    directories = sorted(affected_directories(paths))
+    nodes = read_nodes(store, zarr_id, directories)
+    for path in paths:
+        directory, name = split_path(path)
+        node = nodes.get(directory)
+        if node is not None and name in node.directories:
+            problems.append(f"{path!r} is a directory of the Zarr: it can't also be a file")
+        for parent in affected_directories([path]) - {""}:
+            above, parent_name = split_path(parent)
+            above_node = nodes.get(above)
+            if above_node is not None and parent_name in above_node.files:
+                problems.append(
+                    f"{path!r} would make {parent!r} a directory, but it is a file of the Zarr"
+                )
+    if problems:
+        problems = sorted(set(problems))
+        more = f" (and {len(problems) - 20} more)" if len(problems) > 20 else ""
+        raise InvalidInput(
+            "; ".join(problems[:20]) + more + ": delete the file first, or rename",
+            detail={"message": "files and directories of the same name", "problems": problems},
+        )
+
+
+def complete_batch(
+    archive: Archive, user: Caller | None, zarr_id: str, *, wait: bool = False
+) -> None:
+    """Verify the open batch's staged objects and queue it to be applied (in order).
+
+    The staging area is verified without holding the Zarr's lock (only the batch's own URLs
+    write it, and only with the announced content); the lock is taken to record the verified
+    batch, if it is still the same open batch (same uid), as ``queued`` with the next
+    ``seq``.  Then the apply job is queued and the call returns (the Zarr's
+    ``upload_status`` says ``applying``); with *wait* (or without a job queue) the batch and
+    every one before it are applied first.
+    """
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if not status.open and status.pending:
+        # a retried complete whose batch was verified (its answer lost, or its apply
+        # failed): the batch is queued; apply it (with *wait*) or make sure it will be
+        if wait or not _schedule(archive, zarr_id):
+            apply_pending(archive, zarr_id, wait=True)
+        return
+    with archive.db.session() as session:
+        batch = _the_open_batch(session, zarr_id)
+        if batch is None or batch.kind != BatchKind.UPLOAD:
+            raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
+        uid = batch.uid
+        expected = {f.path: f.etag for f in batch.files}
+        store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
+    staged = _verify_staged(store, zarr_id, uid, expected)
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        batch = _the_open_batch(session, zarr.id)
+        if batch is None or batch.uid != uid:
+            raise NoUploadInProgress(
+                f"Zarr {zarr.id}: the batch was completed or cancelled meanwhile by another request"
+            )
+        for f in batch.files:
+            f.size, f.staged_version = staged[f.path]
+        batch.state = BatchState.QUEUED
+        batch.seq = _next_seq(session, zarr.id)
+        seq = batch.seq
+    # Recorded as verified: from here on the batch is applied, whatever happens to us.
+    if wait or not _schedule(archive, zarr_id):
+        apply_pending(archive, zarr_id, wait=True, until_seq=seq)
+
+
+def _check_staged(
+    store: ObjectStore, zarr_id: str, uid: str, expected: dict[str, str | None]
+) -> tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]:
+    """Every file of a batch that is staged with its md5 (``path -> (size, version id)``),
+    and the problems (``{"path", "expected", "found"}``: missing, or another md5)."""
+    prefix = staging_prefix(zarr_id, uid)
+    latest: dict[str, tuple[str | None, int, str | None]] = {}
+    for version in store.iter_versions(prefix):
+        path = version.key[len(prefix) :]
+        if version.is_latest and path in expected:
+            latest[path] = (
+                None if version.is_delete_marker else version.etag,
+                version.size,
+                version.version_id if version.version_id not in ("", "null") else None,
+            )
+    problems: list[dict[str, str | None]] = []
+    staged: dict[str, tuple[int, str | None]] = {}
+    for path, etag in sorted(expected.items()):
+        found = latest.get(path)
+        if found is None or found[0] != etag:
+            problems.append({"path": path, "expected": etag, "found": found[0] if found else None})
+        else:
+            staged[path] = (found[1], found[2])
+    return staged, problems
+
+
+def _verify_staged(
+    store: ObjectStore, zarr_id: str, uid: str, expected: dict[str, str | None]
+) -> dict[str, tuple[int, str | None]]:
+    """Check every file of a batch is staged with its md5; ``path -> (size, version id)``."""
+    staged, problems = _check_staged(store, zarr_id, uid, expected)
+    if problems:
+        listed = ", ".join(
+            f"{p['path']} (expected {p['expected']}, found {p['found'] or 'nothing'})"
+            for p in problems[:10]
+        )
+        raise UploadVerificationFailed(
+            f"{len(problems)} of {len(expected)} files of the batch are missing or differ in S3: "
+            f"{listed}. Upload them again to their URLs and complete again, or cancel the batch.",
+            detail={"message": "upload verification failed", "files": problems},
+        )
+    clashes = find_file_directory_clashes(sorted(expected))
+    if clashes:  # only a batch extended through DANDI's files/ can hold them
+        raise InvalidInput(
+            f"{len(clashes)} files of the batch are also directories of other files of it: "
+            f"{', '.join(clashes[:10])}; cancel the batch",
+            detail={"message": "files and directories of the same name", "problems": clashes},
+        )
+    return staged
+
+
+def cancel_batch(archive: Archive, user: Caller | None, zarr_id: str) -> None:
+    """Cancel the open batch: forget it and drop its staging objects.
+
+    Only the ``open`` (unverified) batch is cancelled: verified batches stay queued and are
+    applied.  The Zarr's own objects are never touched (the batch wrote only its staging
+    keys), so nothing needs restoring; the staging objects are removed after the commit,
+    outside the lock.
+    """
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if status.pending:
+        _kick(archive, zarr_id)
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        batch = _the_open_batch(session, zarr.id)
+        if batch is None or batch.kind != BatchKind.UPLOAD:
+            raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
+        uid = batch.uid
+        store = archive.store_for(zarr.dandiset.embargoed)
+        session.delete(batch)
+        zarr.modified_at = utcnow()
+        at_rest = not _has_pending(session, zarr.id)
+    _drop_staging(store, zarr_id, uid)
+    if at_rest:  # the Zarr is at rest again: its checksum may still lack a manifest
+        queue_manifest(archive, zarr_id)
+
+
+def delete_files(archive: Archive, user: Caller | None, zarr_id: str, paths: Sequence[str]) -> None:
+    """Delete files; all must exist, else nothing is deleted.
+
+    Allowed while an upload batch is open (it has not touched the Zarr yet); applied after
+    every batch verified before it: those are applied first (waiting for another applier,
+    up to :data:`WAIT_SECONDS`), then the paths are checked and deleted.
+    """
+    _check_batch_size(archive, len(paths), "deletion")
+    checked = _validate_paths(paths)
+    zarr_id, _status = _writable(archive, user, zarr_id)
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        apply_pending(archive, zarr_id, wait=True, timeout=max(0.0, deadline - time.monotonic()))
+        with archive.db.write_session() as session:
+            zarr = _lock_for_write(session, user, zarr_id)
+            if _has_pending(session, zarr.id):
+                continue  # a batch was verified meanwhile: it comes first
+            current = file_lookup(archive.store_for(zarr.dandiset.embargoed), zarr.id, checked)
+            missing = [p for p in checked if current[p] is None]
+            if missing:
+                raise InvalidInput(
+                    f"{len(missing)} of the paths are not files of Zarr {zarr.id}: "
+                    f"{', '.join(missing[:20])}; nothing was deleted",
+                    detail={"message": "files not found; nothing was deleted", "missing": missing},
+                )
+            batch = UploadBatch(
+                zarr_id=zarr.id,
+                uid=uuid.uuid4().hex,
+                kind=BatchKind.DELETE,
+                state=BatchState.QUEUED,
+                seq=_next_seq(session, zarr.id),
+                created_by=user.id if user else None,
+            )
+            batch.files = [UploadBatchFile(path=p) for p in checked]
+            session.add(batch)
+            seq = batch.seq
+            break
+    apply_pending(archive, zarr_id, wait=True, until_seq=seq)

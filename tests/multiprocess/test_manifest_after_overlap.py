@@ -1,0 +1,140 @@
+"""Two RQ workers, a Zarr's apply and manifest jobs forced to overlap: the manifest job runs
+while the apply holds the batch (it finds the Zarr busy) and still runs when the apply ends
+and queues the next manifest job.  That job runs after it, without holding the other
+worker meanwhile (another Zarr's batch is applied and gets its manifest at once), and
+every resting checksum gets exactly one manifest, promptly."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from redis import Redis
+from sqlalchemy import select
+from tests.helpers.api_uploads import complete, info, open_and_put
+from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.overlap_jobs import wait_for
+from tests.helpers.rq_workers import Workers, redis_skip_reason
+
+from zarrchive.db.models import ZarrManifest
+from zarrchive.jobs import RedisJobQueue
+from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads import APPLY_JOB
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
+#: How soon a Zarr at rest must have its manifest: the jobs take a few seconds here;
+#: generous for a loaded machine, far below the minute the bug took.
+PROMPTLY = 25.0
+
+
+@pytest.fixture
+def queue_name() -> Iterator[str]:
+    reason = redis_skip_reason(REDIS_URL)
+    if reason is not None:
+        pytest.skip(reason)
+    name = f"zarrchive-overlap-{uuid.uuid4().hex}"
+    yield name
+    conn = Redis.from_url(REDIS_URL)
+    for key in conn.scan_iter(f"*{name}*"):
+        conn.delete(key)
+    conn.close()
+
+
+def manifest_rows(archive: Archive, zarr_id: str) -> list[tuple[str, str]]:
+    with archive.db.session() as session:
+        return [
+            (row.checksum, row.listing_checksum)
+            for row in session.scalars(select(ZarrManifest).where(ZarrManifest.zarr_id == zarr_id))
+        ]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what()
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_overlapping_apply_and_manifest_jobs_leave_one_prompt_manifest_per_resting_checksum(
+    api: httpx.Client,
+    zarr_id: str,
+    dandiset: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    queue_name: str,
+    tmp_path: Path,
+) -> None:
+    other = api.post("/api/zarr/", json={"name": "other.zarr", "dandiset": dandiset})
+    assert other.status_code == 200, other.text
+    other_id = other.json()["zarr_id"]
+    settings = archive.settings.with_overrides(redis_url=REDIS_URL, redis_queue=queue_name)
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    workers = Workers(settings, tmp_path, count=2)
+    workers.start()  # before the batches: their start-up sweep finds none to apply
+    queue = RedisJobQueue(REDIS_URL, queue_name=queue_name)
+    try:
+        for zarr in (zarr_id, other_id):  # verified and queued; their apply jobs held here
+            open_and_put(api, zarr, {"a/0": zarr.encode(), "a/1": b"1", "b": b"2"})
+            complete(api, zarr)
+        assert sorted(held.queued()) == sorted([f"apply:{zarr_id}", f"apply:{other_id}"])
+        archive.jobs = queue
+        # the apply job claims the batch, then pauses until the manifest job found it busy
+        queue.enqueue(
+            "tests.helpers.overlap_jobs:apply_pausing_after_claim",
+            {"zarr_id": zarr_id, "signals": str(signals), "until": "manifest-checked"},
+            key=f"apply:{zarr_id}",
+        )
+        assert wait_for(signals / "apply-claimed"), workers.logs()
+        # meanwhile the Zarr's manifest job runs on the other worker, and outlives the apply
+        queue.enqueue(
+            "tests.helpers.overlap_jobs:manifest_outliving_the_apply",
+            {"zarr_id": zarr_id, "signals": str(signals)},
+            key=f"manifest:{zarr_id}",
+        )
+        assert wait_for(signals / "apply-done"), workers.logs()
+        state = info(api, zarr_id)
+        assert state["upload_state"] == "at_rest"
+        checksum = state["checksum"]
+        assert manifest_rows(archive, zarr_id) == []  # the first manifest job found it busy
+
+        # the manifest job the apply queued must wait for the running one, but not hold a
+        # worker meanwhile: the other Zarr's batch is applied and gets its manifest
+        queue.enqueue(APPLY_JOB, {"zarr_id": other_id}, key=f"apply:{other_id}")
+        wait_until(
+            lambda: bool(manifest_rows(archive, other_id)),
+            PROMPTLY,
+            lambda: f"the other Zarr has no manifest after {PROMPTLY} s\n{workers.logs()}",
+        )
+        assert info(api, other_id)["upload_state"] == "at_rest"
+        assert manifest_rows(archive, zarr_id) == []  # its manifest job still runs
+
+        (signals / "release-manifest").touch()
+        released = time.monotonic()
+        wait_until(
+            lambda: bool(manifest_rows(archive, zarr_id)),
+            PROMPTLY,
+            lambda: f"Zarr {zarr_id} at rest at {checksum}, no manifest\n{workers.logs()}",
+        )
+        assert time.monotonic() - released < PROMPTLY
+        time.sleep(3)  # a second manifest (row or S3 version) would show by now
+        for zarr, expected in ((zarr_id, checksum), (other_id, info(api, other_id)["checksum"])):
+            assert manifest_rows(archive, zarr) == [(expected, expected)]
+            key = f"zarr-manifest/{zarr}/{expected}.json"
+            versions = archive.store.client.list_object_versions(
+                Bucket=settings.s3_bucket, Prefix=key
+            ).get("Versions", [])
+            assert [v["Key"] for v in versions] == [key]  # written once
+    finally:
+        (signals / "release-manifest").touch()
+        archive.jobs = held
+        queue.close()
+        workers.stop()
