@@ -238,7 +238,7 @@ def _check_staged(
     staged: dict[str, tuple[int, str | None]] = {}
     for path, etag in sorted(expected.items()):
         found = latest.get(path)
-        if found is None or found[0] != etag:
+        if found is None or found[0] is None or found[0] != etag:
             problems.append({"path": path, "expected": etag, "found": found[0] if found else None})
         else:
             staged[path] = (found[1], found[2])
