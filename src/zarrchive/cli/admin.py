@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.console import Console
 
 from zarrchive.cli._common import fail, friendly_errors, open_archive
 from zarrchive.config import Settings
@@ -43,6 +42,7 @@ def fsck(
     as_json: bool = typer.Option(False, "--json", help="Print reports as JSON lines"),
 ) -> None:
     """Recompute Zarr tree hashes from S3 listings; report (and repair) differences."""
+    from rich.console import Console
     from sqlalchemy import select
 
     from zarrchive.db.models import Zarr
@@ -82,6 +82,8 @@ def gc(
     """Remove what no published snapshot and no open batch needs: noncurrent object versions
     of Zarrs (and of their .checksum nodes) that no pinned manifest names, and the staging
     areas of batches no longer open.  A dry run (nothing removed) unless --apply."""
+    from rich.console import Console
+
     from zarrchive.cli._common import human_size
     from zarrchive.services.snapshots import collect_garbage, gc_zarr_ids
 

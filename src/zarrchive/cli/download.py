@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -19,9 +20,9 @@ from zarrchive.cli._common import (
     make_progress,
     run_client_command,
 )
-from zarrchive.client.api import ApiClient
-from zarrchive.client.download import DownloadResult, VerifyResult
-from zarrchive.client.snapshot import SnapshotDownloader
+
+if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
+    from zarrchive.client.download import DownloadResult, VerifyResult
 
 ZARR_ARGUMENT = typer.Argument(
     ...,
@@ -40,6 +41,8 @@ def download(
     token: str | None = TOKEN_OPTION,
 ) -> None:
     """Download a Zarr (only missing or differing files); check every md5 and the checksum."""
+    from zarrchive.client.api import ApiClient
+    from zarrchive.client.snapshot import SnapshotDownloader
 
     def run() -> DownloadResult:
         with (
@@ -85,6 +88,8 @@ def verify(
     Prints each differing path, prefixed by ``missing`` (only in the archive),
     ``differs`` or ``extra`` (only local); exits 1 if there is any.
     """
+    from zarrchive.client.api import ApiClient
+    from zarrchive.client.snapshot import SnapshotDownloader
 
     def run() -> VerifyResult:
         with (
