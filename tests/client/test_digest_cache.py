@@ -100,8 +100,8 @@ def poison(cache: DigestCache) -> int:
         "SELECT path, names, stats, md5s, hashed_ns FROM directories"
     ).fetchall():
         known = _unpack(names, stats, md5s_text)
-        changed += len(known)
-        bad = {name: (record, POISON) for name, (record, _) in known.items()}
+        changed += len(known.positions)
+        bad = {name: (record, POISON) for name, record, _ in known.items()}
         db.execute(
             "REPLACE INTO directories (path, names, stats, md5s, hashed_ns) VALUES (?,?,?,?,?)",
             (path, *_pack(bad), hashed),
@@ -178,8 +178,9 @@ def test_trusted_only_for_the_same_record_and_a_clock_not_set_back(
 )
 @settings(max_examples=200)
 def test_directory_rows_round_trip(known: dict[str, tuple[tuple[int, ...], str]]) -> None:
-    names, stats, md5s_text = _pack(known)  # type: ignore[arg-type]
-    assert _unpack(names, stats, md5s_text) == known
+    names, stats, md5s_text = _pack(known)
+    unpacked = _unpack(names, stats, md5s_text)
+    assert {name: (record, md5) for name, record, md5 in unpacked.items()} == known
 
 
 def test_a_damaged_row_is_refused() -> None:
@@ -192,6 +193,8 @@ def test_a_damaged_row_is_refused() -> None:
         _unpack(names, stats, md5s_text[:-1])
     with pytest.raises(ValueError):
         _unpack(names + "\0c", stats, md5s_text)
+    with pytest.raises(ValueError):
+        _unpack(names, stats, md5s_text.replace(" ", ""))
 
 
 # -- the cache on real files -------------------------------------------------------------------

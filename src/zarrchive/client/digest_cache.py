@@ -44,7 +44,7 @@ import sys
 import threading
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -56,7 +56,7 @@ SETTLE_NS = 3_000_000_000
 #: of that chunk are then simply not cached).
 BUSY_TIMEOUT = 5.0
 #: Bumped when the schema changes: an older file is rebuilt.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Stat records are stored as signed 64-bit integers: larger device or inode numbers are
 #: not cached.
 _MAX_INT = (1 << 63) - 1
@@ -144,8 +144,23 @@ def default_cache_path() -> Path:
     return default_cache_dir() / "digests.sqlite3"
 
 
-#: ``name -> (stat record, md5)`` of one directory's cached files.
-Known = dict[str, tuple[tuple[int, int, int, int, int], str]]
+class Known(NamedTuple):
+    """One directory's cached files, as stored (unpacked by C code, not file by file):
+    file ``i`` is named in *positions* (``name -> i``), its stat record is
+    ``stats[5 * i : 5 * i + 5]`` (:class:`StatKey` order) and its md5 ``md5s[i]``."""
+
+    positions: dict[str, int]
+    stats: array[int]
+    md5s: list[str]
+
+    def items(self) -> Iterator[tuple[str, tuple[int, ...], str]]:
+        """``(name, stat record, md5)`` of every file."""
+        stats, md5s = self.stats, self.md5s
+        for name, i in self.positions.items():
+            yield name, tuple(stats[5 * i : 5 * i + 5]), md5s[i]
+
+
+NOTHING_KNOWN = Known({}, array("q"), [])
 
 
 class DigestCache:
@@ -220,7 +235,7 @@ class DigestCache:
         None if the directory was stored later than *now_ns* (the clock went back)."""
         db = self._db
         if db is None:
-            return {}
+            return NOTHING_KNOWN
         key = _directory_key(os_directory)
         try:
             with self._lock:
@@ -229,8 +244,8 @@ class DigestCache:
                 ).fetchone()
         except sqlite3.Error as exc:
             self._fail("reading", exc)
-            return {}
-        known: Known = {}
+            return NOTHING_KNOWN
+        known = NOTHING_KNOWN
         if row is not None and row[3] <= now_ns:
             try:
                 known = _unpack(row[0], row[1], row[2])
@@ -271,7 +286,7 @@ class DigestCache:
                         known = self._loaded.get(key)
                         if known is None:
                             known = self._read(db, key)
-                        merged = dict(known)
+                        merged = {name: (record, md5) for name, record, md5 in known.items()}
                         for _, name, dev, ino, size, mtime, ctime, md5, _ in new:
                             merged[name] = ((dev, ino, size, mtime, ctime), md5)
                         hashed = max(file[8] for file in new)
@@ -303,11 +318,11 @@ class DigestCache:
             "SELECT names, stats, md5s, hashed_ns FROM directories WHERE path = ?", (key,)
         ).fetchone()
         if row is None or row[3] > time.time_ns():
-            return {}
+            return NOTHING_KNOWN
         try:
             return _unpack(row[0], row[1], row[2])
         except (ValueError, TypeError):
-            return {}
+            return NOTHING_KNOWN
 
     def forget(self) -> None:
         """Remove every entry (``zarrchive`` has no command for it: delete the file)."""
@@ -325,34 +340,30 @@ class DigestCache:
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
-def _pack(known: Known) -> tuple[str, bytes, str]:
-    names = list(known)
+def _pack(files: dict[str, tuple[tuple[int, ...], str]]) -> tuple[str, bytes, str]:
+    """``(names, stats, md5s)`` of a directory row, from ``name -> (stat record, md5)``."""
     stats = array("q")
-    md5s: list[str] = []
-    for record, md5 in known.values():
+    for record, _ in files.values():
         stats.extend(record)
-        md5s.append(md5)
     if _BIG_ENDIAN:  # stored little-endian, whatever the machine
         stats.byteswap()
-    return "\0".join(names), stats.tobytes(), "".join(md5s)
+    return "\0".join(files), stats.tobytes(), " ".join(md5 for _, md5 in files.values())
 
 
 def _unpack(names_text: str, stats_bytes: bytes, md5s_text: str) -> Known:
     """The inverse of :func:`_pack`; ValueError if the three do not agree."""
     if not names_text:
-        return {}
+        return NOTHING_KNOWN
     names = names_text.split("\0")
     stats = array("q")
     stats.frombytes(stats_bytes)
     if _BIG_ENDIAN:
         stats.byteswap()
+    md5s = md5s_text.split(" ")
     count = len(names)
-    if len(stats) != 5 * count or len(md5s_text) != 32 * count:
-        raise ValueError(f"{count} names, {len(stats)} integers, {len(md5s_text)} md5 digits")
-    fields = iter(stats)
-    records = zip(fields, fields, fields, fields, fields, strict=True)
-    md5s = [md5s_text[i : i + 32] for i in range(0, 32 * count, 32)]
-    return dict(zip(names, zip(records, md5s, strict=True), strict=True))
+    if len(stats) != 5 * count or len(md5s) != count or len(md5s_text) != 33 * count - 1:
+        raise ValueError(f"{count} names, {len(stats)} integers, {len(md5s)} md5s")
+    return Known(dict(zip(names, range(count), strict=True)), stats, md5s)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

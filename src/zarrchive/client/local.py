@@ -387,6 +387,7 @@ def _hash_cached_batch(
     result: list[_Hashed] = []
     for prefix, os_prefix, names in batch:
         known = known_by_dir.get(os_prefix)
+        positions, cached, cached_md5s = known if known is not None else _NOTHING_KNOWN
         rows: list[tuple[str, str, int]] = []
         append, keep = rows.append, sink.append
         # Before any file of the run is opened (and fstat-ed): the time of hashing.
@@ -394,18 +395,19 @@ def _hash_cached_batch(
         for name in names:
             path = os_prefix + name
             try:
-                if known:
-                    cached = known.get(name)
-                    if cached is not None:
+                if positions:
+                    i = positions.get(name)
+                    if i is not None:
                         st = stat(path)
-                        if cached[0] == (
-                            st.st_dev,
-                            st.st_ino,
-                            st.st_size,
-                            st.st_mtime_ns,
-                            st.st_ctime_ns,
+                        j = 5 * i
+                        if (
+                            cached[j] == st.st_dev
+                            and cached[j + 1] == st.st_ino
+                            and cached[j + 2] == st.st_size
+                            and cached[j + 3] == st.st_mtime_ns
+                            and cached[j + 4] == st.st_ctime_ns
                         ):
-                            append((name, cached[1], st.st_size))
+                            append((name, cached_md5s[i], st.st_size))
                             continue
                 fd = open_(path, flags)
                 try:
@@ -439,6 +441,9 @@ def _hash_cached_batch(
                 )
         result.append((prefix, rows))
     return result
+
+
+_NOTHING_KNOWN: tuple[dict[str, int], list[int], list[str]] = ({}, [], [])
 
 
 def _time_ns() -> int:
