@@ -76,17 +76,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=min(32, (os.cpu_count() or 1) + 2))
     parser.add_argument("--zarrsum", action="store_true", help="add `zarrsum local`")
-    parser.add_argument("--dir", help="where to make the files (default: a temporary directory)")
+    parser.add_argument("--dir", help="where to make the temporary directory")
+    parser.add_argument(
+        "--tree", help="the files' directory: made if missing, else reused (not removed)"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="zarrchive-noop-", dir=args.dir) as tmp:
-        root = Path(tmp) / "bench.zarr"
-        root.mkdir()
-        started = time.perf_counter()
-        make_directory(root, args.files)
+        root = Path(args.tree) if args.tree else Path(tmp) / "bench.zarr"
+        if not root.exists():
+            root.mkdir(parents=True)
+            started = time.perf_counter()
+            make_directory(root, args.files)
+            print(f"made the files in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            time.sleep(3.5)  # settled: the cache keeps only files not changed in the last 3 s
         count = sum(len(names) for _, _, names in os.walk(root))
-        print(f"made {count:,} files in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-        time.sleep(3.5)  # settled: the cache keeps only files not changed in the last 3 s
         jobs = str(args.jobs)
         python = str(BIN / "python")
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRCHIVE_")}

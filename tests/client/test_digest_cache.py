@@ -96,16 +96,13 @@ def poison(cache: DigestCache) -> int:
     db = cache._db
     assert db is not None
     changed = 0
-    for path, names, stats, md5s_text, hashed in db.execute(
-        "SELECT path, names, stats, md5s, hashed_ns FROM directories"
+    for path, names, stats, md5s_text in db.execute(
+        "SELECT path, names, stats, md5s FROM directories"
     ).fetchall():
         known = _unpack(names, stats, md5s_text)
         changed += len(known.positions)
         bad = {name: (record, POISON) for name, record, _ in known.items()}
-        db.execute(
-            "REPLACE INTO directories (path, names, stats, md5s, hashed_ns) VALUES (?,?,?,?,?)",
-            (path, *_pack(bad), hashed),
-        )
+        db.execute("UPDATE directories SET md5s = ? WHERE path = ?", (_pack(bad)[2], path))
     return changed
 
 
@@ -378,6 +375,33 @@ def test_a_file_that_changes_while_hashed_is_not_kept(
     md5s(root, cache)
     monkeypatch.setattr(os, "readv", real_readv)
     assert md5s(root, cache) == {"f": hashlib.md5(b"y" * 100).hexdigest()}
+
+
+def test_directories_unused_for_long_are_removed(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    md5s(root, cache)
+    db = cache._db
+    assert db is not None
+    rows = db.execute("SELECT count(*) FROM directories").fetchone()[0]
+    assert rows == 4  # z, z/a/0, z/a/1, z/a/2 (z/a holds no file)
+    today = db.execute("SELECT max(used_day) FROM directories").fetchone()[0]
+    assert today == time.time_ns() // 86_400_000_000_000
+    # Used yesterday: a run records today again (once a day).
+    db.execute("UPDATE directories SET used_day = used_day - 1")
+    md5s(root, cache)
+    assert db.execute("SELECT min(used_day) FROM directories").fetchone()[0] == today
+    # Not used for KEEP_DAYS: removed when a cache is opened.
+    db.execute(
+        "UPDATE directories SET used_day = used_day - ? WHERE path = ?",
+        (digest_cache.KEEP_DAYS + 1, os.fsencode(root / "a" / "1")),
+    )
+    again = DigestCache.open(cache.path)
+    assert again is not None
+    assert db.execute("SELECT count(*) FROM directories").fetchone()[0] == rows - 1
+    again.close()
 
 
 # -- failures never break a command ----------------------------------------------------------

@@ -55,8 +55,10 @@ SETTLE_NS = 3_000_000_000
 #: Seconds a writer waits for another process's write to end before giving up (the md5s
 #: of that chunk are then simply not cached).
 BUSY_TIMEOUT = 5.0
+#: A directory whose entries were not used for this many days is removed from the cache.
+KEEP_DAYS = 60
 #: Bumped when the schema changes: an older file is rebuilt.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Stat records are stored as signed 64-bit integers: larger device or inode numbers are
 #: not cached.
 _MAX_INT = (1 << 63) - 1
@@ -72,8 +74,10 @@ CREATE TABLE IF NOT EXISTS directories (
     names TEXT NOT NULL,
     stats BLOB NOT NULL,
     md5s TEXT NOT NULL,
-    hashed_ns INTEGER NOT NULL
-) WITHOUT ROWID
+    hashed_ns INTEGER NOT NULL,
+    used_day INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS directories_used_day ON directories (used_day)
 """
 
 
@@ -177,6 +181,8 @@ class DigestCache:
         self.path = path
         #: What :meth:`known` returned, by directory key, until the next :meth:`store`.
         self._loaded: dict[bytes, Known] = {}
+        #: Directories read whose day of use is before today, until :meth:`flush`.
+        self._used: set[bytes] = set()
         self._lock = threading.Lock()
 
     @classmethod
@@ -232,7 +238,8 @@ class DigestCache:
         """The trusted cached files of *os_directory* (as walked: a path to a directory,
         with or without a final separator), at the clock's *now_ns*.
 
-        None if the directory was stored later than *now_ns* (the clock went back)."""
+        Nothing is known if the directory was stored later than *now_ns* (the clock went
+        back since).  The row's day of use is updated by :meth:`flush` (once a day)."""
         db = self._db
         if db is None:
             return NOTHING_KNOWN
@@ -240,12 +247,16 @@ class DigestCache:
         try:
             with self._lock:
                 row = db.execute(
-                    "SELECT names, stats, md5s, hashed_ns FROM directories WHERE path = ?", (key,)
+                    "SELECT names, stats, md5s, hashed_ns, used_day FROM directories "
+                    "WHERE path = ?",
+                    (key,),
                 ).fetchone()
         except sqlite3.Error as exc:
             self._fail("reading", exc)
             return NOTHING_KNOWN
         known = NOTHING_KNOWN
+        if row is not None and row[4] < _today():
+            self._used.add(key)
         if row is not None and row[3] <= now_ns:
             try:
                 known = _unpack(row[0], row[1], row[2])
@@ -292,9 +303,10 @@ class DigestCache:
                         hashed = max(file[8] for file in new)
                         db.execute(
                             "INSERT OR REPLACE INTO directories (path, names, stats, md5s, "
-                            "hashed_ns) VALUES (?, ?, ?, ?, ?)",
-                            (key, *_pack(merged), hashed),
+                            "hashed_ns, used_day) VALUES (?, ?, ?, ?, ?, ?)",
+                            (key, *_pack(merged), hashed, _today()),
                         )
+                        self._used.discard(key)
                         saved += len(new)
                     db.execute("COMMIT")
                 except BaseException:
@@ -312,6 +324,34 @@ class DigestCache:
         finally:
             self._loaded.clear()
         return saved
+
+    def flush(self) -> None:
+        """Record today as the day of use of the directories read since the last flush
+        (rows not used for :data:`KEEP_DAYS` days are removed when a cache is opened)."""
+        db = self._db
+        self._loaded.clear()
+        if db is None or not self._used:
+            return
+        used, self._used = self._used, set()
+        today = _today()
+        try:
+            with self._lock:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany(
+                        "UPDATE directories SET used_day = ? WHERE path = ?",
+                        [(today, key) for key in used],
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                self._fail("writing", exc)
+        except sqlite3.Error as exc:
+            self._fail("writing", exc)
 
     def _read(self, db: sqlite3.Connection, key: bytes) -> Known:
         row = db.execute(
@@ -396,6 +436,16 @@ def _prepare(db: sqlite3.Connection) -> None:
             raise
     # A file that is not a database fails here, not in the middle of a walk.
     db.execute("SELECT count(*) FROM directories WHERE path = x''").fetchone()
+    try:
+        db.execute("DELETE FROM directories WHERE used_day < ?", (_today() - KEEP_DAYS,))
+    except sqlite3.OperationalError as exc:  # another process is writing: next time
+        if not _is_busy(exc):
+            raise
+
+
+def _today() -> int:
+    """Days since the epoch, by the clock."""
+    return time.time_ns() // 86_400_000_000_000
 
 
 _warned: set[str] = set()

@@ -577,6 +577,8 @@ def _hash_runs(
             future.cancel()
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+        if cache is not None:
+            cache.flush()
 
 
 _size_of = itemgetter(2)
