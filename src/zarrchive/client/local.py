@@ -62,6 +62,9 @@ BATCH_BYTES = 1 << 20
 MAX_BATCH_FILES = 64
 #: The walk lists this many files, then the threads hash them, and so on.
 CHUNK_FILES = 16384
+#: A chunk with at least this share of its files in the digest cache is done on the
+#: walk's thread, without the hashing threads.
+MOSTLY_CACHED = 0.9
 #: Seconds between two calls of the progress callback while the threads hash.
 PROGRESS_INTERVAL = 0.2
 
@@ -543,6 +546,21 @@ def _hash_runs(
                     if os_prefix not in known_by_dir:
                         known_by_dir[os_prefix] = cache.known(os_prefix, now)
                 hash_batch = partial(_hash_cached_batch, known_by_dir=known_by_dir, sink=sink)
+                cached = sum(len(known.positions) for known in known_by_dir.values())
+                if cached >= MOSTLY_CACHED * count:
+                    # A file found in the cache costs a stat: on this thread, it costs less
+                    # than the hand-offs of the GIL between threads (the few others are
+                    # hashed here too).
+                    hashed = hash_batch(chunk)
+                    done_files += count
+                    done_bytes += sum(sum(map(_size_of, rows)) for _, rows in hashed)
+                    if progress is not None:
+                        progress(done_files, done_bytes)
+                    if sink:
+                        cache.store(sink)
+                        sink.clear()
+                    yield from hashed
+                    continue
             # At least 4 batches per thread, so that all work and the chunk's tail is short;
             # about BATCH_BYTES per batch once the file sizes are known.
             size = -(-count // (4 * jobs))
