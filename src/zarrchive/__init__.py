@@ -13,20 +13,30 @@ The curated public surface:
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
-
-try:
-    __version__ = version("zarrchive")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
 
 if TYPE_CHECKING:
     from zarrchive.client import open_store
 
+    __version__: str
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("zarrchive")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: `import zarrchive` stays light for the server and the CLI.
+    # Looked up or imported on first use: `import zarrchive` stays light for the server and
+    # the CLI (importlib.metadata alone costs tens of milliseconds).
+    if name == "__version__":
+        value = _version()
+        globals()["__version__"] = value
+        return value
     if name == "open_store":
         from zarrchive.client import open_store
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from zarrchive.cli._common import admin_settings, fail, friendly_errors, open_archive
 
@@ -93,6 +92,7 @@ def fsck(
     as_json: bool = typer.Option(False, "--json", help="Print reports as JSON lines"),
 ) -> None:
     """Recompute Zarr tree hashes from S3 listings; report (and repair) differences."""
+    from rich.console import Console
     from sqlalchemy import select
 
     from zarrchive.db.models import Zarr
@@ -142,6 +142,8 @@ def gc(
     areas of batches no longer open, and whole Zarrs that no asset and no version references
     (unchanged for --grace-days).  A dry run (nothing removed) unless --apply."""
     from datetime import timedelta
+
+    from rich.console import Console
 
     from zarrchive.cli._common import human_size
     from zarrchive.services.snapshots import (

@@ -3,6 +3,9 @@
 Prints only the checksum on stdout (or, with ``--json``, the checksum and every
 directory's digest); a progress display goes to stderr when it is a terminal.
 Errors are one line on stderr and exit code 2.
+
+The md5s of unchanged files come from the digest cache
+(:mod:`zarrchive.client.digest_cache`) unless ``--no-cache``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ from zarrchive.client.local import (
 )
 from zarrchive.errors import ZarrchiveError
 
+NO_CACHE_OPTION = typer.Option(
+    False,
+    "--no-cache",
+    help="Read and hash every file: do not use (or fill) the digest cache of unchanged files "
+    "(or set ZARRCHIVE_NO_CACHE=1).",
+)
+
 
 def checksum(
     path: Path = typer.Argument(..., help="The Zarr directory.", show_default=False),
@@ -39,19 +49,25 @@ def checksum(
         "--json",
         help='Print {"checksum": ..., "directories": {path: digest}} (root: "").',
     ),
+    no_cache: bool = NO_CACHE_OPTION,
 ) -> None:
     """Compute the Dandi Zarr checksum of a local directory."""
+    from zarrchive.client.digest_cache import default_cache, disable_default_cache
+
+    if no_cache:
+        disable_default_cache()
     try:
         with _progress() as progress:
+            cache = default_cache()
             if as_json:
-                digests = local_directory_digests(path, jobs=jobs, progress=progress)
+                digests = local_directory_digests(path, jobs=jobs, progress=progress, cache=cache)
                 document = {
                     "checksum": digests[-1].digest,
                     "directories": {d.path: d.digest for d in sorted(digests, key=_path_of)},
                 }
                 output = json.dumps(document, indent=2)
             else:
-                output = local_checksum(path, jobs=jobs, progress=progress)
+                output = local_checksum(path, jobs=jobs, progress=progress, cache=cache)
     except ZarrchiveError as exc:
         print(f"zarrchive checksum: {exc.message}", file=sys.stderr)
         raise typer.Exit(2) from None

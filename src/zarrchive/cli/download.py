@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -19,9 +20,10 @@ from zarrchive.cli._common import (
     make_progress,
     run_client_command,
 )
-from zarrchive.client.api import ApiClient
-from zarrchive.client.download import DownloadResult, VerifyResult
-from zarrchive.client.snapshot import SnapshotDownloader
+from zarrchive.cli.checksum import NO_CACHE_OPTION
+
+if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
+    from zarrchive.client.download import DownloadResult, VerifyResult
 
 ZARR_ARGUMENT = typer.Argument(
     ...,
@@ -38,8 +40,15 @@ def download(
     sync: bool = typer.Option(False, "--sync", help="Delete local files not in the archive."),
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
+    no_cache: bool = NO_CACHE_OPTION,
 ) -> None:
     """Download a Zarr (only missing or differing files); check every md5 and the checksum."""
+    from zarrchive.client.api import ApiClient
+    from zarrchive.client.digest_cache import disable_default_cache
+    from zarrchive.client.snapshot import SnapshotDownloader
+
+    if no_cache:
+        disable_default_cache()
 
     def run() -> DownloadResult:
         with (
@@ -79,12 +88,19 @@ def verify(
     jobs: int | None = JOBS_OPTION,
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
+    no_cache: bool = NO_CACHE_OPTION,
 ) -> None:
     """Compare a local directory with a Zarr of the archive (no data transferred).
 
     Prints each differing path, prefixed by ``missing`` (only in the archive),
     ``differs`` or ``extra`` (only local); exits 1 if there is any.
     """
+    from zarrchive.client.api import ApiClient
+    from zarrchive.client.digest_cache import disable_default_cache
+    from zarrchive.client.snapshot import SnapshotDownloader
+
+    if no_cache:
+        disable_default_cache()
 
     def run() -> VerifyResult:
         with (

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from zarrchive.cli._common import fail, friendly_errors, open_archive
 
@@ -20,6 +18,14 @@ def backfill(
     all_zarrs: bool = typer.Option(False, "--all", help="Every Zarr of the archive"),
 ) -> None:
     """Write the missing manifests of the current checksums (idempotent)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
     from sqlalchemy import select
 
     from zarrchive.db.models import Zarr
@@ -27,6 +33,7 @@ def backfill(
 
     if bool(zarr_ids) == all_zarrs:
         raise fail("name Zarr ids or pass --all (not both)")
+
     console = Console(stderr=True, soft_wrap=True)
     counts: Counter[str] = Counter()
     with open_archive() as archive:

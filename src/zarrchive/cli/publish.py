@@ -14,15 +14,15 @@ Plain httpx, on purpose: two requests, kept local to the command.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import typer
-from rich.console import Console
-from rich.prompt import Confirm
-from rich.table import Table
 
 from zarrchive.cli._common import API_URL_OPTION, TOKEN_OPTION, human_size
+
+if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
+    import httpx
+    from rich.console import Console
 
 
 class _Failure(Exception):
@@ -40,6 +40,8 @@ def _detail(response: httpx.Response) -> str:
 
 
 def _request(client: httpx.Client, method: str, url: str, **kwargs: Any) -> Any:
+    import httpx
+
     try:
         response = client.request(method, url, **kwargs)
     except httpx.HTTPError as exc:
@@ -70,6 +72,8 @@ def _mode(client: httpx.Client) -> str:
 
 
 def _warn(console: Console, dandiset: str, zarrs: list[dict[str, Any]], mode: str) -> None:
+    from rich.table import Table
+
     if not zarrs:
         console.print(f"[bold]Dandiset {dandiset}: the draft has no Zarr assets.[/bold]")
         return
@@ -109,6 +113,10 @@ def publish(
 ) -> None:
     """Publish the draft of DANDISET (you are asked first): its Zarrs become immutable, or
     in an archive in snapshot mode their current states are pinned."""
+    import httpx
+    from rich.console import Console
+    from rich.prompt import Confirm
+
     try:
         if not api_url:
             raise _Failure("no archive URL: pass --api-url or set ZARRCHIVE_URL")

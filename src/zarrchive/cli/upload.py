@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,9 +21,11 @@ from zarrchive.cli._common import (
     run_client_command,
     say,
 )
-from zarrchive.client.api import ApiClient
-from zarrchive.client.upload import Uploader, UploadResult
 from zarrchive.errors import ZarrchiveError
+
+if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
+    from zarrchive.client.api import ApiClient
+    from zarrchive.client.upload import UploadResult
 
 
 def summary(result: UploadResult, seconds: float | None = None) -> str:
@@ -71,6 +74,9 @@ def upload(
 ) -> None:
     """Upload a local Zarr: only new and changed files; delete files gone locally."""
     import time
+
+    from zarrchive.client.api import ApiClient
+    from zarrchive.client.upload import Uploader
 
     mode = ["freeze"]
 

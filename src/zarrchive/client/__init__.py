@@ -12,35 +12,77 @@
 - :mod:`zarrchive.client.local`: local walk and parallel md5.
 """
 
+import sys
+from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from zarrchive.client.api import ApiClient, ServerInfo, ZarrInfo
-from zarrchive.client.download import (
-    Downloader,
-    DownloadResult,
-    Fetcher,
-    HttpFetcher,
-    RemoteFile,
-    VerifyResult,
-    resolve_zarr,
-)
-from zarrchive.client.progress import NullProgress, PlainProgress, Progress, RichProgress
-from zarrchive.client.upload import BatchRecords, Uploader, UploadResult, upload
-from zarrchive.transport import RetryEvent, RetryPolicy
-
 if TYPE_CHECKING:
+    from zarrchive.client.api import ApiClient, ServerInfo, ZarrInfo
+    from zarrchive.client.download import (
+        Downloader,
+        DownloadResult,
+        Fetcher,
+        HttpFetcher,
+        RemoteFile,
+        VerifyResult,
+        resolve_zarr,
+    )
+    from zarrchive.client.progress import NullProgress, PlainProgress, Progress, RichProgress
     from zarrchive.client.store import HttpObjectReader, ObjectReader, ZarrchiveStore, open_store
+    from zarrchive.client.upload import BatchRecords, Uploader, UploadResult, upload
+    from zarrchive.transport import RetryEvent, RetryPolicy
 
-#: Imported on first use: zarr-python takes a while to import, and the CLI never needs it.
-_LAZY = {"HttpObjectReader", "ObjectReader", "ZarrchiveStore", "open_store"}
+#: Every name, imported on first use from its module: importing one submodule (say
+#: ``zarrchive.client.local`` for ``zarrchive checksum``) must not pull in httpx, nor
+#: zarr-python (the store), which take far longer to import than a command needs to run.
+_LAZY = {
+    "ApiClient": "zarrchive.client.api",
+    "ServerInfo": "zarrchive.client.api",
+    "ZarrInfo": "zarrchive.client.api",
+    "Downloader": "zarrchive.client.download",
+    "DownloadResult": "zarrchive.client.download",
+    "Fetcher": "zarrchive.client.download",
+    "HttpFetcher": "zarrchive.client.download",
+    "RemoteFile": "zarrchive.client.download",
+    "VerifyResult": "zarrchive.client.download",
+    "resolve_zarr": "zarrchive.client.download",
+    "NullProgress": "zarrchive.client.progress",
+    "PlainProgress": "zarrchive.client.progress",
+    "Progress": "zarrchive.client.progress",
+    "RichProgress": "zarrchive.client.progress",
+    "HttpObjectReader": "zarrchive.client.store",
+    "ObjectReader": "zarrchive.client.store",
+    "ZarrchiveStore": "zarrchive.client.store",
+    "open_store": "zarrchive.client.store",
+    "BatchRecords": "zarrchive.client.upload",
+    "Uploader": "zarrchive.client.upload",
+    "UploadResult": "zarrchive.client.upload",
+    "upload": "zarrchive.client.upload",
+    "RetryEvent": "zarrchive.transport",
+    "RetryPolicy": "zarrchive.transport",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from zarrchive.client import store
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zarrchive.client' has no attribute {name!r}")
+    return getattr(import_module(module), name)
 
-        return getattr(store, name)
-    raise AttributeError(f"module 'zarrchive.client' has no attribute {name!r}")
+
+class _ClientPackage(ModuleType):
+    """This package, where ``upload`` stays the function even once the submodule
+    ``zarrchive.client.upload`` is imported (the import system binds a submodule to its
+    package's attribute of the same name)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "upload" and isinstance(value, ModuleType):
+            value = value.upload
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _ClientPackage
 
 
 __all__ = [

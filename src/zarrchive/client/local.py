@@ -18,6 +18,14 @@ The walk does not ``stat`` files (the size is the number of bytes hashed), so
 it costs one ``scandir`` per directory and almost nothing per file.  Walking,
 hashing and consuming alternate by chunks of :data:`CHUNK_FILES` files (see
 :func:`_hash_runs`): the next chunk is hashed when the caller asks for more.
+
+Digest cache: given a :class:`~zarrchive.client.digest_cache.DigestCache` (``cache=``;
+:func:`hash_local`, used by upload, download and verify, takes the process's default
+one), a file whose stat record equals the cached one is not read: it costs a ``stat``.
+The walk loads each directory's cached entries once; the threads ``stat`` the files
+that have one, hash the others (``fstat`` on the open file) and the newly hashed files
+are saved after each chunk.  A directory with no cached entry is hashed as without a
+cache (but for the ``fstat``), so a first run costs about what it did.
 """
 
 from __future__ import annotations
@@ -27,16 +35,21 @@ import os
 import re
 import stat
 import threading
+import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from functools import partial
 from operator import itemgetter
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from zarrchive.checksum import DirectoryDigest, TreeHasher, ZarrEntry
 from zarrchive.errors import InvalidInput, LocalFileError
 from zarrchive.paths import MAX_PATH_BYTES, MAX_SEGMENT_BYTES, validate_path
+
+if TYPE_CHECKING:  # imported when a cache is used (sqlite3 is not free to import)
+    from zarrchive.client.digest_cache import DigestCache, HashedFile, Known
 
 #: ``progress(files, bytes)``: the totals hashed so far, called from the caller's thread.
 ProgressCallback = Callable[[int, int], None]
@@ -49,6 +62,9 @@ BATCH_BYTES = 1 << 20
 MAX_BATCH_FILES = 64
 #: The walk lists this many files, then the threads hash them, and so on.
 CHUNK_FILES = 16384
+#: A chunk with at least this share of its files in the digest cache is done on the
+#: walk's thread, without the hashing threads.
+MOSTLY_CACHED = 0.9
 #: Seconds between two calls of the progress callback while the threads hash.
 PROGRESS_INTERVAL = 0.2
 
@@ -359,6 +375,84 @@ def _hash_batch(batch: list[_Run]) -> list[_Hashed]:
     return result
 
 
+def _hash_cached_batch(
+    batch: list[_Run], known_by_dir: dict[str, Known], sink: list[HashedFile]
+) -> list[_Hashed]:
+    """:func:`_hash_batch` with a digest cache: a file whose stat record is the cached one
+    is not read; every file read is appended to *sink* with its ``fstat`` record."""
+    try:
+        buffers: list[memoryview] = _buffers.buffers
+    except AttributeError:
+        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
+    view = buffers[0]
+    open_, readv, close, md5, flags = os.open, os.readv, os.close, hashlib.md5, _OPEN_FLAGS
+    stat, fstat, time_ns = os.stat, os.fstat, _time_ns
+    result: list[_Hashed] = []
+    for prefix, os_prefix, names in batch:
+        known = known_by_dir.get(os_prefix)
+        positions, cached, cached_md5s = known if known is not None else _NOTHING_KNOWN
+        rows: list[tuple[str, str, int]] = []
+        append, keep = rows.append, sink.append
+        # Before any file of the run is opened (and fstat-ed): the time of hashing.
+        started = time_ns()
+        for name in names:
+            path = os_prefix + name
+            try:
+                if positions:
+                    i = positions.get(name)
+                    if i is not None:
+                        st = stat(path)
+                        j = 5 * i
+                        if (
+                            cached[j] == st.st_dev
+                            and cached[j + 1] == st.st_ino
+                            and cached[j + 2] == st.st_size
+                            and cached[j + 3] == st.st_mtime_ns
+                            and cached[j + 4] == st.st_ctime_ns
+                        ):
+                            append((name, cached_md5s[i], st.st_size))
+                            continue
+                fd = open_(path, flags)
+                try:
+                    st = fstat(fd)
+                    size = n = readv(fd, buffers)
+                    digest = md5(view[:n], usedforsecurity=False)
+                    while n:
+                        n = readv(fd, buffers)
+                        if n:
+                            digest.update(view[:n])
+                            size += n
+                finally:
+                    close(fd)
+            except OSError as exc:
+                raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
+            hexdigest = digest.hexdigest()
+            append((name, hexdigest, size))
+            if size == st.st_size:
+                keep(
+                    (
+                        os_prefix,
+                        name,
+                        st.st_dev,
+                        st.st_ino,
+                        size,
+                        st.st_mtime_ns,
+                        st.st_ctime_ns,
+                        hexdigest,
+                        started,
+                    )
+                )
+        result.append((prefix, rows))
+    return result
+
+
+_NOTHING_KNOWN: tuple[dict[str, int], list[int], list[str]] = ({}, [], [])
+
+
+def _time_ns() -> int:
+    return time.time_ns()
+
+
 def _check_jobs(jobs: int | None) -> int:
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
@@ -371,16 +465,18 @@ def iter_local_entries(
     *,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
+    cache: DigestCache | None = None,
 ) -> Iterator[ZarrEntry]:
     """``ZarrEntry(path, size, md5)`` of every file below *root*, in sorted path order.
 
     *jobs* threads hash the files (default :func:`default_jobs`); *progress* is
-    called with the number of files and bytes hashed so far.  A missing root or
+    called with the number of files and bytes hashed so far; *cache*: md5s of
+    unchanged files are taken from there, and new ones saved.  A missing root or
     a bad *jobs* raise at once; the errors of :func:`walk_local` and
     :class:`LocalFileError` for a file that cannot be read, while iterating.
     Closing the iterator early stops the threads.
     """
-    hashed = _hash_runs(_walk_runs(root), _check_jobs(jobs), progress)
+    hashed = _hash_runs(_walk_runs(root), _check_jobs(jobs), progress, cache)
     return (
         ZarrEntry(prefix + name, size, md5) for prefix, rows in hashed for name, md5, size in rows
     )
@@ -419,7 +515,10 @@ def _batches(chunk: list[_Run], size: int) -> Iterator[list[_Run]]:
 
 
 def _hash_runs(
-    runs: Iterator[_Run], jobs: int, progress: ProgressCallback | None
+    runs: Iterator[_Run],
+    jobs: int,
+    progress: ProgressCallback | None,
+    cache: DigestCache | None = None,
 ) -> Iterator[_Hashed]:
     """Hash the runs' files on *jobs* threads; the results in the runs' order.
 
@@ -429,12 +528,39 @@ def _hash_runs(
     bounded, and the walk and the tree (Python code, holding the GIL) never run
     beside the hashing threads: for small files the work is bound by the GIL,
     and every hand-off of the GIL between threads costs more than it saves.
+
+    With a *cache*, the chunk's directories' cached entries are loaded before the
+    threads start, and the files they hashed are saved once they are done.
     """
     pending: deque[Future[list[_Hashed]]] = deque()
     done_files = done_bytes = 0
     executor: ThreadPoolExecutor | None = None
+    sink: list[HashedFile] = []
     try:
         for chunk, count in _chunks(runs, CHUNK_FILES):
+            hash_batch: Callable[[list[_Run]], list[_Hashed]] = _hash_batch
+            if cache is not None and cache.usable:
+                now = _time_ns()
+                known_by_dir: dict[str, Known] = {}
+                for _, os_prefix, _ in chunk:
+                    if os_prefix not in known_by_dir:
+                        known_by_dir[os_prefix] = cache.known(os_prefix, now)
+                hash_batch = partial(_hash_cached_batch, known_by_dir=known_by_dir, sink=sink)
+                cached = sum(len(known.positions) for known in known_by_dir.values())
+                if cached >= MOSTLY_CACHED * count:
+                    # A file found in the cache costs a stat: on this thread, it costs less
+                    # than the hand-offs of the GIL between threads (the few others are
+                    # hashed here too).
+                    hashed = hash_batch(chunk)
+                    done_files += count
+                    done_bytes += sum(sum(map(_size_of, rows)) for _, rows in hashed)
+                    if progress is not None:
+                        progress(done_files, done_bytes)
+                    if sink:
+                        cache.store(sink)
+                        sink.clear()
+                    yield from hashed
+                    continue
             # At least 4 batches per thread, so that all work and the chunk's tail is short;
             # about BATCH_BYTES per batch once the file sizes are known.
             size = -(-count // (4 * jobs))
@@ -443,7 +569,7 @@ def _hash_runs(
             size = max(1, min(MAX_BATCH_FILES, size))
             if executor is None:
                 executor = ThreadPoolExecutor(jobs, thread_name_prefix="zarrchive-md5")
-            pending.extend(executor.submit(_hash_batch, batch) for batch in _batches(chunk, size))
+            pending.extend(executor.submit(hash_batch, batch) for batch in _batches(chunk, size))
             # Asleep while the threads hash (they have the GIL to themselves), but for
             # a progress report now and then.
             counted: set[Future[list[_Hashed]]] = set()
@@ -459,6 +585,9 @@ def _hash_runs(
                     progress(done_files, done_bytes)
                 if not running:
                     break
+            if sink and cache is not None:
+                cache.store(sink)
+                sink.clear()
             while pending:
                 yield from pending.popleft().result()
     finally:
@@ -466,6 +595,8 @@ def _hash_runs(
             future.cancel()
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+        if cache is not None:
+            cache.flush()
 
 
 _size_of = itemgetter(2)
@@ -476,9 +607,10 @@ def local_entries(
     *,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
+    cache: DigestCache | None = None,
 ) -> list[ZarrEntry]:
     """:func:`iter_local_entries` as a list."""
-    return list(iter_local_entries(root, jobs=jobs, progress=progress))
+    return list(iter_local_entries(root, jobs=jobs, progress=progress, cache=cache))
 
 
 def _local_tree(
@@ -486,8 +618,9 @@ def _local_tree(
     jobs: int | None,
     progress: ProgressCallback | None,
     hasher: TreeHasher,
+    cache: DigestCache | None,
 ) -> DirectoryDigest:
-    hashed = _hash_runs(_walk_runs(root), _check_jobs(jobs), progress)
+    hashed = _hash_runs(_walk_runs(root), _check_jobs(jobs), progress, cache)
     add_files = hasher.add_files
     for prefix, rows in hashed:
         add_files(prefix[:-1], rows)
@@ -499,13 +632,14 @@ def local_checksum(
     *,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
+    cache: DigestCache | None = None,
 ) -> str:
     """The Dandi Zarr checksum of the directory *root*.
 
     The same as ``compute_checksum(iter_local_entries(root), grouped=True)``,
     with the files of each directory given to the tree hash at once.
     """
-    return _local_tree(root, jobs, progress, TreeHasher()).digest
+    return _local_tree(root, jobs, progress, TreeHasher(), cache).digest
 
 
 def local_directory_digests(
@@ -514,18 +648,30 @@ def local_directory_digests(
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
     with_nodes: bool = False,
+    cache: DigestCache | None = None,
 ) -> list[DirectoryDigest]:
     """Every directory's digest below *root* (deepest first as completed, the root last)."""
     hasher = TreeHasher(collect=True, with_nodes=with_nodes)
-    _local_tree(root, jobs, progress, hasher)
+    _local_tree(root, jobs, progress, hasher, cache)
     return hasher.completed
 
 
 def hash_local(
-    root: str, *, jobs: int, progress: Callable[[int, int], None] | None = None
+    root: str,
+    *,
+    jobs: int,
+    progress: Callable[[int, int], None] | None = None,
+    cache: DigestCache | Literal["default"] | None = "default",
 ) -> list[ZarrEntry]:
     """Every file below *root* with its md5, hashed on at most *jobs* threads (capped at the
-    machine's sensible default); *progress* gets the increments of files and bytes."""
+    machine's sensible default); *progress* gets the increments of files and bytes.
+
+    The sync engine's hashing (upload, download, verify): by default with the process's
+    digest cache (:func:`zarrchive.client.digest_cache.default_cache`)."""
+    if cache == "default":
+        from zarrchive.client.digest_cache import default_cache
+
+        cache = default_cache()
     done = [0, 0]
 
     def report(files: int, nbytes: int) -> None:
@@ -533,7 +679,8 @@ def hash_local(
             progress(files - done[0], nbytes - done[1])
         done[0], done[1] = files, nbytes
 
-    return list(iter_local_entries(root, jobs=min(jobs, default_jobs()), progress=report))
+    entries = iter_local_entries(root, jobs=min(jobs, default_jobs()), progress=report, cache=cache)
+    return list(entries)
 
 
 __all__ = [

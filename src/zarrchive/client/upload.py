@@ -393,7 +393,10 @@ class Uploader:
 
         def produce() -> None:
             try:
-                entries = iter_local_entries(root, jobs=min(self.jobs, default_jobs()))
+                from zarrchive.client.digest_cache import default_cache
+
+                jobs = min(self.jobs, default_jobs())
+                entries = iter_local_entries(root, jobs=jobs, cache=default_cache())
                 block: list[ZarrEntry] = []
                 try:
                     for entry in entries:
