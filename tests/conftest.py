@@ -14,6 +14,8 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -44,6 +46,12 @@ TEST_SECRET_KEY = "zarrchive-test-secret"
 #: Test buckets named so are world-readable (anonymous GET), like the archive's public bucket.
 PUBLIC_BUCKET_PREFIX = "zpub-"
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+# The client's digest cache (client/digest_cache.py): the tests' own, never the user's (tests
+# hash throwaway trees); the commands the tests run inherit it.
+_TEST_CACHE = Path(tempfile.mkdtemp(prefix="zarrchive-test-cache-"))
+os.environ.setdefault("ZARRCHIVE_CACHE_DIR", str(_TEST_CACHE))
+atexit.register(shutil.rmtree, _TEST_CACHE, ignore_errors=True)
 
 
 # -- S3 -------------------------------------------------------------------------------------

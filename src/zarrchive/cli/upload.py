@@ -21,6 +21,7 @@ from zarrchive.cli._common import (
     run_client_command,
     say,
 )
+from zarrchive.cli.checksum import NO_CACHE_OPTION
 from zarrchive.errors import ZarrchiveError
 
 if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
@@ -69,6 +70,7 @@ def upload(
         help="Files per upload batch (default and maximum: the server's limit).",
         show_default=False,
     ),
+    no_cache: bool = NO_CACHE_OPTION,
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
@@ -76,7 +78,11 @@ def upload(
     import time
 
     from zarrchive.client.api import ApiClient
+    from zarrchive.client.digest_cache import disable_default_cache
     from zarrchive.client.upload import Uploader
+
+    if no_cache:
+        disable_default_cache()
 
     mode = ["freeze"]
 
