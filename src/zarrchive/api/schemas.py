@@ -2,17 +2,51 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from zarrchive.services.blobs import MAX_PARTS
 from zarrchive.services.zarrs import DirectoryListing, FileEntry
 
 
-class ZarrCreate(BaseModel):
+class RequestModel(BaseModel):
+    """An object of a request body: unknown keys are refused.
+
+    An object with more keys than the model has names for is refused with one error before
+    its fields are validated: pydantic would build one costly error per unknown key, and
+    a hostile megabyte holds a hundred thousand keys (``api.bodies``).
+    """
+
     model_config = ConfigDict(extra="forbid")
+    #: The keys the model knows: its fields' names and aliases (set per subclass).
+    _known_keys: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        names = set(cls.model_fields)
+        names.update(f.alias for f in cls.model_fields.values() if f.alias)
+        cls._known_keys = frozenset(names)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and len(data) > len(cls._known_keys):
+            unknown = itertools.islice((k for k in data if k not in cls._known_keys), 5)
+            raise PydanticCustomError(
+                "extra_forbidden",
+                "{count} keys given, more than this object's {most} fields; unknown: {names}",
+                {"count": len(data), "most": len(cls._known_keys), "names": ", ".join(unknown)},
+            )
+        return data
+
+
+class ZarrCreate(RequestModel):
     name: str = Field(description="The Zarr's name, unique within the dandiset")
     dandiset: str = Field(description="The dandiset's six-digit identifier")
 
@@ -61,8 +95,7 @@ class ManifestOut(BaseModel):
     created: datetime
 
 
-class UploadFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class UploadFile(RequestModel):
     path: str = Field(description="Path of the file relative to the Zarr root")
     etag: str = Field(description="The file's md5, 32 lowercase hex characters")
 
@@ -77,8 +110,7 @@ class DownloadUrlOut(BaseModel):
     url: str = Field(description="GET it (presigned and short-lived for embargoed Zarrs)")
 
 
-class DeleteFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DeleteFile(RequestModel):
     path: str
 
 
@@ -186,8 +218,7 @@ class DandisetOut(BaseModel):
     owners: list[str]
 
 
-class DandisetCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DandisetCreate(RequestModel):
     name: str = Field(description="The dandiset's name")
     metadata: dict[str, Any] | None = Field(
         default=None, description="The draft's metadata (DANDI's); `name` is set from `name`"
@@ -195,8 +226,7 @@ class DandisetCreate(BaseModel):
     embargo: bool = Field(default=False, description="Create the dandiset embargoed")
 
 
-class VersionMetadataIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class VersionMetadataIn(RequestModel):
     metadata: dict[str, Any] = Field(description="The draft's new metadata (replaces it)")
     name: str | None = Field(default=None, description="The new name (default: metadata's)")
 
@@ -226,8 +256,7 @@ class VersionInfoOut(DandiVersionOut):
     zarrs: list[VersionZarrOut]
 
 
-class AssetIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AssetIn(RequestModel):
     metadata: dict[str, Any] = Field(description="The asset's metadata, with its 'path'")
     blob_id: str | None = Field(default=None, description="A validated blob's id")
     zarr_id: str | None = Field(default=None, description="A Zarr of the same dandiset")
@@ -262,16 +291,15 @@ class AssetPathOut(BaseModel):
     asset: dict[str, str] | None = Field(description="`{asset_id}` of a file; null for folders")
 
 
-class DigestIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DigestIn(RequestModel):
     algorithm: str = Field(description="'dandi:dandi-etag' (or 'dandi:md5')")
     value: str
 
 
-class BlobUploadIn(BaseModel):
+class BlobUploadIn(RequestModel):
     """DANDI's `{contentSize, digest, dandiset}`, or our own `{size, md5, dandiset}`."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)
     dandiset: str = Field(description="The dandiset the file is for (six digits)")
     content_size: int | None = Field(default=None, alias="contentSize")
     digest: DigestIn | None = Field(default=None, description="`dandi:dandi-etag` of the file")
@@ -301,16 +329,26 @@ class BlobExistsOut(BaseModel):
     blob_id: str
 
 
-class BlobPartIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BlobPartIn(RequestModel):
     part_number: int
     etag: str = Field(description="The ETag S3 answered to the part's PUT")
     size: int | None = None
 
 
-class BlobCompleteIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BlobCompleteIn(RequestModel):
     parts: list[BlobPartIn]
+
+    @field_validator("parts", mode="before")
+    @classmethod
+    def _at_most_max_parts(cls, parts: Any) -> Any:
+        """An upload has at most S3's 10,000 parts: more are refused unvalidated."""
+        if isinstance(parts, list) and len(parts) > MAX_PARTS:
+            raise PydanticCustomError(
+                "too_long",
+                "{count} parts; an upload has at most {most}",
+                {"count": len(parts), "most": MAX_PARTS},
+            )
+        return parts
 
 
 class BlobCompleteOut(BaseModel):
@@ -339,10 +377,9 @@ class ValidatingOut(BaseModel):
 
 
 # -- DANDI's Zarr routes (files/, finalize/) -----------------------------------------------
-class ZarrFileIn(BaseModel):
+class ZarrFileIn(RequestModel):
     """One file DANDI's ``POST /api/zarr/{id}/files/`` announces."""
 
-    model_config = ConfigDict(extra="forbid")
     path: str = Field(description="Path of the file relative to the Zarr root")
     base64md5: str = Field(description="The file's md5, base64 (the Content-MD5 value)")
 
