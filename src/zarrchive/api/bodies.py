@@ -24,7 +24,11 @@ components).
 from __future__ import annotations
 
 import email.message
+import functools
 import json
+import re
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -36,8 +40,9 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from zarrchive.api.deps import ArchiveDep, UserDep
+from zarrchive.api.schemas import RequestModel
 from zarrchive.config import Settings
-from zarrchive.errors import BatchTooLarge
+from zarrchive.errors import BatchTooLarge, InvalidInput
 from zarrchive.services.auth import require_user
 
 #: Where the OpenAPI document keeps the models a body refers to.
@@ -48,6 +53,16 @@ BODIES: list[JsonBody] = []
 
 #: At most this many of pydantic's errors are handed on (``api.errors`` shows 20).
 MAX_ERRORS = 20
+
+#: The tokens counted to bound a body before it is parsed: strings (matched whole, with no
+#: backtracking), and the characters that open a container or separate two values.  A body
+#: has about as many values as tokens, and costs about as much to parse and validate.
+_TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[\[{,]')
+
+#: A body may have this many times the tokens of the largest valid one, plus
+#: :data:`TOKEN_SLACK` (room for mistakes that pydantic explains better, e.g. a key twice).
+TOKEN_FACTOR = 2
+TOKEN_SLACK = 16
 
 
 def batch_limit(settings: Settings) -> int:
@@ -65,6 +80,48 @@ def _is_json(content_type: str | None) -> bool:
     return message.get_content_maintype() == "application" and (
         subtype == "json" or subtype.endswith("+json")
     )
+
+
+def _tokens(schema: Any, items: int | None) -> int | None:
+    """The most :data:`_TOKEN` a valid JSON value of type *schema* has (*items*: the most
+    items of a list); ``None`` when unbounded (free-form JSON such as metadata)."""
+    if schema in (str, int, float, bool, type(None)):
+        return 1
+    origin = typing.get_origin(schema)
+    if origin in (typing.Union, types.UnionType):
+        counts = [_tokens(member, items) for member in typing.get_args(schema)]
+        return None if None in counts else max(c for c in counts if c is not None)
+    if origin is list and items is not None:
+        (item,) = typing.get_args(schema)
+        inner = _tokens(item, None)
+        return None if inner is None else 1 + items * (1 + inner)
+    if isinstance(schema, type) and issubclass(schema, RequestModel):
+        total = 1
+        for name, field in schema.model_fields.items():
+            inner = _tokens(field.annotation, schema.list_limits.get(name))
+            if inner is None:
+                return None
+            total += 2 + inner  # a separator and the key
+        return total
+    return None
+
+
+@functools.lru_cache
+def token_budget(schema: Any, items: int | None) -> int | None:
+    """The most tokens a body of type *schema* may have (*items*: the most items of a list
+    body); ``None``: no bound but the body's size."""
+    tokens = _tokens(schema, items)
+    return None if tokens is None else TOKEN_FACTOR * tokens + TOKEN_SLACK
+
+
+def _within(raw: bytes, budget: int) -> bool:
+    """*raw* has at most *budget* tokens.  Counting the characters that may begin one is
+    quick and enough for most bodies; else the tokens are counted lazily: a hostile body
+    stops the count early, and the loop lets other threads run between tokens."""
+    most = sum(raw.count(c) for c in (b",", b"[", b"{")) + raw.count(b'"') // 2
+    if most <= budget:
+        return True
+    return all(count <= budget for count, _ in enumerate(_TOKEN.finditer(raw), 1))
 
 
 def _invalid(where: tuple[Any, ...], message: str, kind: str) -> RequestValidationError:
@@ -105,6 +162,17 @@ class JsonBody:
             raise _invalid((), "Field required", "missing")
         if not _is_json(content_type):
             raise _invalid((), "send JSON, with Content-Type: application/json", "json_type")
+        budget = token_budget(self.schema, limit)
+        if budget is not None and not _within(raw, budget):
+            if limit is not None:
+                raise BatchTooLarge(
+                    f"the request body holds more than {limit} items can (or items with more "
+                    f"than their fields): at most {limit} are allowed per request: split it"
+                )
+            raise InvalidInput(
+                "the request body holds more values than this request's fields can "
+                "(an object with unknown keys, a list too long?)"
+            )
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:

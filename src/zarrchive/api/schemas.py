@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from zarrchive.services.blobs import MAX_PARTS
@@ -15,34 +16,47 @@ from zarrchive.services.zarrs import DirectoryListing, FileEntry
 
 
 class RequestModel(BaseModel):
-    """An object of a request body: unknown keys are refused.
+    """An object of a request body: unknown keys are refused, and so are lists longer than
+    the model allows (:attr:`list_limits`), before anything in them is validated.
 
-    An object with more keys than the model has names for is refused with one error before
-    its fields are validated: pydantic would build one costly error per unknown key, and
-    a hostile megabyte holds a hundred thousand keys (``api.bodies``).
+    pydantic builds one costly error per unknown key or bad item, and a hostile megabyte
+    holds a hundred thousand of them: an object with more keys than the model has names
+    for is refused with one error (``api.bodies`` bounds the whole body before this).
     """
 
     model_config = ConfigDict(extra="forbid")
+    #: The most items of each list field (by name).
+    list_limits: ClassVar[Mapping[str, int]] = {}
     #: The keys the model knows: its fields' names and aliases (set per subclass).
-    _known_keys: ClassVar[frozenset[str]] = frozenset()
+    known_keys: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         names = set(cls.model_fields)
         names.update(f.alias for f in cls.model_fields.values() if f.alias)
-        cls._known_keys = frozenset(names)
+        cls.known_keys = frozenset(names)
 
     @model_validator(mode="before")
     @classmethod
-    def _bounded_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict) and len(data) > len(cls._known_keys):
-            unknown = itertools.islice((k for k in data if k not in cls._known_keys), 5)
+    def _bounded(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if len(data) > len(cls.known_keys):
+            unknown = itertools.islice((k for k in data if k not in cls.known_keys), 5)
             raise PydanticCustomError(
                 "extra_forbidden",
                 "{count} keys given, more than this object's {most} fields; unknown: {names}",
-                {"count": len(data), "most": len(cls._known_keys), "names": ", ".join(unknown)},
+                {"count": len(data), "most": len(cls.known_keys), "names": ", ".join(unknown)},
             )
+        for name, most in cls.list_limits.items():
+            items = data.get(name)
+            if isinstance(items, list) and len(items) > most:
+                raise PydanticCustomError(
+                    "too_long",
+                    "{name}: {count} items; at most {most} are allowed",
+                    {"name": name, "count": len(items), "most": most},
+                )
         return data
 
 
@@ -336,19 +350,8 @@ class BlobPartIn(RequestModel):
 
 
 class BlobCompleteIn(RequestModel):
+    list_limits = {"parts": MAX_PARTS}  # S3's most parts of an upload
     parts: list[BlobPartIn]
-
-    @field_validator("parts", mode="before")
-    @classmethod
-    def _at_most_max_parts(cls, parts: Any) -> Any:
-        """An upload has at most S3's 10,000 parts: more are refused unvalidated."""
-        if isinstance(parts, list) and len(parts) > MAX_PARTS:
-            raise PydanticCustomError(
-                "too_long",
-                "{count} parts; an upload has at most {most}",
-                {"count": len(parts), "most": MAX_PARTS},
-            )
-        return parts
 
 
 class BlobCompleteOut(BaseModel):
