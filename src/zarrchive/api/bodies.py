@@ -7,13 +7,16 @@ anonymous megabyte of 500,000 invalid items held the server for seconds (pydanti
 one error object per item).  So no route declares a pydantic body: each takes its body
 from a :class:`JsonBody` dependency, which
 
-1. answers 401 before reading anything when the route needs a token and none was sent
-   (a bad token was refused by the request guard, :mod:`zarrchive.api.middleware`);
-2. refuses a top-level list longer than the route's limit (``max_batch_files``) before
-   validating any item, and lets the request models refuse objects with more keys than
-   they have fields (:class:`zarrchive.api.schemas.RequestModel`): the work done for a
-   hostile body is bounded by the route's limits, not by the body's size;
-3. parses and validates in a worker thread, and refuses with the same ``400 {"detail":
+1. answers 401 before looking at the body when the route needs a token and none was
+   sent (a bad token was refused by the request guard, :mod:`zarrchive.api.middleware`);
+2. in a worker thread, refuses (400) a body with more JSON tokens than the largest valid
+   one of its type has (:func:`token_budget`, from the models and the route's list limit
+   ``max_batch_files``), counted lazily so that a hostile body stops the count early:
+   the work done for it is bounded by the route's limits, not by the body's size (only
+   bodies with free-form metadata, on routes that need a token, have no budget);
+3. then parses and validates it there, the request models refusing objects with more keys
+   than they have fields and lists longer than theirs unvalidated
+   (:class:`zarrchive.api.schemas.RequestModel`), with the same ``400 {"detail":
    "invalid request: ..."}`` as FastAPI's own validation (``api.errors``).
 
 The OpenAPI document describes each body as FastAPI would (:attr:`JsonBody.openapi` is
