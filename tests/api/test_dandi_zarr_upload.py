@@ -260,7 +260,7 @@ def test_bad_requests_are_4xx_and_change_nothing(
     assert api.post(f"/api/zarr/{unknown}/files/", json=[good]).status_code == 404
     assert api.post(f"/api/zarr/{unknown}/finalize/").status_code == 404
     gone = api.request("DELETE", files_url, json=[{"path": "nope"}])
-    assert gone.status_code == 400 and gone.json()["detail"]["missing"] == ["nope"]
+    assert gone.status_code == 404 and gone.json()["detail"]["missing"] == ["nope"]
     state = info(api, zarr_id)
     assert (state["status"], state["upload_in_progress"]) == ("Complete", False)
     # a file and a directory of one name in one upload: finalize drops the file

@@ -182,7 +182,7 @@ def test_second_batch_conflicts(api: httpx.Client, zarr_id: str) -> None:
     # deletions are queued behind an open batch, but only of files the Zarr has: a file
     # of the open batch is not one yet
     response = api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": "a"}])
-    assert response.status_code == 400  # DANDI's status for a file that does not exist
+    assert response.status_code == 404  # the spec's status for a file that does not exist
     assert response.json()["detail"]["missing"] == ["a"]
 
 
@@ -195,7 +195,7 @@ def test_delete_missing_paths_deletes_nothing(
         f"/api/zarr/{zarr_id}/files/",
         json=[{"path": "arr/0"}, {"path": "nope"}, {"path": "arr"}],
     )
-    assert response.status_code == 400
+    assert response.status_code == 404
     assert response.json()["detail"]["missing"] == ["nope", "arr"]
     assert s3_body(archive, zarr_id, "arr/0") == b"zero"
     assert info(api, zarr_id)["checksum"] == oracle(FILES)

@@ -161,7 +161,13 @@ def cases(w: World) -> list[Case]:
             f"/api/zarr/{_unicode_digit_twin(w.zarr_id)}/upload/",
             {"json": [_entry("a")]},
         ),
-        Case("delete a missing file", "DELETE", f"{z}/files/", {"json": [{"path": "nope"}]}),
+        Case(
+            "delete a missing file",
+            "DELETE",
+            f"{z}/files/",
+            {"json": [{"path": "nope"}]},
+            status=404,
+        ),
         Case("delete ../x", "DELETE", f"{z}/files/", {"json": [{"path": "../x"}]}),
         Case("garbage cursor", "GET", f"{z}.zarr/", {"params": {"cursor": "garbage!"}}),
         Case(

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from zarrchive import __version__
+from zarrchive.api.bodies import document_bodies
 from zarrchive.api.cors import CorsMiddleware
 from zarrchive.api.errors import install_error_handlers
 from zarrchive.api.middleware import RequestGuard
@@ -78,6 +79,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(versions.router)
     app.include_router(assets.router)
     app.include_router(blob_uploads.router)
+    document_bodies(app)  # the routes read their bodies themselves
     from zarrchive.web import install_web  # the web pages import the API's error mapping
     from zarrchive.web.security_headers import SecurityHeaders
 

@@ -2,17 +2,65 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
+from zarrchive.services.blobs import MAX_PARTS
 from zarrchive.services.zarrs import DirectoryListing, FileEntry
 
 
-class ZarrCreate(BaseModel):
+class RequestModel(BaseModel):
+    """An object of a request body: unknown keys are refused, and so are lists longer than
+    the model allows (:attr:`list_limits`), before anything in them is validated.
+
+    pydantic builds one costly error per unknown key or bad item, and a hostile megabyte
+    holds a hundred thousand of them: an object with more keys than the model has names
+    for is refused with one error (``api.bodies`` bounds the whole body before this).
+    """
+
     model_config = ConfigDict(extra="forbid")
+    #: The most items of each list field (by name).
+    list_limits: ClassVar[Mapping[str, int]] = {}
+    #: The keys the model knows: its fields' names and aliases (set per subclass).
+    known_keys: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        names = set(cls.model_fields)
+        names.update(f.alias for f in cls.model_fields.values() if f.alias)
+        cls.known_keys = frozenset(names)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if len(data) > len(cls.known_keys):
+            unknown = itertools.islice((k for k in data if k not in cls.known_keys), 5)
+            raise PydanticCustomError(
+                "extra_forbidden",
+                "{count} keys given, more than this object's {most} fields; unknown: {names}",
+                {"count": len(data), "most": len(cls.known_keys), "names": ", ".join(unknown)},
+            )
+        for name, most in cls.list_limits.items():
+            items = data.get(name)
+            if isinstance(items, list) and len(items) > most:
+                raise PydanticCustomError(
+                    "too_long",
+                    "{name}: {count} items; at most {most} are allowed",
+                    {"name": name, "count": len(items), "most": most},
+                )
+        return data
+
+
+class ZarrCreate(RequestModel):
     name: str = Field(description="The Zarr's name, unique within the dandiset")
     dandiset: str = Field(description="The dandiset's six-digit identifier")
 
@@ -61,8 +109,7 @@ class ManifestOut(BaseModel):
     created: datetime
 
 
-class UploadFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class UploadFile(RequestModel):
     path: str = Field(description="Path of the file relative to the Zarr root")
     etag: str = Field(description="The file's md5, 32 lowercase hex characters")
 
@@ -77,8 +124,7 @@ class DownloadUrlOut(BaseModel):
     url: str = Field(description="GET it (presigned and short-lived for embargoed Zarrs)")
 
 
-class DeleteFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DeleteFile(RequestModel):
     path: str
 
 
@@ -186,8 +232,7 @@ class DandisetOut(BaseModel):
     owners: list[str]
 
 
-class DandisetCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DandisetCreate(RequestModel):
     name: str = Field(description="The dandiset's name")
     metadata: dict[str, Any] | None = Field(
         default=None, description="The draft's metadata (DANDI's); `name` is set from `name`"
@@ -195,8 +240,7 @@ class DandisetCreate(BaseModel):
     embargo: bool = Field(default=False, description="Create the dandiset embargoed")
 
 
-class VersionMetadataIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class VersionMetadataIn(RequestModel):
     metadata: dict[str, Any] = Field(description="The draft's new metadata (replaces it)")
     name: str | None = Field(default=None, description="The new name (default: metadata's)")
 
@@ -226,8 +270,7 @@ class VersionInfoOut(DandiVersionOut):
     zarrs: list[VersionZarrOut]
 
 
-class AssetIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AssetIn(RequestModel):
     metadata: dict[str, Any] = Field(description="The asset's metadata, with its 'path'")
     blob_id: str | None = Field(default=None, description="A validated blob's id")
     zarr_id: str | None = Field(default=None, description="A Zarr of the same dandiset")
@@ -262,16 +305,15 @@ class AssetPathOut(BaseModel):
     asset: dict[str, str] | None = Field(description="`{asset_id}` of a file; null for folders")
 
 
-class DigestIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DigestIn(RequestModel):
     algorithm: str = Field(description="'dandi:dandi-etag' (or 'dandi:md5')")
     value: str
 
 
-class BlobUploadIn(BaseModel):
+class BlobUploadIn(RequestModel):
     """DANDI's `{contentSize, digest, dandiset}`, or our own `{size, md5, dandiset}`."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)
     dandiset: str = Field(description="The dandiset the file is for (six digits)")
     content_size: int | None = Field(default=None, alias="contentSize")
     digest: DigestIn | None = Field(default=None, description="`dandi:dandi-etag` of the file")
@@ -301,15 +343,14 @@ class BlobExistsOut(BaseModel):
     blob_id: str
 
 
-class BlobPartIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BlobPartIn(RequestModel):
     part_number: int
     etag: str = Field(description="The ETag S3 answered to the part's PUT")
     size: int | None = None
 
 
-class BlobCompleteIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BlobCompleteIn(RequestModel):
+    list_limits = {"parts": MAX_PARTS}  # S3's most parts of an upload
     parts: list[BlobPartIn]
 
 
@@ -339,10 +380,9 @@ class ValidatingOut(BaseModel):
 
 
 # -- DANDI's Zarr routes (files/, finalize/) -----------------------------------------------
-class ZarrFileIn(BaseModel):
+class ZarrFileIn(RequestModel):
     """One file DANDI's ``POST /api/zarr/{id}/files/`` announces."""
 
-    model_config = ConfigDict(extra="forbid")
     path: str = Field(description="Path of the file relative to the Zarr root")
     base64md5: str = Field(description="The file's md5, base64 (the Content-MD5 value)")
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
+from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.schemas import AssetIn, AssetOut, AssetPathOut
@@ -15,6 +16,7 @@ from zarrchive.errors import InvalidInput
 from zarrchive.services import assets
 
 router = APIRouter(tags=["assets"])
+ASSET = JsonBody(AssetIn, login=True)
 
 ASSETS = "/api/dandisets/{dandiset_id}/versions/{version}/assets/"
 
@@ -36,9 +38,18 @@ def asset_out(info: assets.AssetInfo, *, metadata: bool = True) -> AssetOut:
     )
 
 
-@router.post(ASSETS, response_model=AssetOut, summary="Add an asset (a blob or a Zarr)")
+@router.post(
+    ASSETS,
+    response_model=AssetOut,
+    summary="Add an asset (a blob or a Zarr)",
+    openapi_extra=ASSET.openapi,
+)
 def create_asset(
-    dandiset_id: str, version: str, body: AssetIn, archive: ArchiveDep, user: UserDep
+    dandiset_id: str,
+    version: str,
+    body: Annotated[AssetIn, Depends(ASSET)],
+    archive: ArchiveDep,
+    user: UserDep,
 ) -> AssetOut:
     """Give `metadata` with its `path` and either `blob_id` or `zarr_id` (a Zarr of the same
     dandiset).  Paths are unique per version.  Owners only, in the draft only."""
@@ -135,12 +146,17 @@ def get_asset_info(
         return asset_out(assets.get_asset(session, user, dandiset_id, version, asset_id))
 
 
-@router.put(ASSETS + "{asset_id}/", response_model=AssetOut, summary="Change an asset")
+@router.put(
+    ASSETS + "{asset_id}/",
+    response_model=AssetOut,
+    summary="Change an asset",
+    openapi_extra=ASSET.openapi,
+)
 def update_asset(
     dandiset_id: str,
     version: str,
     asset_id: str,
-    body: AssetIn,
+    body: Annotated[AssetIn, Depends(ASSET)],
     archive: ArchiveDep,
     user: UserDep,
 ) -> AssetOut:

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
+from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import (
     BlobCompleteIn,
@@ -23,6 +26,9 @@ from zarrchive.errors import InvalidInput
 from zarrchive.services import blobs
 
 router = APIRouter(tags=["blobs"])
+NEW_UPLOAD = JsonBody(BlobUploadIn, login=True)
+PARTS = JsonBody(BlobCompleteIn, login=True)
+DIGEST = JsonBody(DigestIn, login=False)
 
 DANDI_ETAG = "dandi:dandi-etag"
 
@@ -36,8 +42,11 @@ def blob_out(info: blobs.BlobInfo) -> BlobOut:
     response_model=BlobUploadOut,
     responses={409: {"model": BlobExistsOut, "description": "Stored already: `Location`"}},
     summary="Start an upload",
+    openapi_extra=NEW_UPLOAD.openapi,
 )
-def initialize(body: BlobUploadIn, archive: ArchiveDep, user: UserDep) -> Response | BlobUploadOut:
+def initialize(
+    body: Annotated[BlobUploadIn, Depends(NEW_UPLOAD)], archive: ArchiveDep, user: UserDep
+) -> Response | BlobUploadOut:
     """Owners of the dandiset only.
 
     DANDI's `{contentSize, digest: {algorithm: "dandi:dandi-etag", value}, dandiset}`: content
@@ -80,9 +89,13 @@ def initialize(body: BlobUploadIn, archive: ArchiveDep, user: UserDep) -> Respon
     "/api/uploads/{upload_id}/complete/",
     response_model=CompletionOut | BlobCompleteOut,
     summary="Finish a multipart upload",
+    openapi_extra=PARTS.openapi,
 )
 def complete(
-    upload_id: str, body: BlobCompleteIn, archive: ArchiveDep, user: UserDep
+    upload_id: str,
+    body: Annotated[BlobCompleteIn, Depends(PARTS)],
+    archive: ArchiveDep,
+    user: UserDep,
 ) -> CompletionOut | BlobCompleteOut:
     """`{parts: [{part_number, etag}]}` with the ETags S3 answered.  DANDI's uploads answer
     `{complete_url, body}`: POST that body to that URL (S3's CompleteMultipartUpload);
@@ -118,7 +131,14 @@ def cancel(upload_id: str, archive: ArchiveDep, user: UserDep) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/api/blobs/digest/", response_model=BlobOut, summary="Find a blob by its digest")
-def find_by_digest(body: DigestIn, archive: ArchiveDep, user: UserDep) -> BlobOut:
+@router.post(
+    "/api/blobs/digest/",
+    response_model=BlobOut,
+    summary="Find a blob by its digest",
+    openapi_extra=DIGEST.openapi,
+)
+def find_by_digest(
+    body: Annotated[DigestIn, Depends(DIGEST)], archive: ArchiveDep, user: UserDep
+) -> BlobOut:
     """DANDI's `{algorithm: "dandi:dandi-etag", value}` (or `dandi:md5`): the blob, or 404."""
     return blob_out(blobs.digest_lookup(archive, user, body.algorithm, body.value))

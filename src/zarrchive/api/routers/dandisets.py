@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request, Response
 from sqlalchemy.orm import Session
 
+from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.schemas import DandisetCreate, DandisetOut, DandiVersionOut
@@ -14,6 +15,7 @@ from zarrchive.db.models import Dandiset
 from zarrchive.services import dandisets, embargo, versions
 
 router = APIRouter(tags=["dandisets"])
+NEW_DANDISET = JsonBody(DandisetCreate, login=True)
 
 
 def version_summary(info: versions.VersionInfo) -> DandiVersionOut:
@@ -46,9 +48,14 @@ def dandiset_out(session: Session, dandiset: Dandiset) -> DandisetOut:
     )
 
 
-@router.post("/api/dandisets/", response_model=DandisetOut, summary="Create a dandiset")
+@router.post(
+    "/api/dandisets/",
+    response_model=DandisetOut,
+    summary="Create a dandiset",
+    openapi_extra=NEW_DANDISET.openapi,
+)
 def create_dandiset(
-    body: DandisetCreate,
+    body: Annotated[DandisetCreate, Depends(NEW_DANDISET)],
     archive: ArchiveDep,
     user: UserDep,
     embargo_query: Annotated[

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
+from zarrchive.api.bodies import JsonBody, batch_limit
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import DeleteFile, DirectoryOut, FileOut
 from zarrchive.services import snapshots, zarrs
 
 router = APIRouter(tags=["snapshots"])
+PATHS = JsonBody(list[DeleteFile], login=False, max_items=batch_limit)
 
 
 class SnapshotOut(BaseModel):
@@ -78,9 +80,14 @@ def get_snapshot(zarr_id: str, checksum: str, archive: ArchiveDep, user: UserDep
     "/api/zarr/{zarr_id}/snapshots/{checksum}/download/",
     response_model=list[SnapshotUrlOut],
     summary="URLs that read exactly the pinned versions of files",
+    openapi_extra=PATHS.openapi,
 )
 def snapshot_download_urls(
-    zarr_id: str, checksum: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
+    zarr_id: str,
+    checksum: str,
+    body: Annotated[list[DeleteFile], Depends(PATHS)],
+    archive: ArchiveDep,
+    user: UserDep,
 ) -> list[SnapshotUrlOut]:
     """For each `{"path"}` (at most `max_batch_files`, each a file of the snapshot, else 404
     naming the others), a URL with the pinned `versionId`: public, or presigned for an

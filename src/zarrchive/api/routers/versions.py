@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
+from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.routers.dandisets import dandiset_out, version_summary
@@ -19,6 +20,7 @@ from zarrchive.api.schemas import (
 from zarrchive.services import dandisets, publish, versions
 
 router = APIRouter(tags=["versions"])
+NEW_METADATA = JsonBody(VersionMetadataIn, login=True)
 
 
 def version_info_out(
@@ -89,9 +91,14 @@ def get_version_info(
     "/api/dandisets/{dandiset_id}/versions/{version}/",
     response_model=VersionInfoOut,
     summary="Replace the draft's metadata",
+    openapi_extra=NEW_METADATA.openapi,
 )
 def update_version(
-    dandiset_id: str, version: str, body: VersionMetadataIn, archive: ArchiveDep, user: UserDep
+    dandiset_id: str,
+    version: str,
+    body: Annotated[VersionMetadataIn, Depends(NEW_METADATA)],
+    archive: ArchiveDep,
+    user: UserDep,
 ) -> VersionInfoOut:
     """Owners only; published versions never change (403).  `name` (default: the
     metadata's) renames the dandiset; `identifier`, `id` and `version` are the archive's."""

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse
 from sqlalchemy.orm import Session
 
+from zarrchive.api.bodies import JsonBody, batch_limit
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.schemas import (
@@ -27,11 +28,16 @@ from zarrchive.api.schemas import (
     ZarrOut,
 )
 from zarrchive.db.models import Zarr
-from zarrchive.errors import NotFound, NoUploadInProgress
+from zarrchive.errors import InvalidInput, NotFound, NoUploadInProgress
 from zarrchive.services import manifests, uploads, zarr_info, zarrs
 from zarrchive.services.runtime import Archive
 
 router = APIRouter(tags=["zarr"])
+NEW_ZARR = JsonBody(ZarrCreate, login=True)
+PATHS = JsonBody(list[DeleteFile], login=False, max_items=batch_limit)
+DELETED_PATHS = JsonBody(list[DeleteFile], login=True, max_items=batch_limit)
+UPLOAD_FILES = JsonBody(list[UploadFile], login=True, max_items=batch_limit)
+ZARR_FILES = JsonBody(list[ZarrFileIn], login=True, max_items=batch_limit)
 #: ``GET /api/zarr/{id}.zarr/{path}``: every file and directory, the root included, with no
 #: name taken by another route (the app includes it before the snapshot and Zarr routes).
 tree_router = APIRouter(tags=["zarr"])
@@ -48,8 +54,15 @@ def _zarr_out(archive: Archive, session: Session, zarr: Zarr) -> ZarrOut:
     return ZarrOut(**info.__dict__)
 
 
-@router.post("/api/zarr/", response_model=ZarrOut, summary="Create a Zarr archive")
-def create_zarr(body: ZarrCreate, archive: ArchiveDep, user: UserDep) -> ZarrOut:
+@router.post(
+    "/api/zarr/",
+    response_model=ZarrOut,
+    summary="Create a Zarr archive",
+    openapi_extra=NEW_ZARR.openapi,
+)
+def create_zarr(
+    body: Annotated[ZarrCreate, Depends(NEW_ZARR)], archive: ArchiveDep, user: UserDep
+) -> ZarrOut:
     """Mint a new, empty Zarr in a dandiset (owners only); names are unique per dandiset."""
     with archive.db.write_session() as session:
         zarr = zarrs.create_zarr(session, user, body.name, body.dandiset)
@@ -92,9 +105,13 @@ def get_zarr(zarr_id: str, archive: ArchiveDep, user: UserDep) -> ZarrOut:
     "/api/zarr/{zarr_id}/download/",
     response_model=list[DownloadUrlOut],
     summary="URLs to read files (presigned for embargoed Zarrs)",
+    openapi_extra=PATHS.openapi,
 )
 def download_urls(
-    zarr_id: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
+    zarr_id: str,
+    body: Annotated[list[DeleteFile], Depends(PATHS)],
+    archive: ArchiveDep,
+    user: UserDep,
 ) -> list[DownloadUrlOut]:
     """For each `{"path"}` (at most `max_batch_files`), a URL to GET the file: the public
     URL, or for an embargoed Zarr (owners and admins) a presigned one."""
@@ -132,9 +149,13 @@ def upload_status(zarr_id: str, archive: ArchiveDep, user: UserDep) -> Response:
     "/api/zarr/{zarr_id}/upload/",
     response_model=list[UploadUrlOut],
     summary="Open an upload batch and get presigned PUT URLs",
+    openapi_extra=UPLOAD_FILES.openapi,
 )
 def start_upload(
-    zarr_id: str, body: list[UploadFile], archive: ArchiveDep, user: UserDep
+    zarr_id: str,
+    body: Annotated[list[UploadFile], Depends(UPLOAD_FILES)],
+    archive: ArchiveDep,
+    user: UserDep,
 ) -> list[UploadUrlOut]:
     """Each URL signs `Content-MD5`: send that header with the file's md5 (base64), and S3
     refuses any other body.  At most `max_batch_files` files; one open batch per Zarr."""
@@ -239,9 +260,13 @@ def list_objects(
     "/api/zarr/{zarr_id}/files/",
     response_model=list[str],
     summary="DANDI's upload: presigned PUT URLs for files (in request order)",
+    openapi_extra=ZARR_FILES.openapi,
 )
 def create_files(
-    zarr_id: str, body: list[ZarrFileIn], archive: ArchiveDep, user: UserDep
+    zarr_id: str,
+    body: Annotated[list[ZarrFileIn], Depends(ZARR_FILES)],
+    archive: ArchiveDep,
+    user: UserDep,
 ) -> list[str]:
     """Adds the files to the Zarr's open upload batch (opening one if none is): PUT each to
     its URL with `Content-MD5` (the `base64md5` given; a `Content-Type` may be added), then
@@ -275,13 +300,25 @@ def finalize(zarr_id: str, archive: ArchiveDep, user: UserDep) -> FinalizeOut:
     "/api/zarr/{zarr_id}/files/",
     status_code=204,
     summary="Delete files",
+    openapi_extra=DELETED_PATHS.openapi,
 )
 def delete_files(
-    zarr_id: str, body: list[DeleteFile], archive: ArchiveDep, user: UserDep
+    zarr_id: str,
+    body: Annotated[list[DeleteFile], Depends(DELETED_PATHS)],
+    archive: ArchiveDep,
+    user: UserDep,
 ) -> Response:
-    """All paths must be files of the Zarr, else 400 naming the missing ones and nothing is
-    deleted.  Allowed while an upload batch is open; completed batches are applied first."""
-    uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
+    """All paths must be files of the Zarr, else 404 naming the missing ones (`missing`)
+    and nothing is deleted.  Allowed while an upload batch is open; completed batches are
+    applied first."""
+    try:
+        uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
+    except InvalidInput as exc:
+        missing = exc.detail.get("missing") if isinstance(exc.detail, dict) else None
+        if missing is None:
+            raise
+        # the spec's status for paths that are not files of the Zarr
+        raise NotFound(exc.message, detail=exc.detail) from exc
     return Response(status_code=204)
 
 
