@@ -77,6 +77,11 @@ class NoUploadInProgress(NotFound):
     """The Zarr has no open upload batch."""
 
 
+class FilesNotFound(NotFound):
+    """Paths named for deletion are not files of the Zarr (``detail["missing"]`` lists them);
+    nothing was deleted."""
+
+
 # -- conflicts (HTTP 409) -----------------------------------------------------
 class Conflict(ZarrchiveError):
     """The resource's current state does not allow the operation."""
@@ -153,10 +158,6 @@ class InvalidJob(InvalidInput):
 
 class JobQueueClosed(Conflict):
     """A job was enqueued on a job queue that is closed or closing."""
-
-
-class JobLockTimeout(ZarrchiveError):
-    """A keyed job waited too long for the job of the same key running elsewhere."""
 
 
 # -- LINDI (HDF5/NWB as Zarr) -------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -54,6 +55,9 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # batches verified before a crash are applied even if nobody writes to their Zarr
         await run_in_threadpool(_sweep_pending, archive)
+        # what start-up made lives as long as the process: out of the collector's full
+        # passes, which would otherwise walk it and stall every request meanwhile
+        gc.freeze()
         yield
         if close_on_shutdown:
             archive.close()

@@ -28,7 +28,7 @@ from zarrchive.api.schemas import (
     ZarrOut,
 )
 from zarrchive.db.models import Zarr
-from zarrchive.errors import InvalidInput, NotFound, NoUploadInProgress
+from zarrchive.errors import NotFound, NoUploadInProgress
 from zarrchive.services import manifests, uploads, zarr_info, zarrs
 from zarrchive.services.runtime import Archive
 
@@ -311,14 +311,7 @@ def delete_files(
     """All paths must be files of the Zarr, else 404 naming the missing ones (`missing`)
     and nothing is deleted.  Allowed while an upload batch is open; completed batches are
     applied first."""
-    try:
-        uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
-    except InvalidInput as exc:
-        missing = exc.detail.get("missing") if isinstance(exc.detail, dict) else None
-        if missing is None:
-            raise
-        # the spec's status for paths that are not files of the Zarr
-        raise NotFound(exc.message, detail=exc.detail) from exc
+    uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
     return Response(status_code=204)
 
 

@@ -20,6 +20,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import (
+    FilesNotFound,
     InvalidInput,
     NoUploadInProgress,
     UploadInProgress,
@@ -316,7 +317,7 @@ def delete_files(archive: Archive, user: Caller | None, zarr_id: str, paths: Seq
             current = file_lookup(archive.store_for(zarr.dandiset.embargoed), zarr.id, checked)
             missing = [p for p in checked if current[p] is None]
             if missing:
-                raise InvalidInput(
+                raise FilesNotFound(
                     f"{len(missing)} of the paths are not files of Zarr {zarr.id}: "
                     f"{', '.join(missing[:20])}; nothing was deleted",
                     detail={"message": "files not found; nothing was deleted", "missing": missing},
