@@ -54,6 +54,7 @@ def test_live_reference_file_inlines_metadata_and_references_chunks(
     files["g/.zattrs"] = big_attrs  # larger than the inline limit: referenced
     upload(api, zarr_id, files)
     url = f"/api/zarr/{zarr_id}/refs.json"
+    assert ok(anon.get(f"/api/zarr/{zarr_id}/"))["refs_url"] == url  # linked from the Zarr
     response = anon.get(url)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/json"
@@ -160,6 +161,7 @@ def test_snapshot_reference_file_reads_the_pinned_state_after_the_draft_changed(
     assert live["checksum"] != checksum
 
     url = f"/api/zarr/{zarr_id}/snapshots/{checksum}/refs.json"
+    assert snapshot["refs_url"] == url  # linked from the snapshot
     response = anon.get(url)
     assert response.status_code == 200, response.text
     assert response.headers["cache-control"].startswith("public")

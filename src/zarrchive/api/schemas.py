@@ -91,6 +91,10 @@ class ZarrOut(BaseModel):
     manifest_status: str = Field(
         description="`available`, or `pending` until the background job has written it"
     )
+    refs_url: str = Field(
+        description="The live state as an fsspec reference file (a URL on this API): "
+        "`fsspec.filesystem('reference', fo=...)` opens it with stock zarr-python"
+    )
     checksum_mismatch: str | None = Field(
         description="ALARM: the tree hash of the Zarr's S3 objects when it differs from "
         "`checksum` (found while writing the manifest); null when they agree"

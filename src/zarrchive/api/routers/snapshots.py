@@ -35,6 +35,10 @@ class SnapshotOut(BaseModel):
     manifest_url: str | None = Field(
         description="The manifest naming every file's S3 version (presigned when embargoed)"
     )
+    refs_url: str = Field(
+        description="This state as an fsspec reference file (a URL on this API), every file "
+        "at its pinned version"
+    )
 
 
 class SnapshotFileOut(FileOut):
@@ -48,7 +52,8 @@ class SnapshotUrlOut(BaseModel):
 
 
 def _out(info: snapshots.SnapshotInfo) -> SnapshotOut:
-    return SnapshotOut(**info.__dict__)
+    refs = f"/api/zarr/{info.zarr_id}/snapshots/{info.checksum}/refs.json"
+    return SnapshotOut(**info.__dict__, refs_url=refs)
 
 
 @router.get(

@@ -51,7 +51,7 @@ def zarr_out(archive: Archive, zarr_id: str, user: UserDep) -> ZarrOut:
 
 def _zarr_out(archive: Archive, session: Session, zarr: Zarr) -> ZarrOut:
     info = zarr_info.zarr_info(archive, session, zarr)
-    return ZarrOut(**info.__dict__)
+    return ZarrOut(**info.__dict__, refs_url=f"/api/zarr/{zarr.id}/refs.json")
 
 
 @router.post(
