@@ -77,7 +77,11 @@ def test_owners_see_their_embargoed_dandisets_signed_in(
         assert "Secret rat" not in text(anon.get(f"/dandiset/{site.embargoed}/draft"), 401)
         text(anon.get(f"/dandiset/{site.embargoed}/draft/files"), 401)
         assert anon.get(f"/thumbnail/zarr/{site.embargoed_zarr}/a").status_code == 401
-        text(anon.get(f"/zarr/{site.embargoed_zarr}/"), 401)
+        page = text(anon.get(f"/zarr/{site.embargoed_zarr}/"), 401)
+        # in a person's words: sign in, with the link; nothing about HTTP headers
+        assert "sign in first" in page and 'href="/signin"' in page
+        shown = re.sub(r"<[^>]*>", " ", page)  # the words a visitor reads
+        assert "Authorization" not in shown and "header" not in shown.lower()
 
 
 def test_signing_in_sets_a_strict_http_only_cookie_and_signing_out_clears_it(

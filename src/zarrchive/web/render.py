@@ -125,6 +125,10 @@ def error_page(request: Request, status: int, message: str) -> HTMLResponse:
     return response
 
 
+#: What a page that needs a signed-in user says to a visitor who is not.
+SIGN_IN_MESSAGE = "This page is visible only to signed-in users who may see it: sign in first."
+
+
 class HtmlRoute(APIRoute):
     """Errors of a page's handler are HTML pages with the API's status codes."""
 
@@ -138,6 +142,8 @@ class HtmlRoute(APIRoute):
                 status = status_code_for(exc)
                 if status >= 500:
                     log.error("%s: %s", type(exc).__name__, exc.message)
+                if status == 401:  # the API's words are about headers: a person signs in
+                    return error_page(request, 401, SIGN_IN_MESSAGE)
                 return error_page(request, status, exc.message)
             except DATABASE_DOWN as exc:
                 down = DatabaseUnavailable(f"the database is unavailable ({type(exc).__name__})")
