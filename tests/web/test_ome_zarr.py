@@ -165,14 +165,16 @@ def test_an_embargoed_image_is_described_but_offers_no_viewer(
 
 
 def _group(attributes: dict[str, Any]) -> dict[str, bytes]:
-    """A v2 group with these attributes and a 2-D float64 array ``a`` (Neuroglancer reads no
-    float64)."""
-    array = {"zarr_format": 2, "shape": [4, 4], "chunks": [4, 4], "dtype": "<f8"}
-    array |= {"compressor": None, "fill_value": 0, "filters": None, "order": "C"}
+    """A v2 group with these attributes, a 2-D float64 array ``a`` (Neuroglancer reads no
+    float64) and a 1-D uint8 array ``b`` (no image)."""
+    a = {"zarr_format": 2, "shape": [4, 4], "chunks": [4, 4], "dtype": "<f8"}
+    a |= {"compressor": None, "fill_value": 0, "filters": None, "order": "C"}
+    b = a | {"shape": [4], "chunks": [4], "dtype": "|u1"}
     return {
         ".zgroup": b'{"zarr_format": 2}',
         ".zattrs": json.dumps(attributes).encode(),
-        "a/.zarray": json.dumps(array).encode(),
+        "a/.zarray": json.dumps(a).encode(),
+        "b/.zarray": json.dumps(b).encode(),
     }
 
 
@@ -204,6 +206,8 @@ def test_a_malformed_multiscales_says_why(
         assert '<h2 id="meta-title">Group</h2>' in page
         array = text(anon.get(f"/zarr/{zarr_id}/a/"))
         assert 'id="array-dtype">float64<' in array and 'id="open-with"' not in array
+        vector = text(anon.get(f"/zarr/{zarr_id}/b/"))
+        assert 'id="array-dtype">uint8<' in vector and 'id="open-with"' not in vector
 
 
 def test_nwb_assets_open_with_neurosift_when_public(
@@ -254,3 +258,37 @@ def test_snapshots_link_their_reference_files(
         (url,) = body["refs"]["x/0"]
         url = url.replace("{{u}}", body.get("templates", {}).get("u", ""))
         assert "versionId=" in url and httpx.get(url).content == b"zero"
+
+
+def test_levels_that_are_not_arrays_or_too_deep_are_shown_missing(
+    base_url: str, api: httpx.Client
+) -> None:
+    """A level path the archive could not hold (the group's path and it beyond the longest
+    Zarr path), one naming no directory, one naming a directory without an array: listed,
+    none read; the page answers 200."""
+    deep = "/".join(["d" * 200] * 4)
+    axes = [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
+    scale = [{"type": "scale", "scale": [1, 1]}]
+    datasets = [
+        {"path": "l" * 200, "coordinateTransformations": scale},
+        {"path": "absent", "coordinateTransformations": scale},
+        {"path": "plain", "coordinateTransformations": scale},
+    ]
+    attributes = {"multiscales": [{"version": "0.4", "axes": axes, "datasets": datasets}]}
+    group = _group(attributes)
+    files = {f"{deep}/{path}": body for path, body in group.items()}
+    files[f"{deep}/plain/file"] = b"not an array"
+    dandiset = create_dandiset(api, "Deep")
+    zarr_id = create_zarr(api, dandiset, "deep.zarr")
+    upload(api, zarr_id, files)
+    with browser(base_url) as anon:
+        page = text(anon.get(f"/zarr/{zarr_id}/{deep}/"))
+        rows = table_rows(page, "ngff-levels")[1:]
+        assert rows == [
+            ["l" * 200 + " (missing)", "no array here", "1, 1", "-"],
+            ["absent (missing)", "no array here", "1, 1", "-"],
+            ["plain", "no array here", "1, 1", "-"],
+        ]
+        assert 'id="thumbnail"' not in page
+        # an OME-Zarr group all the same: the viewers may read what the archive can't show
+        assert set(_hrefs(page, "open-with")) == {"Neuroglancer", "vizarr"}

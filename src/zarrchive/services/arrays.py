@@ -31,7 +31,8 @@ from PIL import Image
 from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import MemoryStore
 
-from zarrchive.errors import ArchiveBusy, StorageError
+from zarrchive.errors import ArchiveBusy, InvalidPath, StorageError
+from zarrchive.paths import validate_directory_path
 from zarrchive.services import chunk_guard, metadata_limits, ngff, open_with
 from zarrchive.services.metadata_limits import V2_ARRAY, V2_ATTRS, V2_GROUP, V3_META, short
 from zarrchive.services.node_cache import NODE_CACHE, NodeView
@@ -356,6 +357,10 @@ def _level_array(
     """The array metadata of a multiscale image's level (each document read only up to
     :data:`MAX_PROBED_METADATA_BYTES`: an image has up to
     :data:`~zarrchive.services.ngff.MAX_LEVELS` levels)."""
+    try:
+        validate_directory_path(directory)  # no longer than a Zarr path (an S3 key's bound)
+    except InvalidPath:
+        return LevelArray(spec, directory, None, None)
     node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))
     if node is None:
         return LevelArray(spec, directory, None, None)
@@ -389,8 +394,8 @@ def viewers(
     name: str,
 ) -> list[open_with.Viewer]:
     """The "Open with" links of a directory of a public Zarr: Neuroglancer and vizarr for an
-    OME-Zarr multiscale group, Neuroglancer for an array it reads; none for an embargoed
-    Zarr (the viewers fetch the public bucket's objects anonymously)."""
+    OME-Zarr multiscale group, Neuroglancer for an array it reads of at least 2 dimensions;
+    none for an embargoed Zarr (the viewers fetch the public bucket's objects anonymously)."""
     if zarr_row.embargoed or meta is None:
         return []
     key = zarr_object_key(zarr_row.id, directory) if directory else zarr_prefix(zarr_row.id)
@@ -400,7 +405,7 @@ def viewers(
         meta.zarr_format,
         name,
         ome=isinstance(meta, GroupMeta) and meta.ome,
-        plain_array=isinstance(meta, ArrayMeta) and meta.neuroglancer,
+        plain_array=isinstance(meta, ArrayMeta) and meta.neuroglancer and len(meta.shape) >= 2,
     )
 
 
