@@ -78,6 +78,8 @@ $(OME_STAMP): requirements/ome.lock | $(BIN)/python
 	$(UV) pip install --quiet --python $(OME_VENV)/bin/python --require-hashes -r requirements/ome.lock
 	touch $(OME_STAMP)
 
+.venv-ome: $(OME_STAMP)
+
 install: $(STAMP)
 
 serve: $(STAMP)
