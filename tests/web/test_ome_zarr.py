@@ -112,6 +112,7 @@ def test_a_multiscale_image_written_by_ome_zarr_py(
         assert expected[1][4] == "1.0, 0.5, 0.25" and expected[3][4] == "1.0, 2.0, 1.0"
         for dataset in image["datasets"]:
             assert f'href="/zarr/{zarr_id}/{prefix}{dataset["path"]}/">' in page
+        assert 'id="group-arrays"' not in page  # its child arrays are the levels above
         # the thumbnail: the smallest level (s2), its middle channel
         src = re.search(r'<img id="thumbnail" src="([^"]+)"', page)
         assert src is not None

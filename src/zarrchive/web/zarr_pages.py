@@ -82,6 +82,7 @@ def zarr_page(
             else None
         ),
         levels=group.levels if group is not None else [],
+        child_arrays=_child_arrays(group),
         smallest=group.smallest_level if group is not None else None,
         viewers=arrays.viewers(archive, zarr, found.path, shown, name),
         page_size=size,
@@ -90,6 +91,14 @@ def zarr_page(
         raw_attributes=_raw_url(zarr.id, found.path, shown.attributes_document) if shown else "",
         cursor=cursor,
     )
+
+
+def _child_arrays(group: arrays.GroupMeta | None) -> list[tuple[str, tuple[int, ...], str]]:
+    """The group's child arrays, but for the levels of its multiscale image (shown apart)."""
+    if group is None:
+        return []
+    levels = {level.path for level in group.levels}
+    return [found for found in group.arrays if found[0] not in levels]
 
 
 def _raw_url(zarr_id: str, directory: str, document: str) -> str:
