@@ -11,6 +11,8 @@ S3FS_VENV := .venv-s3fs
 S3FS_STAMP := $(S3FS_VENV)/.installed-stamp
 DANDI_VENV := .venv-dandi
 DANDI_STAMP := $(DANDI_VENV)/.installed-stamp
+OME_VENV := .venv-ome
+OME_STAMP := $(OME_VENV)/.installed-stamp
 # Installs are reproducible: every environment is installed from a lock file (exact versions
 # and hashes) by uv, itself pinned; `make lock` regenerates the locks after a dependency change.
 UV_VERSION := 0.13.9
@@ -39,6 +41,7 @@ lock: | $(BIN)/python
 	$(COMPILE) requirements/schemathesis.in -o requirements/schemathesis.lock
 	$(COMPILE) requirements/s3fs.in -o requirements/s3fs.lock
 	$(COMPILE) requirements/dandi.in -o requirements/dandi.lock
+	$(COMPILE) requirements/ome.in -o requirements/ome.lock
 
 # Test oracles live in environments of their own (each pins what clashes with ours).
 # lindi 0.4.6 pins zarr<3.
@@ -69,6 +72,14 @@ $(DANDI_STAMP): requirements/dandi.lock | $(BIN)/python
 
 .venv-dandi: $(DANDI_STAMP)
 
+# ome-zarr-py writing real multiscale OME-Zarr images (NGFF 0.4 and 0.5) for tests/web.
+$(OME_STAMP): requirements/ome.lock | $(BIN)/python
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(OME_VENV)
+	$(UV) pip install --quiet --python $(OME_VENV)/bin/python --require-hashes -r requirements/ome.lock
+	touch $(OME_STAMP)
+
+.venv-ome: $(OME_STAMP)
+
 install: $(STAMP)
 
 serve: $(STAMP)
@@ -81,8 +92,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAMP)
+pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAMP) $(OME_STAMP)
 	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python \
+	ZARRCHIVE_OME_PYTHON=$(CURDIR)/$(OME_VENV)/bin/python \
 	ZARRCHIVE_S3FS_PYTHON=$(CURDIR)/$(S3FS_VENV)/bin/python \
 	ZARRCHIVE_DANDI_VENV=$(CURDIR)/$(DANDI_VENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
 
@@ -104,4 +116,4 @@ browser:
 test: lint typecheck browser pytest
 
 clean:
-	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) $(DANDI_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) $(DANDI_VENV) $(OME_VENV) .pytest_cache .mypy_cache .ruff_cache

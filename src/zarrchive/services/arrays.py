@@ -19,6 +19,7 @@ once.
 from __future__ import annotations
 
 import io
+import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -30,14 +31,15 @@ from PIL import Image
 from zarr.core.buffer import default_buffer_prototype
 from zarr.storage import MemoryStore
 
-from zarrchive.errors import ArchiveBusy, StorageError
-from zarrchive.services import chunk_guard, metadata_limits
+from zarrchive.errors import ArchiveBusy, InvalidPath, StorageError
+from zarrchive.paths import validate_directory_path
+from zarrchive.services import chunk_guard, metadata_limits, ngff, open_with
 from zarrchive.services.metadata_limits import V2_ARRAY, V2_ATTRS, V2_GROUP, V3_META, short
 from zarrchive.services.node_cache import NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
 from zarrchive.services.thumbnail import NoThumbnail, SlicePlan, plan_slice, stretch
 from zarrchive.services.zarrs import ZarrRef
-from zarrchive.storage.keys import checksum_node_key, zarr_object_key
+from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
 from zarrchive.storage.objects import ObjectStore
 
 #: The largest metadata document read for a page or a thumbnail, bytes.
@@ -70,6 +72,30 @@ class ArrayMeta:
     attributes_document: str
     #: Why there is no thumbnail (``None``: there is one).
     no_thumbnail: str | None
+    #: Neuroglancer reads it (its data type and codecs: :func:`open_with.neuroglancer_reads`).
+    neuroglancer: bool = False
+
+
+@dataclass(frozen=True)
+class LevelArray:
+    """One level of an OME-Zarr multiscale image, as its array metadata tells it."""
+
+    #: As the multiscales declare it (its path is relative to the group).
+    spec: ngff.Level
+    #: From the Zarr's root.
+    directory: str
+    #: ``None``: no array there (or its metadata beyond the bounds).
+    meta: ArrayMeta | None
+    #: The level directory's digest (``None``: no such directory).
+    digest: str | None
+
+    @property
+    def path(self) -> str:
+        return self.spec.path
+
+    @property
+    def elements(self) -> int | None:
+        return math.prod(self.meta.shape) if self.meta is not None else None
 
 
 @dataclass(frozen=True)
@@ -81,6 +107,25 @@ class GroupMeta:
     arrays: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
     #: Some child directories were not looked at (there were too many).
     partial: bool = False
+    #: Its OME-NGFF multiscale image, or why its ``multiscales`` are not valid (``None``:
+    #: it declares none).
+    multiscale: ngff.Multiscale | ngff.InvalidMultiscales | None = None
+    #: The multiscale image's levels, in its order.
+    levels: list[LevelArray] = field(default_factory=list)
+
+    @property
+    def ome(self) -> bool:
+        return isinstance(self.multiscale, ngff.Multiscale)
+
+    @property
+    def smallest_level(self) -> LevelArray | None:
+        """The level with the fewest elements among those that are arrays of at least 2
+        dimensions (the last listed of equals): the one the group's thumbnail shows."""
+        found = [lv for lv in self.levels if lv.meta is not None and len(lv.meta.shape) >= 2]
+        if not found:
+            return None
+        fewest = min(lv.elements or 0 for lv in found)
+        return [lv for lv in found if lv.elements == fewest][-1]
 
 
 @dataclass(frozen=True)
@@ -188,6 +233,36 @@ def _attributes_document(zarr_format: int) -> str:
     return V3_META if zarr_format == 3 else V2_ATTRS
 
 
+def _v3_codec_names(codecs: Any) -> list[str | None]:
+    """The names of a v3 codec chain's codecs (as ``to_dict`` writes them), those inside
+    shards included."""
+    names: list[str | None] = []
+    for codec in codecs if isinstance(codecs, list | tuple) else ():
+        if not isinstance(codec, dict):
+            names.append(None)
+            continue
+        name = codec.get("name")
+        names.append(name if isinstance(name, str) else None)
+        configuration = codec.get("configuration")
+        if isinstance(configuration, dict):
+            names += _v3_codec_names(configuration.get("codecs"))
+            names += _v3_codec_names(configuration.get("index_codecs"))
+    return names
+
+
+def _neuroglancer_reads(array: zarr.Array[Any]) -> bool:
+    metadata = array.metadata
+    dtype = array.dtype
+    name = dtype.name if isinstance(dtype, np.dtype) else str(dtype)
+    if metadata.zarr_format == 2:
+        compressor = metadata.compressor
+        compressor_id = None if compressor is None else getattr(compressor, "codec_id", "?")
+        filters = [getattr(f, "codec_id", None) for f in metadata.filters or ()]
+        return open_with.neuroglancer_reads(2, name, compressor_id, filters)
+    codecs = _v3_codec_names([codec.to_dict() for codec in metadata.codecs])
+    return open_with.neuroglancer_reads(3, name, None, codecs)
+
+
 def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
     try:
         _plan(array)
@@ -208,6 +283,7 @@ def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
         attributes=dict(array.attrs),
         attributes_document=_attributes_document(array.metadata.zarr_format),
         no_thumbnail=reason,
+        neuroglancer=_neuroglancer_reads(array),
     )
 
 
@@ -256,12 +332,80 @@ def describe(
     children = node.directory_names[:MAX_CHILDREN_PROBED]
     prefix = _prefix(directory)
     found = store.map(lambda name: _probe(store, zarr_row.id, prefix + name), children)
+    attributes = dict(opened.attrs)
+    multiscale = ngff.read_multiscales(opened.metadata.zarr_format, attributes)
+    levels: list[LevelArray] = []
+    if isinstance(multiscale, ngff.Multiscale):
+        levels = store.map(
+            lambda level: _level_array(store, zarr_row, prefix + level.path, level),
+            list(multiscale.levels),
+        )
     return GroupMeta(
         zarr_format=opened.metadata.zarr_format,
-        attributes=dict(opened.attrs),
+        attributes=attributes,
         attributes_document=_attributes_document(opened.metadata.zarr_format),
         arrays=[f for f in found if f is not None],
         partial=len(node.directory_names) > MAX_CHILDREN_PROBED,
+        multiscale=multiscale,
+        levels=levels,
+    )
+
+
+def _level_array(
+    store: ObjectStore, zarr_row: ZarrRef, directory: str, spec: ngff.Level
+) -> LevelArray:
+    """The array metadata of a multiscale image's level (each document read only up to
+    :data:`MAX_PROBED_METADATA_BYTES`: an image has up to
+    :data:`~zarrchive.services.ngff.MAX_LEVELS` levels)."""
+    try:
+        validate_directory_path(directory)  # no longer than a Zarr path (an S3 key's bound)
+    except InvalidPath:
+        return LevelArray(spec, directory, None, None)
+    node = NODE_CACHE.get(store, checksum_node_key(zarr_row.id, directory))
+    if node is None:
+        return LevelArray(spec, directory, None, None)
+    for name in (V3_META, V2_ARRAY):
+        child = node.files.get(name)
+        if child is None:
+            continue
+        if child.size > MAX_PROBED_METADATA_BYTES:
+            break
+        body = _get_bounded(
+            store, zarr_object_key(zarr_row.id, f"{directory}/{name}"), MAX_PROBED_METADATA_BYTES
+        )
+        if body is None or metadata_limits.refusal({name: body}) is not None:
+            break
+        opened = _open({name: body})
+        if not isinstance(opened, zarr.Array):
+            break
+        meta = _array_meta(opened)
+        failed = THUMBNAILS.get((store.bucket, zarr_row.id, directory, node.digest))
+        if meta.no_thumbnail is None and isinstance(failed, str):
+            meta = replace(meta, no_thumbnail=failed)
+        return LevelArray(spec, directory, meta, node.digest)
+    return LevelArray(spec, directory, None, node.digest)
+
+
+def viewers(
+    archive: Archive,
+    zarr_row: ZarrRef,
+    directory: str,
+    meta: ArrayMeta | GroupMeta | None,
+    name: str,
+) -> list[open_with.Viewer]:
+    """The "Open with" links of a directory of a public Zarr: Neuroglancer and vizarr for an
+    OME-Zarr multiscale group, Neuroglancer for an array it reads of at least 2 dimensions;
+    none for an embargoed Zarr (the viewers fetch the public bucket's objects anonymously)."""
+    if zarr_row.embargoed or meta is None:
+        return []
+    key = zarr_object_key(zarr_row.id, directory) if directory else zarr_prefix(zarr_row.id)
+    url = archive.store.public_url(key)
+    return open_with.zarr_viewers(
+        url,
+        meta.zarr_format,
+        name,
+        ome=isinstance(meta, GroupMeta) and meta.ome,
+        plain_array=isinstance(meta, ArrayMeta) and meta.neuroglancer and len(meta.shape) >= 2,
     )
 
 

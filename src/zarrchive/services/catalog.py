@@ -20,6 +20,7 @@ from zarrchive.errors import InvalidInput
 from zarrchive.services.auth import Caller, readable_dandisets
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.embargo import embargo_status
+from zarrchive.services.open_with import is_nwb, neurosift_url
 from zarrchive.services.runtime import Archive
 from zarrchive.services.versions import DRAFT, VersionInfo, find_version, list_versions
 
@@ -197,6 +198,8 @@ class TreeAsset:
     #: ``blob`` or ``zarr``
     kind: str
     zarr_id: str | None
+    #: Neurosift showing it: public NWB files only (:mod:`~zarrchive.services.open_with`).
+    neurosift_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -237,16 +240,27 @@ def asset_tree(
     with archive.db.session() as session:
         dandiset = get_dandiset(session, user, identifier)
         found = find_version(session, dandiset, version)
-        return _asset_tree(session, dandiset, found, folder)
+        return _asset_tree(archive, session, dandiset, found, folder)
 
 
-def _asset_tree(session: Session, dandiset: Dandiset, version: Version, location: str) -> AssetTree:
+def _asset_tree(
+    archive: Archive, session: Session, dandiset: Dandiset, version: Version, location: str
+) -> AssetTree:
     prefix = f"{location}/" if location else ""
     condition = Asset.version_id == version.id
     if prefix:
         condition = condition & (func.substr(Asset.path, 1, len(prefix)) == prefix)
     rows = session.execute(
-        select(Asset.id, Asset.path, Asset.zarr_id, Asset.metadata_, Blob.size, Zarr.size)
+        select(
+            Asset.id,
+            Asset.path,
+            Asset.zarr_id,
+            Asset.metadata_,
+            Blob.size,
+            Zarr.size,
+            Blob.key,
+            Blob.embargoed,
+        )
         .select_from(Asset)
         .outerjoin(Blob, Blob.id == Asset.blob_id)
         .outerjoin(Zarr, Zarr.id == Asset.zarr_id)
@@ -257,7 +271,8 @@ def _asset_tree(session: Session, dandiset: Dandiset, version: Version, location
     partial = len(rows) > MAX_TREE_ASSETS
     folders: dict[str, list[int]] = {}
     assets: list[TreeAsset] = []
-    for asset_id, path, zarr_id, metadata, blob_size, zarr_size in rows[:MAX_TREE_ASSETS]:
+    for row in rows[:MAX_TREE_ASSETS]:
+        asset_id, path, zarr_id, metadata, blob_size, zarr_size, blob_key, blob_embargoed = row
         if zarr_id is not None and not version.is_draft:
             pinned = (metadata or {}).get("contentSize", 0)
             size = pinned if isinstance(pinned, int) else 0
@@ -271,7 +286,10 @@ def _asset_tree(session: Session, dandiset: Dandiset, version: Version, location
             totals[1] += size
         else:
             kind = "zarr" if zarr_id is not None else "blob"
-            assets.append(TreeAsset(asset_id, rest, path, size, kind, zarr_id))
+            public = blob_key is not None and not (blob_embargoed or dandiset.embargoed)
+            viewer = neurosift_url(archive.store.public_url(blob_key)) if public else None
+            shown = viewer if viewer is not None and is_nwb(rest) else None
+            assets.append(TreeAsset(asset_id, rest, path, size, kind, zarr_id, shown))
     return AssetTree(
         dandiset=dandiset.identifier,
         version=version.version,

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_directory_path
-from zarrchive.services import arrays, snapshots, zarr_info, zarrs
+from zarrchive.services import arrays, ngff, snapshots, zarr_info, zarrs
 from zarrchive.services.thumbnail import NoThumbnail
 from zarrchive.web.attributes import render_attributes
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
@@ -58,25 +58,47 @@ def zarr_page(
             info=info,
             file=found,
             crumbs=_crumbs(found.path.rpartition("/")[0]),
+            embargoed=zarr.embargoed,
         )
     meta = arrays.describe(archive, zarr, found.path)
     shown = meta if isinstance(meta, arrays.ArrayMeta | arrays.GroupMeta) else None
+    group = meta if isinstance(meta, arrays.GroupMeta) else None
+    name = found.path.rpartition("/")[2] or info.name
     return page(
         request,
         "zarr_directory.html",
         info=info,
+        embargoed=zarr.embargoed,
         listing=found,
         snapshots=pinned,
         crumbs=_crumbs(found.path),
         meta=shown,
         refused=meta.reason if isinstance(meta, arrays.RefusedMeta) else None,
         is_array=isinstance(meta, arrays.ArrayMeta),
+        multiscale=group.multiscale if group is not None and group.ome else None,
+        ngff_invalid=(
+            group.multiscale.reason
+            if group is not None and isinstance(group.multiscale, ngff.InvalidMultiscales)
+            else None
+        ),
+        levels=group.levels if group is not None else [],
+        child_arrays=_child_arrays(group),
+        smallest=group.smallest_level if group is not None else None,
+        viewers=arrays.viewers(archive, zarr, found.path, shown, name),
         page_size=size,
         custom_page_size=page_size is not None and page_size != "",
         attributes=render_attributes(shown.attributes) if shown is not None else None,
         raw_attributes=_raw_url(zarr.id, found.path, shown.attributes_document) if shown else "",
         cursor=cursor,
     )
+
+
+def _child_arrays(group: arrays.GroupMeta | None) -> list[tuple[str, tuple[int, ...], str]]:
+    """The group's child arrays, but for the levels of its multiscale image (shown apart)."""
+    if group is None:
+        return []
+    levels = {level.path for level in group.levels}
+    return [found for found in group.arrays if found[0] not in levels]
 
 
 def _raw_url(zarr_id: str, directory: str, document: str) -> str:
