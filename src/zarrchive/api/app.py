@@ -6,6 +6,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
@@ -48,6 +49,31 @@ def _sweep_pending(archive: Archive) -> None:
         log.exception("could not look for verified batches to apply")
 
 
+#: The OpenAPI security scheme of ``Authorization: token KEY`` (``/docs``'s Authorize button).
+TOKEN_SCHEME = {
+    "type": "apiKey",
+    "in": "header",
+    "name": "Authorization",
+    "description": "Type `token KEY`, KEY being the API token `zarrchive admin create-user` "
+    "printed. Anonymous requests see public data only.",
+}
+
+
+def document_token(app: FastAPI) -> None:
+    """Declare the API token in the OpenAPI document, optional on every route (anonymous
+    callers read public data; the routes themselves say when they need it)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        document = generate()
+        components = document.setdefault("components", {})
+        components["securitySchemes"] = {"token": TOKEN_SCHEME}
+        document["security"] = [{}, {"token": []}]
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     """The API over *archive* (database, object store and job queue already set up)."""
 
@@ -84,6 +110,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(assets.router)
     app.include_router(blob_uploads.router)
     document_bodies(app)  # the routes read their bodies themselves
+    document_token(app)
     from zarrchive.web import install_web  # the web pages import the API's error mapping
     from zarrchive.web.security_headers import SecurityHeaders
 
