@@ -33,7 +33,7 @@ from zarr.storage import MemoryStore
 
 from zarrchive.errors import ArchiveBusy, InvalidPath, StorageError
 from zarrchive.paths import validate_directory_path
-from zarrchive.services import chunk_guard, metadata_limits, ngff, open_with
+from zarrchive.services import chunk_guard, codec_names, metadata_limits, ngff, open_with
 from zarrchive.services.metadata_limits import V2_ARRAY, V2_ATTRS, V2_GROUP, V3_META, short
 from zarrchive.services.node_cache import NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
@@ -105,6 +105,8 @@ class GroupMeta:
     attributes_document: str
     #: ``(name, shape, dtype)`` of the child arrays found.
     arrays: list[tuple[str, tuple[int, ...], str]] = field(default_factory=list)
+    #: The names of the child groups found.
+    groups: list[str] = field(default_factory=list)
     #: Some child directories were not looked at (there were too many).
     partial: bool = False
     #: Its OME-NGFF multiscale image, or why its ``multiscales`` are not valid (``None``:
@@ -206,15 +208,24 @@ def _open(documents: dict[str, bytes]) -> zarr.Array[Any] | zarr.Group | None:
     return node
 
 
+def _codec_name(codec: Any) -> str:
+    """A codec as the pages show it (``zstd (level 0)``), from its JSON configuration."""
+    try:
+        config = codec.get_config() if hasattr(codec, "get_config") else codec.to_dict()
+        return short(codec_names.describe(config))
+    except Exception:  # a codec without a JSON form: what it says of itself
+        return short(repr(codec))
+
+
 def _codecs(array: zarr.Array[Any]) -> list[str]:
     metadata = array.metadata
     names: list[str] = []
     if metadata.zarr_format == 2:
         for item in (*(metadata.filters or ()), metadata.compressor):
             if item is not None:
-                names.append(short(repr(item)))
+                names.append(_codec_name(item))
         return names
-    return [short(repr(codec)) for codec in metadata.codecs]
+    return [_codec_name(codec) for codec in metadata.codecs]
 
 
 def _object_grid(array: zarr.Array[Any]) -> tuple[int, ...]:
@@ -287,19 +298,22 @@ def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
     )
 
 
-def _probe(store: ObjectStore, zarr_id: str, path: str) -> tuple[str, tuple[int, ...], str] | None:
-    """``(name, shape, dtype)`` if the directory *path* holds an array (within bounds)."""
-    for name in (V3_META, V2_ARRAY):
-        body = _probe_document(store, zarr_object_key(zarr_id, f"{path}/{name}"))
+def _probe(
+    store: ObjectStore, zarr_id: str, path: str
+) -> tuple[str, tuple[int, ...], str] | str | None:
+    """``(name, shape, dtype)`` if the directory *path* holds an array, its name if it holds
+    a group (within bounds), else ``None``."""
+    name = path.rsplit("/", 1)[-1]
+    for document in (V3_META, V2_ARRAY, V2_GROUP):
+        body = _probe_document(store, zarr_object_key(zarr_id, f"{path}/{document}"))
         if body is None:
             continue
-        if metadata_limits.refusal({name: body}) is not None:
+        if metadata_limits.refusal({document: body}) is not None:
             return None
-        node = _open({name: body})
+        node = _open({document: body})
         if isinstance(node, zarr.Array):
-            shape = tuple(int(n) for n in node.shape)
-            return path.rsplit("/", 1)[-1], shape, short(node.dtype)
-        return None
+            return name, tuple(int(n) for n in node.shape), short(node.dtype)
+        return name if isinstance(node, zarr.Group) else None
     return None
 
 
@@ -344,7 +358,8 @@ def describe(
         zarr_format=opened.metadata.zarr_format,
         attributes=attributes,
         attributes_document=_attributes_document(opened.metadata.zarr_format),
-        arrays=[f for f in found if f is not None],
+        arrays=[f for f in found if isinstance(f, tuple)],
+        groups=[f for f in found if isinstance(f, str)],
         partial=len(node.directory_names) > MAX_CHILDREN_PROBED,
         multiscale=multiscale,
         levels=levels,

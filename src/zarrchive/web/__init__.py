@@ -10,11 +10,15 @@ reads (never the API); every form carries a token against cross-site posts
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from zarrchive.web import dandiset_pages, signin, zarr_pages
 from zarrchive.web.docs import install_docs
 from zarrchive.web.render import HERE
+
+#: The pages' icon.
+FAVICON = "/static/web/favicon.svg"
 
 
 def install_web(app: FastAPI) -> None:
@@ -22,6 +26,12 @@ def install_web(app: FastAPI) -> None:
     ``docs_url=None``)."""
     install_docs(app)
     app.mount("/static/web", StaticFiles(directory=HERE / "static"), name="web-static")
+    app.add_api_route("/favicon.ico", _favicon, include_in_schema=False)
     app.include_router(signin.router)
     app.include_router(zarr_pages.router)
     app.include_router(dandiset_pages.router)
+
+
+def _favicon() -> RedirectResponse:
+    """Browsers ask for ``/favicon.ico`` whatever the page says: the same icon."""
+    return RedirectResponse(FAVICON, status_code=301)
