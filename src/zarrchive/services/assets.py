@@ -28,6 +28,7 @@ from zarrchive.services.blobs import blob_url
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import published_asset_checksum
+from zarrchive.services.validation import asset_changed
 from zarrchive.services.versions import find_version, require_draft
 from zarrchive.services.zarrs import canonical_uuid, get_zarr
 
@@ -84,6 +85,8 @@ def computed_metadata(asset: Asset) -> dict[str, Any]:
             digest[ETAG_DIGEST] = asset.blob.etag
         if asset.blob.md5 is not None:
             digest[MD5_DIGEST] = asset.blob.md5
+        if asset.blob.sha256 is not None:
+            digest["dandi:sha2-256"] = asset.blob.sha256
         metadata["digest"] = digest
     return metadata
 
@@ -227,6 +230,7 @@ def create_asset(
     session.add(asset)
     _flush(session, found, path)
     found.modified_at = utcnow()
+    asset_changed(session, found, asset)
     session.flush()
     session.refresh(asset)
     return asset_info(asset, dandiset)
@@ -264,6 +268,7 @@ def update_asset(
     asset.path = path
     asset.metadata_ = clean
     asset.modified_at = found.modified_at = utcnow()
+    asset_changed(session, found, asset)
     _flush(session, found, path)
     session.refresh(asset)
     return asset_info(asset, dandiset)
@@ -277,6 +282,7 @@ def delete_asset(
     asset = _find_asset(session, found, asset_id)
     session.delete(asset)
     found.modified_at = utcnow()
+    asset_changed(session, found)
     session.flush()
 
 

@@ -29,10 +29,13 @@ def draft_metadata(
 ) -> dict[str, Any]:
     """The draft's metadata as stored: the given one with the fields the archive sets
     (``identifier`` ``DANDI:000001``, ``id``, ``version``, ``name``) as DANDI sets them."""
+    from zarrchive.services.validation import instance_name
+
+    instance = instance_name()
     stored = dict(metadata or {})
     stored.update(
-        identifier=f"DANDI:{identifier}",
-        id=f"DANDI:{identifier}/{DRAFT}",
+        identifier=f"{instance}:{identifier}",
+        id=f"{instance}:{identifier}/{DRAFT}",
         version=DRAFT,
         name=name,
     )
@@ -56,6 +59,10 @@ def create_dandiset(
         raise InvalidInput("a dandiset name must have 1 to 300 characters")
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput("the dandiset's metadata must be a JSON object")
+    from zarrchive.services.validation import request_validation, schema_version
+
+    # as DANDI creates a draft: of the current schema unless the metadata says otherwise
+    metadata = {"schemaKey": "Dandiset", "schemaVersion": schema_version(), **(metadata or {})}
     dandiset = Dandiset(name=name, embargoed=embargoed)
     dandiset.owners.append(user_row(session, caller))
     session.add(dandiset)
@@ -68,6 +75,7 @@ def create_dandiset(
         )
     )
     session.flush()
+    request_validation(session, dandiset.id)
     return dandiset
 
 
