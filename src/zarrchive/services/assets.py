@@ -23,12 +23,12 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Blob, Dandiset, Version, utcnow
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_path
+from zarrchive.services import changes
 from zarrchive.services.auth import Caller, require_owner, require_read
 from zarrchive.services.blobs import blob_url
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import published_asset_checksum
-from zarrchive.services.validation import asset_changed
 from zarrchive.services.versions import find_version, require_draft
 from zarrchive.services.zarrs import canonical_uuid, get_zarr
 
@@ -230,9 +230,9 @@ def create_asset(
     session.add(asset)
     _flush(session, found, path)
     found.modified_at = utcnow()
-    asset_changed(session, found, asset)
     session.flush()
     session.refresh(asset)
+    changes.asset_added(session, user, dandiset, found, asset)
     return asset_info(asset, dandiset)
 
 
@@ -268,9 +268,9 @@ def update_asset(
     asset.path = path
     asset.metadata_ = clean
     asset.modified_at = found.modified_at = utcnow()
-    asset_changed(session, found, asset)
     _flush(session, found, path)
     session.refresh(asset)
+    changes.asset_updated(session, user, dandiset, found, asset)
     return asset_info(asset, dandiset)
 
 
@@ -278,11 +278,11 @@ def delete_asset(
     session: Session, user: Caller | None, dandiset_id: str, version: str, asset_id: str
 ) -> None:
     """Remove an asset from the draft (its blob or Zarr stays: published versions may use it)."""
-    _dandiset, found = _writable_version(session, user, dandiset_id, version, "remove assets from")
+    dandiset, found = _writable_version(session, user, dandiset_id, version, "remove assets from")
     asset = _find_asset(session, found, asset_id)
+    changes.asset_removed(session, user, dandiset, found, asset)
     session.delete(asset)
     found.modified_at = utcnow()
-    asset_changed(session, found)
     session.flush()
 
 

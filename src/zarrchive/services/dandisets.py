@@ -76,6 +76,15 @@ def create_dandiset(
     )
     session.flush()
     request_validation(session, dandiset.id)
+    from zarrchive.services import audit
+
+    audit.record(
+        session,
+        dandiset,
+        user,
+        audit.RecordType.CREATE_DANDISET,
+        {"metadata": draft_metadata(dandiset.identifier, name, metadata), "embargoed": embargoed},
+    )
     return dandiset
 
 
@@ -207,6 +216,9 @@ def delete_dandiset(session: Session, user: Caller | None, identifier: str) -> N
             f"dandiset {dandiset.identifier} holds Zarrs (e.g. {zarr}): this archive does not "
             "delete Zarrs, so the dandiset stays"
         )
+    from zarrchive.services import audit
+
+    audit.record(session, dandiset, user, audit.RecordType.DELETE_DANDISET, {})
     versions = select(Version.id).where(Version.dandiset_id == dandiset.id)
     session.execute(delete(Asset).where(Asset.version_id.in_(versions)))
     session.execute(delete(Version).where(Version.dandiset_id == dandiset.id))

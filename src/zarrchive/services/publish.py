@@ -49,7 +49,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
-from zarrchive.services import validation
+from zarrchive.services import audit, validation
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
@@ -277,5 +277,6 @@ def _publish(
                 )
             )
         add_pins(session, published.id, zarrs, mode)
+        audit.record(session, dandiset, user, audit.RecordType.PUBLISH_DANDISET, {"version": name})
         session.flush()
         return version_info(session, dandiset, published), zarr_ids

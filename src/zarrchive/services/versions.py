@@ -301,4 +301,9 @@ def update_draft_metadata(
     found.modified_at = utcnow()
     mark_pending(session, found)
     session.flush()
+    from zarrchive.services import audit
+
+    audit.record(
+        session, dandiset, user, audit.RecordType.UPDATE_METADATA, {"metadata": found.metadata_}
+    )
     return with_validation(session, version_info(session, dandiset, found), found)

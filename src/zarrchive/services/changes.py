@@ -1,0 +1,39 @@
+"""What follows every change of a draft's assets, in the transaction of the change: the draft's
+validation becomes pending (:mod:`~zarrchive.services.validation`) and the change is
+recorded (:mod:`~zarrchive.services.audit`).  One call per change from the services that
+make them."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from zarrchive.db.models import Asset, Dandiset, Version
+from zarrchive.services import audit, validation
+from zarrchive.services.auth import Caller
+
+
+def asset_added(
+    session: Session, user: Caller | None, dandiset: Dandiset, version: Version, asset: Asset
+) -> None:
+    validation.asset_changed(session, version, asset)
+    audit.record(session, dandiset, user, audit.RecordType.ADD_ASSET, audit.asset_details(asset))
+
+
+def asset_updated(
+    session: Session, user: Caller | None, dandiset: Dandiset, version: Version, asset: Asset
+) -> None:
+    validation.asset_changed(session, version, asset)
+    audit.record(session, dandiset, user, audit.RecordType.UPDATE_ASSET, audit.asset_details(asset))
+
+
+def asset_removed(
+    session: Session, user: Caller | None, dandiset: Dandiset, version: Version, asset: Asset
+) -> None:
+    validation.asset_changed(session, version)
+    audit.record(
+        session,
+        dandiset,
+        user,
+        audit.RecordType.REMOVE_ASSET,
+        {"path": asset.path, "asset_id": asset.id},
+    )
