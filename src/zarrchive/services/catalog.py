@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Blob, Dandiset, Version, Zarr
 from zarrchive.errors import InvalidInput
 from zarrchive.services.audit import AuditEntry, list_records
-from zarrchive.services.auth import Caller, is_owner, readable_dandisets
-from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.auth import Caller, is_owner
+from zarrchive.services.dandisets import DandisetFilter, get_dandiset, list_dandisets
 from zarrchive.services.embargo import embargo_status
 from zarrchive.services.runtime import Archive
 from zarrchive.services.versions import (
@@ -117,27 +117,19 @@ def version_totals(session: Session, versions: list[Version]) -> dict[int, tuple
 def dandiset_page(
     archive: Archive, user: Caller | None, *, search: str = "", page: int = 1
 ) -> DandisetPage:
-    """A page of the dandisets *user* may see, by identifier; *search*: in the name
-    (case-insensitive)."""
+    """A page of the dandisets *user* may see, by identifier; with *search*, those it finds
+    (the API's search: names, descriptions, keywords, contributors, asset paths), ranked."""
     if len(search) > MAX_SEARCH:
         raise InvalidInput(f"a search has at most {MAX_SEARCH} characters")
-    condition = readable_dandisets(user)
-    if search.strip():
-        condition = condition & Dandiset.name.icontains(search.strip(), autoescape=True)
     with archive.db.session() as session:
-        total = int(
-            session.scalar(select(func.count()).select_from(Dandiset).where(condition)) or 0
+        total, dandisets = list_dandisets(
+            session,
+            user,
+            DandisetFilter(embargoed=True, search=search.strip() or None),
+            offset=(page - 1) * DANDISETS_PER_PAGE,
+            limit=DANDISETS_PER_PAGE,
         )
         pages = max(1, -(-total // DANDISETS_PER_PAGE))
-        dandisets = list(
-            session.scalars(
-                select(Dandiset)
-                .where(condition)
-                .order_by(Dandiset.id)
-                .offset((page - 1) * DANDISETS_PER_PAGE)
-                .limit(DANDISETS_PER_PAGE)
-            )
-        )
         shown = shown_versions(session, [d.id for d in dandisets])
         totals = version_totals(session, [v for v in shown.values() if v is not None])
         rows = []

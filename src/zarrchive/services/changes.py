@@ -1,6 +1,7 @@
 """What follows every change of a draft's assets, in the transaction of the change: the draft's
 validation becomes pending (:mod:`~zarrchive.services.validation`) and the change is
-recorded (:mod:`~zarrchive.services.audit`).  One call per change from the services that
+recorded (:mod:`~zarrchive.services.audit`), and the search index follows
+(:mod:`~zarrchive.services.search`).  One call per change from the services that
 make them."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, Dandiset, Version
-from zarrchive.services import audit, validation
+from zarrchive.services import audit, search, validation
 from zarrchive.services.auth import Caller
 
 
@@ -16,6 +17,7 @@ def asset_added(
     session: Session, user: Caller | None, dandiset: Dandiset, version: Version, asset: Asset
 ) -> None:
     validation.asset_changed(session, version, asset)
+    search.index_asset(session, dandiset.id, asset.id, asset.path)
     audit.record(session, dandiset, user, audit.RecordType.ADD_ASSET, audit.asset_details(asset))
 
 
@@ -23,6 +25,7 @@ def asset_updated(
     session: Session, user: Caller | None, dandiset: Dandiset, version: Version, asset: Asset
 ) -> None:
     validation.asset_changed(session, version, asset)
+    search.index_asset(session, dandiset.id, asset.id, asset.path)
     audit.record(session, dandiset, user, audit.RecordType.UPDATE_ASSET, audit.asset_details(asset))
 
 
@@ -30,6 +33,7 @@ def asset_removed(
     session: Session, user: Caller | None, dandiset: Dandiset, version: Version, asset: Asset
 ) -> None:
     validation.asset_changed(session, version)
+    search.unindex_asset(session, asset.id)
     audit.record(
         session,
         dandiset,

@@ -76,14 +76,16 @@ def create_dandiset(
     )
     session.flush()
     request_validation(session, dandiset.id)
-    from zarrchive.services import audit
+    from zarrchive.services import audit, search
 
+    stored = draft_metadata(dandiset.identifier, name, metadata)
+    search.index_dandiset(session, dandiset.id, name, stored)
     audit.record(
         session,
         dandiset,
         user,
         audit.RecordType.CREATE_DANDISET,
-        {"metadata": draft_metadata(dandiset.identifier, name, metadata), "embargoed": embargoed},
+        {"metadata": stored, "embargoed": embargoed},
     )
     return dandiset
 
@@ -155,14 +157,15 @@ def list_dandisets(
             .where(Version.version == DRAFT)
         )
         condition = condition & Dandiset.id.in_(with_assets)
-    if filters.search:
+    ranks: dict[int, float] | None = None
+    if filters.search and filters.search.strip():
         words = filters.search.strip()
         if re.fullmatch(r"[0-9]{1,9}", words):  # an identifier (ASCII digits, in range)
             condition = condition & (Dandiset.id == int(words))
         else:
-            condition = condition & func.lower(Dandiset.name).contains(
-                words.lower(), autoescape=True
-            )
+            from zarrchive.services import search
+
+            ranks = search.matches(session, words)
     field = filters.ordering.lstrip("-")
     try:
         ordering = Ordering(field)
@@ -184,6 +187,18 @@ def list_dandisets(
         Ordering.MODIFIED: func.coalesce(draft_modified, Dandiset.created_at),
     }[ordering]
     reverse = filters.ordering.startswith("-")
+    if ranks is not None:  # a search: by rank unless an ordering is asked for
+        from zarrchive.services import search
+
+        ids = set(session.scalars(select(Dandiset.id).where(condition)))
+        found = [i for i in ranks if i in ids]
+        if filters.ordering == "id":
+            page_ids = search.ranked(found, ranks)[offset : offset + limit]
+            loaded = {
+                d.id: d for d in session.scalars(select(Dandiset).where(Dandiset.id.in_(page_ids)))
+            }
+            return len(found), [loaded[i] for i in page_ids]
+        condition = condition & Dandiset.id.in_(found)
     count = session.scalar(select(func.count()).select_from(Dandiset).where(condition)) or 0
     rows = session.scalars(
         select(Dandiset)
@@ -216,9 +231,10 @@ def delete_dandiset(session: Session, user: Caller | None, identifier: str) -> N
             f"dandiset {dandiset.identifier} holds Zarrs (e.g. {zarr}): this archive does not "
             "delete Zarrs, so the dandiset stays"
         )
-    from zarrchive.services import audit
+    from zarrchive.services import audit, search
 
     audit.record(session, dandiset, user, audit.RecordType.DELETE_DANDISET, {})
+    search.unindex_dandiset(session, dandiset.id)
     versions = select(Version.id).where(Version.dandiset_id == dandiset.id)
     session.execute(delete(Asset).where(Asset.version_id.in_(versions)))
     session.execute(delete(Version).where(Version.dandiset_id == dandiset.id))

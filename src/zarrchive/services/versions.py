@@ -301,8 +301,9 @@ def update_draft_metadata(
     found.modified_at = utcnow()
     mark_pending(session, found)
     session.flush()
-    from zarrchive.services import audit
+    from zarrchive.services import audit, search
 
+    search.index_dandiset(session, dandiset.id, new_name, found.metadata_)
     audit.record(
         session, dandiset, user, audit.RecordType.UPDATE_METADATA, {"metadata": found.metadata_}
     )

@@ -1,4 +1,5 @@
-"""metadata validation (versions' and assets' status and errors, blobs' sha256), audit trail
+"""metadata validation (versions' and assets' status and errors, blobs' sha256), audit trail,
+full-text search index
 
 Revision ID: 0010
 Revises: 0009
@@ -7,6 +8,10 @@ Create Date: 2026-11-26 02:40:00
 Drafts and draft assets start ``Pending`` (the archive validates them in the background on
 their next change, or when their status is asked for); published versions and their
 assets are ``Valid``: they were published as they are.
+
+The search index (:mod:`zarrchive.services.search`) is the database's own kind: on
+PostgreSQL ``tsvector`` tables with GIN indexes, on SQLite FTS5 virtual tables; it is
+filled from the existing drafts here.
 """
 
 from __future__ import annotations
@@ -50,8 +55,91 @@ def upgrade() -> None:
     )
     op.create_index("ix_audit_dandiset_time", "audit_records", ["dandiset_id", "timestamp", "id"])
 
+    _create_search_index()
+
+
+def _create_search_index() -> None:
+    from zarrchive.services.search import document, words
+
+    bind = op.get_bind()
+    postgres = bind.dialect.name == "postgresql"
+    if postgres:
+        op.execute(
+            "CREATE TABLE search_dandisets (dandiset_id INTEGER PRIMARY KEY, "
+            "document TSVECTOR NOT NULL)"
+        )
+        op.execute("CREATE INDEX ix_search_dandisets ON search_dandisets USING GIN (document)")
+        op.execute(
+            "CREATE TABLE search_assets (asset_id VARCHAR(36) PRIMARY KEY, "
+            "dandiset_id INTEGER NOT NULL, document TSVECTOR NOT NULL)"
+        )
+        op.execute("CREATE INDEX ix_search_assets ON search_assets USING GIN (document)")
+        op.execute("CREATE INDEX ix_search_assets_dandiset ON search_assets (dandiset_id)")
+    else:
+        op.execute(
+            "CREATE VIRTUAL TABLE search_dandisets USING fts5(name, description, contributors)"
+        )
+        op.execute("CREATE VIRTUAL TABLE search_assets USING fts5(path, dandiset_id UNINDEXED)")
+    drafts = bind.execute(
+        sa.text(
+            "SELECT d.id, d.name, v.id, v.metadata FROM dandisets d "
+            "JOIN versions v ON v.dandiset_id = d.id AND v.version = 'draft'"
+        )
+    ).all()
+    import json
+    import uuid
+
+    for dandiset_id, name, version_id, metadata in drafts:
+        if isinstance(metadata, str):
+            metadata = json.loads(metadata)
+        title, description, contributors = document(metadata or {}, name)
+        values = {"id": dandiset_id, "n": title, "d": description, "c": contributors}
+        if postgres:
+            bind.execute(
+                sa.text(
+                    "INSERT INTO search_dandisets VALUES (:id, "
+                    "setweight(to_tsvector('simple', :n), 'A') || "
+                    "setweight(to_tsvector('simple', :d), 'B') || "
+                    "setweight(to_tsvector('simple', :c), 'C'))"
+                ),
+                values,
+            )
+        else:
+            bind.execute(
+                sa.text(
+                    "INSERT INTO search_dandisets (rowid, name, description, contributors) "
+                    "VALUES (:id, :n, :d, :c)"
+                ),
+                values,
+            )
+        for asset_id, path in bind.execute(
+            sa.text("SELECT id, path FROM assets WHERE version_id = :v"), {"v": version_id}
+        ):
+            row = {
+                "a": asset_id,
+                "r": int.from_bytes(uuid.UUID(asset_id).bytes[:8], "big", signed=True),
+                "id": dandiset_id,
+                "p": " ".join(words(path)),
+            }
+            if postgres:
+                bind.execute(
+                    sa.text(
+                        "INSERT INTO search_assets VALUES (:a, :id, to_tsvector('simple', :p))"
+                    ),
+                    row,
+                )
+            else:
+                bind.execute(
+                    sa.text(
+                        "INSERT INTO search_assets (rowid, path, dandiset_id) VALUES (:r, :p, :id)"
+                    ),
+                    row,
+                )
+
 
 def downgrade() -> None:
+    op.execute("DROP TABLE search_assets")
+    op.execute("DROP TABLE search_dandisets")
     op.drop_index("ix_audit_dandiset_time", table_name="audit_records")
     op.drop_table("audit_records")
     with op.batch_alter_table("blobs") as batch:
