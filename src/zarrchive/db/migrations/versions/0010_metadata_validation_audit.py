@@ -59,7 +59,7 @@ def upgrade() -> None:
 
 
 def _create_search_index() -> None:
-    from zarrchive.services.search import document, words
+    from zarrchive.services.search import document, index_assets
 
     bind = op.get_bind()
     postgres = bind.dialect.name == "postgresql"
@@ -69,17 +69,21 @@ def _create_search_index() -> None:
             "document TSVECTOR NOT NULL)"
         )
         op.execute("CREATE INDEX ix_search_dandisets ON search_dandisets USING GIN (document)")
-        op.execute(
-            "CREATE TABLE search_assets (asset_id VARCHAR(36) PRIMARY KEY, "
-            "dandiset_id INTEGER NOT NULL, document TSVECTOR NOT NULL)"
-        )
-        op.execute("CREATE INDEX ix_search_assets ON search_assets USING GIN (document)")
-        op.execute("CREATE INDEX ix_search_assets_dandiset ON search_assets (dandiset_id)")
     else:
         op.execute(
             "CREATE VIRTUAL TABLE search_dandisets USING fts5(name, description, contributors)"
         )
-        op.execute("CREATE VIRTUAL TABLE search_assets USING fts5(path, dandiset_id UNINDEXED)")
+    # the words of the draft assets' paths: each asset's, and their counts per dandiset
+    op.execute(
+        "CREATE TABLE search_assets (asset_id VARCHAR(36) PRIMARY KEY, "
+        "dandiset_id INTEGER NOT NULL, words TEXT NOT NULL)"
+    )
+    op.execute("CREATE INDEX ix_search_assets_dandiset ON search_assets (dandiset_id)")
+    op.execute(
+        "CREATE TABLE search_path_words (word VARCHAR(200) NOT NULL, dandiset_id INTEGER "
+        "NOT NULL, uses INTEGER NOT NULL, PRIMARY KEY (word, dandiset_id))"
+    )
+    op.execute("CREATE INDEX ix_search_path_words_dandiset ON search_path_words (dandiset_id)")
     drafts = bind.execute(
         sa.text(
             "SELECT d.id, d.name, v.id, v.metadata FROM dandisets d "
@@ -87,7 +91,6 @@ def _create_search_index() -> None:
         )
     ).all()
     import json
-    import uuid
 
     for dandiset_id, name, version_id, metadata in drafts:
         if isinstance(metadata, str):
@@ -112,32 +115,14 @@ def _create_search_index() -> None:
                 ),
                 values,
             )
-        for asset_id, path in bind.execute(
+        assets = bind.execute(
             sa.text("SELECT id, path FROM assets WHERE version_id = :v"), {"v": version_id}
-        ):
-            row = {
-                "a": asset_id,
-                "r": int.from_bytes(uuid.UUID(asset_id).bytes[:8], "big", signed=True),
-                "id": dandiset_id,
-                "p": " ".join(words(path)),
-            }
-            if postgres:
-                bind.execute(
-                    sa.text(
-                        "INSERT INTO search_assets VALUES (:a, :id, to_tsvector('simple', :p))"
-                    ),
-                    row,
-                )
-            else:
-                bind.execute(
-                    sa.text(
-                        "INSERT INTO search_assets (rowid, path, dandiset_id) VALUES (:r, :p, :id)"
-                    ),
-                    row,
-                )
+        ).all()
+        index_assets(bind, [(dandiset_id, a, p) for a, p in assets])
 
 
 def downgrade() -> None:
+    op.execute("DROP TABLE search_path_words")
     op.execute("DROP TABLE search_assets")
     op.execute("DROP TABLE search_dandisets")
     op.drop_index("ix_audit_dandiset_time", table_name="audit_records")
