@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from sqlalchemy import select
 
 from tests.conftest import Users
 from tests.helpers.assets import add_blob_asset, assets_url, client_for, ok
-from zarrchive.services import audit
+from zarrchive.db.models import BatchKind, UploadBatch, UploadBatchFile, User, Zarr
+from zarrchive.services import audit, changes
+from zarrchive.services.runtime import Archive
 
 DATA = b"some bytes\n" * 20
 
@@ -123,3 +126,31 @@ def test_a_refused_change_records_nothing_and_huge_details_are_bounded(
     assert [r["record_type"] for r in records] == ["create_dandiset", "update_metadata"]
     summary = records[1]["details"]["metadata"]
     assert summary["truncated"] is True and len(summary["sha256"]) == 64
+
+
+def test_the_hook_of_an_applied_zarr_batch_records_it(
+    api: httpx.Client, archive: Archive, dandiset: str, zarr_id: str
+) -> None:
+    """:func:`zarrchive.services.changes.zarr_batch_applied`, as the batch applier calls it."""
+    with archive.db.write_session() as session:
+        zarr = session.get(Zarr, zarr_id)
+        assert zarr is not None
+        owner = session.scalar(select(User).where(User.username == "owner"))
+        assert owner is not None
+        for kind, paths in ((BatchKind.UPLOAD, ["a/0", "zarr.json"]), (BatchKind.DELETE, ["a/0"])):
+            batch = UploadBatch(zarr_id=zarr.id, kind=kind, created_by=owner.id)
+            batch.files = [UploadBatchFile(path=p) for p in paths]
+            session.add(batch)
+            session.flush()
+            changes.zarr_batch_applied(session, zarr, batch)
+            session.delete(batch)
+            session.flush()
+    records = trail(api, dandiset)
+    assert [(r["record_type"], r["username"], r["details"]) for r in records[-2:]] == [
+        (
+            "upload_zarr_chunks",
+            "owner",
+            {"zarr_id": zarr_id, "paths": ["a/0", "zarr.json"], "path_count": 2},
+        ),
+        ("delete_zarr_chunks", "owner", {"zarr_id": zarr_id, "paths": ["a/0"], "path_count": 1}),
+    ]

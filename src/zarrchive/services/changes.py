@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Dandiset, Version
+from zarrchive.db.models import Asset, BatchKind, Dandiset, UploadBatch, User, Version, Zarr
 from zarrchive.services import audit, search, validation
 from zarrchive.services.auth import Caller
 
@@ -41,3 +41,24 @@ def asset_removed(
         audit.RecordType.REMOVE_ASSET,
         {"path": asset.path, "asset_id": asset.id},
     )
+
+
+def zarr_batch_applied(session: Session, zarr: Zarr, batch: UploadBatch) -> None:
+    """A Zarr's upload batch was applied, or its files deleted (in the applying transaction,
+    before the batch's row goes): recorded as the batch's creator's change
+    (``upload_zarr_chunks`` / ``delete_zarr_chunks``), and the drafts holding the Zarr are
+    validated again (its size and checksum changed)."""
+    creator = session.get(User, batch.created_by) if batch.created_by is not None else None
+    kind = (
+        audit.RecordType.DELETE_ZARR_CHUNKS
+        if batch.kind == BatchKind.DELETE
+        else audit.RecordType.UPLOAD_ZARR_CHUNKS
+    )
+    audit.record(
+        session,
+        zarr.dandiset_id,
+        Caller.of(creator) if creator is not None else None,
+        kind,
+        audit.zarr_paths(zarr.id, [f.path for f in batch.files]),
+    )
+    validation.request_validation(session, zarr.dandiset_id)

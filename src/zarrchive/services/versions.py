@@ -244,8 +244,8 @@ def get_version_detail(
     """The version's info with its validation state (``/info/``)."""
     dandiset = get_dandiset(session, user, dandiset_id)
     found = find_version(session, dandiset, version)
-    if found.is_draft and found.status == MetadataStatus.PENDING:
-        request_validation(session, dandiset.id)  # again: a job lost in a crash
+    if found.is_draft and found.status in (MetadataStatus.PENDING, MetadataStatus.VALIDATING):
+        request_validation(session, dandiset.id)  # again: a job lost in a crash (coalesced)
     return with_validation(session, version_info(session, dandiset, found), found)
 
 
