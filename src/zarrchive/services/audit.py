@@ -25,7 +25,6 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, AuditRecord, Dandiset
 from zarrchive.errors import InvalidInput
 from zarrchive.services.auth import Caller, is_owner, require_owner
-from zarrchive.services.dandisets import get_dandiset
 
 log = logging.getLogger(__name__)
 
@@ -141,16 +140,16 @@ class AuditEntry:
 def list_records(
     session: Session,
     user: Caller | None,
-    dandiset_id: str,
+    dandiset: Dandiset,
     *,
     offset: int = 0,
     limit: int = 100,
     record_type: str | None = None,
 ) -> tuple[int, list[AuditEntry]]:
-    """``(count, page)`` of the dandiset's records, oldest first (owners and admins)."""
+    """``(count, page)`` of the records of *dandiset* (one *user* may see: see
+    :func:`~zarrchive.services.dandisets.get_dandiset`), oldest first (owners and admins)."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
-    dandiset = get_dandiset(session, user, dandiset_id)
     require_owner(user, dandiset)
     condition = AuditRecord.dandiset_id == dandiset.id
     if record_type:

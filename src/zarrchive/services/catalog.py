@@ -188,9 +188,9 @@ def dandiset_view(
         trail: list[AuditEntry] = []
         if manage:
             shown = with_validation(session, shown, find_version(session, dandiset, version))
-            count, _ = list_records(session, user, identifier, limit=1)
+            count, _ = list_records(session, user, dandiset, limit=1)
             trail = list_records(
-                session, user, identifier, offset=max(0, count - AUDIT_SHOWN), limit=AUDIT_SHOWN
+                session, user, dandiset, offset=max(0, count - AUDIT_SHOWN), limit=AUDIT_SHOWN
             )[1][::-1]
         return DandisetView(
             identifier=dandiset.identifier,

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, Dandiset, DandisetOwner, EmbargoStatus, Version, Zarr
 from zarrchive.errors import Conflict, InvalidInput, NotFound
+from zarrchive.services import audit, search
 from zarrchive.services.auth import (
     Caller,
     readable_dandisets,
@@ -20,6 +21,7 @@ from zarrchive.services.auth import (
     require_user,
     user_row,
 )
+from zarrchive.services.validation import instance_name, request_validation, schema_version
 
 DRAFT = "draft"
 
@@ -29,8 +31,6 @@ def draft_metadata(
 ) -> dict[str, Any]:
     """The draft's metadata as stored: the given one with the fields the archive sets
     (``identifier`` ``DANDI:000001``, ``id``, ``version``, ``name``) as DANDI sets them."""
-    from zarrchive.services.validation import instance_name
-
     instance = instance_name()
     stored = dict(metadata or {})
     stored.update(
@@ -59,8 +59,6 @@ def create_dandiset(
         raise InvalidInput("a dandiset name must have 1 to 300 characters")
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput("the dandiset's metadata must be a JSON object")
-    from zarrchive.services.validation import request_validation, schema_version
-
     # as DANDI creates a draft: of the current schema unless the metadata says otherwise
     metadata = {"schemaKey": "Dandiset", "schemaVersion": schema_version(), **(metadata or {})}
     dandiset = Dandiset(name=name, embargoed=embargoed)
@@ -76,8 +74,6 @@ def create_dandiset(
     )
     session.flush()
     request_validation(session, dandiset.id)
-    from zarrchive.services import audit, search
-
     stored = draft_metadata(dandiset.identifier, name, metadata)
     search.index_dandiset(session, dandiset.id, name, stored)
     audit.record(
@@ -163,8 +159,6 @@ def list_dandisets(
         if re.fullmatch(r"[0-9]{1,9}", words):  # an identifier (ASCII digits, in range)
             condition = condition & (Dandiset.id == int(words))
         else:
-            from zarrchive.services import search
-
             ranks = search.matches(session, words)
     field = filters.ordering.lstrip("-")
     try:
@@ -188,8 +182,6 @@ def list_dandisets(
     }[ordering]
     reverse = filters.ordering.startswith("-")
     if ranks is not None:  # a search: by rank unless an ordering is asked for
-        from zarrchive.services import search
-
         ids = set(session.scalars(select(Dandiset.id).where(condition)))
         found = [i for i in ranks if i in ids]
         if filters.ordering == "id":
@@ -231,8 +223,6 @@ def delete_dandiset(session: Session, user: Caller | None, identifier: str) -> N
             f"dandiset {dandiset.identifier} holds Zarrs (e.g. {zarr}): this archive does not "
             "delete Zarrs, so the dandiset stays"
         )
-    from zarrchive.services import audit, search
-
     audit.record(session, dandiset, user, audit.RecordType.DELETE_DANDISET, {})
     search.unindex_dandiset(session, dandiset.id)
     versions = select(Version.id).where(Version.dandiset_id == dandiset.id)

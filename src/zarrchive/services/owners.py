@@ -61,6 +61,10 @@ def set_owners(
     for name in usernames:
         if not isinstance(name, str) or not 1 <= len(name.strip()) <= 150:
             raise InvalidInput("a user name has 1 to 150 characters")
+        if any(ord(c) < 32 for c in name):
+            raise InvalidInput(
+                f"User {name[:40]!r} not found: user names have no control characters"
+            )
         if name.strip() not in wanted:
             wanted.append(name.strip())
     locked = session.scalar(

@@ -49,7 +49,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
-from zarrchive.services import audit, validation
+from zarrchive.services import audit, validation, validation_jobs
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
@@ -197,7 +197,7 @@ def _publish(
             session.scalars(select(Asset).where(Asset.version_id == draft.id).order_by(Asset.path))
         )
         if archive.settings.publish_requires_valid:
-            validation.publishable(archive, session, dandiset, draft)
+            validation_jobs.publishable(archive, session, dandiset, draft)
         if not assets:
             raise Conflict(
                 f"the draft of dandiset {dandiset.identifier} has no assets: nothing to publish"
@@ -232,7 +232,7 @@ def _publish(
         copies = []
         for asset in assets:
             new_id = str(uuid.uuid4())
-            computed = validation.asset_inputs(asset, dandiset.embargoed)[0]
+            computed = validation_jobs.asset_inputs(asset, dandiset.embargoed)[0]
             pinned = validation.published_asset(
                 computed,
                 asset_id=new_id,

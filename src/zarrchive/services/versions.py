@@ -7,7 +7,7 @@ metadata and their assets' metadata are pinned at publication.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from zarrchive.checksum.digest import ZarrDigest
 from zarrchive.db.models import Asset, Blob, Dandiset, MetadataStatus, Version, Zarr, utcnow
 from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
+from zarrchive.services import audit, search
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import draft_metadata, get_dandiset
 from zarrchive.services.validation import (
@@ -233,8 +234,6 @@ def get_version_info(
 
 def with_validation(session: Session, info: VersionInfo, version: Version) -> VersionInfo:
     """*info* with the version's validation state (what ``/info/`` lists)."""
-    from dataclasses import replace
-
     return replace(info, validation=stored_validation(session, version))
 
 
@@ -301,8 +300,6 @@ def update_draft_metadata(
     found.modified_at = utcnow()
     mark_pending(session, found)
     session.flush()
-    from zarrchive.services import audit, search
-
     search.index_dandiset(session, dandiset.id, new_name, found.metadata_)
     audit.record(
         session, dandiset, user, audit.RecordType.UPDATE_METADATA, {"metadata": found.metadata_}

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
-from zarrchive.services import audit
+from zarrchive.services import audit, dandisets
 
 router = APIRouter(tags=["dandisets"])
 
@@ -48,7 +48,7 @@ def list_audit_records(
         count, rows = audit.list_records(
             session,
             user,
-            dandiset_id,
+            dandisets.get_dandiset(session, user, dandiset_id),
             offset=asked.offset,
             limit=asked.page_size,
             record_type=record_type,
