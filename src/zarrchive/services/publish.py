@@ -236,7 +236,7 @@ def _publish(
             pinned = validation.published_asset(
                 computed,
                 asset_id=new_id,
-                content_urls=validation.content_urls(archive, asset),
+                content_urls=validation.content_urls(archive, session, asset),
                 embargoed=dandiset.embargoed,
                 now=moment,
             )

@@ -328,7 +328,7 @@ def web_url(archive: Archive) -> str:
     return f"http://{'localhost' if host in ('0.0.0.0', '::') else host}:{archive.settings.port}"
 
 
-def content_urls(archive: Archive, asset: Asset) -> list[str]:
+def content_urls(archive: Archive, session: Session, asset: Asset) -> list[str]:
     """Where an asset is downloaded: the API's route and the object's (or Zarr's) URL."""
     api = f"{web_url(archive)}/api/assets/{asset.id}/download/"
     if asset.blob is not None:
@@ -340,7 +340,10 @@ def content_urls(archive: Archive, asset: Asset) -> list[str]:
     return [api]
 
 
-def _version_facts(archive: Archive, dandiset: Dandiset, version: Version) -> VersionFacts:
+def _version_facts(
+    archive: Archive, session: Session, dandiset: Dandiset, version: Version
+) -> VersionFacts:
+    """What the archive knows of *version* (rows of the caller's *session*)."""
     return VersionFacts(
         dandiset.identifier,
         version.version,

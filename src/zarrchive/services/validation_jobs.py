@@ -155,7 +155,7 @@ def _validate_assets(archive: Archive, version_id: int, embargoed: bool) -> None
                 published = published_asset(
                     metadata,
                     asset_id=asset.id,
-                    content_urls=content_urls(archive, asset),
+                    content_urls=content_urls(archive, session, asset),
                     embargoed=embargoed,
                     now=now,
                 )
@@ -186,7 +186,7 @@ def _validate_version(archive: Archive, version_id: int) -> MetadataStatus | Non
         assert dandiset is not None
         metadata = served_metadata(dandiset, version)
         count, sized = _version_totals(session, version)
-        facts = _version_facts(archive, dandiset, version)
+        facts = _version_facts(archive, session, dandiset, version)
         modified = version.modified_at
         print_ = version_fingerprint(metadata, dandiset.embargoed, count, sized)
     errors = check(
