@@ -44,6 +44,7 @@ def test_search_reaches_every_field_ranked_and_paged(
     assert found(anon, "hippocampus zebrafish") == []
     assert found(anon, by_keyword) == [by_keyword]  # an identifier, as before
     assert found(anon, "%") == [] and found(anon, '"*') == []  # nothing but punctuation
+    assert found(anon, "ppocampus rec") == [by_name]  # within a name, as before
 
     # paged: the count is of every hit
     page = ok(anon.get("/api/dandisets/", params={"search": "hippocampus", "page_size": 1}))

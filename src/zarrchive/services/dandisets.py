@@ -160,6 +160,13 @@ def list_dandisets(
             condition = condition & (Dandiset.id == int(words))
         else:
             ranks = search.matches(session, words)
+            # and, as before full-text search, any name containing the text
+            for found_id in session.scalars(
+                select(Dandiset.id).where(
+                    func.lower(Dandiset.name).contains(words.lower(), autoescape=True)
+                )
+            ):
+                ranks.setdefault(found_id, search.NAME_SUBSTRING_RANK)
     field = filters.ordering.lstrip("-")
     try:
         ordering = Ordering(field)

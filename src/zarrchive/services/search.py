@@ -27,6 +27,9 @@ from sqlalchemy.orm import Session
 
 #: The tables of the search index (excluded from the models' comparison).
 SEARCH_TABLES = ("search_dandisets", "search_assets", "search_path_words")
+#: The rank of a dandiset whose name merely contains the query (between those found by
+#: their document, ranked above 1, and those found by an asset path, ranked 0).
+NAME_SUBSTRING_RANK = 0.5
 #: Words of a query used (the rest is ignored).
 MAX_QUERY_WORDS = 10
 #: Characters of a path word indexed (its column's width).
