@@ -203,6 +203,9 @@ def make_settings(
         "s3_secret_access_key": TEST_SECRET_KEY,
         # an ORM object used after its session fails the test (tests/services/test_sessions.py)
         "strict_sessions": True,
+        # most tests publish drafts to test something else than metadata validation (Zarr
+        # pins, snapshots, downloads): those that test validation set it (settings marker)
+        "publish_requires_valid": False,
     }
     values.update(kw)
     return base.with_overrides(**values)

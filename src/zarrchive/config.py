@@ -17,6 +17,7 @@
 | ``ZARRCHIVE_HOST`` / ``ZARRCHIVE_PORT`` | ``127.0.0.1`` / ``8000`` |
 | ``ZARRCHIVE_PUBLISHED_ZARRS`` | ``freeze`` (the spec) or ``snapshot`` (see :class:`PublishedZarrs`) |
 | ``ZARRCHIVE_CORS_ORIGINS`` | unset: the API answers reads to every origin, changes to none; a comma-separated list of origins (``https://viewer.example``): reads and changes from those only |
+| ``ZARRCHIVE_PUBLISH_REQUIRES_VALID`` | ``true``: publishing needs valid dandiset and asset metadata (dandischema); ``false`` (archives of non-DANDI data): the status is still reported |
 | ``ZARRCHIVE_STRICT_SESSIONS`` | ``false``; ``true``: an ORM object read after its session fails (the tests' setting) |
 """
 
@@ -74,6 +75,9 @@ class Settings:
     #: Origins allowed cross-origin reads and changes (``ZARRCHIVE_CORS_ORIGINS``); empty:
     #: reads from every origin, changes from none (see :mod:`zarrchive.api.cors`).
     cors_origins: tuple[str, ...] = ()
+    #: Publishing refuses a draft whose metadata or assets' metadata is not valid
+    #: (``ZARRCHIVE_PUBLISH_REQUIRES_VALID``; see :mod:`zarrchive.services.validation`).
+    publish_requires_valid: bool = True
 
     @property
     def embedded_s3(self) -> bool:
@@ -120,6 +124,9 @@ class Settings:
             redis_queue=get("REDIS_QUEUE") or "zarrchive",
             strict_sessions=_flag("STRICT_SESSIONS", get("STRICT_SESSIONS")),
             cors_origins=_origins(get("CORS_ORIGINS")),
+            publish_requires_valid=_flag(
+                "PUBLISH_REQUIRES_VALID", get("PUBLISH_REQUIRES_VALID"), default=True
+            ),
         )
 
 
@@ -163,9 +170,9 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def _flag(name: str, raw: str | None) -> bool:
+def _flag(name: str, raw: str | None, *, default: bool = False) -> bool:
     if raw is None:
-        return False
+        return default
     value = raw.strip().lower()
     if value not in _TRUE + _FALSE:
         raise ConfigurationError(f"ZARRCHIVE_{name}={raw!r}: expected true or false")

@@ -44,11 +44,17 @@ def test_draft_version_metadata(api: httpx.Client, dandiset: str, anon: httpx.Cl
         "version": "draft",
     }
     draft = ok(anon.get(f"/api/dandisets/{dandiset}/versions/draft/"))
-    assert draft == {**ours, "name": "test dandiset"}
+    # a new draft, as DANDI makes it: of the current schema
+    created = {"schemaKey": "Dandiset", "schemaVersion": "0.8.0"}
+    assert draft == {**created, **ours, "name": "test dandiset"}
     info = ok(anon.get(f"/api/dandisets/{dandiset}/versions/draft/info/"))
     assert info["dandiset"]["identifier"] == dandiset and info["version"] == "draft"
     assert (info["asset_count"], info["size"], info["zarrs"]) == (0, 0, [])
-    assert (info["status"], info["name"], info["contact_person"]) == ("Valid", "test dandiset", "")
+    assert (info["status"], info["name"], info["contact_person"]) == (
+        "Pending",
+        "test dandiset",
+        "",
+    )
     contact = {"name": "A", "roleName": ["dcite:ContactPerson"]}
     new = {"name": "renamed", "description": "x", "contributor": [contact]}
     updated = ok(api.put(f"/api/dandisets/{dandiset}/versions/draft/", json={"metadata": new}))

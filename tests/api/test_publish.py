@@ -91,9 +91,12 @@ def test_zarr_asset_lifecycle(
     (pinned,) = page["results"]
     assert pinned["asset_id"] != asset["asset_id"]
     assert pinned["zarr_id"] == zarr_id and pinned["version"] == version
-    assert pinned["metadata"] == zarr_metadata(
-        "data/test.zarr", oracle(remaining), size - 3, description="brain"
-    )
+    expected = zarr_metadata("data/test.zarr", oracle(remaining), size - 3, description="brain")
+    assert {k: pinned["metadata"][k] for k in expected} == expected
+    # and what DANDI's published assets carry besides
+    assert pinned["metadata"]["id"] == f"dandiasset:{pinned['asset_id']}"
+    assert pinned["metadata"]["access"][0]["status"] == "dandi:OpenAccess"
+    assert "datePublished" in pinned["metadata"] and "publishedBy" in pinned["metadata"]
 
     # every Zarr write endpoint refuses, for the owner and for an admin
     admin = httpx.Client(

@@ -64,6 +64,7 @@ class ServerProcess:
                 "ZARRCHIVE_HOST": "127.0.0.1",
                 "ZARRCHIVE_PORT": str(self.port),
                 "ZARRCHIVE_STRICT_SESSIONS": "true" if s.strict_sessions else "false",
+                "ZARRCHIVE_PUBLISH_REQUIRES_VALID": str(s.publish_requires_valid).lower(),
             }
         )
         if s.redis_url:

@@ -124,6 +124,16 @@ ROWS = [
     Row("POST", "/api/dandisets/", "login", lambda w: "/api/dandisets/", lambda w: {"name": "n"}),
     Row("GET", "/api/dandisets/", "open", lambda w: "/api/dandisets/?embargoed=true"),
     Row("GET", D, "read", lambda w: f"/api/dandisets/{w.dandiset}/"),
+    Row("GET", D + "users/", "read", lambda w: f"/api/dandisets/{w.dandiset}/users/"),
+    Row(
+        "PUT",
+        D + "users/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/users/",
+        lambda w: [{"username": "owner"}, {"username": "admin"}],
+        mutating=True,
+    ),
+    Row("GET", D + "audit/", "write", lambda w: f"/api/dandisets/{w.dandiset}/audit/"),
     # refused (409) for allowed roles: the world's dandiset holds a Zarr
     Row("DELETE", D, "write", lambda w: f"/api/dandisets/{w.dandiset}/", mutating=True),
     Row(

@@ -18,10 +18,12 @@ from zarrchive.api.errors import install_error_handlers
 from zarrchive.api.middleware import RequestGuard
 from zarrchive.api.routers import (
     assets,
+    audit,
     auth,
     blob_uploads,
     dandisets,
     info,
+    owners,
     readers,
     snapshots,
     versions,
@@ -109,6 +111,8 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(versions.router)
     app.include_router(assets.router)
     app.include_router(blob_uploads.router)
+    app.include_router(owners.router)
+    app.include_router(audit.router)
     document_bodies(app)  # the routes read their bodies themselves
     document_token(app)
     from zarrchive.web import install_web  # the web pages import the API's error mapping

@@ -94,6 +94,17 @@ class EmbargoStatus(StrEnum):
     OPEN = "open"
 
 
+class MetadataStatus(StrEnum):
+    """DANDI's validation status of a draft's metadata or of an asset's metadata (see
+    :mod:`zarrchive.services.validation`)."""
+
+    #: changed since last validated: a background job will validate it
+    PENDING = "Pending"
+    VALIDATING = "Validating"
+    VALID = "Valid"
+    INVALID = "Invalid"
+
+
 class BlobValidation(StrEnum):
     """A background validation of a multipart blob upload (``None``: not asked yet)."""
 
@@ -292,6 +303,14 @@ class Version(Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     modified_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: A draft's :class:`MetadataStatus` (published versions: ``Valid``, they were).
+    status: Mapped[str] = mapped_column(String(16), default=MetadataStatus.PENDING.value)
+    #: ``[{"field", "message"}]`` of the last validation.
+    validation_errors: Mapped[list[dict[str, str]] | None] = mapped_column(
+        JSON, nullable=True, default=list
+    )
+    #: The fingerprint of what the last validation saw (``None``: never validated).
+    validated: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     @property
     def is_draft(self) -> bool:
@@ -317,6 +336,9 @@ class Blob(Base):
     #: True while it lives in the embargo bucket.
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: ``dandi:sha2-256``, computed by a background job streaming the object (``None``
+    #: until then; see :mod:`zarrchive.services.validation`).
+    sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class BlobUpload(Base):
@@ -369,6 +391,13 @@ class Asset(Base):
     zarr_id: Mapped[str | None] = mapped_column(ForeignKey("zarrs.id"), nullable=True, index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     modified_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: The :class:`MetadataStatus` of the asset's metadata as it would be published, valid
+    #: for the content whose fingerprint is ``validated``.
+    status: Mapped[str] = mapped_column(String(16), default=MetadataStatus.PENDING.value)
+    validation_errors: Mapped[list[dict[str, str]] | None] = mapped_column(
+        JSON, nullable=True, default=list
+    )
+    validated: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     version: Mapped[Version] = relationship(lazy="joined", innerjoin=True)
     blob: Mapped[Blob | None] = relationship(lazy="joined")
@@ -393,3 +422,24 @@ class ZarrPin(Base):
     checksum: Mapped[str] = mapped_column(String(80))
     frozen: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AuditRecord(Base):
+    """One change of a dandiset, in DANDI's audit record shape: who (``username``, ``user_name``,
+    ``user_email``, ``admin``), when (``timestamp``), what (``record_type`` and ``details``).
+    Written in the transaction of the change it records: both are kept or neither."""
+
+    __tablename__ = "audit_records"
+    __table_args__ = (Index("ix_audit_dandiset_time", "dandiset_id", "timestamp", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    timestamp: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: No foreign key: the trail of a deleted dandiset stays.
+    dandiset_id: Mapped[int] = mapped_column(Integer)
+    username: Mapped[str] = mapped_column(String(150))
+    user_email: Mapped[str] = mapped_column(String(254), default="")
+    user_fullname: Mapped[str] = mapped_column(String(300), default="")
+    #: The change was made by an administrator who does not own the dandiset.
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    record_type: Mapped[str] = mapped_column(String(32))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Blob, Dandiset, Version, utcnow
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_path
+from zarrchive.services import changes
 from zarrchive.services.auth import Caller, require_owner, require_read
 from zarrchive.services.blobs import blob_url, may_read_blob
 from zarrchive.services.dandisets import get_dandiset
@@ -84,6 +85,8 @@ def computed_metadata(asset: Asset) -> dict[str, Any]:
             digest[ETAG_DIGEST] = asset.blob.etag
         if asset.blob.md5 is not None:
             digest[MD5_DIGEST] = asset.blob.md5
+        if asset.blob.sha256 is not None:
+            digest["dandi:sha2-256"] = asset.blob.sha256
         metadata["digest"] = digest
     return metadata
 
@@ -239,6 +242,7 @@ def create_asset(
     found.modified_at = utcnow()
     session.flush()
     session.refresh(asset)
+    changes.asset_added(session, user, dandiset, found, asset)
     return asset_info(asset, dandiset)
 
 
@@ -276,6 +280,7 @@ def update_asset(
     asset.modified_at = found.modified_at = utcnow()
     _flush(session, found, path)
     session.refresh(asset)
+    changes.asset_updated(session, user, dandiset, found, asset)
     return asset_info(asset, dandiset)
 
 
@@ -283,8 +288,9 @@ def delete_asset(
     session: Session, user: Caller | None, dandiset_id: str, version: str, asset_id: str
 ) -> None:
     """Remove an asset from the draft (its blob or Zarr stays: published versions may use it)."""
-    _dandiset, found = _writable_version(session, user, dandiset_id, version, "remove assets from")
+    dandiset, found = _writable_version(session, user, dandiset_id, version, "remove assets from")
     asset = _find_asset(session, found, asset_id)
+    changes.asset_removed(session, user, dandiset, found, asset)
     session.delete(asset)
     found.modified_at = utcnow()
     session.flush()

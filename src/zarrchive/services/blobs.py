@@ -63,6 +63,7 @@ from zarrchive.db.models import (
     Version,
 )
 from zarrchive.errors import Conflict, InvalidInput, NotFound, UploadVerificationFailed
+from zarrchive.services import validation
 from zarrchive.services.auth import Caller, require_owner, require_user
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
@@ -620,6 +621,7 @@ def _validate_now(archive: Archive, upload: _Upload, *, background: bool) -> Blo
         info = _info(blob)
     if duplicate:
         store.delete_all_versions(upload.key)
+    validation.queue_blob_sha256(archive, info.blob_id)  # dandi:sha2-256, in the background
     return info
 
 

@@ -9,7 +9,7 @@ for lists, :func:`zarrchive.services.dandisets.get_dandiset` for one dandiset.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import func, select
@@ -17,15 +17,24 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, Blob, Dandiset, Version, Zarr
 from zarrchive.errors import InvalidInput
-from zarrchive.services.auth import Caller, readable_dandisets
-from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.audit import AuditEntry, list_records
+from zarrchive.services.auth import Caller, is_owner
+from zarrchive.services.dandisets import DandisetFilter, get_dandiset, list_dandisets
 from zarrchive.services.embargo import embargo_status
 from zarrchive.services.open_with import is_nwb, neurosift_url
 from zarrchive.services.runtime import Archive
-from zarrchive.services.versions import DRAFT, VersionInfo, find_version, list_versions
+from zarrchive.services.versions import (
+    DRAFT,
+    VersionInfo,
+    find_version,
+    list_versions,
+    with_validation,
+)
 
 #: Dandisets per page of the list.
 DANDISETS_PER_PAGE = 25
+#: Audit records shown on a dandiset's page (the API lists them all).
+AUDIT_SHOWN = 50
 #: The longest search string.
 MAX_SEARCH = 300
 #: Most assets one folder of the files page adds up (a version's folder with more is
@@ -109,27 +118,19 @@ def version_totals(session: Session, versions: list[Version]) -> dict[int, tuple
 def dandiset_page(
     archive: Archive, user: Caller | None, *, search: str = "", page: int = 1
 ) -> DandisetPage:
-    """A page of the dandisets *user* may see, by identifier; *search*: in the name
-    (case-insensitive)."""
+    """A page of the dandisets *user* may see, by identifier; with *search*, those it finds
+    (the API's search: names, descriptions, keywords, contributors, asset paths), ranked."""
     if len(search) > MAX_SEARCH:
         raise InvalidInput(f"a search has at most {MAX_SEARCH} characters")
-    condition = readable_dandisets(user)
-    if search.strip():
-        condition = condition & Dandiset.name.icontains(search.strip(), autoescape=True)
     with archive.db.session() as session:
-        total = int(
-            session.scalar(select(func.count()).select_from(Dandiset).where(condition)) or 0
+        total, dandisets = list_dandisets(
+            session,
+            user,
+            DandisetFilter(embargoed=True, search=search.strip() or None),
+            offset=(page - 1) * DANDISETS_PER_PAGE,
+            limit=DANDISETS_PER_PAGE,
         )
         pages = max(1, -(-total // DANDISETS_PER_PAGE))
-        dandisets = list(
-            session.scalars(
-                select(Dandiset)
-                .where(condition)
-                .order_by(Dandiset.id)
-                .offset((page - 1) * DANDISETS_PER_PAGE)
-                .limit(DANDISETS_PER_PAGE)
-            )
-        )
         shown = shown_versions(session, [d.id for d in dandisets])
         totals = version_totals(session, [v for v in shown.values() if v is not None])
         rows = []
@@ -163,6 +164,11 @@ class DandisetView:
     #: Every version, as the API lists them: the published ones oldest first, then the draft.
     versions: list[VersionInfo]
     shown: VersionInfo
+    #: The viewer owns the dandiset (or is an admin): the page offers the owners form and
+    #: shows the audit trail.
+    can_manage: bool = False
+    #: The latest changes (owners and admins only), newest first.
+    audit: list[AuditEntry] = field(default_factory=list)
 
 
 def dandiset_view(
@@ -178,13 +184,24 @@ def dandiset_view(
             version = (published or every)[-1].version
         else:
             find_version(session, dandiset, version)  # the API's NotFound for another name
+        shown = next(v for v in every if v.version == version)
+        manage = is_owner(user, dandiset)
+        trail: list[AuditEntry] = []
+        if manage:
+            shown = with_validation(session, shown, find_version(session, dandiset, version))
+            count, _ = list_records(session, user, dandiset, limit=1)
+            trail = list_records(
+                session, user, dandiset, offset=max(0, count - AUDIT_SHOWN), limit=AUDIT_SHOWN
+            )[1][::-1]
         return DandisetView(
             identifier=dandiset.identifier,
             name=dandiset.name,
             owners=sorted(o.username for o in dandiset.owners),
             embargo_status=embargo_status(dandiset),
             versions=every,
-            shown=next(v for v in every if v.version == version),
+            shown=shown,
+            can_manage=manage,
+            audit=trail,
         )
 
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, Dandiset, DandisetOwner, EmbargoStatus, Version, Zarr
 from zarrchive.errors import Conflict, InvalidInput, NotFound
+from zarrchive.services import audit, search
 from zarrchive.services.auth import (
     Caller,
     readable_dandisets,
@@ -20,6 +21,7 @@ from zarrchive.services.auth import (
     require_user,
     user_row,
 )
+from zarrchive.services.validation import instance_name, request_validation, schema_version
 
 DRAFT = "draft"
 
@@ -29,10 +31,11 @@ def draft_metadata(
 ) -> dict[str, Any]:
     """The draft's metadata as stored: the given one with the fields the archive sets
     (``identifier`` ``DANDI:000001``, ``id``, ``version``, ``name``) as DANDI sets them."""
+    instance = instance_name()
     stored = dict(metadata or {})
     stored.update(
-        identifier=f"DANDI:{identifier}",
-        id=f"DANDI:{identifier}/{DRAFT}",
+        identifier=f"{instance}:{identifier}",
+        id=f"{instance}:{identifier}/{DRAFT}",
         version=DRAFT,
         name=name,
     )
@@ -56,6 +59,8 @@ def create_dandiset(
         raise InvalidInput("a dandiset name must have 1 to 300 characters")
     if metadata is not None and not isinstance(metadata, dict):
         raise InvalidInput("the dandiset's metadata must be a JSON object")
+    # as DANDI creates a draft: of the current schema unless the metadata says otherwise
+    metadata = {"schemaKey": "Dandiset", "schemaVersion": schema_version(), **(metadata or {})}
     dandiset = Dandiset(name=name, embargoed=embargoed)
     dandiset.owners.append(user_row(session, caller))
     session.add(dandiset)
@@ -68,6 +73,16 @@ def create_dandiset(
         )
     )
     session.flush()
+    request_validation(session, dandiset.id)
+    stored = draft_metadata(dandiset.identifier, name, metadata)
+    search.index_dandiset(session, dandiset.id, name, stored)
+    audit.record(
+        session,
+        dandiset,
+        user,
+        audit.RecordType.CREATE_DANDISET,
+        {"metadata": stored, "embargoed": embargoed},
+    )
     return dandiset
 
 
@@ -138,14 +153,20 @@ def list_dandisets(
             .where(Version.version == DRAFT)
         )
         condition = condition & Dandiset.id.in_(with_assets)
-    if filters.search:
+    ranks: dict[int, float] | None = None
+    if filters.search and filters.search.strip():
         words = filters.search.strip()
         if re.fullmatch(r"[0-9]{1,9}", words):  # an identifier (ASCII digits, in range)
             condition = condition & (Dandiset.id == int(words))
         else:
-            condition = condition & func.lower(Dandiset.name).contains(
-                words.lower(), autoescape=True
-            )
+            ranks = search.matches(session, words)
+            # and, as before full-text search, any name containing the text
+            for found_id in session.scalars(
+                select(Dandiset.id).where(
+                    func.lower(Dandiset.name).contains(words.lower(), autoescape=True)
+                )
+            ):
+                ranks.setdefault(found_id, search.NAME_SUBSTRING_RANK)
     field = filters.ordering.lstrip("-")
     try:
         ordering = Ordering(field)
@@ -167,6 +188,16 @@ def list_dandisets(
         Ordering.MODIFIED: func.coalesce(draft_modified, Dandiset.created_at),
     }[ordering]
     reverse = filters.ordering.startswith("-")
+    if ranks is not None:  # a search: by rank unless an ordering is asked for
+        ids = set(session.scalars(select(Dandiset.id).where(condition)))
+        found = [i for i in ranks if i in ids]
+        if filters.ordering == "id":
+            page_ids = search.ranked(found, ranks)[offset : offset + limit]
+            loaded = {
+                d.id: d for d in session.scalars(select(Dandiset).where(Dandiset.id.in_(page_ids)))
+            }
+            return len(found), [loaded[i] for i in page_ids]
+        condition = condition & Dandiset.id.in_(found)
     count = session.scalar(select(func.count()).select_from(Dandiset).where(condition)) or 0
     rows = session.scalars(
         select(Dandiset)
@@ -199,6 +230,8 @@ def delete_dandiset(session: Session, user: Caller | None, identifier: str) -> N
             f"dandiset {dandiset.identifier} holds Zarrs (e.g. {zarr}): this archive does not "
             "delete Zarrs, so the dandiset stays"
         )
+    audit.record(session, dandiset, user, audit.RecordType.DELETE_DANDISET, {})
+    search.unindex_dandiset(session, dandiset.id)
     versions = select(Version.id).where(Version.dandiset_id == dandiset.id)
     session.execute(delete(Asset).where(Asset.version_id.in_(versions)))
     session.execute(delete(Version).where(Version.dandiset_id == dandiset.id))

@@ -38,6 +38,7 @@ from zarrchive.db.models import (
     ZarrManifest,
 )
 from zarrchive.errors import Conflict, StorageError
+from zarrchive.services import audit
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.blobs import Digests, stored_twin
 from zarrchive.services.dandisets import get_dandiset
@@ -95,6 +96,7 @@ def start_unembargo(archive: Archive, user: Caller | None, identifier: str) -> s
                     "them, then unembargo"
                 )
             dandiset.embargo_status = EmbargoStatus.UNEMBARGOING.value
+            audit.record(session, dandiset, user, audit.RecordType.UNEMBARGO_DANDISET, {})
         number, shown = dandiset.id, dandiset.identifier
     if archive.jobs is not None:
         archive.jobs.enqueue(UNEMBARGO_JOB, {"dandiset_id": number}, key=f"unembargo:{number}")

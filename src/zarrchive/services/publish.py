@@ -29,8 +29,10 @@ and is refused.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -40,13 +42,14 @@ from zarrchive.db.models import (
     Asset,
     Dandiset,
     EmbargoStatus,
+    MetadataStatus,
     UploadBatch,
     Version,
     Zarr,
     utcnow,
 )
 from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
-from zarrchive.services.assets import computed_metadata
+from zarrchive.services import audit, validation, validation_jobs
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
@@ -57,8 +60,16 @@ from zarrchive.services.snapshots import (
     prepare_manifest,
 )
 from zarrchive.services.uploads import queue_manifest
-from zarrchive.services.versions import DRAFT, VersionInfo, find_version, version_info
+from zarrchive.services.versions import (
+    DRAFT,
+    VersionInfo,
+    find_version,
+    served_metadata,
+    version_info,
+)
 from zarrchive.services.zarrs import get_zarr
+
+log = logging.getLogger(__name__)
 
 
 def version_name(moment: datetime) -> str:
@@ -73,6 +84,23 @@ def next_version_name(session: Session, dandiset: Dandiset, now: datetime | None
     while version_name(moment) in taken:
         moment += timedelta(minutes=1)
     return version_name(moment)
+
+
+def _assets_summary(published_assets: list[dict[str, Any]]) -> dict[str, Any]:
+    """dandischema's ``assetsSummary`` of the published assets; the counts alone for
+    metadata dandischema cannot summarise (an archive publishing what is not valid)."""
+    counted = {
+        "schemaKey": "AssetsSummary",
+        "numberOfBytes": sum(
+            a["contentSize"] for a in published_assets if isinstance(a.get("contentSize"), int)
+        ),
+        "numberOfFiles": len(published_assets),
+    }
+    try:
+        return validation.summary(published_assets)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        log.info("assetsSummary: dandischema could not summarise the assets (%s)", exc)
+        return counted
 
 
 #: Rounds of "prepare the manifests, then publish" before giving up (503) on Zarrs that
@@ -168,6 +196,8 @@ def _publish(
         assets = list(
             session.scalars(select(Asset).where(Asset.version_id == draft.id).order_by(Asset.path))
         )
+        if archive.settings.publish_requires_valid:
+            validation_jobs.publishable(archive, session, dandiset, draft)
         if not assets:
             raise Conflict(
                 f"the draft of dandiset {dandiset.identifier} has no assets: nothing to publish"
@@ -198,30 +228,55 @@ def _publish(
             _check_manifests(session, zarrs)
         moment = now or datetime.now(UTC)
         name = next_version_name(session, dandiset, moment)
-        metadata = dict(draft.metadata_ or {})
-        metadata.update(
-            identifier=f"DANDI:{dandiset.identifier}",
-            id=f"DANDI:{dandiset.identifier}/{name}",
-            version=name,
-            datePublished=moment.astimezone(UTC).isoformat(),
+        stamp = utcnow()
+        copies = []
+        for asset in assets:
+            new_id = str(uuid.uuid4())
+            computed = validation_jobs.asset_inputs(asset, dandiset.embargoed)[0]
+            pinned = validation.published_asset(
+                computed,
+                asset_id=new_id,
+                content_urls=validation.content_urls(archive, session, asset),
+                embargoed=dandiset.embargoed,
+                now=moment,
+            )
+            copies.append((new_id, asset, pinned))
+        facts = validation.VersionFacts(
+            dandiset.identifier,
+            name,
+            dandiset.embargoed,
+            dandiset.created_at,
+            validation.web_url(archive),
         )
-        published = Version(dandiset_id=dandiset.id, version=name, metadata_=metadata)
+        metadata = validation.populated_dandiset(
+            served_metadata(dandiset, draft), facts, now=moment
+        )
+        metadata["assetsSummary"] = _assets_summary([c[2] for c in copies])
+        published = Version(
+            dandiset_id=dandiset.id,
+            version=name,
+            metadata_=metadata,
+            status=MetadataStatus.VALID.value,
+            validated=draft.validated,
+        )
         session.add(published)
         session.flush()
-        stamp = utcnow()
-        for asset in assets:
+        for new_id, asset, pinned in copies:
             session.add(
                 Asset(
-                    id=str(uuid.uuid4()),
+                    id=new_id,
                     version_id=published.id,
                     path=asset.path,
-                    metadata_=computed_metadata(asset),
+                    metadata_=pinned,
                     blob_id=asset.blob_id,
                     zarr_id=asset.zarr_id,
                     created_at=stamp,
                     modified_at=stamp,
+                    status=MetadataStatus.VALID.value,
+                    validated=asset.validated,
                 )
             )
         add_pins(session, published.id, zarrs, mode)
+        audit.record(session, dandiset, user, audit.RecordType.PUBLISH_DANDISET, {"version": name})
         session.flush()
         return version_info(session, dandiset, published), zarr_ids

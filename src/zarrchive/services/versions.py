@@ -7,7 +7,7 @@ metadata and their assets' metadata are pinned at publication.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -17,18 +17,27 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum.digest import ZarrDigest
-from zarrchive.db.models import Asset, Blob, Dandiset, Version, Zarr, utcnow
+from zarrchive.db.models import Asset, Blob, Dandiset, MetadataStatus, Version, Zarr, utcnow
 from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
+from zarrchive.services import audit, search
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import draft_metadata, get_dandiset
+from zarrchive.services.validation import (
+    DraftValidation,
+    instance_name,
+    mark_pending,
+    request_validation,
+    stored_validation,
+)
 
 DRAFT = "draft"
 
 
 class VersionStatus(StrEnum):
-    """DANDI's version statuses.  This archive does not validate metadata, so a draft is
-    ``Valid`` (publishable) or, while unchanged since its last publication, ``Published``;
-    published versions are ``Published``."""
+    """DANDI's version statuses: a draft is ``Pending`` after a change, ``Validating``, then
+    ``Valid`` or ``Invalid`` (:mod:`zarrchive.services.validation`) or, while valid and
+    unchanged since its last publication, ``Published``; published versions are
+    ``Published``."""
 
     PENDING = "Pending"
     VALIDATING = "Validating"
@@ -61,6 +70,8 @@ class VersionInfo:
     zarrs: list[ZarrAtVersion]
     created: datetime
     modified: datetime
+    #: The validation state (filled in where ``/info/`` is answered).
+    validation: DraftValidation | None = None
 
     @property
     def contact_person(self) -> str:
@@ -85,8 +96,8 @@ def served_metadata(dandiset: Dandiset, version: Version) -> dict[str, Any]:
     if version.is_draft:
         name = str(metadata.get("name") or dandiset.name)
         return {**draft_metadata(dandiset.identifier, name, None), **metadata}
-    metadata.setdefault("identifier", f"DANDI:{dandiset.identifier}")
-    metadata.setdefault("id", f"DANDI:{dandiset.identifier}/{version.version}")
+    metadata.setdefault("identifier", f"{instance_name()}:{dandiset.identifier}")
+    metadata.setdefault("id", f"{instance_name()}:{dandiset.identifier}/{version.version}")
     metadata.setdefault("version", version.version)
     metadata.setdefault("name", dandiset.name)
     return metadata
@@ -102,7 +113,7 @@ def version_status(session: Session, version: Version) -> VersionStatus:
     )
     if latest is not None and version.modified_at <= latest:
         return VersionStatus.PUBLISHED
-    return VersionStatus.VALID
+    return VersionStatus(version.status or VersionStatus.PENDING.value)
 
 
 def latest_published(session: Session, dandiset: Dandiset) -> Version | None:
@@ -221,6 +232,22 @@ def get_version_info(
     return version_info(session, dandiset, find_version(session, dandiset, version))
 
 
+def with_validation(session: Session, info: VersionInfo, version: Version) -> VersionInfo:
+    """*info* with the version's validation state (what ``/info/`` lists)."""
+    return replace(info, validation=stored_validation(session, version))
+
+
+def get_version_detail(
+    session: Session, user: Caller | None, dandiset_id: str, version: str
+) -> VersionInfo:
+    """The version's info with its validation state (``/info/``)."""
+    dandiset = get_dandiset(session, user, dandiset_id)
+    found = find_version(session, dandiset, version)
+    if found.is_draft and found.status in (MetadataStatus.PENDING, MetadataStatus.VALIDATING):
+        request_validation(session, dandiset.id)  # again: a job lost in a crash (coalesced)
+    return with_validation(session, version_info(session, dandiset, found), found)
+
+
 VERSION_ORDERINGS = ("created", "modified", "version")
 
 
@@ -271,5 +298,10 @@ def update_draft_metadata(
     found.metadata_ = draft_metadata(dandiset.identifier, new_name, metadata)
     dandiset.name = new_name
     found.modified_at = utcnow()
+    mark_pending(session, found)
     session.flush()
-    return version_info(session, dandiset, found)
+    search.index_dandiset(session, dandiset.id, new_name, found.metadata_)
+    audit.record(
+        session, dandiset, user, audit.RecordType.UPDATE_METADATA, {"metadata": found.metadata_}
+    )
+    return with_validation(session, version_info(session, dandiset, found), found)

@@ -6,9 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
 
 from zarrchive.errors import InvalidInput
-from zarrchive.services import assets, catalog
+from zarrchive.services import assets, catalog, owners
+from zarrchive.services.auth import require_user
+from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
 
 router = APIRouter(route_class=HtmlRoute, include_in_schema=False)
@@ -54,6 +57,23 @@ def dandiset_version(
     request: Request, archive: ArchiveOf, user: WebUser, dandiset_id: str, version: str
 ) -> HTMLResponse:
     return _show(request, archive, user, dandiset_id, version)
+
+
+@router.post("/dandiset/{dandiset_id}/owners", response_model=None)
+async def set_owners(
+    request: Request, archive: ArchiveOf, user: WebUser, dandiset_id: str
+) -> RedirectResponse:
+    """The owners form of a dandiset's page: one user name per line (or comma-separated)."""
+    fields = parse_form(await request.body())
+    require_form_from_here(request, fields.get(TOKEN_FIELD), request.state.form_token)
+    names = [n.strip() for n in fields.get("owners", "").replace(",", "\n").splitlines()]
+    await run_in_threadpool(_set_owners, archive, user, dandiset_id, [n for n in names if n])
+    return RedirectResponse(f"/dandiset/{dandiset_id}", status_code=303)
+
+
+def _set_owners(archive: ArchiveOf, user: WebUser, dandiset_id: str, names: list[str]) -> None:
+    with archive.db.write_session() as session:
+        owners.set_owners(session, require_user(user), dandiset_id, names)
 
 
 @router.get("/dandiset/{dandiset_id}/{version}/files", response_class=HTMLResponse)

@@ -13,6 +13,7 @@ from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.routers.dandisets import dandiset_out, version_summary
 from zarrchive.api.schemas import (
     DandiVersionOut,
+    ValidationErrorOut,
     VersionInfoOut,
     VersionMetadataIn,
     VersionZarrOut,
@@ -28,13 +29,18 @@ def version_info_out(
 ) -> VersionInfoOut:
     with archive.db.session() as session:
         dandiset = dandiset_out(session, dandisets.get_dandiset(session, user, dandiset_id))
+    v = info.validation
     return VersionInfoOut(
         **version_summary(info).model_dump(),
         dandiset=dandiset,
         metadata=info.metadata,
         contact_person=info.contact_person,
-        asset_validation_errors=[],
-        version_validation_errors=[],
+        asset_validation_errors=[
+            ValidationErrorOut(**e.__dict__) for e in (v.asset_errors if v else [])
+        ],
+        version_validation_errors=[
+            ValidationErrorOut(**e.__dict__) for e in (v.version_errors if v else [])
+        ],
         zarrs=[VersionZarrOut(**z.__dict__) for z in info.zarrs],
     )
 
@@ -83,7 +89,7 @@ def get_version_info(
     dandiset_id: str, version: str, archive: ArchiveDep, user: UserDep
 ) -> VersionInfoOut:
     with archive.db.session() as session:
-        info = versions.get_version_info(session, user, dandiset_id, version)
+        info = versions.get_version_detail(session, user, dandiset_id, version)
     return version_info_out(archive, user, dandiset_id, info)
 
 

@@ -24,6 +24,7 @@ from zarrchive.errors import (
     StorageError,
     ZarrchiveError,
 )
+from zarrchive.services.changes import zarr_batch_applied
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.tree_updater import (
     FileChange,
@@ -194,6 +195,7 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
                 state.size,
             )
             zarr.modified_at = utcnow()
+            zarr_batch_applied(session, zarr, batch)  # the audit trail; drafts revalidated
             session.delete(batch)
     except _ClaimLost:
         return False

@@ -1,0 +1,91 @@
+"""Search answers in under 300 ms with 10^4 dandisets holding 10^5 assets (issue #24 part 3),
+on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+
+import httpx
+import pytest
+
+from zarrchive.db.models import Asset, Dandiset, Version
+from zarrchive.services import search
+from zarrchive.services.runtime import Archive
+
+DANDISETS = 10_000
+ASSETS_PER_DANDISET = 10
+#: The issue's bound.
+LIMIT = 0.300
+#: Dandisets per page (each result's summary costs a few queries of its own, outside the
+#: search: see the report's figures).
+PAGE = 10
+SPECIES = ["mouse", "rat", "macaque", "zebrafish", "human", "ferret", "axolotl", "newt"]
+
+
+def fill(archive: Archive) -> None:
+    """10^4 dandisets with their drafts and 10^5 assets, indexed (bulk: rows, not requests)."""
+    with archive.db.write_session() as session:
+        for start in range(0, DANDISETS, 1000):
+            dandisets = [
+                {"id": i, "name": f"Dataset {i} of {SPECIES[i % 8]} recordings"}
+                for i in range(start + 1, start + 1001)
+            ]
+            session.execute(Dandiset.__table__.insert(), dandisets)
+            session.execute(
+                Version.__table__.insert(),
+                [
+                    {"id": d["id"], "dandiset_id": d["id"], "version": "draft", "metadata": {}}
+                    for d in dandisets
+                ],
+            )
+            assets = []
+            for d in dandisets:
+                for n in range(ASSETS_PER_DANDISET):
+                    assets.append(
+                        {
+                            "id": str(uuid.uuid4()),
+                            "version_id": d["id"],
+                            "path": f"sub-{d['id']}/sub-{d['id']}_ses-{n}_ecephys.nwb",
+                            "metadata": {},
+                        }
+                    )
+            session.execute(Asset.__table__.insert(), assets)
+            search.index_assets(
+                session,
+                [(a["version_id"], a["id"], a["path"]) for a in assets],
+            )
+            for d in dandisets:
+                metadata = {
+                    "description": f"Electrophysiology in the {SPECIES[d['id'] % 8]} cortex",
+                    "keywords": ["ecephys", f"kw{d['id']}"],
+                    "contributor": [{"name": f"Person{d['id'] % 97}, Ann"}],
+                }
+                search.index_dandiset(session, d["id"], d["name"], metadata)
+
+
+@pytest.mark.slow
+def test_search_of_ten_thousand_dandisets_answers_in_time(
+    api: httpx.Client, archive: Archive
+) -> None:
+    fill(archive)
+    queries = {
+        "mouse": 1250,  # a word in 1/8 of the names and descriptions
+        "cortex": DANDISETS,  # in every description
+        "ecephys": DANDISETS,  # in every keyword list and 10^5 paths
+        "kw4242": 1,  # one keyword
+        "person13 ann": 103,  # a contributor
+        "sub 4242 ses 3": 1,  # a path (prefixes: 4242 is no prefix of another id)
+    }
+    for query, hits in queries.items():
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            response = api.get("/api/dandisets/", params={"search": query, "page_size": PAGE})
+            times.append(time.perf_counter() - start)
+            assert response.status_code == 200, response.text
+        assert response.json()["count"] == hits, query
+        took = statistics.median(times)
+        print(f"search {query!r}: {hits} hits, {took * 1000:.0f} ms")
+        assert took < LIMIT, f"search {query!r} took {took * 1000:.0f} ms"
