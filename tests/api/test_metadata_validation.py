@@ -113,13 +113,15 @@ def test_zarr_assets_get_their_format_digest_and_size(
     api: httpx.Client, held: HeldJobQueue, dandiset: str, zarr_id: str
 ) -> None:
     put_metadata(api, dandiset, dandiset_metadata())
+    # an asset's Zarr has files (an empty one is refused as an asset)
+    upload(api, zarr_id, {"zarr.json": b'{"zarr_format": 3, "node_type": "group"}'})
+    held.run("manifest")
     # no encodingFormat, digest or size: the archive fills them in for a Zarr
     add_zarr_asset(api, dandiset, zarr_id, "test.zarr", schemaKey="Asset", schemaVersion="0.8.0")
     body = validate_now(api, held, dandiset)
     assert body["asset_validation_errors"] == [], body
-    # an empty Zarr: nothing to publish (dandischema's rule)
-    assert [e["field"] for e in body["version_validation_errors"]] == ["assetsSummary"]
-    upload(api, zarr_id, {"zarr.json": b'{"zarr_format": 3, "node_type": "group"}'})
+    assert body["status"] == "Valid", body
+    upload(api, zarr_id, {"x": b"1"})
     held.run("manifest")
     # validated before the upload: not for what is there now, so pending again
     pending = publish(api, dandiset)
@@ -133,7 +135,7 @@ def test_zarr_assets_get_their_format_digest_and_size(
         api.get(assets_url(dandiset, published.json()["version"]), params={"metadata": "true"})
     )["results"]
     assert pinned["metadata"]["encodingFormat"] == "application/x-zarr"
-    assert pinned["metadata"]["contentSize"] == 40
+    assert pinned["metadata"]["contentSize"] == 41
     assert validation.check(pinned["metadata"], "PublishedAsset") == []
 
 
