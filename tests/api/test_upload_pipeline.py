@@ -129,7 +129,7 @@ def test_delete_of_a_missing_file_while_a_batch_is_open_changes_nothing(
     complete(api, zarr_id)
     open_and_put(api, zarr_id, {"b": b"2"})
     response = api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": "b"}])
-    assert response.status_code == 400, response.text  # b is not a file yet
+    assert response.status_code == 404, response.text  # b is not a file yet
     assert info(api, zarr_id)["upload_in_progress"]
     assert complete(api, zarr_id)["checksum"] == oracle_checksum({"a": b"1", "b": b"2"})
 

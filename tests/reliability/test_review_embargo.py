@@ -251,26 +251,15 @@ def test_attaching_another_users_embargoed_zarr_is_refused(
 # -- issue #26.3: a Zarr without files is no asset ------------------------------------------
 
 
-def test_a_zarr_without_files_is_refused_as_an_asset(
+def test_a_zarr_without_files_may_be_an_asset_as_dandi_cli_makes_it(
     api: httpx.Client, dandiset: str, zarr_id: str
 ) -> None:
-    refused = attach(api, dandiset, "empty.zarr", zarr_id=zarr_id)
-    assert refused.status_code == 400, refused.text
-    assert "no files" in refused.json()["detail"]
-    assert ok(api.get(assets_url(dandiset)))["count"] == 0
-    # an asset may not be pointed at it either
-    other_zarr = create_zarr(api, dandiset, "full.zarr")
-    upload(api, other_zarr, {"a": b"bytes"})
-    asset = ok(attach(api, dandiset, "full.zarr", zarr_id=other_zarr))
-    changed = api.put(
-        f"{assets_url(dandiset)}{asset['asset_id']}/",
-        json={"metadata": {"path": "full.zarr"}, "zarr_id": zarr_id},
-    )
-    assert changed.status_code == 400, changed.text
-    assert ok(api.get(f"{assets_url(dandiset)}{asset['asset_id']}/info/"))["zarr_id"] == other_zarr
-    # with files, it is an asset like any other
+    """dandi-cli creates the asset of a new Zarr before it uploads the Zarr's files (its
+    Zarr upload failed with 400 when empty Zarrs were refused as assets)."""
+    asset = ok(attach(api, dandiset, "empty.zarr", zarr_id=zarr_id))
+    assert asset["zarr_id"] == zarr_id
     upload(api, zarr_id, {"a": b"now"})
-    assert ok(attach(api, dandiset, "empty.zarr", zarr_id=zarr_id))["zarr_id"] == zarr_id
+    assert ok(api.get(f"/api/zarr/{zarr_id}/"))["file_count"] == 1
 
 
 def test_nothing_is_purged_unless_the_twin_is_verified(

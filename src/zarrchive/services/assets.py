@@ -156,11 +156,8 @@ def _check_content(
                 f"Zarr {zarr.id} belongs to dandiset {zarr.dandiset.identifier}, "
                 f"not to dandiset {dandiset.identifier}"
             )
-        if zarr.file_count == 0:
-            raise InvalidInput(
-                f"Zarr {zarr.id} has no files: upload them (and let the upload be applied: "
-                f"GET /api/zarr/{zarr.id}/ shows its file_count), then make it an asset"
-            )
+        # an empty Zarr may be an asset: dandi-cli creates the asset of a new Zarr before it
+        # uploads its files (dandischema's validation refuses to publish an empty one)
         other = session.scalar(
             select(Asset.path).where(
                 Asset.version_id == version.id, Asset.zarr_id == zarr.id, Asset.id != asset_id
