@@ -4,7 +4,6 @@ Playwright. Screenshots are kept in ``test-artifacts/web/`` (ignored by git)."""
 from __future__ import annotations
 
 import io
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,26 +14,16 @@ import pytest
 from PIL import Image
 
 from tests.conftest import Users
+from tests.helpers.browser import chromium_browser
 from tests.helpers.web_site import IMAGE_SHAPE, Site
 
-CHROMIUM = Path(os.environ.get("ZARRCHIVE_TEST_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip(
-            f"no browser at {CHROMIUM}: install Debian's chromium (apt-get install -y chromium) "
-            "or set ZARRCHIVE_TEST_CHROMIUM"
-        )
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium_browser() as browser:
+        yield browser
 
 
 @pytest.fixture
