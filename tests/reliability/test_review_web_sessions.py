@@ -32,7 +32,7 @@ from zarrchive.web.signin import SIGNIN_COOKIE
 PART = "web sessions"
 TEMPLATES = Path(__file__).parents[2] / "src" / "zarrchive" / "web" / "templates"
 #: Every form POST of the pages: a new one fails :func:`test_every_form_post_is_known`.
-FORM_POSTS = {"/signin", "/signout"}
+FORM_POSTS = {"/signin", "/signout", "/dandiset/{dandiset_id}/owners"}
 THIRTY_DAYS = 30 * 24 * 3600
 _names = itertools.count()
 
