@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.helpers.serve_child import default_stop_signals
 from tests.helpers.server_process import zarrchive_command
 from zarrchive.storage.seaweedfs import free_port
 
@@ -53,6 +54,7 @@ class MakeServe:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=default_stop_signals,  # it is stopped with Ctrl-C
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

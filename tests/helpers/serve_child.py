@@ -31,6 +31,15 @@ def serve_environment(data_dir: Path, s3_port: int, port: int) -> dict[str, str]
     return env
 
 
+def default_stop_signals() -> None:
+    """In a child, before it runs: SIGINT, SIGTERM and SIGHUP do what they do for a command
+    typed at a terminal.  A test run started in the background (``make test &``, nohup)
+    ignores SIGINT, children inherit that, and ``zarrchive serve`` keeps an inherited
+    SIG_IGN on purpose: its Ctrl-C tests would then wait for nothing."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @dataclass
 class ServeChild:
     """One ``zarrchive serve`` (or ``make serve``) in a session of its own."""
@@ -62,6 +71,7 @@ class ServeChild:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, as a terminal's job
+                preexec_fn=default_stop_signals,
             )
         while True:
             if self.process.poll() is not None:
