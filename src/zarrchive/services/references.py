@@ -26,14 +26,21 @@ from typing import IO
 from sqlalchemy import select
 
 from zarrchive.db.models import Zarr
-from zarrchive.errors import CorruptManifest, InvalidManifest, StorageError
+from zarrchive.errors import (
+    CorruptManifest,
+    InvalidManifest,
+    InvalidPath,
+    NotFound,
+    StorageError,
+)
 from zarrchive.manifest import manifest_key
 from zarrchive.manifest.reader import read_manifest
+from zarrchive.paths import validate_path
 from zarrchive.references import Reference, should_inline, write_reference_file
 from zarrchive.services import snapshots
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import UploadState, upload_status
-from zarrchive.services.zarrs import ZarrRef, walk_files
+from zarrchive.services.zarrs import ZarrRef, object_url, walk_files
 from zarrchive.storage.keys import zarr_object_key, zarr_prefix
 from zarrchive.storage.objects import ObjectStore
 
@@ -126,10 +133,9 @@ def live_references(archive: Archive, zarr: ZarrRef, api_base: str) -> Reference
     base = _base_url(store, zarr, api_base)
     before = _resting_checksum(archive, zarr.id)
     cached_key = None if before is None else references_key(zarr.id, LIVE + before, base)
-    if cached_key is not None:
-        cached = store.head(cached_key)
-        if cached is not None:
-            return ReferenceBody(store.iter_content(cached_key), cached.size)
+    kept = None if cached_key is None else _kept(store, cached_key)
+    if kept is not None:
+        return kept
 
     def references() -> Iterator[Reference]:
         for path, child in walk_files(store, zarr.id):
@@ -145,15 +151,27 @@ def live_references(archive: Archive, zarr: ZarrRef, api_base: str) -> Reference
     try:
         write_reference_file(references(), body, base)
         if cached_key is not None and _resting_checksum(archive, zarr.id) == before:
-            size = body.tell()
-            body.seek(0)
-            store.upload_fileobj(cached_key, body, "application/json")
             _drop_other_live_files(store, zarr.id, cached_key)
-            return ReferenceBody(store.iter_content(cached_key), size)
+            return _keep(store, cached_key, body)
     except BaseException:
         body.close()
         raise
     return _finished(body)
+
+
+def _kept(store: ObjectStore, key: str) -> ReferenceBody | None:
+    """The reference file kept at *key*, streamed from S3, if there is one."""
+    found = store.head(key)
+    return None if found is None else ReferenceBody(store.iter_content(key), found.size)
+
+
+def _keep(store: ObjectStore, key: str, body: IO[bytes]) -> ReferenceBody:
+    """Keep the built *body* (positioned at its end) at *key* and stream it back from there
+    (the upload closes *body*)."""
+    size = body.tell()
+    body.seek(0)
+    store.upload_fileobj(key, body, "application/json")
+    return ReferenceBody(store.iter_content(key), size)
 
 
 def _drop_other_live_files(store: ObjectStore, zarr_id: str, keep: str) -> None:
@@ -173,10 +191,9 @@ def snapshot_references(
     store = archive.store_for(zarr.embargoed)
     base = _base_url(store, zarr, api_base)
     cached_key = None if zarr.embargoed else references_key(zarr.id, pin.checksum, base)
-    if cached_key is not None:
-        cached = store.head(cached_key)
-        if cached is not None:
-            return ReferenceBody(store.iter_content(cached_key), cached.size)
+    kept = None if cached_key is None else _kept(store, cached_key)
+    if kept is not None:
+        return kept
     snapshots.ensure_manifest(archive, zarr, pin)
     body = _spooled()
     try:
@@ -185,11 +202,8 @@ def snapshot_references(
                 manifest.write(chunk)
             manifest.seek(0)
             _write_pinned(store, zarr, pin, manifest, body, base)
-        if cached_key is not None:  # kept, then streamed back (the upload closes *body*)
-            size = body.tell()
-            body.seek(0)
-            store.upload_fileobj(cached_key, body, "application/json")
-            return ReferenceBody(store.iter_content(cached_key), size)
+        if cached_key is not None:
+            return _keep(store, cached_key, body)
     except BaseException:
         body.close()
         raise
@@ -242,3 +256,24 @@ def write_pinned_references(
                 yield Reference(entry.path, url=_file_url(base, entry.path, entry.version_id))
 
     return write_reference_file(references(), body, base)
+
+
+def read_url(
+    archive: Archive,
+    zarr: ZarrRef,
+    path: str,
+    *,
+    method: str = "GET",
+    version_id: str | None = None,
+) -> str:
+    """Where the read route sends a reader of the file *path* (at *version_id*, if given):
+    its public URL, or a presigned one for an embargoed Zarr.  :class:`NotFound` for any
+    path that is no file of the Zarr, a malformed one included (a reader probing for
+    metadata documents must see "absent", not "bad request")."""
+    try:
+        if version_id is None:
+            return object_url(archive, zarr, path, method=method)
+        key = zarr_object_key(zarr.id, validate_path(path))
+        return snapshots.version_url(archive, zarr, key, version_id)
+    except InvalidPath:
+        raise NotFound(f"Zarr {zarr.id} has no file {path!r}") from None

@@ -14,10 +14,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import RedirectResponse, StreamingResponse
 
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.errors import InvalidPath, NotFound
-from zarrchive.paths import validate_path
 from zarrchive.services import references, snapshots, zarrs
-from zarrchive.storage.keys import zarr_object_key
 
 router = APIRouter(tags=["readers"])
 
@@ -111,13 +108,5 @@ def read_object(
     stock fsspec/zarr-python: a path that is no file of the Zarr answers 404."""
     zarr = zarrs.zarr_ref(archive, user, zarr_id)
     method = "HEAD" if request.method == "HEAD" else "GET"
-    try:
-        if version_id is None:
-            url = zarrs.object_url(archive, zarr, path, method=method)
-        else:
-            url = snapshots.version_url(
-                archive, zarr, zarr_object_key(zarr.id, validate_path(path)), version_id
-            )
-    except InvalidPath:
-        raise NotFound(f"Zarr {zarr.id} has no file {path!r}") from None
+    url = references.read_url(archive, zarr, path, method=method, version_id=version_id)
     return RedirectResponse(url, status_code=302, headers={"Cache-Control": "no-store"})
