@@ -96,11 +96,22 @@ def parse_identifier(identifier: str) -> int:
     return int(identifier)
 
 
-def get_dandiset(session: Session, user: Caller | None, identifier: str | int) -> Dandiset:
+def get_dandiset(
+    session: Session, user: Caller | None, identifier: str | int, *, lock: bool = False
+) -> Dandiset:
     """The dandiset, if it exists and *user* may see it: else :class:`NotFound`, or for an
-    anonymous caller of an embargoed one :class:`AuthenticationRequired`."""
+    anonymous caller of an embargoed one :class:`AuthenticationRequired`.  *lock* takes its
+    row lock (and reads the row afresh), as publishing and a change of owners do."""
     number = parse_identifier(identifier) if isinstance(identifier, str) else identifier
-    dandiset = session.get(Dandiset, number)
+    if lock:
+        dandiset = session.scalar(
+            select(Dandiset)
+            .where(Dandiset.id == number)
+            .with_for_update(of=Dandiset)
+            .execution_options(populate_existing=True)
+        )
+    else:
+        dandiset = session.get(Dandiset, number)
     if dandiset is None:
         raise NotFound(f"no dandiset {number:06d}")
     require_read(user, dandiset, f"no dandiset {number:06d}")

@@ -51,8 +51,8 @@ def set_owners(
 ) -> list[OwnerInfo]:
     """Replace the owners by the users named *usernames* (owners and admins only; at least
     one; every name an existing user); records the change."""
-    dandiset = get_dandiset(session, user, dandiset_id)
-    require_owner(user, dandiset)
+    locked = get_dandiset(session, user, dandiset_id, lock=True)
+    require_owner(user, locked)
     if not usernames:
         raise InvalidInput("Cannot remove all draft owners: a dandiset keeps at least one owner")
     if len(usernames) > MAX_OWNERS:
@@ -67,13 +67,6 @@ def set_owners(
             )
         if name.strip() not in wanted:
             wanted.append(name.strip())
-    locked = session.scalar(
-        select(Dandiset)
-        .where(Dandiset.id == dandiset.id)
-        .with_for_update(of=Dandiset)
-        .execution_options(populate_existing=True)
-    )
-    assert locked is not None
     if locked.embargo_status == EmbargoStatus.UNEMBARGOING:
         raise Conflict(f"dandiset {locked.identifier} is being unembargoed: try again later")
     found = {u.username: u for u in session.scalars(select(User).where(User.username.in_(wanted)))}

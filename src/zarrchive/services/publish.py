@@ -177,16 +177,8 @@ def _publish(
     now: datetime | None,
 ) -> tuple[VersionInfo, list[str]]:
     with archive.db.write_session() as session:
-        dandiset = get_dandiset(session, user, dandiset_id)
+        dandiset = get_dandiset(session, user, dandiset_id, lock=True)
         require_owner(user, dandiset)
-        locked = session.scalar(
-            select(Dandiset)
-            .where(Dandiset.id == dandiset.id)
-            .with_for_update(of=Dandiset)
-            .execution_options(populate_existing=True)
-        )
-        assert locked is not None
-        dandiset = locked
         if dandiset.embargoed or dandiset.embargo_status != EmbargoStatus.OPEN:
             raise Conflict(
                 f"dandiset {dandiset.identifier} is embargoed: unembargo it first, "
