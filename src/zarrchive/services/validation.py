@@ -232,6 +232,15 @@ class VersionFacts:
     web_url: str
 
 
+def _add_context(populated: dict[str, Any]) -> None:
+    """The JSON-LD ``@context`` of the metadata's schema version, as DANDI publishes it."""
+    if isinstance(populated.get("schemaVersion"), str):
+        populated["@context"] = (
+            "https://raw.githubusercontent.com/dandi/schema/master/releases/"
+            f"{populated['schemaVersion']}/context.json"
+        )
+
+
 def populated_dandiset(
     metadata: dict[str, Any], facts: VersionFacts, *, now: datetime
 ) -> dict[str, Any]:
@@ -255,11 +264,7 @@ def populated_dandiset(
         publishedBy=_published_by(now),
         datePublished=now.astimezone(UTC).isoformat(),
     )
-    if isinstance(populated.get("schemaVersion"), str):
-        populated["@context"] = (
-            "https://raw.githubusercontent.com/dandi/schema/master/releases/"
-            f"{populated['schemaVersion']}/context.json"
-        )
+    _add_context(populated)
     populated["citation"] = citation(populated, now.year)
     return populated
 
@@ -303,11 +308,7 @@ def published_asset(
         publishedBy=_published_by(now),
         datePublished=now.astimezone(UTC).isoformat(),
     )
-    if isinstance(populated.get("schemaVersion"), str):
-        populated["@context"] = (
-            "https://raw.githubusercontent.com/dandi/schema/master/releases/"
-            f"{populated['schemaVersion']}/context.json"
-        )
+    _add_context(populated)
     return populated
 
 
