@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.helpers.dandi_zarr import dandi_upload
+from tests.helpers.oracle_env import oracle_python
 from tests.helpers.s3fs_oracle import S3FS_PYTHON_ENV, run_oracle
 from tests.helpers.zarr_client import create_dandiset, create_zarr, oracle_checksum
 from zarrchive.services.runtime import Archive
@@ -23,17 +23,11 @@ from zarrchive.storage.seaweedfs import SeaweedFS
 
 @pytest.fixture
 def s3fs_python() -> str:
-    python = os.environ.get(S3FS_PYTHON_ENV)
-    if not python:
-        pytest.skip(
-            f"{S3FS_PYTHON_ENV} is not set: run `make pytest` (it builds .venv-s3fs with s3fs "
-            "and zarr) to read the public bucket anonymously with zarr-python"
-        )
-    if not Path(python).exists():
-        pytest.fail(
-            f"{S3FS_PYTHON_ENV}={python} does not exist: run `make .venv-s3fs/.installed-stamp`"
-        )
-    return python
+    return oracle_python(
+        S3FS_PYTHON_ENV,
+        ".venv-s3fs/.installed-stamp",
+        ".venv-s3fs with s3fs and zarr, to read the public bucket anonymously",
+    )
 
 
 def local_zarr(python: str, tmp_path: Path) -> tuple[dict[str, bytes], dict[str, Any]]:

@@ -5,14 +5,12 @@ fsspec, aiohttp and zarr-python 3, no zarrchive code), as a user of those tools 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.helpers.oracle_env import oracle_python
 from tests.helpers.s3fs_oracle import S3FS_PYTHON_ENV
 
 SCRIPT = textwrap.dedent(
@@ -62,17 +60,11 @@ SCRIPT = textwrap.dedent(
 
 def s3fs_python() -> str:
     """The s3fs environment's python, or skip saying how to build it."""
-    python = os.environ.get(S3FS_PYTHON_ENV)
-    if not python:
-        pytest.skip(
-            f"{S3FS_PYTHON_ENV} is not set: run `make pytest` (it builds .venv-s3fs with fsspec "
-            "and zarr) to read the archive with stock fsspec and zarr-python"
-        )
-    if not Path(python).exists():
-        pytest.fail(
-            f"{S3FS_PYTHON_ENV}={python} does not exist: run `make .venv-s3fs/.installed-stamp`"
-        )
-    return python
+    return oracle_python(
+        S3FS_PYTHON_ENV,
+        ".venv-s3fs/.installed-stamp",
+        ".venv-s3fs with fsspec and zarr, to read the archive with stock readers",
+    )
 
 
 def read_with_fsspec(python: str, command: str, url: str, token: str, cwd: Path) -> Any:

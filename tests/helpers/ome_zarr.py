@@ -10,12 +10,11 @@ levels down-sampled by 2 and 4 (ome-zarr-py's own pyramid), written as NGFF 0.4 
 from __future__ import annotations
 
 import html.parser
-import os
 import subprocess
 import textwrap
 from pathlib import Path
 
-import pytest
+from tests.helpers.oracle_env import oracle_python
 
 OME_PYTHON_ENV = "ZARRCHIVE_OME_PYTHON"
 #: Channels, rows, columns of the full-resolution level.
@@ -54,15 +53,9 @@ SCRIPT = textwrap.dedent(
 
 def ome_python() -> str:
     """The Python of the ome-zarr-py environment; skips the test without it."""
-    python = os.environ.get(OME_PYTHON_ENV)
-    if not python:
-        pytest.skip(
-            f"{OME_PYTHON_ENV} is not set: run `make pytest` (it builds .venv-ome with "
-            "ome-zarr-py) to write real OME-Zarr images"
-        )
-    if not Path(python).exists():
-        pytest.fail(f"{OME_PYTHON_ENV}={python} does not exist: run `make .venv-ome`")
-    return python
+    return oracle_python(
+        OME_PYTHON_ENV, ".venv-ome", ".venv-ome with ome-zarr-py, to write real OME-Zarr images"
+    )
 
 
 def write_ome_zarr(python: str, where: Path, version: str) -> Path:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.lindi import LINDI_PYTHON_ENV, RangeServer, range_server_process
+from tests.helpers.oracle_env import oracle_python
 
 
 @pytest.fixture
@@ -22,14 +22,8 @@ def range_server(tmp_path: Path) -> Iterator[RangeServer]:
 @pytest.fixture
 def lindi_python() -> str:
     """The interpreter of the environment with lindi 0.4.6 (the oracle); skip without it."""
-    python = os.environ.get(LINDI_PYTHON_ENV)
-    if not python:
-        pytest.skip(
-            f"{LINDI_PYTHON_ENV} is not set: run `make pytest` (it builds .venv-lindi with"
-            " lindi 0.4.6) to run the interoperability tests"
-        )
-    if not Path(python).exists():
-        pytest.fail(
-            f"{LINDI_PYTHON_ENV}={python} does not exist: run `make .venv-lindi/.installed-stamp`"
-        )
-    return python
+    return oracle_python(
+        LINDI_PYTHON_ENV,
+        ".venv-lindi/.installed-stamp",
+        ".venv-lindi with lindi 0.4.6, for the interoperability tests",
+    )
