@@ -8,7 +8,7 @@ Usage::
     .venv/bin/python bench/refs_bench.py --generate 0 --open 10000
 
 - **generate**: in a subprocess of its own (its peak RSS is the run's alone), a synthetic
-  manifest of N entries (``arr/{a}/{b}/{c}``, as ``bench/manifest_bench.py`` writes them, plus
+  manifest of N entries (``arr/{a}/{b}/{c}``, ``bench/manifest_bench.py``'s listing, plus
   the array's ``.zarray``) is written to a temporary file, then turned into the reference file
   by :func:`zarrchive.services.references.write_pinned_references`, the archive's own code
   path for a pinned state (the S3 transfers of the manifest and of the metadata documents
@@ -32,48 +32,29 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-KEY, SECRET = "bench", "bench-secret"
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- generate --------------------------------------------------------------------------------
 def generate_child(n: int) -> None:
-    from datetime import UTC, datetime, timedelta
+    from manifest_bench import T0, listing  # (bench/ is the script's first path)
 
     from zarrchive.manifest import ManifestEntry, generate_manifest
     from zarrchive.services.references import write_pinned_references
 
-    t0 = datetime(2024, 5, 1, tzinfo=UTC)
-
-    def listing() -> Iterator[ManifestEntry]:
-        yield ManifestEntry("arr/.zarray", "v" * 32, t0, 300, "0" * 32)
-        names = sorted(str(i) for i in range(100))
-        tops = sorted(str(i) for i in range((n + 9999) // 10000))
-        i = 0
-        for a in tops:
-            for b in names:
-                for c in names:
-                    if i == n:
-                        return
-                    yield ManifestEntry(
-                        f"arr/{a}/{b}/{c}",
-                        f"{i:032x}"[::-1],
-                        t0 + timedelta(seconds=i),
-                        1_000_000 + i % 4096,
-                        f"{i:032x}",
-                    )
-                    i += 1
+    def entries() -> Iterator[ManifestEntry]:
+        yield ManifestEntry("arr/.zarray", "v" * 32, T0, 300, "0" * 32)  # inlined
+        yield from listing(n)
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "manifest.json"
         with tempfile.SpooledTemporaryFile(max_size=8 << 20) as body:
-            manifest = generate_manifest(listing(), body)
+            manifest = generate_manifest(entries(), body)
             with path.open("wb") as f:
                 manifest.write_to(f)
         checksum = manifest.statistics.zarr_checksum
@@ -156,44 +137,25 @@ def run_child(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 
 def open_and_read(n: int, repeat: int) -> None:
     import numpy as np
-    import uvicorn
     import zarr
+    from local_archive import local_archive  # (bench/ is the script's first path)
 
-    from zarrchive.api import create_app
     from zarrchive.client import ApiClient, Uploader
     from zarrchive.client.upload import BatchRecords
-    from zarrchive.config import Settings
     from zarrchive.services.auth import create_user
-    from zarrchive.services.runtime import Archive
-    from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
     s3fs_python = os.environ.get("ZARRCHIVE_S3FS_PYTHON", str(ROOT / ".venv-s3fs/bin/python"))
-    work = Path(tempfile.mkdtemp(prefix="refs-bench-"))
-    seaweed = SeaweedFS(work / "seaweedfs", KEY, SECRET, public_read_buckets=["bench*"])
-    seaweed.start()
-    server: uvicorn.Server | None = None
-    try:
-        settings = Settings.from_env({}).with_overrides(
-            data_dir=work / "data",
-            database_url=f"sqlite:///{work / 'bench.sqlite3'}",
-            s3_endpoint_url=seaweed.endpoint_url,
-            s3_bucket="bench",
-            s3_embargo_bucket="bench-embargoed",
-            s3_access_key_id=KEY,
-            s3_secret_access_key=SECRET,
-        )
-        (work / "data").mkdir()
-        archive = Archive.from_settings(settings)
+    counter: Counter | None = None
+
+    def counted(app: Any) -> Counter:
+        nonlocal counter
+        counter = Counter(app)
+        return counter
+
+    with local_archive("refs-bench-", wrap=counted) as (archive, url, work):
+        assert counter is not None
         with archive.db.session() as session:
             token = create_user(session, "bench")[1]
-        counter = Counter(create_app(archive))
-        server = uvicorn.Server(
-            uvicorn.Config(counter, host="127.0.0.1", port=free_port(), log_level="warning")
-        )
-        threading.Thread(target=server.run, daemon=True).start()
-        while not server.started:
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{server.config.port}"
         env = {**os.environ, "ZARRCHIVE_URL": url, "ZARRCHIVE_STATE_DIR": str(work / "state")}
         env.pop("ZARRCHIVE_TOKEN", None)
 
@@ -230,10 +192,6 @@ def open_and_read(n: int, repeat: int) -> None:
                 f"{statistics.median(times[way]):.3f} s (min {min(times[way]):.3f}), "
                 f"{requests[way]} API requests"
             )
-    finally:
-        if server is not None:
-            server.should_exit = True
-        seaweed.stop()
 
 
 def main() -> None:

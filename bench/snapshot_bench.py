@@ -22,14 +22,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-from pathlib import Path
 
 import numpy as np
-
-KEY, SECRET = "bench", "bench-secret"
 
 
 def child(address: str) -> None:
@@ -71,45 +66,24 @@ def main() -> None:
         return
 
     import httpx
-    import uvicorn
     import zarr
+    from local_archive import local_archive  # (bench/ is the script's first path)
 
-    from zarrchive.api import create_app
     from zarrchive.client import ApiClient, Uploader
     from zarrchive.client.upload import BatchRecords
-    from zarrchive.config import PublishedZarrs, Settings
+    from zarrchive.config import PublishedZarrs
     from zarrchive.services.auth import create_user
-    from zarrchive.services.runtime import Archive
-    from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
-    work = Path(tempfile.mkdtemp(prefix="snapshot-bench-"))
-    seaweed = SeaweedFS(work / "seaweedfs", KEY, SECRET, public_read_buckets=["bench*"])
-    seaweed.start()
-    server: uvicorn.Server | None = None
-    try:
-        settings = Settings.from_env({}).with_overrides(
-            data_dir=work / "data",
-            database_url=f"sqlite:///{work / 'bench.sqlite3'}",
-            s3_endpoint_url=seaweed.endpoint_url,
-            s3_bucket="bench",
-            s3_embargo_bucket="bench-embargoed",
-            s3_access_key_id=KEY,
-            s3_secret_access_key=SECRET,
-            published_zarrs=PublishedZarrs.SNAPSHOT,
-        )
-        (work / "data").mkdir()
-        archive = Archive.from_settings(settings)
+    # minimal metadata: the bench measures reads, not validation
+    with local_archive(
+        "snapshot-bench-", published_zarrs=PublishedZarrs.SNAPSHOT, publish_requires_valid=False
+    ) as (
+        archive,
+        url,
+        work,
+    ):
         with archive.db.session() as session:
             token = create_user(session, "bench")[1]
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(archive), host="127.0.0.1", port=free_port(), log_level="warning"
-            )
-        )
-        threading.Thread(target=server.run, daemon=True).start()
-        while not server.started:
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{server.config.port}"
         env = {**os.environ, "ZARRCHIVE_URL": url, "ZARRCHIVE_STATE_DIR": str(work / "state")}
         env.pop("ZARRCHIVE_TOKEN", None)  # anonymous reads, as the public would
 
@@ -150,10 +124,6 @@ def main() -> None:
             f"snapshot median {snap:.3f} s (min {min(snap_times):.3f}), draft median {dr:.3f} s "
             f"(min {min(draft_times):.3f}); ratio {snap / dr:.3f} (target <= 1.1)"
         )
-    finally:
-        if server is not None:
-            server.should_exit = True
-        seaweed.stop()
 
 
 if __name__ == "__main__":
