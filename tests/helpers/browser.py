@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers.static_server import serving
 
 CHROMIUM = Path(os.environ.get("ZARRCHIVE_TEST_CHROMIUM", "/usr/bin/chromium"))
 
@@ -36,24 +36,5 @@ def chromium_browser() -> Iterator[Any]:
 @contextlib.contextmanager
 def other_origin(html: str) -> Iterator[str]:
     """An HTTP server on another loopback port serving *html* at ``/``: its origin."""
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = html.encode("utf-8")
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(html.encode("utf-8"), "text/html; charset=utf-8") as origin:
+        yield origin
