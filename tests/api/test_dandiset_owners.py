@@ -99,6 +99,9 @@ def test_owners_form_of_the_page(
     with browser(live_server.url, users.owner) as owner:
         page = owner.get(f"/dandiset/{dandiset}").text
         assert 'id="owners-form"' in page
+        # the changes table is the page's, not its title's
+        assert f"<title>Dandiset {dandiset}/draft - zarrchive</title>" in page
+        assert page.count('id="audit"') == 1
         token = form_token(page)
         # another site's form: refused, nothing changes
         forged = owner.post(
