@@ -23,14 +23,9 @@ import argparse
 import hashlib
 import re
 import statistics
-import tempfile
-import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
-
-KEY, SECRET = "bench", "bench-secret"
 
 
 def upload_one(client: Any, auth: dict[str, str], zarr_id: str, path: str, body: bytes) -> None:
@@ -75,35 +70,16 @@ def main() -> None:
     args = parser.parse_args()
 
     import httpx
-    import uvicorn
+    from local_archive import local_archive  # (bench/ is the script's first path)
 
-    from zarrchive.api import create_app
     from zarrchive.checksum import ChecksumNode
-    from zarrchive.config import Settings
     from zarrchive.db.models import Asset, Blob
     from zarrchive.services.auth import Caller, create_user
     from zarrchive.services.dandisets import create_dandiset
-    from zarrchive.services.runtime import Archive
     from zarrchive.services.versions import find_version
     from zarrchive.storage.keys import checksum_node_key
-    from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
-    work = Path(tempfile.mkdtemp(prefix="web-bench-"))
-    seaweed = SeaweedFS(work / "seaweedfs", KEY, SECRET, public_read_buckets=["bench*"])
-    seaweed.start()
-    server: uvicorn.Server | None = None
-    try:
-        settings = Settings.from_env({}).with_overrides(
-            data_dir=work / "data",
-            database_url=f"sqlite:///{work / 'bench.sqlite3'}",
-            s3_endpoint_url=seaweed.endpoint_url,
-            s3_bucket="bench",
-            s3_embargo_bucket="bench-embargoed",
-            s3_access_key_id=KEY,
-            s3_secret_access_key=SECRET,
-        )
-        (work / "data").mkdir()
-        archive = Archive.from_settings(settings)
+    with local_archive("web-bench-") as (archive, url, _work):
         with archive.db.write_session() as session:
             user, token = create_user(session, "bench")
             blob = Blob(id=str(uuid.uuid4()), md5="0" * 32, size=1234, key="blobs/bench")
@@ -120,15 +96,6 @@ def main() -> None:
                             blob_id=blob.id,
                         )
                     )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(archive), host="127.0.0.1", port=free_port(), log_level="warning"
-            )
-        )
-        threading.Thread(target=server.run, daemon=True).start()
-        while not server.started:
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{server.config.port}"
         auth = {"Authorization": f"token {token}"}
         with httpx.Client(base_url=url, timeout=120) as client:
             first = client.get("/").text
@@ -178,10 +145,6 @@ def main() -> None:
         print(f"node: {len(document)} bytes; {args.dandisets} dandisets; medians of {args.repeat}")
         for name, (median, first_time, _status) in results.items():
             print(f"{name}: median {median * 1000:.1f} ms (first {first_time * 1000:.1f} ms)")
-    finally:
-        if server is not None:
-            server.should_exit = True
-        seaweed.stop()
 
 
 if __name__ == "__main__":
