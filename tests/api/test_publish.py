@@ -191,6 +191,28 @@ def test_publish_refused_while_embargoed_and_when_empty(api: httpx.Client, dandi
     upload(api, zarr["zarr_id"], {"x": b"x"})
 
 
+def test_a_zarr_asset_without_files_is_refused_at_publish(
+    api: httpx.Client, dandiset: str, zarr_id: str
+) -> None:
+    """dandi-cli makes a new Zarr's asset before uploading its files, so the API takes an
+    empty Zarr as an asset; publishing it is what is refused, naming the asset."""
+    add_blob_asset(api, dandiset, b"nwb content", "sub-1/file.nwb")
+    add_zarr_asset(api, dandiset, zarr_id, "empty.zarr")
+    response = api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")
+    assert response.status_code == 409, response.text
+    assert response.json() == {
+        "detail": {
+            "message": "Zarr assets of the draft have no files",
+            "zarrs": [{"path": "empty.zarr", "zarr_id": zarr_id}],
+        }
+    }
+    versions = ok(api.get(f"/api/dandisets/{dandiset}/versions/"))["results"]
+    assert [v["version"] for v in versions] == ["draft"]
+    upload(api, zarr_id, {"a": b"a"})  # once it has files, it publishes
+    published = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))
+    assert published["zarrs"][0]["checksum"] == oracle({"a": b"a"})
+
+
 def test_two_publications_and_blobs_are_shared(
     api: httpx.Client, dandiset: str, zarr_id: str
 ) -> None:

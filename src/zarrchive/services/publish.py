@@ -169,6 +169,24 @@ def _check_manifests(session: Session, zarrs: list[Zarr]) -> None:
             )
 
 
+def _refuse_empty_zarrs(assets: list[Asset], zarrs: list[Zarr]) -> None:
+    """A Zarr asset without a file is never published.  The API lets a draft hold one
+    (dandi-cli makes a new Zarr's asset before it uploads the files), so the rule is here."""
+    empty = {z.id for z in zarrs if z.file_count == 0}
+    paths = [a.path for a in assets if a.zarr_id in empty]
+    if paths:
+        raise Conflict(
+            f"{len(paths)} Zarr asset(s) of the draft have no files ({', '.join(paths[:10])}): "
+            "upload their files or delete those assets, then publish",
+            detail={
+                "message": "Zarr assets of the draft have no files",
+                "zarrs": [
+                    {"path": a.path, "zarr_id": a.zarr_id} for a in assets if a.zarr_id in empty
+                ],
+            },
+        )
+
+
 def _publish(
     archive: Archive,
     user: Caller | None,
@@ -216,6 +234,7 @@ def _publish(
                     ],
                 },
             )
+        _refuse_empty_zarrs(assets, zarrs)
         if mode == PublishedZarrs.SNAPSHOT:
             _check_manifests(session, zarrs)
         moment = now or datetime.now(UTC)

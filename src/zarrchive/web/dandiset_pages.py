@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
+from zarrchive.api.pagination import PageRequest, page_request
+from zarrchive.api.routers.audit import list_audit_records
+from zarrchive.api.routers.versions import get_version
 from zarrchive.errors import InvalidInput
 from zarrchive.services import assets, catalog, owners
 from zarrchive.services.auth import require_user
+from zarrchive.services.dandiset_summary import summarize
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
 
@@ -43,7 +48,46 @@ def _show(
     request: Request, archive: ArchiveOf, user: WebUser, dandiset_id: str, version: str | None
 ) -> HTMLResponse:
     view = catalog.dandiset_view(archive, user, dandiset_id, version)
-    return page(request, "dandiset.html", dandiset=view, versions=list(reversed(view.versions)))
+    summary = summarize(
+        view.shown.metadata,
+        identifier=view.identifier,
+        version=view.shown.version,
+        web_url=str(request.base_url).rstrip("/"),
+        now=datetime.now(UTC),
+    )
+    return page(
+        request,
+        "dandiset.html",
+        dandiset=view,
+        summary=summary,
+        versions=list(reversed(view.versions)),
+    )
+
+
+# The pages' JSON links: the API's answers, for the signed-in visitor.  The API itself never
+# reads the pages' cookie (so no other site's page can act as the visitor through it); these
+# read-only copies do, so that an owner's links work on an embargoed dandiset's page too.
+# SameSite=Strict keeps the cookie off other sites' requests, and no CORS header is sent.
+
+
+@router.get("/dandiset/{dandiset_id}/audit.json", response_class=JSONResponse)
+def audit_json(
+    request: Request,
+    archive: ArchiveOf,
+    user: WebUser,
+    dandiset_id: str,
+    asked: Annotated[PageRequest, Depends(page_request)],
+    record_type: Annotated[str | None, Query(max_length=32)] = None,
+) -> JSONResponse:
+    """``/api/dandisets/{id}/audit/`` (owners and admins)."""
+    found = list_audit_records(dandiset_id, request, archive, user, asked, record_type)
+    return JSONResponse(found.model_dump(mode="json"))
+
+
+@router.get("/dandiset/{dandiset_id}/{version}/metadata.json", response_class=JSONResponse)
+def version_json(archive: ArchiveOf, user: WebUser, dandiset_id: str, version: str) -> JSONResponse:
+    """``/api/dandisets/{id}/versions/{version}/``: the version's metadata."""
+    return JSONResponse(get_version(dandiset_id, version, archive, user))
 
 
 @router.get("/dandiset/{dandiset_id}", response_class=HTMLResponse)
