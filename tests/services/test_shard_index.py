@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 import zarr
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from zarr.codecs import BloscCodec, ZstdCodec
 from zarr.storage import MemoryStore
@@ -97,6 +97,7 @@ def shard_cases(
     return layout, entries, data + layout.nbytes
 
 
+@settings(deadline=None)
 @given(shard_cases())
 def test_a_valid_index_parses_back_to_its_entries(
     case: tuple[IndexLayout, list[ByteRange | None], int],
@@ -112,6 +113,7 @@ def test_a_valid_index_parses_back_to_its_entries(
         parse_index(layout, raw[:-1], size, LARGE)
 
 
+@settings(deadline=None)
 @given(shard_cases(checksum=st.just(True)), st.data())
 def test_any_changed_byte_of_a_checksummed_index_is_refused(
     case: tuple[IndexLayout, list[ByteRange | None], int], data: st.DataObject
@@ -124,6 +126,7 @@ def test_any_changed_byte_of_a_checksummed_index_is_refused(
         parse_index(layout, bytes(raw), size, LARGE)
 
 
+@settings(deadline=None)
 @given(
     st.lists(st.integers(1, 3), min_size=1, max_size=3),
     st.booleans(),
@@ -189,6 +192,7 @@ def test_local_index_is_c_order_onto_every_position(per: tuple[int, ...]) -> Non
         layout.local_index(tuple(per))
 
 
+@settings(deadline=None)
 @given(
     st.lists(st.integers(1, 4), min_size=1, max_size=3).flatmap(
         lambda per: st.tuples(
@@ -219,6 +223,7 @@ ranges = st.lists(
 )
 
 
+@settings(deadline=None)
 @given(ranges, st.integers(0, 200))
 def test_coalesced_reads_cover_every_range_and_little_more(
     asked: list[ByteRange], gap: int
