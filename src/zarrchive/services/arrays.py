@@ -74,8 +74,9 @@ MAX_CONCURRENT_THUMBNAILS = 2
 THUMBNAIL_WAIT_SECONDS = 5.0
 #: Bytes asked of S3 at a time by a bounded read.
 _READ_PIECE = 1024 * 1024
-#: Inner chunks of a shard this close (bytes) are read by one range request.
-RANGE_GAP = 64 * 1024
+#: Inner chunks of a shard this close (bytes) are read by one range request (zarr-python
+#: writes a shard's inner chunks in no set order: those a slice needs are rarely adjacent).
+RANGE_GAP = 16 * 1024
 #: Most range requests of inner chunks one thumbnail makes (after joining close ones).
 MAX_RANGE_READS = 256
 
