@@ -20,8 +20,11 @@ import math
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import google_crc32c
+import numpy as np
+import numpy.typing as npt
 
 #: One index entry: offset and length, two little-endian uint64.
 ENTRY_BYTES = 16
@@ -113,9 +116,35 @@ def encode_index(layout: IndexLayout, entries: Sequence[ByteRange | None]) -> by
     return raw
 
 
+class ShardIndex(Sequence[ByteRange | None]):
+    """The validated entries of a shard's index, by position (``None``: not stored); held
+    as two arrays, so that an index of many entries costs no object per entry."""
+
+    def __init__(self, offsets: npt.NDArray[np.uint64], lengths: npt.NDArray[np.uint64]) -> None:
+        self._offsets = offsets
+        self._lengths = lengths
+        self._empty = offsets == np.uint64(EMPTY)
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @overload
+    def __getitem__(self, position: int) -> ByteRange | None: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> Sequence[ByteRange | None]: ...
+
+    def __getitem__(self, position: int | slice) -> ByteRange | Sequence[ByteRange | None] | None:
+        if isinstance(position, slice):
+            return [self[i] for i in range(len(self))[position]]
+        if self._empty[position]:
+            return None
+        return ByteRange(int(self._offsets[position]), int(self._lengths[position]))
+
+
 def parse_index(
     layout: IndexLayout, raw: bytes, object_size: int, max_chunk_bytes: int
-) -> tuple[ByteRange | None, ...]:
+) -> ShardIndex:
     """The byte range of each inner chunk (in C order; ``None``: not stored) of a shard of
     *object_size* bytes whose index is *raw*; :class:`InvalidShard` unless the index is
     exactly as long as *layout* says, its checksum matches, and every entry is the empty
@@ -128,25 +157,41 @@ def parse_index(
         (declared,) = struct.unpack_from("<I", raw, entries_bytes)
         if declared != google_crc32c.value(raw[:entries_bytes]):
             raise InvalidShard("the shard index fails its crc32c checksum")
-    found: list[ByteRange | None] = []
-    for position, (offset, length) in enumerate(struct.iter_unpack("<QQ", raw[:entries_bytes])):
-        if offset == EMPTY and length == EMPTY:
-            found.append(None)
-            continue
-        where = f"the shard index's entry {position} ({offset}, {length})"
-        if offset == EMPTY or length == EMPTY:
-            raise InvalidShard(f"{where} is half an empty marker")
-        if length == 0:
-            raise InvalidShard(f"{where} is an inner chunk of no bytes")
-        if length > max_chunk_bytes:
-            raise InvalidShard(
-                f"{where} is an inner chunk of {length} bytes; its declared size allows "
-                f"{max_chunk_bytes}"
-            )
-        if offset < data.start or offset + length > data.end:
-            raise InvalidShard(f"{where} points outside the shard's {object_size} bytes of data")
-        found.append(ByteRange(offset, length))
-    return tuple(found)
+    pairs = np.frombuffer(raw, dtype="<u8", count=layout.count * 2).reshape(-1, 2)
+    offsets, lengths = pairs[:, 0].astype(np.uint64), pairs[:, 1].astype(np.uint64)
+    empty_offset, empty_length = offsets == np.uint64(EMPTY), lengths == np.uint64(EMPTY)
+    start, end = np.uint64(data.start), np.uint64(data.end)
+    longest = np.uint64(min(max_chunk_bytes, EMPTY - 1))
+    bad = (empty_offset != empty_length) | (
+        ~empty_offset
+        & (
+            (lengths == 0)
+            | (lengths > longest)
+            | (offsets < start)
+            | (lengths > end)
+            | (offsets > end - np.minimum(lengths, end))  # offset + length > end, unwrapped
+        )
+    )
+    if bad.any():
+        position = int(np.argmax(bad))
+        _refuse(position, int(offsets[position]), int(lengths[position]), data, max_chunk_bytes)
+    return ShardIndex(offsets, lengths)
+
+
+def _refuse(position: int, offset: int, length: int, data: ByteRange, max_chunk: int) -> None:
+    """:class:`InvalidShard` saying what is wrong with the index's entry at *position*."""
+    where = f"the shard index's entry {position} ({offset}, {length})"
+    if offset == EMPTY or length == EMPTY:
+        raise InvalidShard(f"{where} is half an empty marker")
+    if length == 0:
+        raise InvalidShard(f"{where} is an inner chunk of no bytes")
+    if length > max_chunk:
+        raise InvalidShard(
+            f"{where} is an inner chunk of {length} bytes; its declared size allows {max_chunk}"
+        )
+    raise InvalidShard(
+        f"{where} points outside the shard's data (bytes {data.start} to {data.end})"
+    )
 
 
 # -- which inner chunks, which shards, which ranges -----------------------------------------
