@@ -6,6 +6,11 @@ decodes every codec it knows (v2 compressors and filters, v3 codec chains, shard
 chunk that is not stored reads as the fill value.  The slice maths are in
 :mod:`zarrchive.services.thumbnail`.
 
+A sharded array's shards are not read whole: a thumbnail reads each touched shard's index
+by a range request, validates it (:mod:`~zarrchive.services.shard_index`), then reads only
+the inner chunks the slice needs, by range (close ones joined into one request), and
+zarr-python decodes them as the chunks of the same array without sharding.
+
 Everything here is uploader-controlled, so each read is bounded before it is done: metadata
 documents by size (and by :mod:`~zarrchive.services.metadata_limits` before zarr-python
 parses them), chunk objects by the size their declared shape allows (known from the
