@@ -151,6 +151,9 @@ def test_sharded_zarr_round_trip(
     assert drawing.reads.ranges == len(touched) + runs
     assert drawing.reads.range_bytes == needed + layout.nbytes * len(touched)
     assert drawing.reads.range_bytes < touched_bytes / 2
+    monkeypatch.setattr(arrays, "MAX_RANGE_READS", drawing.reads.ranges - len(touched) - 1)
+    with pytest.raises(NoThumbnail, match=r"need \d+ range reads; a thumbnail makes at most"):
+        arrays.draw(archive.store, zarr_id, "volume")
     monkeypatch.undo()
     # close inner chunks joined into fewer ranges: the same picture
     joined = arrays.draw(archive.store, zarr_id, "volume")
