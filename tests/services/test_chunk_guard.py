@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from tests.helpers.bombs import MiB, bz2_zeros, zarray, zlib_zeros
 from zarrchive.services import chunk_guard, metadata_limits
 from zarrchive.services.chunk_guard import check_object, layout_of, zstd_content_size
+from zarrchive.services.shard_index import ByteRange, encode_index
 from zarrchive.services.thumbnail import NoThumbnail
 from zarrchive.web.attributes import render_attributes
 
@@ -206,14 +207,32 @@ def test_a_shard_whose_inner_chunk_is_a_bomb_or_whose_index_lies_is_refused() ->
     )
     array[:] = 1
     layout = layout_of(array)
+    assert layout.shard is not None
+    index_layout = layout.shard.index_layout
+    assert index_layout.chunks_per_shard == (2, 2) and index_layout.checksum
     inner_bomb = gzip.compress(b"\0" * (32 * 32 + 1))
-    index = struct.pack("<8Q", 0, len(inner_bomb), *([2**64 - 1] * 6))
-    shard = inner_bomb + index + struct.pack("<I", 0)  # (checksum: never read by the guard)
+    index = encode_index(index_layout, [ByteRange(0, len(inner_bomb)), None, None, None])
+    shard = inner_bomb + index
     with pytest.raises(NoThumbnail, match="an inner chunk of shard c/0/0: its gzip data"):
         check_object(layout, shard, "shard c/0/0")
-    lying = struct.pack("<8Q", 0, 10**9, *([2**64 - 1] * 6)) + struct.pack("<I", 0)
-    with pytest.raises(NoThumbnail, match="shard index points past its end"):
+    lying = encode_index(index_layout, [ByteRange(0, 10**9), None, None, None])
+    with pytest.raises(NoThumbnail, match=r"shard c/0/0: the shard index's entry 0 .* allows"):
         check_object(layout, lying, "shard c/0/0")
+    past = encode_index(index_layout, [ByteRange(0, 70), None, None, None])
+    with pytest.raises(NoThumbnail, match="points outside the shard's"):
+        check_object(layout, b"\0" * 10 + past, "shard c/0/0")
+    corrupt = bytearray(shard)
+    corrupt[-5] ^= 1
+    with pytest.raises(NoThumbnail, match="crc32c"):
+        check_object(layout, bytes(corrupt), "shard c/0/0")
+    with pytest.raises(NoThumbnail, match="inner chunk of shard c/0/0: its gzip"):
+        chunk_guard.check_inner_chunk(layout, inner_bomb, "an inner chunk of shard c/0/0")
+
+
+def test_inner_chunks_that_do_not_divide_the_shard_are_refused() -> None:
+    sharding = zarr.codecs.ShardingCodec(chunk_shape=(3, 3))
+    with pytest.raises(NoThumbnail, match="does not divide the shard shape"):
+        chunk_guard.v3_layout([sharding], (8, 9), 1)
 
 
 @pytest.mark.parametrize(

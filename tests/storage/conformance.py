@@ -84,6 +84,19 @@ class ObjectStoreTests:
         )
         assert b"".join(store.iter_content("a/b.bin", chunk_size=100)) == body
 
+    def test_a_range_reads_exactly_those_bytes(self, store: ObjectStoreProtocol) -> None:
+        body = bytes(range(256)) * 40
+        store.put("r/k", body)
+        assert store.get_range("r/k", 0, 16) == body[:16]
+        assert store.get_range("r/k", 1000, 500) == body[1000:1500]
+        assert store.get_range("r/k", len(body) - 4, 4) == body[-4:]
+        # past the end: what there is, then nothing
+        assert store.get_range("r/k", len(body) - 3, 100) == body[-3:]
+        assert store.get_range("r/k", len(body) + 10, 5) == b""
+        assert store.get_range("r/absent", 0, 5) is None
+        with pytest.raises(ValueError):
+            store.get_range("r/k", 0, 0)
+
     def test_absent_keys_read_as_none_and_list_as_nothing(self, store: ObjectStoreProtocol) -> None:
         store.put("present", b"x")
         assert store.get("absent") is None

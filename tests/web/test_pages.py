@@ -267,7 +267,8 @@ def test_thumbnails_are_contrast_stretched_pngs_of_a_slice(base_url: str, site: 
         )
         assert np.asarray(sharded).tolist() == stretch(sharded_values()).tolist()
         page = text(anon.get(f"/zarr/{site.zarr_id}/sharded/"))
-        assert 'id="array-chunks">8 × 8<' in page and "<dd>32 × 24</dd>" in page
+        assert 'id="array-chunks">8 × 8<' in page and 'id="array-shards">32 × 24<' in page
+        assert 'id="array-chunks-per-shard">4 × 3<' in page
         # larger than a thumbnail: every 3rd row and column
         big = Image.open(io.BytesIO(anon.get(f"/thumbnail/zarr/{site.zarr_id}/big").content))
         assert big.size == (100, 200)

@@ -6,6 +6,11 @@ decodes every codec it knows (v2 compressors and filters, v3 codec chains, shard
 chunk that is not stored reads as the fill value.  The slice maths are in
 :mod:`zarrchive.services.thumbnail`.
 
+A sharded array's shards are not read whole: a thumbnail reads each touched shard's index
+by a range request, validates it (:mod:`~zarrchive.services.shard_index`), then reads only
+the inner chunks the slice needs, by range (close ones joined into one request), and
+zarr-python decodes them as the chunks of the same array without sharding.
+
 Everything here is uploader-controlled, so each read is bounded before it is done: metadata
 documents by size (and by :mod:`~zarrchive.services.metadata_limits` before zarr-python
 parses them), chunk objects by the size their declared shape allows (known from the
@@ -23,12 +28,15 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zarr
 from PIL import Image
+from zarr.codecs import ShardingCodec
 from zarr.core.buffer import default_buffer_prototype
+from zarr.core.chunk_grids import RegularChunkGrid
+from zarr.core.metadata import ArrayV3Metadata
 from zarr.storage import MemoryStore
 
 from zarrchive.errors import ArchiveBusy, InvalidPath, StorageError
@@ -37,7 +45,23 @@ from zarrchive.services import chunk_guard, codec_names, metadata_limits, ngff, 
 from zarrchive.services.metadata_limits import V2_ARRAY, V2_ATTRS, V2_GROUP, V3_META, short
 from zarrchive.services.node_cache import NODE_CACHE, NodeView
 from zarrchive.services.runtime import Archive
-from zarrchive.services.thumbnail import NoThumbnail, SlicePlan, plan_slice, stretch
+from zarrchive.services.shard_index import (
+    ByteRange,
+    InvalidShard,
+    ShardRead,
+    coalesce,
+    group_by_shard,
+    holder,
+    parse_index,
+)
+from zarrchive.services.thumbnail import (
+    MAX_CHUNKS,
+    MAX_INNER_CHUNKS,
+    NoThumbnail,
+    SlicePlan,
+    plan_slice,
+    stretch,
+)
 from zarrchive.services.zarrs import ZarrRef
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
 from zarrchive.storage.objects import ObjectStore
@@ -55,6 +79,11 @@ MAX_CONCURRENT_THUMBNAILS = 2
 THUMBNAIL_WAIT_SECONDS = 5.0
 #: Bytes asked of S3 at a time by a bounded read.
 _READ_PIECE = 1024 * 1024
+#: Inner chunks of a shard this close (bytes) are read by one range request (zarr-python
+#: writes a shard's inner chunks in no set order: those a slice needs are rarely adjacent).
+RANGE_GAP = 16 * 1024
+#: Most range requests of inner chunks one thumbnail makes (after joining close ones).
+MAX_RANGE_READS = 256
 
 
 @dataclass(frozen=True)
@@ -74,6 +103,23 @@ class ArrayMeta:
     no_thumbnail: str | None
     #: Neuroglancer reads it (its data type and codecs: :func:`open_with.neuroglancer_reads`).
     neuroglancer: bool = False
+    #: A sharded array: how its shards are laid out (``None``: not sharded).
+    sharding: ShardingMeta | None = None
+
+
+@dataclass(frozen=True)
+class ShardingMeta:
+    """What the page tells of a sharded array's shards (``chunks`` is the inner chunks')."""
+
+    #: Inner chunks per shard along each dimension.
+    chunks_per_shard: tuple[int, ...]
+    #: The codecs of each inner chunk, and of the shard index (named for a person).
+    inner_codecs: list[str]
+    index_codecs: list[str]
+    #: ``start`` or ``end``.
+    index_location: str
+    #: Its inner chunks are shards in turn (the page shows the outer level only).
+    nested: bool
 
 
 @dataclass(frozen=True)
@@ -234,10 +280,21 @@ def _object_grid(array: zarr.Array[Any]) -> tuple[int, ...]:
     return tuple(int(n) for n in grid.chunk_shape)  # type: ignore[attr-defined]
 
 
-def _plan(array: zarr.Array[Any]) -> SlicePlan:
+def _plan(array: zarr.Array[Any], layout: chunk_guard.Layout) -> SlicePlan:
+    """The thumbnail's slice; for a sharded array, its chunks are the inner chunks it needs
+    (in the array's grid of inner chunks), in at most :data:`MAX_CHUNKS` shards."""
     if array.dtype.kind not in "biufc":
         raise NoThumbnail(f"values of type {short(array.dtype)} have no grey level")
-    return plan_slice(tuple(array.shape), _object_grid(array), array.dtype.itemsize)
+    shape, itemsize = tuple(array.shape), array.dtype.itemsize
+    if layout.shard is None:
+        return plan_slice(shape, _object_grid(array), itemsize)
+    plan = plan_slice(shape, layout.shard.inner_shape, itemsize, max_chunks=MAX_INNER_CHUNKS)
+    shards = len(group_by_shard(plan.chunks, layout.shard.index_layout))
+    if shards > MAX_CHUNKS:
+        raise NoThumbnail(
+            f"the slice touches {shards} shards; a thumbnail reads at most {MAX_CHUNKS}"
+        )
+    return plan
 
 
 def _attributes_document(zarr_format: int) -> str:
@@ -274,10 +331,28 @@ def _neuroglancer_reads(array: zarr.Array[Any]) -> bool:
     return open_with.neuroglancer_reads(3, name, None, codecs)
 
 
+def _sharding(array: zarr.Array[Any]) -> ShardingMeta | None:
+    """How *array*'s shards are laid out (``None``: it is not sharded)."""
+    if array.metadata.zarr_format != 3:
+        return None
+    found = [c for c in array.metadata.codecs if isinstance(c, ShardingCodec)]
+    if not found:
+        return None
+    sharding = found[0]
+    inner = tuple(int(n) for n in sharding.chunk_shape)
+    outer = _object_grid(array)
+    return ShardingMeta(
+        chunks_per_shard=tuple(-(-s // max(i, 1)) for s, i in zip(outer, inner, strict=False)),
+        inner_codecs=[_codec_name(c) for c in sharding.codecs],
+        index_codecs=[_codec_name(c) for c in sharding.index_codecs],
+        index_location=short(getattr(sharding.index_location, "value", "end")),
+        nested=any(isinstance(c, ShardingCodec) for c in sharding.codecs),
+    )
+
+
 def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
     try:
-        _plan(array)
-        chunk_guard.layout_of(array)
+        _plan(array, chunk_guard.layout_of(array))
         reason = None
     except NoThumbnail as exc:
         reason = str(exc)
@@ -295,6 +370,7 @@ def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
         attributes_document=_attributes_document(array.metadata.zarr_format),
         no_thumbnail=reason,
         neuroglancer=_neuroglancer_reads(array),
+        sharding=_sharding(array),
     )
 
 
@@ -482,7 +558,7 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
         if cached is not None:
             return _served(cached)
         try:
-            drawn: Drawn = _draw(store, zarr_row.id, directory, node)
+            drawn: Drawn = _draw(store, zarr_row.id, directory, node).png
         except NoThumbnail as exc:
             drawn = str(exc)
         THUMBNAILS.put(cache_key, drawn)
@@ -491,7 +567,45 @@ def thumbnail_png(archive: Archive, zarr_row: ZarrRef, directory: str) -> bytes:
         THUMBNAIL_SLOTS.release()
 
 
-def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> bytes:
+@dataclass
+class ChunkReads:
+    """What one thumbnail read of the array's chunk objects (its metadata aside)."""
+
+    #: Whole objects (chunks) read, and their bytes.
+    objects: int = 0
+    object_bytes: int = 0
+    #: Range requests (of shard indexes and inner chunks) made, and their bytes.
+    ranges: int = 0
+    range_bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add_object(self, size: int) -> None:
+        with self._lock:
+            self.objects += 1
+            self.object_bytes += size
+
+    def add_range(self, size: int) -> None:
+        with self._lock:
+            self.ranges += 1
+            self.range_bytes += size
+
+
+@dataclass(frozen=True)
+class Drawing:
+    png: bytes
+    reads: ChunkReads
+
+
+def draw(store: ObjectStore, zarr_id: str, directory: str) -> Drawing:
+    """The thumbnail of the array in *directory*, drawn afresh (no cache, no slot), and what
+    was read for it; :class:`NoThumbnail` when there is none."""
+    node = NODE_CACHE.get(store, checksum_node_key(zarr_id, directory))
+    if node is None:
+        raise NoThumbnail("no such directory")
+    return _draw(store, zarr_id, directory, node)
+
+
+def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> Drawing:
     documents = _metadata_documents(store, zarr_id, directory, node)
     refused = _oversized(node) or metadata_limits.refusal(documents)
     if refused is not None:
@@ -499,47 +613,169 @@ def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> b
     array = _open(documents) if documents else None
     if not isinstance(array, zarr.Array):
         raise NoThumbnail("the directory holds no Zarr array")
-    plan = _plan(array)
     layout = chunk_guard.layout_of(array)
-    keys = [array.metadata.encode_chunk_key(c) for c in plan.chunks]
-    bodies = store.map(lambda k: _read_chunk(store, zarr_id, directory, node, k, layout), keys)
-    chunks = {k: b for k, b in zip(keys, bodies, strict=True) if b}
+    plan = _plan(array, layout)
+    reads = ChunkReads()
+    source = _Source(store, zarr_id, directory, node, reads)
+    if layout.shard is None:
+        keys = [array.metadata.encode_chunk_key(c) for c in plan.chunks]
+        bodies = store.map(lambda k: _read_chunk(source, k, layout), keys)
+        objects = {**documents, **{k: b for k, b in zip(keys, bodies, strict=True) if b}}
+    else:
+        objects = _read_inner_chunks(source, array, plan, layout)
     try:
-        full = zarr.open_array(store=_memory_store({**documents, **chunks}), mode="r")
+        full = zarr.open_array(store=_memory_store(objects), mode="r")
         values = np.asarray(full[plan.selection()])
     except Exception as exc:  # a chunk that its codecs can't decode: the data's trouble
         raise NoThumbnail(f"the chunks could not be decoded ({type(exc).__name__})") from exc
     grey = stretch(values)
     buffer = io.BytesIO()
     Image.fromarray(grey).save(buffer, format="PNG")
-    return buffer.getvalue()
+    return Drawing(buffer.getvalue(), reads)
 
 
-def _read_chunk(
-    store: ObjectStore,
-    zarr_id: str,
-    directory: str,
-    node: NodeView,
-    key: str,
-    layout: chunk_guard.Layout,
-) -> bytes | None:
-    """The stored object *key* of the array in *directory* (``None``: not stored, it reads
-    as the fill value), refused before download when its size (known from its directory's
-    node) is more than *layout* allows, and before decoding when it decompresses to more."""
-    path = _prefix(directory) + key
-    parent, _, name = path.rpartition("/")
-    holder = (
-        node if parent == directory else NODE_CACHE.get(store, checksum_node_key(zarr_id, parent))
-    )
-    child = holder.files.get(name) if holder is not None else None
-    if child is None:
+@dataclass(frozen=True)
+class _Source:
+    """Where a thumbnail reads the stored objects of the array in *directory*."""
+
+    store: ObjectStore
+    zarr_id: str
+    directory: str
+    node: NodeView
+    reads: ChunkReads
+
+    def size(self, key: str) -> int | None:
+        """The size of the stored object *key* (from its directory's node: no request to
+        S3 when it is the array's own), ``None`` when not stored."""
+        path = _prefix(self.directory) + key
+        parent, _, name = path.rpartition("/")
+        holder_node = (
+            self.node
+            if parent == self.directory
+            else NODE_CACHE.get(self.store, checksum_node_key(self.zarr_id, parent))
+        )
+        child = holder_node.files.get(name) if holder_node is not None else None
+        return None if child is None else child.size
+
+    def object_key(self, key: str) -> str:
+        return zarr_object_key(self.zarr_id, _prefix(self.directory) + key)
+
+    def get_range(self, key: str, wanted: ByteRange, where: str) -> bytes:
+        """Exactly the bytes *wanted* of *key* (:class:`NoThumbnail`: the object changed)."""
+        body = self.store.get_range(self.object_key(key), wanted.start, wanted.length)
+        if body is None or len(body) != wanted.length:
+            raise NoThumbnail(f"{where} changed while it was read")
+        self.reads.add_range(len(body))
+        return body
+
+
+def _read_chunk(source: _Source, key: str, layout: chunk_guard.Layout) -> bytes | None:
+    """The stored object *key* of the array (``None``: not stored, it reads as the fill
+    value), refused before download when its size (known from its directory's node) is more
+    than *layout* allows, and before decoding when it decompresses to more."""
+    size = source.size(key)
+    if size is None:
         return None
     limit = layout.object_limit()
     where = f"chunk {short(key, 80)}"
-    if child.size > limit:
-        raise NoThumbnail(f"{where} is {child.size} bytes; its declared size allows {limit}")
-    body = _get_bounded(store, zarr_object_key(zarr_id, path), limit)
+    if size > limit:
+        raise NoThumbnail(f"{where} is {size} bytes; its declared size allows {limit}")
+    body = _get_bounded(source.store, source.object_key(key), limit)
     if body is None:
         raise NoThumbnail(f"{where} changed while it was read")
+    source.reads.add_object(len(body))
     chunk_guard.check_object(layout, body, where)
     return body
+
+
+def _inner_array_metadata(array: zarr.Array[Any], layout: chunk_guard.Layout) -> ArrayV3Metadata:
+    """The ``zarr.json`` of the array as if its inner chunks were its chunks (same shape,
+    data type, fill value; the inner chunks' codecs): zarr-python decodes an inner chunk
+    stored under its key there exactly as the sharding codec does."""
+    assert layout.shard is not None
+    metadata = cast(ArrayV3Metadata, array.metadata)
+    (sharding,) = [c for c in metadata.codecs if isinstance(c, ShardingCodec)]
+    inner = replace(
+        metadata,
+        chunk_grid=RegularChunkGrid(chunk_shape=layout.shard.inner_shape),
+        codecs=tuple(sharding.codecs),
+    )
+    return inner
+
+
+def _read_inner_chunks(
+    source: _Source, array: zarr.Array[Any], plan: SlicePlan, layout: chunk_guard.Layout
+) -> dict[str, bytes]:
+    """The objects of a store in which the thumbnail's slice reads as in the array: the
+    metadata of its inner chunks as chunks (:func:`_inner_array_metadata`), and the inner
+    chunks the slice needs, each read by a range of its shard found in the shard's index
+    (itself read by a range).  Every entry of an index is validated before any range it
+    names is read (:func:`~zarrchive.services.shard_index.parse_index`), and every inner
+    chunk is checked by :func:`~zarrchive.services.chunk_guard.check_inner_chunk` before
+    zarr-python decodes it."""
+    assert layout.shard is not None
+    shard = layout.shard
+    inner = _inner_array_metadata(array, layout)
+    wanted = group_by_shard(plan.chunks, shard.index_layout)
+    located = source.store.map(lambda read: _locate(source, array, layout, read), wanted)
+    # the ranges to read: inner chunks of a shard that lie close together are read as one
+    requests: list[tuple[str, ByteRange]] = []
+    pieces: list[tuple[str, ByteRange, tuple[int, ...]]] = []
+    for key, chunks in located:
+        if not chunks:
+            continue
+        joined = coalesce([r for _, r in chunks], RANGE_GAP)
+        requests += [(key, r) for r in joined]
+        pieces += [(key, r, coords) for coords, r in chunks]
+    if len(requests) > MAX_RANGE_READS:
+        raise NoThumbnail(
+            f"the slice's inner chunks need {len(requests)} range reads; a thumbnail makes at "
+            f"most {MAX_RANGE_READS}"
+        )
+    bodies = source.store.map(
+        lambda request: source.get_range(request[0], request[1], f"shard {short(request[0], 80)}"),
+        requests,
+    )
+    read = {request: body for request, body in zip(requests, bodies, strict=True)}
+    by_key: dict[str, list[ByteRange]] = {}
+    for key, request in requests:
+        by_key.setdefault(key, []).append(request)
+    objects = {V3_META: inner.to_buffer_dict(default_buffer_prototype())[V3_META].to_bytes()}
+    for key, wanted_range, coords in pieces:
+        outer = holder(by_key[key], wanted_range)
+        relative = wanted_range.within(outer)
+        data = read[(key, outer)][relative.start : relative.end]
+        where = f"an inner chunk of shard {short(key, 80)}"
+        chunk_guard.check_inner_chunk(layout, data, where)
+        objects[inner.encode_chunk_key(coords)] = data
+    return objects
+
+
+def _locate(
+    source: _Source, array: zarr.Array[Any], layout: chunk_guard.Layout, read: ShardRead
+) -> tuple[str, list[tuple[tuple[int, ...], ByteRange]]]:
+    """The key of the shard *read* names and, of the inner chunks needed of it, those it
+    stores with their byte ranges (its index read by a range and validated); an absent shard
+    stores none (they read as the fill value)."""
+    assert layout.shard is not None
+    index_layout = layout.shard.index_layout
+    key = array.metadata.encode_chunk_key(read.shard)
+    where = f"shard {short(key, 80)}"
+    size = source.size(key)
+    if size is None:
+        return key, []
+    limit = layout.object_limit()
+    if size > limit:
+        raise NoThumbnail(f"{where} is {size} bytes; its declared size allows {limit}")
+    try:
+        index_range = index_layout.index_range(size)
+        raw = source.get_range(key, index_range, where)
+        entries = parse_index(index_layout, raw, size, layout.shard.inner.object_limit())
+    except InvalidShard as exc:
+        raise NoThumbnail(f"{where}: {exc}") from None
+    found: list[tuple[tuple[int, ...], ByteRange]] = []
+    for position, coords in read.chunks:
+        entry = entries[position]
+        if entry is not None:
+            found.append((coords, entry))
+    return key, found

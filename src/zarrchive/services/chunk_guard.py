@@ -47,16 +47,14 @@ from zarr.codecs import (
 )
 from zarr.codecs.numcodecs._codecs import _NumcodecsCodec
 
-from zarrchive.services.metadata_limits import MAX_CODECS
+from zarrchive.services.metadata_limits import MAX_CODECS, short
+from zarrchive.services.shard_index import IndexLayout, InvalidShard, parse_index
 from zarrchive.services.thumbnail import NoThumbnail
 
 #: The most inner chunks a shard may hold for a thumbnail to read it.
 MAX_INNER_CHUNKS = 16_384
 #: The most memory an lzma decoder may use (its dictionary is declared by the stream).
 LZMA_MEMORY_LIMIT = 64 * 1024 * 1024
-#: A shard index entry: offset and length, two little-endian uint64.
-_INDEX_ENTRY = 16
-_EMPTY = 2**64 - 1
 _ZSTD_MAGIC = 0xFD2FB528
 
 
@@ -107,10 +105,18 @@ class Shard:
     index_at_start: bool
     index_checksum: bool
     inner: Layout
+    #: The shape of an inner chunk, and how many of them a shard holds along each dimension.
+    inner_shape: tuple[int, ...] = ()
+    chunks_per_shard: tuple[int, ...] = ()
 
     @property
     def index_bytes(self) -> int:
-        return self.inner_count * _INDEX_ENTRY + (4 if self.index_checksum else 0)
+        return self.index_layout.nbytes
+
+    @property
+    def index_layout(self) -> IndexLayout:
+        per = self.chunks_per_shard or (self.inner_count,)
+        return IndexLayout(per, at_start=self.index_at_start, checksum=self.index_checksum)
 
 
 @dataclass(frozen=True)
@@ -347,9 +353,17 @@ def v3_layout(codecs: Sequence[Any], chunk_shape: Sequence[int], itemsize: int) 
     if filters or after:
         raise NoThumbnail("codecs around sharding are not ones a thumbnail decodes")
     inner_shape = tuple(int(n) for n in sharding.chunk_shape)
-    if len(inner_shape) != len(chunk_shape) or any(n < 1 for n in inner_shape):
-        raise NoThumbnail("the shards' inner chunk shape does not fit the shard shape")
-    count = math.prod(-(-s // i) for s, i in zip(chunk_shape, inner_shape, strict=True))
+    if (
+        len(inner_shape) != len(chunk_shape)
+        or any(n < 1 for n in inner_shape)
+        or any(s % i for s, i in zip(chunk_shape, inner_shape, strict=True))
+    ):
+        raise NoThumbnail(
+            f"the shards' inner chunk shape {short(inner_shape, 80)} does not divide the shard "
+            f"shape {short(tuple(chunk_shape), 80)}"
+        )
+    per = tuple(s // i for s, i in zip(chunk_shape, inner_shape, strict=True))
+    count = math.prod(per)
     if count > MAX_INNER_CHUNKS:
         raise NoThumbnail(
             f"a shard holds {count} chunks; a thumbnail reads at most {MAX_INNER_CHUNKS}"
@@ -366,7 +380,8 @@ def v3_layout(codecs: Sequence[Any], chunk_shape: Sequence[int], itemsize: int) 
     if not plain or len(index) > 2 or (len(index) == 2 and not checksum):
         raise NoThumbnail("the shard index codecs are not ones a thumbnail decodes")
     at_start = getattr(sharding.index_location, "value", "end") == "start"
-    return Layout((), inner.decoded_limit * count, Shard(count, at_start, checksum, inner))
+    shard = Shard(count, at_start, checksum, inner, inner_shape, per)
+    return Layout((), inner.decoded_limit * count, shard)
 
 
 def layout_of(array: zarr.Array[Any]) -> Layout:
@@ -399,17 +414,28 @@ def check_object(layout: Layout, data: bytes, where: str) -> None:
         _check_chain(layout, data, where)
         return
     shard = layout.shard
-    size = shard.index_bytes
-    if len(data) < size:
-        raise NoThumbnail(f"{where} is shorter than its shard index")
-    index = data[:size] if shard.index_at_start else data[len(data) - size :]
-    entries = np.frombuffer(index, dtype="<u8", count=shard.inner_count * 2).reshape(-1, 2)
-    for offset, length in entries.tolist():
-        if offset == _EMPTY and length == _EMPTY:
-            continue
-        if offset + length > len(data):
-            raise NoThumbnail(f"{where}'s shard index points past its end")
-        _check_chain(shard.inner, data[offset : offset + length], f"an inner chunk of {where}")
+    try:
+        index = shard.index_layout.index_range(len(data))
+        entries = parse_index(
+            shard.index_layout, data[index.start : index.end], len(data), shard.inner.object_limit()
+        )
+    except InvalidShard as exc:
+        raise NoThumbnail(f"{where}: {exc}") from None
+    for entry in entries:
+        if entry is not None:
+            check_inner_chunk(layout, data[entry.start : entry.end], f"an inner chunk of {where}")
+
+
+def check_inner_chunk(layout: Layout, data: bytes, where: str) -> None:
+    """:class:`NoThumbnail` unless *data*, an inner chunk of a shard of *layout*, decodes
+    within its inner chain's bounds (the caller has bounded its length by the index)."""
+    if layout.shard is None:
+        raise ValueError("not the layout of a sharded array")
+    inner = layout.shard.inner
+    limit = inner.object_limit()
+    if len(data) > limit:
+        raise NoThumbnail(f"{where} is {len(data)} bytes; its declared size allows {limit}")
+    _check_chain(inner, data, where)
 
 
 def _check_chain(layout: Layout, data: bytes, where: str) -> None:

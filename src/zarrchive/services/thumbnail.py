@@ -17,6 +17,9 @@ import numpy.typing as npt
 MAX_SIDE = 256
 #: Most stored objects (chunks, or shards) one thumbnail may read.
 MAX_CHUNKS = 64
+#: Most inner chunks of shards one thumbnail may read (each by a range of its shard; those
+#: of a shard that lie close together are read as one range).
+MAX_INNER_CHUNKS = 1024
 #: Most bytes the chunks one thumbnail reads may hold once decoded.
 MAX_DECODED_BYTES = 128 * 1024 * 1024
 #: Percentiles of the contrast stretch: the darkest and brightest 1% saturate.

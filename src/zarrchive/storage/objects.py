@@ -43,6 +43,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound", "NoSuchVersion"}
+#: What S3 answers a range that starts past the end of the object.
+_UNSATISFIABLE = {"416", "InvalidRange"}
 #: What S3 answers credentials that may not do something.
 _DENIED = {"403", "AccessDenied", "NotImplemented", "501"}
 #: S3's answers that say "later": the request may succeed when retried.
@@ -360,6 +362,31 @@ class ObjectStore:
             return None
         with s3_errors(f"GET {key!r} (reading)"):
             data: bytes = response["Body"].read()
+        return data
+
+    def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """At most *length* bytes of *key* from byte *start* (fewer when the object ends
+        sooner, none when it ends before *start*), or ``None`` when *key* is absent."""
+        if start < 0 or length < 1:
+            raise ValueError(f"a range needs start >= 0 and length >= 1, not {start}, {length}")
+        try:
+            with s3_errors(f"GET {key!r} (range)"):
+                response = self.client.get_object(
+                    Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"
+                )
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND:
+                return None
+            if isinstance(cause, ClientError) and _code(cause) in _UNSATISFIABLE:
+                return b""
+            raise
+        with s3_errors(f"GET {key!r} (reading a range)"):
+            body = response["Body"]
+            try:
+                data: bytes = body.read(length)
+            finally:
+                body.close()
         return data
 
     def put(

@@ -61,6 +61,11 @@ class ObjectStoreProtocol(Protocol):
         """The content of *key*, ``None`` when absent (or its latest version is a delete marker)."""
         ...
 
+    def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """At most *length* bytes of *key* from byte *start* (fewer when it ends sooner),
+        or ``None`` when absent."""
+        ...
+
     def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
         """The content of *key* and the ETag of exactly that content, or ``None``."""
         ...
