@@ -24,7 +24,6 @@ import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import event, select
 from sqlalchemy.exc import IntegrityError
@@ -436,6 +435,15 @@ def blobs_of(archive: Archive, asset_ids: list[str] | None) -> list[str]:
         return sorted(b for b in session.scalars(query) if b is not None)
 
 
+def blob_sizes(archive: Archive, blob_ids: list[str]) -> dict[str, int]:
+    """The size of each blob (for progress)."""
+    with archive.db.session() as session:
+        return {
+            b: int(n)
+            for b, n in session.execute(select(Blob.id, Blob.size).where(Blob.id.in_(blob_ids)))
+        }
+
+
 def after_unembargo(archive: Archive, dandiset_id: int, moved_blob_ids: Iterable[str]) -> None:
     """The dandiset's blobs moved to the public bucket: drop their private LINDI files and
     rewrite each public blob's file for its public URL (never fails the unembargo)."""
@@ -471,10 +479,3 @@ def after_unembargo(archive: Archive, dandiset_id: int, moved_blob_ids: Iterable
             queue_conversion(archive, blob_id)
     except Exception:
         log.exception("could not rewrite the LINDI files of dandiset %s", dandiset_id)
-
-
-def describe(status: LindiStatus | None) -> dict[str, Any]:
-    """``{"state": ..., "reason": ...}`` of a status, for JSON."""
-    if status is None:
-        return {"state": None, "reason": None}
-    return {"state": status.state.value, "reason": status.reason}
