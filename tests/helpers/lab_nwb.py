@@ -60,7 +60,9 @@ def write_lab_nwb(path: Path, *, seed: int = 0, samples: int = 2000) -> Path:
     )
     behavior.add(position)
     # a soft link: this series shares the timestamps of the position
-    behavior.add(TimeSeries(name="speed", data=rng.normal(size=400), unit="cm/s", timestamps=position))
+    behavior.add(
+        TimeSeries(name="speed", data=rng.normal(size=400), unit="cm/s", timestamps=position)
+    )
     # trials: the timeseries column is compound (idx_start, count, an object reference)
     for trial in range(3):
         nwb.add_trial(start_time=trial * 1.0, stop_time=trial + 0.5, timeseries=[position])

@@ -121,7 +121,11 @@ def _same_datasets(ours: File, local: Path) -> None:
         assert sorted(got) == sorted(expected)
         for path, value in expected.items():
             mine = got[path]
-            if isinstance(value, np.ndarray) and value.dtype.names is None and value.dtype.kind != "O":
+            if (
+                isinstance(value, np.ndarray)
+                and value.dtype.names is None
+                and value.dtype.kind != "O"
+            ):
                 assert mine.dtype == value.dtype, path
                 np.testing.assert_array_equal(mine, value, err_msg=path)
             elif isinstance(value, h5py.Reference):
@@ -224,7 +228,10 @@ def test_an_embargoed_nwb_is_read_by_owners_only_and_the_token_never_reaches_s3(
     # the file lives in the private bucket only
     assert archive.embargo_store.head(lindi_files.lindi_key(blob_id)) is not None
     assert archive.store.head(lindi_files.lindi_key(blob_id)) is None
-    assert httpx.get(archive.embargo_store.public_url(lindi_files.lindi_key(blob_id))).status_code == 403
+    assert (
+        httpx.get(archive.embargo_store.public_url(lindi_files.lindi_key(blob_id))).status_code
+        == 403
+    )
     with httpx.Client(headers={"Authorization": f"token {users.other}"}) as other:
         for client, status in ((anon, 401), (other, 404)):
             assert client.get(lindi_url).status_code in (status, 404)
@@ -256,13 +263,11 @@ def test_an_embargoed_nwb_is_read_by_owners_only_and_the_token_never_reaches_s3(
     assert all(token not in u for u, _ in seen)
 
     # lindi 0.4.6, the same way
-    env = {**os.environ, "LINDI_TEST_TOKEN": token}
-    os.environ["LINDI_TEST_TOKEN"] = token
+    os.environ["LINDI_TEST_TOKEN"] = token  # run_oracle passes the environment on
     try:
         theirs = run_oracle(lindi_python, LINDI_OWNER_DUMP, lindi_url, api_base, cwd=tmp_path)
     finally:
         os.environ.pop("LINDI_TEST_TOKEN", None)
-    del env
     assert theirs == _expected(path)
 
 
@@ -303,10 +308,14 @@ def test_a_non_hdf5_blob_gets_none_and_a_corrupt_one_fails_once_with_its_reason(
     archive: Archive,
     tmp_path: Path,
 ) -> None:
-    text = ok(attach(api, dandiset, "notes.nwb", blob_id=upload_by("md5", api, dandiset, b"x" * 4000)))
+    text = ok(
+        attach(api, dandiset, "notes.nwb", blob_id=upload_by("md5", api, dandiset, b"x" * 4000))
+    )
     _, real = _nwb(tmp_path, seed=5)
     corrupt_bytes = real[:4096] + bytes(len(real) - 4096)  # the signature, then zeros
-    corrupt = ok(attach(api, dandiset, "broken.nwb", blob_id=upload_by("md5", api, dandiset, corrupt_bytes)))
+    corrupt = ok(
+        attach(api, dandiset, "broken.nwb", blob_id=upload_by("md5", api, dandiset, corrupt_bytes))
+    )
     assert held.run("lindi:") == 2
     info = ok(anon.get(f"/api/assets/{text['asset_id']}/info/"))
     assert (info["lindi_state"], info["lindi_url"]) == (None, None)

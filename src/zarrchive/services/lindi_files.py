@@ -32,9 +32,9 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Blob, LindiFile, LindiState, Version, utcnow
 from zarrchive.errors import (
     ArchiveBusy,
-    LindiTooLarge,
     NotFound,
     StorageError,
+    ZarrchiveError,
 )
 from zarrchive.lindi.convert import ConvertOptions
 from zarrchive.lindi.rangefile import RangeFile
@@ -310,12 +310,11 @@ def failure_reason(exc: BaseException) -> str:
     """What a failed conversion says (bounded: it is shown on pages)."""
     if isinstance(exc, MemoryError):
         text = "too big to convert in bounded memory"
-    elif isinstance(exc, LindiTooLarge):
+    elif isinstance(exc, ZarrchiveError):  # unsupported by LINDI, too big or too deep
         text = str(exc)
-    elif isinstance(exc, OSError):
-        text = f"not a readable HDF5 file: {exc}"
-    else:
-        text = f"{exc}" if str(exc) else type(exc).__name__
+    else:  # what h5py says of a file it cannot read
+        detail = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        text = f"not a readable HDF5 file ({type(exc).__name__}: {detail})"
     return text[:500]
 
 
