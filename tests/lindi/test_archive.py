@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
 import warnings
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ LINDI_OWNER_DUMP = (
     DUMP
     + r"""
 import os
+import urllib.parse
 import requests
 import lindi
 from lindi.LindiRemfile.additional_url_resolvers import add_additional_url_resolver
@@ -191,6 +193,13 @@ def test_an_nwb_asset_gets_a_lindi_file_that_lindi_pynwb_and_ours_read(
     urls = {v[0] for v in rfs["refs"].values() if isinstance(v, list)}
     urls = {rfs.get("templates", {}).get(u[2:-2], u) for u in urls}
     assert urls == {archive.store.public_url(archive_blob_key(archive, blob_id))}
+
+    # the files page links it, and Neurosift opens the public NWB through it
+    page = anon.get(f"/dandiset/{dandiset}/draft/files", params={"location": "sub-1"})
+    assert page.status_code == 200, page.text
+    assert f'href="/api/assets/{asset["asset_id"]}/lindi.json"' in page.text
+    quoted = urllib.parse.quote(redirect.headers["location"], safe="")
+    assert f"https://neurosift.app/nwb?url={quoted}" in page.text
 
     theirs = run_oracle(lindi_python, LINDI_DUMP, lindi_url, cwd=tmp_path)
     assert theirs == _expected(path)

@@ -66,7 +66,9 @@ def test_is_hdf5_finds_the_signature_exactly_where_a_user_block_may_end(
 def test_a_range_file_reads_what_the_bytes_hold(
     content: bytes, block: int, blocks: int, ops: list[tuple[int, int]]
 ) -> None:
-    f = RangeFile(lambda o, n: content[o : o + n], len(content), block_size=block, max_blocks=blocks)
+    f = RangeFile(
+        lambda o, n: content[o : o + n], len(content), block_size=block, max_blocks=blocks
+    )
     for offset, n in ops:
         f.seek(offset)
         got = f.read(n)
