@@ -1,8 +1,9 @@
 """The archive's LINDI files (issue 22): opening an NWB asset with pynwb through its LINDI file
 vs h5py over HTTP range reads of its blob, both against the same throwaway archive.
 
-An NWB file of about 200 MB (a chunked 2-D ElectricalSeries, and a few hundred objects:
-TimeSeries with data, timestamps and attributes, an electrodes table) is uploaded to a
+An NWB file of about 200 MB (a chunked 2-D ElectricalSeries of about 100 MB, an electrodes
+table, and 300 TimeSeries of 320 kB each: a few hundred objects spread through the file,
+as a lab's file of many series is) is uploaded to a
 local archive (``bench/local_archive.py``) whose S3 is reached through a small reverse
 proxy of this script, and converted by the archive's own job code in a child process
 (``convert_blob``: its wall time and peak RSS).  Then, for each case, "open" is pynwb's
@@ -98,7 +99,6 @@ class _Proxy(BaseHTTPRequestHandler):
             try:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 response = conn.getresponse()
-                data = response.read()
                 break
             except (http.client.HTTPException, OSError):
                 conn.close()
@@ -106,20 +106,24 @@ class _Proxy(BaseHTTPRequestHandler):
                 if attempt:
                     raise
         self.send_response_only(response.status, response.reason)
-        head = self.command == "HEAD"
+        length = response.getheader("Content-Length")
         for key, value in response.getheaders():
-            skip = (
-                ("connection", "transfer-encoding")
-                if head
-                else ("connection", "transfer-encoding", "content-length")
-            )
-            if key.lower() not in skip:
+            if key.lower() not in ("connection", "transfer-encoding"):
                 self.send_header(key, value)
-        if not head:
+        if length is None and self.command != "HEAD":
+            data = response.read()
             self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
+            self.end_headers()
             self.wfile.write(data)
+            return
+        self.end_headers()
+        try:  # streamed: a client that stops reading (a length probe) stops the copy
+            while block := response.read(1 << 20):
+                self.wfile.write(block)
+        except OSError:
+            conn.close()
+            self._local.conn = None
+            self.close_connection = True
 
     do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward  # noqa: N815
 
@@ -149,7 +153,7 @@ def counting_app(app: Any) -> Any:
 
 
 # -- the NWB file -------------------------------------------------------------------------------
-def make_nwb(path: Path, rows: int, n_series: int) -> None:
+def make_nwb(path: Path, rows: int, n_series: int, samples: int) -> None:
     from hdmf.backends.hdf5.h5_utils import H5DataIO
     from pynwb import NWBHDF5IO, NWBFile, TimeSeries
     from pynwb.ecephys import ElectricalSeries
@@ -180,9 +184,9 @@ def make_nwb(path: Path, rows: int, n_series: int) -> None:
         nwb.add_acquisition(
             TimeSeries(
                 name=f"series{i:03d}",
-                data=rng.normal(size=200),
+                data=rng.normal(size=samples),
                 unit="V",
-                timestamps=np.arange(200) / 10.0,
+                rate=10.0,
                 description=f"series {i}",
             )
         )
@@ -225,18 +229,27 @@ def upload(api: httpx.Client, dandiset: str, path: Path) -> str:
     return str(done["blob_id"])
 
 
+#: The conversion in a child process: its peak RSS is the kernel's VmHWM (``ru_maxrss``
+#: would carry the parent's high-water mark across ``exec``).
 CONVERT = r"""
-import json, os, resource, sys, time
+import json, os, sys, time
+
+def hwm_kb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
 from zarrchive.config import Settings
 from zarrchive.services import lindi_files
 from zarrchive.services.runtime import Archive
 archive = Archive.from_settings(Settings.from_env(), migrate=False)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = hwm_kb()
 start = time.perf_counter()
 status = lindi_files.convert_blob(archive, sys.argv[1], force=True)
 seconds = time.perf_counter() - start
 print(json.dumps({"status": status.text, "seconds": seconds, "base_kb": base,
-                  "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "peak_kb": hwm_kb()}))
 """
 
 
@@ -312,10 +325,11 @@ def measure(fn: Callable[[], float], delay: float, repeat: int) -> dict[str, Any
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=800_000, help="rows of the 64-column i2 array")
+    parser.add_argument("--series", type=int, default=300, help="TimeSeries (2 objects each)")
     parser.add_argument(
-        "--rows", type=int, default=1_600_000, help="rows of the 64-column i2 array"
+        "--samples", type=int, default=40_000, help="float64 samples of each TimeSeries"
     )
-    parser.add_argument("--series", type=int, default=150, help="TimeSeries (3 objects each)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per loopback case (median)")
     parser.add_argument("--delay", type=float, default=0.1, help="the simulated round trip (s)")
     args = parser.parse_args()
@@ -342,7 +356,7 @@ def main() -> None:
     with local_archive("lindi-archive-bench-", wrap=counting_app) as (archive, url, work):
         nwb = work / "bench.nwb"
         start = time.perf_counter()
-        make_nwb(nwb, args.rows, args.series)
+        make_nwb(nwb, args.rows, args.series, args.samples)
         size = nwb.stat().st_size
         print(f"NWB: {size / 1e6:.0f} MB in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         with archive.db.session() as session:
