@@ -265,7 +265,8 @@ def move_to_public(
     log.info("dandiset %06d is public: %d object versions copied", dandiset_id, mover.copied)
     for zarr_id in zarr_ids:
         queue_manifest(archive, zarr_id)
-    lindi_files.after_unembargo(archive, dandiset_id, list(blobs))  # rewritten for public URLs
+    moved = [i for i in blobs if i not in shared]  # shared ones stay private for the others
+    lindi_files.after_unembargo(archive, dandiset_id, moved)  # rewritten for public URLs
 
 
 def _dandiset_blobs(session: Session, dandiset_id: int, *, embargoed: bool) -> list[Blob]:
