@@ -72,8 +72,16 @@ print(json.dumps(dump(f)))
 )
 
 
-def _nwb(tmp_path: Path, seed: int) -> tuple[Path, bytes]:
-    path = write_lab_nwb(tmp_path / f"lab{seed}.nwb", seed=seed)
+@pytest.fixture(scope="module")
+def lab_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the module's NWB files are made, once per seed (both databases share them)."""
+    return tmp_path_factory.mktemp("lab-nwb")
+
+
+def _nwb(lab_dir: Path, seed: int) -> tuple[Path, bytes]:
+    path = lab_dir / f"lab{seed}.nwb"
+    if not path.exists():
+        write_lab_nwb(path, seed=seed)
     return path, path.read_bytes()
 
 
@@ -168,8 +176,9 @@ def test_an_nwb_asset_gets_a_lindi_file_that_lindi_pynwb_and_ours_read(
     archive: Archive,
     lindi_python: str,
     tmp_path: Path,
+    lab_dir: Path,
 ) -> None:
-    path, data = _nwb(tmp_path, seed=1 if route == "md5" else 2)
+    path, data = _nwb(lab_dir, seed=1 if route == "md5" else 2)
     blob_id = upload_by(route, api, dandiset, data)
     asset = ok(attach(api, dandiset, "sub-1/sub-1_ecephys.nwb", blob_id=blob_id))
     lindi_url = f"{api.base_url}/api/assets/{asset['asset_id']}/lindi.json"
@@ -225,10 +234,11 @@ def test_an_embargoed_nwb_is_read_by_owners_only_and_the_token_never_reaches_s3(
     archive: Archive,
     lindi_python: str,
     tmp_path: Path,
+    lab_dir: Path,
 ) -> None:
     secret = ok(api.post("/api/dandisets/", json={"name": "secret", "embargo": True}))
     identifier = secret["identifier"]
-    path, data = _nwb(tmp_path, seed=3)
+    path, data = _nwb(lab_dir, seed=3)
     blob_id = upload_by("md5", api, identifier, data)
     asset = ok(attach(api, identifier, "sub-1/secret.nwb", blob_id=blob_id))
     held.run("lindi:")
@@ -285,11 +295,11 @@ def test_unembargo_rewrites_the_lindi_file_for_the_public_url(
     anon: httpx.Client,
     held: HeldJobQueue,
     archive: Archive,
-    tmp_path: Path,
+    lab_dir: Path,
 ) -> None:
     secret = ok(api.post("/api/dandisets/", json={"name": "secret", "embargo": True}))
     identifier = secret["identifier"]
-    path, data = _nwb(tmp_path, seed=4)
+    path, data = _nwb(lab_dir, seed=4)
     blob_id = upload_by("md5", api, identifier, data)
     asset = ok(attach(api, identifier, "a.nwb", blob_id=blob_id))
     held.run("lindi:")
@@ -315,12 +325,12 @@ def test_a_non_hdf5_blob_gets_none_and_a_corrupt_one_fails_once_with_its_reason(
     dandiset: str,
     held: HeldJobQueue,
     archive: Archive,
-    tmp_path: Path,
+    lab_dir: Path,
 ) -> None:
     text = ok(
         attach(api, dandiset, "notes.nwb", blob_id=upload_by("md5", api, dandiset, b"x" * 4000))
     )
-    _, real = _nwb(tmp_path, seed=5)
+    _, real = _nwb(lab_dir, seed=5)
     corrupt_bytes = real[:4096] + bytes(len(real) - 4096)  # the signature, then zeros
     corrupt = ok(
         attach(api, dandiset, "broken.nwb", blob_id=upload_by("md5", api, dandiset, corrupt_bytes))
@@ -349,9 +359,13 @@ def test_a_non_hdf5_blob_gets_none_and_a_corrupt_one_fails_once_with_its_reason(
 
 
 def test_a_conversion_that_keeps_crashing_fails_after_its_attempts(
-    api: httpx.Client, dandiset: str, held: HeldJobQueue, archive: Archive, tmp_path: Path
+    api: httpx.Client,
+    dandiset: str,
+    held: HeldJobQueue,
+    archive: Archive,
+    lab_dir: Path,
 ) -> None:
-    _, data = _nwb(tmp_path, seed=6)
+    _, data = _nwb(lab_dir, seed=6)
     blob_id = upload_by("md5", api, dandiset, data)
     ok(attach(api, dandiset, "a.nwb", blob_id=blob_id))
     with archive.db.write_session() as session:  # as if the worker died that many times
@@ -371,11 +385,11 @@ def test_backfill_converts_existing_blobs_and_gc_leaves_lindi_files_alone(
     zarr_id: str,
     archive: Archive,
     settings: Any,
-    tmp_path: Path,
+    lab_dir: Path,
 ) -> None:
     from zarrchive.cli import app
 
-    _, data = _nwb(tmp_path, seed=7)
+    _, data = _nwb(lab_dir, seed=7)
     blob_id = upload_by("md5", api, dandiset, data)  # no job queue: the file waits
     asset = ok(attach(api, dandiset, "a.nwb", blob_id=blob_id))
     text = ok(attach(api, dandiset, "b.txt", blob_id=upload_by("md5", api, dandiset, b"hello")))
