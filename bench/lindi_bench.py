@@ -1,5 +1,8 @@
 """LINDI benchmark: conversion time (ours vs lindi 0.4.6) and slice reads (ours vs h5py).
 
+(The archive's LINDI files, opened with pynwb through the API vs h5py over range reads of
+the blob, are measured by ``bench/lindi_archive_bench.py``.)
+
 The NWB file is generated in a temporary directory: a few hundred datasets
 (TimeSeries with data, timestamps and attributes, an electrodes table) and a
 chunked 2-D ElectricalSeries of about 10^4 chunks.  Run from the repository root:

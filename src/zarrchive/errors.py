@@ -181,6 +181,10 @@ class UnsupportedDatatype(LindiError, InvalidInput):
     """An HDF5 dataset or attribute has a type or shape LINDI cannot represent."""
 
 
+class LindiTooLarge(LindiError, InvalidInput):
+    """An HDF5 file is too big or too deep to convert within the archive's bounds."""
+
+
 class InvalidLindiFile(LindiError, InvalidInput):
     """A LINDI reference file system or Zarr hierarchy is malformed."""
 

@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -280,9 +281,18 @@ class AssetIn(RequestModel):
     zarr_id: str | None = Field(default=None, description="A Zarr of the same dandiset")
 
 
+class LindiFileState(StrEnum):
+    """Where an HDF5 asset's LINDI file is."""
+
+    PENDING = "pending"
+    READY = "ready"
+    FAILED = "failed"
+
+
 class AssetOut(BaseModel):
     """An asset as DANDI lists it (`asset_id`, `blob` or `zarr`, `path`, `size`, `created`,
-    `modified`, `metadata`) plus `blob_id`/`zarr_id`, `dandiset` and `version`."""
+    `modified`, `metadata`) plus `blob_id`/`zarr_id`, `dandiset` and `version`, and for an
+    HDF5 (NWB) blob its LINDI file: `lindi_url`, `lindi_state`, `lindi_error`."""
 
     asset_id: str
     blob: str | None
@@ -298,6 +308,14 @@ class AssetOut(BaseModel):
     version: str
     blob_id: str | None
     zarr_id: str | None
+    lindi_url: str | None = Field(
+        default=None,
+        description="The asset's LINDI file (HDF5/NWB blobs only; readable when `ready`)",
+    )
+    lindi_state: LindiFileState | None = Field(
+        default=None, description="pending, ready or failed (null: not HDF5, or a Zarr)"
+    )
+    lindi_error: str | None = Field(default=None, description="Why it failed")
 
 
 class AssetPathOut(BaseModel):

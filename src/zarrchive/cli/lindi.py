@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import typer
@@ -45,6 +46,42 @@ def convert(
         },
     )
     print(path)
+
+
+@app.command("backfill")
+@_one_line_errors
+def backfill(
+    assets: list[str] = typer.Argument(None, help="Asset ids (or give --all)."),
+    all_assets: bool = typer.Option(
+        False, "--all", help="Every blob of every asset that has no LINDI file yet."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    """Write the LINDI files of existing HDF5/NWB blobs (of the archive of `zarrchive serve`,
+    as `zarrchive admin` finds it).  With --all, blobs whose file is written, failed or
+    not HDF5 are left as they are; named ASSETs are converted again if their file failed.
+    Prints one line per blob: its id, then ready, failed: reason, or not-hdf5."""
+    from zarrchive.cli._common import fail, make_progress, open_archive
+    from zarrchive.services import lindi_files
+
+    if bool(assets) == all_assets:
+        raise fail("give asset ids, or --all (not both)")
+    counts: dict[str, int] = {}
+    with open_archive() as archive:
+        blob_ids = lindi_files.blobs_of(archive, None if all_assets else list(assets))
+        sizes = lindi_files.blob_sizes(archive, blob_ids)
+        with make_progress(quiet) as progress:
+            progress.start("converting", files=len(blob_ids), nbytes=sum(sizes.values()))
+            for blob_id in blob_ids:
+                status = lindi_files.convert_blob(archive, blob_id, force=not all_assets)
+                text = "gone" if status is None else status.text
+                counts[text.partition(":")[0]] = counts.get(text.partition(":")[0], 0) + 1
+                print(f"{blob_id}\t{text}")
+                progress.advance(files=1, nbytes=sizes.get(blob_id, 0))
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "nothing"
+    print(f"{len(blob_ids)} blobs: {summary}", file=sys.stderr)
+    if counts.get("failed"):
+        raise typer.Exit(1)
 
 
 @app.command("to-zarr")

@@ -113,6 +113,18 @@ class BlobValidation(StrEnum):
     FAILED = "failed"
 
 
+class LindiState(StrEnum):
+    """Where a blob's LINDI file is (see :mod:`zarrchive.services.lindi_files`)."""
+
+    #: a background job will (re)write it
+    PENDING = "pending"
+    READY = "ready"
+    #: the conversion failed for good: ``reason`` says why (too big or too deep, unsupported)
+    FAILED = "failed"
+    #: the blob is not HDF5: it has no LINDI file
+    NOT_HDF5 = "not-hdf5"
+
+
 def _one_of(column: str, values: type[StrEnum], *, nullable: bool = False) -> str:
     """SQL of a CHECK constraint: *column* holds one of the enum's values."""
     listed = ", ".join(f"'{v.value}'" for v in values)
@@ -443,3 +455,30 @@ class AuditRecord(Base):
     admin: Mapped[bool] = mapped_column(Boolean, default=False)
     record_type: Mapped[str] = mapped_column(String(32))
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class LindiFile(Base):
+    """The LINDI file of one blob content (HDF5/NWB): its state and where its JSON lives.
+
+    One row per blob (assets sharing a blob share it), deleted with its blob.  The JSON is
+    in the blob's bucket at :func:`zarrchive.services.lindi_files.lindi_key`; ``embargoed``
+    tells which bucket (and which chunk URLs) it was written for, so an unembargoed blob's
+    file is known to be stale."""
+
+    __tablename__ = "lindi_files"
+    __table_args__ = (CheckConstraint(_one_of("state", LindiState), name="ck_lindi_state"),)
+
+    blob_id: Mapped[str] = mapped_column(
+        ForeignKey("blobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    state: Mapped[str] = mapped_column(String(16), default=LindiState.PENDING.value)
+    #: why it failed (``failed``), for people
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: the bucket it was written to: the embargo bucket (chunk URLs through the API) or not
+    embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: bytes of the written JSON
+    size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: conversions started since it was last asked for (a crash counts): bounded retries
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    modified_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

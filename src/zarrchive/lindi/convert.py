@@ -43,13 +43,21 @@ class ConvertOptions:
     - ``contiguous_max_chunk_bytes``: contiguous datasets larger than this are
       referenced as several row-aligned chunks of about this size (``None``: one chunk);
     - ``inline_max_elements``: numeric datasets with fewer elements are stored inline;
-    - ``use_templates``: URLs used 5 times or more become ``{{uN}}`` templates.
+    - ``use_templates``: URLs used 5 times or more become ``{{uN}}`` templates;
+    - ``max_objects``, ``max_depth``, ``max_refs``, ``max_decoded_bytes``: bounds of a
+      conversion of hostile input (``None``: none): groups and datasets, nesting of groups,
+      entries of the reference file system, bytes of one dataset decoded into the JSON
+      (strings, compounds, references).  Past one, :class:`~zarrchive.errors.LindiTooLarge`.
     """
 
     external_array_link_threshold: int | None = 1000
     contiguous_max_chunk_bytes: int | None = 20_000_000
     inline_max_elements: int = 1000
     use_templates: bool = True
+    max_objects: int | None = None
+    max_depth: int | None = None
+    max_refs: int | None = None
+    max_decoded_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if (
@@ -61,6 +69,28 @@ class ConvertOptions:
             raise InvalidInput("contiguous_max_chunk_bytes must be >= 1 or None")
         if self.inline_max_elements < 0:
             raise InvalidInput("inline_max_elements must be >= 0")
+        for name in ("max_objects", "max_depth", "max_refs", "max_decoded_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InvalidInput(f"{name} must be >= 1 or None")
+
+
+def check_bounds(
+    options: ConvertOptions, *, objects: int, depth: int, refs: int, decoded_bytes: int = 0
+) -> str | None:
+    """What bound of *options* a conversion passes (``None``: within them all)."""
+    if options.max_objects is not None and objects > options.max_objects:
+        return f"too big to convert: more than {options.max_objects} groups and datasets"
+    if options.max_depth is not None and depth > options.max_depth:
+        return f"too deep to convert: groups nested more than {options.max_depth} levels"
+    if options.max_refs is not None and refs > options.max_refs:
+        return f"too big to convert: more than {options.max_refs} LINDI entries"
+    if options.max_decoded_bytes is not None and decoded_bytes > options.max_decoded_bytes:
+        return (
+            f"too big to convert: a dataset of {decoded_bytes} bytes to decode into the LINDI"
+            f" file (at most {options.max_decoded_bytes})"
+        )
+    return None
 
 
 # -- dtypes and metadata ------------------------------------------------------

@@ -7,12 +7,13 @@ Everything that touches h5py lives here; the decisions are the pure rules of
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import h5py
 import numpy as np
@@ -22,6 +23,7 @@ import zarrchive.lindi.convert as rules
 import zarrchive.lindi.refs as rfs_mod
 from zarrchive.errors import (
     InvalidInput,
+    LindiTooLarge,
     UnsupportedDatatype,
     UnsupportedLink,
     UnsupportedReference,
@@ -42,8 +44,17 @@ def location_of(source: str | os.PathLike[str]) -> str:
 
 
 @contextmanager
-def open_hdf5(source: str | os.PathLike[str]) -> Iterator[h5py.File]:
-    """An h5py file for a local path or an http(s) URL (read with range requests)."""
+def open_hdf5(source: str | os.PathLike[str] | IO[bytes] | io.RawIOBase) -> Iterator[h5py.File]:
+    """An h5py file for a local path, an http(s) URL (read with range requests) or a
+    seekable binary file object (read through h5py's file-object driver)."""
+    if not isinstance(source, str | os.PathLike):
+        try:
+            h5 = h5py.File(source, "r")
+        except OSError as exc:
+            raise InvalidInput(f"not a readable HDF5 file: {exc}") from exc
+        with h5:
+            yield h5
+        return
     text = os.fspath(source)
     with ExitStack() as stack:
         if rfs_mod.is_remote(text):
@@ -65,20 +76,26 @@ def open_hdf5(source: str | os.PathLike[str]) -> Iterator[h5py.File]:
 
 
 def hdf5_to_rfs(
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | IO[bytes] | io.RawIOBase,
     *,
     options: rules.ConvertOptions | None = None,
     url: str | None = None,
     generation_metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The LINDI reference file system of the HDF5 file at *source* (path or URL).
+    """The LINDI reference file system of the HDF5 file at *source* (path, URL or a
+    seekable binary file object).
 
     *url* is the location written into the references (default: *source*, made
-    absolute if local).  *generation_metadata* becomes ``generationMetadata``.
+    absolute if local; required for a file object).  *generation_metadata* becomes
+    ``generationMetadata``.
     """
     options = options or rules.ConvertOptions()
+    if url is None:
+        if not isinstance(source, str | os.PathLike):
+            raise InvalidInput("give the url to write into the references of a file object")
+        url = location_of(source)
     with open_hdf5(source) as h5:
-        converter = _Converter(h5, url=url or location_of(source), options=options)
+        converter = _Converter(h5, url=url, options=options)
         refs = converter.run()
     rfs: dict[str, Any] = {"version": 1, "refs": refs}
     if generation_metadata is not None:
@@ -104,6 +121,20 @@ class _Converter:
         self.refs: dict[str, Any] = {}
         self.root_object_id = _text(h5.attrs.get("object_id")) if "object_id" in h5.attrs else None
         self._ref_cache: dict[Any, dict[str, Any]] = {}
+        self.objects = 0
+
+    def bound(self, *, depth: int = 0, decoded_bytes: int = 0) -> None:
+        """Raise :class:`LindiTooLarge` past a bound of the options."""
+        self.objects += 1
+        why = rules.check_bounds(
+            self.options,
+            objects=self.objects,
+            depth=depth,
+            refs=len(self.refs),
+            decoded_bytes=decoded_bytes,
+        )
+        if why is not None:
+            raise LindiTooLarge(why)
 
     def run(self) -> dict[str, Any]:
         self._group("", self.h5, ())
@@ -192,6 +223,7 @@ class _Converter:
     # -- groups -----------------------------------------------------------------
     def _group(self, path: str, group: h5py.Group, ancestors: tuple[Any, ...]) -> None:
         label = "/" + path
+        self.bound(depth=len(ancestors))
         self._put_meta(path, ".zgroup", dict(rules.ZGROUP))
         attrs = self.attrs(group, f"group {label}")
         if attrs:
@@ -233,6 +265,9 @@ class _Converter:
             raise UnsupportedDatatype(f"dataset {label} has a null dataspace (h5py.Empty)")
         dtype: np.dtype[Any] = ds.dtype
         shape = tuple(int(s) for s in ds.shape)
+        # what the JSON would hold decoded (vlen items at least their 16-byte handle)
+        decoded = 0 if rules.is_numeric(dtype) else math.prod(shape) * max(dtype.itemsize, 16)
+        self.bound(decoded_bytes=decoded)
         if rules.is_numeric(dtype):
             self._numeric(path, ds, shape, dtype, attrs)
         elif dtype.kind == "S":

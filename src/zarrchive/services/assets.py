@@ -27,6 +27,7 @@ from zarrchive.services import changes
 from zarrchive.services.auth import Caller, require_owner, require_read
 from zarrchive.services.blobs import blob_url, may_read_blob
 from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.lindi_files import request_lindi
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import published_asset_checksum
 from zarrchive.services.versions import find_version, require_draft
@@ -236,6 +237,8 @@ def create_asset(
     )
     session.add(asset)
     _flush(session, found, path)
+    if asset.blob_id is not None:
+        request_lindi(session, asset.blob_id)  # its LINDI file, if HDF5 (in the background)
     found.modified_at = utcnow()
     session.flush()
     session.refresh(asset)
@@ -276,6 +279,8 @@ def update_asset(
     asset.metadata_ = clean
     asset.modified_at = found.modified_at = utcnow()
     _flush(session, found, path)
+    if blob_id is not None and asset.blob_id is not None:
+        request_lindi(session, asset.blob_id)  # its LINDI file, if HDF5 (in the background)
     session.refresh(asset)
     changes.asset_updated(session, user, dandiset, found, asset)
     return asset_info(asset, dandiset)

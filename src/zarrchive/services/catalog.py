@@ -15,8 +15,9 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, Version, Zarr
+from zarrchive.db.models import Asset, Blob, Dandiset, LindiState, Version, Zarr
 from zarrchive.errors import InvalidInput
+from zarrchive.services import lindi_files
 from zarrchive.services.audit import AuditEntry, list_records
 from zarrchive.services.auth import Caller, is_owner
 from zarrchive.services.dandisets import DandisetFilter, get_dandiset, list_dandisets
@@ -215,8 +216,13 @@ class TreeAsset:
     #: ``blob`` or ``zarr``
     kind: str
     zarr_id: str | None
-    #: Neurosift showing it: public NWB files only (:mod:`~zarrchive.services.open_with`).
+    #: Neurosift showing it: public NWB files only (:mod:`~zarrchive.services.open_with`),
+    #: through its LINDI file when that is ready.
     neurosift_url: str | None = None
+    #: Its LINDI file (HDF5 blobs): the API route, and ``pending``, ``ready`` or
+    #: ``failed: reason`` (:class:`~zarrchive.services.lindi_files.LindiStatus`).
+    lindi_url: str | None = None
+    lindi_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -277,6 +283,7 @@ def _asset_tree(
             Zarr.size,
             Blob.key,
             Blob.embargoed,
+            Blob.id,
         )
         .select_from(Asset)
         .outerjoin(Blob, Blob.id == Asset.blob_id)
@@ -288,8 +295,10 @@ def _asset_tree(
     partial = len(rows) > MAX_TREE_ASSETS
     folders: dict[str, list[int]] = {}
     assets: list[TreeAsset] = []
+    lindi = lindi_files.statuses(session, (row[8] for row in rows[:MAX_TREE_ASSETS]))
     for row in rows[:MAX_TREE_ASSETS]:
-        asset_id, path, zarr_id, metadata, blob_size, zarr_size, blob_key, blob_embargoed = row
+        asset_id, path, zarr_id, metadata, blob_size, zarr_size, blob_key, blob_embargoed = row[:8]
+        status = lindi.get(row[8]) if row[8] is not None else None
         if zarr_id is not None and not version.is_draft:
             pinned = (metadata or {}).get("contentSize", 0)
             size = pinned if isinstance(pinned, int) else 0
@@ -304,9 +313,24 @@ def _asset_tree(
         else:
             kind = "zarr" if zarr_id is not None else "blob"
             public = blob_key is not None and not (blob_embargoed or dandiset.embargoed)
-            viewer = neurosift_url(archive.store.public_url(blob_key)) if public else None
+            has_lindi = status is not None and status.has_file
+            ready = has_lindi and status is not None and status.state == LindiState.READY
+            source = lindi_files.lindi_key(row[8]) if ready and row[8] else blob_key
+            viewer = neurosift_url(archive.store.public_url(source)) if public else None
             shown = viewer if viewer is not None and is_nwb(rest) else None
-            assets.append(TreeAsset(asset_id, rest, path, size, kind, zarr_id, shown))
+            assets.append(
+                TreeAsset(
+                    asset_id,
+                    rest,
+                    path,
+                    size,
+                    kind,
+                    zarr_id,
+                    shown,
+                    lindi_url=f"/api/assets/{asset_id}/lindi.json" if has_lindi else None,
+                    lindi_state=status.text if has_lindi and status is not None else None,
+                )
+            )
     return AssetTree(
         dandiset=dandiset.identifier,
         version=version.version,

@@ -38,7 +38,7 @@ from zarrchive.db.models import (
     ZarrManifest,
 )
 from zarrchive.errors import Conflict, StorageError
-from zarrchive.services import audit
+from zarrchive.services import audit, lindi_files
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.blobs import Digests, stored_twin
 from zarrchive.services.dandisets import get_dandiset
@@ -265,6 +265,8 @@ def move_to_public(
     log.info("dandiset %06d is public: %d object versions copied", dandiset_id, mover.copied)
     for zarr_id in zarr_ids:
         queue_manifest(archive, zarr_id)
+    moved = [i for i in blobs if i not in shared]  # shared ones stay private for the others
+    lindi_files.after_unembargo(archive, dandiset_id, moved)  # rewritten for public URLs
 
 
 def _dandiset_blobs(session: Session, dandiset_id: int, *, embargoed: bool) -> list[Blob]:

@@ -7,13 +7,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse
+from sqlalchemy.orm import Session
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
-from zarrchive.api.schemas import AssetIn, AssetOut, AssetPathOut
+from zarrchive.api.schemas import AssetIn, AssetOut, AssetPathOut, LindiFileState
+from zarrchive.db.models import LindiState
 from zarrchive.errors import InvalidInput
-from zarrchive.services import assets
+from zarrchive.services import assets, lindi_files
 
 router = APIRouter(tags=["assets"])
 ASSET = JsonBody(AssetIn, login=True)
@@ -21,7 +23,42 @@ ASSET = JsonBody(AssetIn, login=True)
 ASSETS = "/api/dandisets/{dandiset_id}/versions/{version}/assets/"
 
 
-def asset_out(info: assets.AssetInfo, *, metadata: bool = True) -> AssetOut:
+def api_base(request: Request) -> str:
+    """Where the client reached the API (the LINDI routes are named from it)."""
+    return str(request.base_url).rstrip("/")
+
+
+def lindi_fields(
+    info: assets.AssetInfo, status: lindi_files.LindiStatus | None, base: str
+) -> dict[str, Any]:
+    """``lindi_url``, ``lindi_state``, ``lindi_error`` of an asset (none for non-HDF5 blobs
+    and Zarrs; a blob not looked at yet is ``pending``)."""
+    if info.blob_id is None or (status is not None and not status.has_file):
+        return {}
+    state = LindiState.PENDING if status is None else status.state
+    return {
+        "lindi_url": lindi_files.asset_lindi_route(base, info.asset_id),
+        "lindi_state": LindiFileState(state.value),
+        "lindi_error": status.reason if status is not None else None,
+    }
+
+
+def lindi_statuses(
+    session: Session, infos: list[assets.AssetInfo]
+) -> dict[str, lindi_files.LindiStatus]:
+    return lindi_files.statuses(session, (i.blob_id for i in infos))
+
+
+def asset_out(
+    info: assets.AssetInfo,
+    *,
+    metadata: bool = True,
+    lindi: dict[str, lindi_files.LindiStatus] | None = None,
+    base: str | None = None,
+) -> AssetOut:
+    extra = (
+        lindi_fields(info, (lindi or {}).get(info.blob_id or ""), base) if base is not None else {}
+    )
     return AssetOut(
         asset_id=info.asset_id,
         blob=info.blob_id,
@@ -35,6 +72,7 @@ def asset_out(info: assets.AssetInfo, *, metadata: bool = True) -> AssetOut:
         version=info.version,
         blob_id=info.blob_id,
         zarr_id=info.zarr_id,
+        **extra,
     )
 
 
@@ -50,6 +88,7 @@ def create_asset(
     body: Annotated[AssetIn, Depends(ASSET)],
     archive: ArchiveDep,
     user: UserDep,
+    request: Request,
 ) -> AssetOut:
     """Give `metadata` with its `path` and either `blob_id` or `zarr_id` (a Zarr of the same
     dandiset).  Paths are unique per version.  Owners only, in the draft only."""
@@ -63,7 +102,8 @@ def create_asset(
             blob_id=body.blob_id,
             zarr_id=body.zarr_id,
         )
-        return asset_out(info)
+        lindi = lindi_statuses(session, [info])
+    return asset_out(info, lindi=lindi, base=api_base(request))
 
 
 @router.get(ASSETS, response_model=Page[AssetOut], summary="A page of a version's assets")
@@ -92,7 +132,9 @@ def list_assets(
             offset=asked.offset,
             limit=asked.page_size,
         )
-    results = [asset_out(a, metadata=metadata) for a in page.results]
+        lindi = lindi_statuses(session, page.results)
+    base = api_base(request)
+    results = [asset_out(a, metadata=metadata, lindi=lindi, base=base) for a in page.results]
     return make_page(request, asked, page.count, results)
 
 
@@ -140,10 +182,17 @@ def get_asset(
 
 @router.get(ASSETS + "{asset_id}/info/", response_model=AssetOut, summary="An asset")
 def get_asset_info(
-    dandiset_id: str, version: str, asset_id: str, archive: ArchiveDep, user: UserDep
+    dandiset_id: str,
+    version: str,
+    asset_id: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    request: Request,
 ) -> AssetOut:
     with archive.db.session() as session:
-        return asset_out(assets.get_asset(session, user, dandiset_id, version, asset_id))
+        info = assets.get_asset(session, user, dandiset_id, version, asset_id)
+        lindi = lindi_statuses(session, [info])
+    return asset_out(info, lindi=lindi, base=api_base(request))
 
 
 @router.put(
@@ -159,6 +208,7 @@ def update_asset(
     body: Annotated[AssetIn, Depends(ASSET)],
     archive: ArchiveDep,
     user: UserDep,
+    request: Request,
 ) -> AssetOut:
     """Replaces the metadata (and path); with `blob_id` or `zarr_id`, the content too.
     Draft only: published assets never change (403)."""
@@ -173,7 +223,8 @@ def update_asset(
             blob_id=body.blob_id,
             zarr_id=body.zarr_id,
         )
-        return asset_out(info)
+        lindi = lindi_statuses(session, [info])
+    return asset_out(info, lindi=lindi, base=api_base(request))
 
 
 @router.delete(ASSETS + "{asset_id}/", status_code=204, summary="Remove an asset from the draft")
@@ -195,11 +246,15 @@ def get_asset_by_id(asset_id: str, archive: ArchiveDep, user: UserDep) -> dict[s
 
 
 @router.get("/api/assets/{asset_id}/info/", response_model=AssetOut, summary="An asset, by id")
-def get_asset_info_by_id(asset_id: str, archive: ArchiveDep, user: UserDep) -> AssetOut:
+def get_asset_info_by_id(
+    asset_id: str, archive: ArchiveDep, user: UserDep, request: Request
+) -> AssetOut:
     """The asset with its metadata, `dandiset` and `version` (how `dandi download` of an
-    `/api/assets/{asset_id}/download/` URL finds it)."""
+    `/api/assets/{asset_id}/download/` URL finds it), and its LINDI file's URL and state."""
     with archive.db.session() as session:
-        return asset_out(assets.asset_info_by_id(session, user, asset_id))
+        info = assets.asset_info_by_id(session, user, asset_id)
+        lindi = lindi_statuses(session, [info])
+    return asset_out(info, lindi=lindi, base=api_base(request))
 
 
 def _download(archive: ArchiveDep, user: UserDep, asset_id: str) -> RedirectResponse:
@@ -241,3 +296,43 @@ def download_version_asset(
     with archive.db.session() as session:
         assets.get_asset(session, user, dandiset_id, version, asset_id)
     return _download(archive, user, asset_id)
+
+
+# -- LINDI files -------------------------------------------------------------------------------
+@router.get(
+    "/api/assets/{asset_id}/lindi.json",
+    responses={
+        200: {"description": "The LINDI file of an embargoed asset (owners)"},
+        302: {"description": "Redirect to the public LINDI file in the bucket"},
+    },
+    summary="An HDF5/NWB asset's LINDI file",
+)
+def asset_lindi(asset_id: str, archive: ArchiveDep, user: UserDep, request: Request) -> Response:
+    """The LINDI JSON of an HDF5 (NWB) asset, for `lindi.LindiH5pyFile.from_lindi_file`:
+    public assets: a 302 to the file in the public bucket (its chunks reference the blob's
+    plain URL); embargoed ones: the file itself, to owners (with `Authorization: token
+    ...`), its chunks referencing `/api/lindi/blobs/{blob_id}/data/`.  503 while it is being
+    written; 404 for non-HDF5 assets, failed conversions and those who may not read it."""
+    document = lindi_files.asset_lindi(archive, user, asset_id, api_base(request))
+    if document.redirect is not None:
+        return RedirectResponse(document.redirect, status_code=302)
+    assert document.content is not None
+    return Response(
+        document.content,
+        media_type=lindi_files.CONTENT_TYPE,
+        headers={"Cache-Control": "private, no-store"},
+    )
+
+
+@router.api_route(
+    "/api/lindi/blobs/{blob_id}/data/",
+    methods=["GET", "HEAD"],
+    status_code=302,
+    responses={302: {"description": "Redirect to the blob's bytes (presigned if embargoed)"}},
+    summary="The bytes a LINDI file's chunk references name",
+)
+def lindi_blob_data(blob_id: str, archive: ArchiveDep, user: UserDep) -> RedirectResponse:
+    """Where an embargoed blob's LINDI chunk references resolve: a 302 to a presigned URL
+    (send `Range` there) for those who may read the blob, 404 for others.  The token goes
+    to this route only (in the `Authorization` header), never to S3."""
+    return RedirectResponse(lindi_files.blob_data_url(archive, user, blob_id), status_code=302)
