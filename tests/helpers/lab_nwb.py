@@ -88,3 +88,39 @@ def datasets(f: Any) -> dict[str, Any]:
 
     walk(f, "")
     return out
+
+
+#: What a reader gets from an NWB file through pynwb (values as JSON-able lists), as source
+#: text: the same code runs here and in an oracle's environment (lindi 0.4.6 + pynwb).
+NWB_SUMMARY = r"""
+def nwb_summary(nwb, compound=True):
+    units = nwb.units
+    ephys = nwb.acquisition["ephys"]
+    behavior = nwb.processing["behavior"]
+    summary = {
+        "id": nwb.identifier,
+        "ephys": ephys.data[:].tolist(),
+        "slice": ephys.data[100:120, 3].tolist(),
+        "rate": ephys.rate,
+        "electrodes": ephys.electrodes.data[:].tolist(),
+        "groups": [g.name for g in nwb.electrodes["group"][:]],
+        "spikes": [[float(t) for t in units["spike_times"][i]] for i in range(len(units))],
+        "quality": units["quality"][:].tolist(),
+        "unit_electrodes": [[int(e) for e in units["electrodes"][i].index] for i in range(len(units))],
+        "position": behavior["position"].data[:].tolist(),
+        "speed_ts": behavior["speed"].timestamps[:].tolist(),
+        "trials": {
+            column: [float(x) for x in nwb.trials[column][:]] for column in ("start_time", "stop_time")
+        },
+    }
+    if compound:  # a compound column (lindi 0.4.6 selects compound datasets by field only)
+        summary["trial_series"] = [
+            [[int(r.idx_start), int(r.count), r.timeseries.name] for r in row]
+            for row in nwb.trials["timeseries"][:]
+        ]
+    return summary
+"""
+
+_namespace: dict[str, Any] = {}
+exec(NWB_SUMMARY, _namespace)
+nwb_summary = _namespace["nwb_summary"]

@@ -169,3 +169,57 @@ def same_tree(ours: Any, theirs: Any) -> None:
             walk(a[key], b[key])
 
     walk(ours, theirs)
+
+
+#: Normalises a file (h5py, lindi or ours) to JSON; the same code runs on both sides.
+DUMP = r"""
+import json, math, sys
+import numpy as np
+import h5py
+
+def norm(v, f):
+    if isinstance(v, h5py.Reference):
+        return {"ref": f[v].name}
+    if isinstance(v, (bytes, np.bytes_)):
+        return bytes(v).decode("utf-8")
+    if isinstance(v, np.ndarray):
+        return norm(v.tolist(), f) if v.ndim else norm(v[()], f)
+    if isinstance(v, (list, tuple)):
+        return [norm(x, f) for x in v]
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        return "NaN" if math.isnan(v) else ("Inf" if v == math.inf else ("-Inf" if v == -math.inf else v))
+    return v
+
+def dump(f):
+    out = {"/": {a: norm(f.attrs[a], f) for a in sorted(f.attrs.keys())}}
+    def walk(g, path):
+        for k in sorted(g.keys()):
+            p = path + "/" + k
+            obj = g[k]
+            entry = {"attrs": {a: norm(obj.attrs[a], f) for a in sorted(obj.attrs.keys())}}
+            if isinstance(obj, h5py.Dataset):
+                entry["shape"] = list(obj.shape)
+                try:
+                    names = obj.dtype.names
+                    if names:
+                        cols = [obj[n][:] for n in names]
+                        entry["value"] = [[norm(c[i], f) for c in cols] for i in range(obj.shape[0])]
+                    else:
+                        entry["value"] = norm(obj[()], f)
+                except Exception as exc:
+                    entry["error"] = type(exc).__name__
+            else:
+                walk(obj, p)
+            out[p] = entry
+    walk(f, "")
+    return out
+"""
+
+_namespace: dict[str, Any] = {}
+exec(DUMP, _namespace)
+dump = _namespace["dump"]
