@@ -40,7 +40,9 @@ costs what a run without the cache costs, plus the rows written.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,16 +55,16 @@ from zarrchive.checksum import DirectoryDigest
 from zarrchive.checksum.digest import EMPTY_CHECKSUM
 from zarrchive.checksum.node import ChildRow, directory_digest
 from zarrchive.client import local as _local
-from zarrchive.client.digest_cache import pack_records, unpack_records
+from zarrchive.client.digest_cache import SETTLE_NS, DirectoryRow, pack_records, unpack_records
 from zarrchive.client.local import (
+    _OPEN_FLAGS,
+    BLOCK_SIZE,
     CHUNK_FILES,
     ProgressCallback,
     _batches,
     _check_jobs,
     _check_root,
     _display,
-    _hash_cached_batch,
-    _Hashed,
     _list_directory,
     _names_are_valid,
     _Run,
@@ -71,7 +73,7 @@ from zarrchive.client.local import (
 from zarrchive.errors import LocalFileError
 
 if TYPE_CHECKING:
-    from zarrchive.client.digest_cache import DigestCache, DirectoryRow, HashedFile
+    from zarrchive.client.digest_cache import DigestCache
 
 #: Below this many files to read, they are read on the walk's thread (no thread pool).
 FEW_FILES = 64
@@ -80,6 +82,8 @@ FEW_FILES = 64
 MAX_PENDING_DIRECTORIES = 4096
 
 _mode_of = attrgetter("st_mode")
+_md5_of = itemgetter(1)
+_MAX_INT = (1 << 63) - 1
 _record = attrgetter(*("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns"))
 _size_of = itemgetter(2)
 _by_name = itemgetter(0)
@@ -378,28 +382,40 @@ class _Scan:
             return
         started = _local._time_ns()  # before any file of the chunk is opened
         runs: list[_Run] = [(p.path, p.os_prefix, p.to_read) for p in pending if p.to_read]
-        sink: list[HashedFile] = []
-        hashed = self._read(runs, sink)
-        read_rows: dict[str, list[ChildRow]] = {prefix: rows for prefix, rows in hashed}
-        new_records: dict[tuple[str, str], HashedFile] = {(f[0], f[1]): f for f in sink}
+        read = dict(self._read(runs, started - SETTLE_NS))
         rows: list[tuple[bytes, DirectoryRow]] = []
-        from zarrchive.client.digest_cache import DirectoryRow, may_store_record
-
         for item in pending:
             files = item.known
-            fresh = read_rows.get(item.path, [])
-            if fresh:
-                files = files + fresh
-                files.sort(key=_by_name)
+            fresh = read.get(item.path)
+            records: list[tuple[int, ...] | None]
+            if fresh is None:
+                records = [item.records[name] for name, _, _ in files]
+            else:
+                fresh_files, fresh_records = fresh
+                if files:
+                    known_records = item.records
+                    merged = sorted(
+                        [
+                            *((row, known_records[row[0]]) for row in files),
+                            *zip(fresh_files, fresh_records, strict=True),
+                        ],
+                        key=_name_of_pair,
+                    )
+                    files = [row for row, _ in merged]
+                    records = [record for _, record in merged]
+                else:
+                    files, records = fresh_files, fresh_records
             directories: list[ChildRow] = []
-            count = len(files)
-            size = sum(map(_size_of, files))
+            own_size = sum(map(_size_of, files))
+            count, size = len(files), own_size
             storable = item.storable and item.dir_records is not None
             for name, child in item.children:
-                digest = child if isinstance(child, str) else child.digest
-                if not isinstance(child, str) and not child.storable:
-                    storable = False
-                assert digest is not None
+                if isinstance(child, str):
+                    digest = child
+                else:
+                    assert child.digest is not None
+                    digest = child.digest
+                    storable = storable and child.storable
                 if digest:
                     sub_count, sub_size = _totals(digest)
                     directories.append((name, digest, sub_size))
@@ -412,68 +428,54 @@ class _Scan:
             else:
                 digest = ""
             item.digest = digest
-            self._advance(len(files), sum(map(_size_of, files)))
+            self._advance(len(files), own_size)
             # The row: the files with a settled record, and the digest if they all are.
-            names: list[str] = []
-            records: list[int] = []
-            md5s: list[str] = []
-            hashed_ns = 0
-            for name, md5, _ in files:
-                record = item.records.get(name)
-                if record is None:
-                    new = new_records.get((item.os_prefix, name))
-                    if new is None or not may_store_record(new):
-                        storable = False
-                        continue
-                    record = new[2:7]
-                    hashed_ns = max(hashed_ns, new[8])
-                names.append(name)
-                records.extend(record)
-                md5s.append(md5)
-            packed = pack_records(records)
+            if None in records:
+                storable = False
+                kept = [(row, r) for row, r in zip(files, records, strict=True) if r is not None]
+                files = [row for row, _ in kept]
+                records = [r for _, r in kept]
+            packed = pack_records(chain.from_iterable(records))  # type: ignore[arg-type]
+            item.storable = storable and packed is not None
             if packed is None or item.dir_records is None:
-                item.storable = False
                 continue
-            item.storable = storable
             row = DirectoryRow(
-                "\0".join(names),
+                "\0".join(map(_by_name, files)),
                 packed,
-                " ".join(md5s),
+                " ".join(map(_md5_of, files)),
                 "\0".join(item.dirs),
                 item.dir_records,
-                digest if storable else None,
-                hashed_ns or started,
+                digest if item.storable else None,
+                started,
             )
             rows.append((item.key, row))
         self.cache.store_rows(rows)
 
-    def _read(self, runs: list[_Run], sink: list[HashedFile]) -> list[_Hashed]:
+    def _read(
+        self, runs: list[_Run], settled_ns: int
+    ) -> list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]]:
+        """Read and md5 the files of *runs*, on the thread pool unless they are few."""
         count = sum(len(names) for _, _, names in runs)
         if count == 0:
             return []
-        hash_batch = _hash_cached_batch
         if count < FEW_FILES or self.jobs == 1:
-            return hash_batch(runs, {}, sink)
+            return _read_batch(runs, settled_ns)
         if self.executor is None:
             self.executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-md5")
         size = max(1, min(64, -(-count // (4 * self.jobs))))
-        sinks: list[list[HashedFile]] = []
-        futures = []
-        for batch in _batches(runs, size):
-            own: list[HashedFile] = []
-            sinks.append(own)
-            futures.append(self.executor.submit(hash_batch, batch, {}, own))
-        result: list[_Hashed] = []
-        merged: dict[str, list[ChildRow]] = {}
+        futures = [
+            self.executor.submit(_read_batch, batch, settled_ns) for batch in _batches(runs, size)
+        ]
+        merged: dict[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]] = {}
         for future in futures:
-            for prefix, rows in future.result():
-                if prefix in merged:
-                    merged[prefix].extend(rows)
+            for prefix, (rows, records) in future.result():
+                found = merged.get(prefix)
+                if found is None:
+                    merged[prefix] = (rows, records)
                 else:
-                    merged[prefix] = rows
-                    result.append((prefix, rows))
-        sink.extend(chain.from_iterable(sinks))
-        return result
+                    found[0].extend(rows)
+                    found[1].extend(records)
+        return list(merged.items())
 
     def _advance(self, files: int, nbytes: int) -> None:
         self.done_files += files
@@ -489,6 +491,64 @@ class _Scan:
             self.executor.shutdown(wait=True, cancel_futures=True)
             self.executor = None
         self.cache.flush()
+
+
+_buffers = threading.local()
+
+
+def _read_batch(
+    batch: list[_Run], settled_ns: int
+) -> list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]]:
+    """md5 every file of *batch* (the hot loop of a first run, as
+    :func:`zarrchive.client.local._hash_batch`), with each file's stat record (``fstat``
+    on the open file) if it may be cached: its mtime and ctime before *settled_ns*, and as
+    many bytes read as it had (see :func:`~zarrchive.client.digest_cache.may_store`)."""
+    try:
+        buffers: list[memoryview] = _buffers.buffers
+    except AttributeError:
+        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
+    view = buffers[0]
+    open_, readv, close, fstat, md5 = os.open, os.readv, os.close, os.fstat, hashlib.md5
+    flags = _OPEN_FLAGS
+    result: list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]] = []
+    for prefix, os_prefix, names in batch:
+        rows: list[ChildRow] = []
+        records: list[tuple[int, ...] | None] = []
+        append, keep = rows.append, records.append
+        for name in names:
+            path = os_prefix + name
+            try:
+                fd = open_(path, flags)
+                try:
+                    st = fstat(fd)
+                    size = n = readv(fd, buffers)
+                    digest = md5(view[:n], usedforsecurity=False)
+                    while n:
+                        n = readv(fd, buffers)
+                        if n:
+                            digest.update(view[:n])
+                            size += n
+                finally:
+                    close(fd)
+            except OSError as exc:
+                raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
+            append((name, digest.hexdigest(), size))
+            if (
+                st.st_mtime_ns < settled_ns
+                and st.st_ctime_ns < settled_ns
+                and size == st.st_size
+                and 0 <= st.st_dev <= _MAX_INT
+                and 0 <= st.st_ino <= _MAX_INT
+            ):
+                keep((st.st_dev, st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns))
+            else:
+                keep(None)
+        result.append((prefix, (rows, records)))
+    return result
+
+
+def _name_of_pair(pair: tuple[ChildRow, object]) -> str:
+    return pair[0][0]
 
 
 def _pack_stats(stats: list[os.stat_result]) -> bytes | None:
