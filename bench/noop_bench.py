@@ -93,7 +93,7 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, done.stdout.strip().splitlines()[-1]
+    return wall, cpu, (done.stdout.strip().splitlines() or [""])[-1]
 
 
 def main() -> None:

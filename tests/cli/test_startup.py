@@ -85,7 +85,14 @@ def test_checksum_imports_neither_zarr_nor_http(tmp_path: Path) -> None:
 #: Every zarrchive module ``zarrchive --help`` may import: the root of the CLI and what it
 #: needs; no command's module (see ``zarrchive.cli.COMMANDS``).
 HELP_MODULES = frozenset(
-    {"zarrchive", "zarrchive.cli", "zarrchive.cli._common", "zarrchive.config", "zarrchive.errors"}
+    {
+        "zarrchive",
+        "zarrchive.cli",
+        "zarrchive.cli._app",
+        "zarrchive.cli._common",
+        "zarrchive.config",
+        "zarrchive.errors",
+    }
 )
 #: Besides the standard library and typer, nothing: in particular no rich (typer's rich help
 #: alone costs more than everything else), no pydantic, no SQLite, no hashing.
@@ -120,6 +127,44 @@ def test_a_command_imports_no_other_command(
     others = {spec.module for spec in COMMANDS.values()} - {command_module} - shared
     assert modules & others == set()
     assert "rich" not in {m.split(".")[0] for m in modules}
+
+
+def test_the_console_script_help_needs_no_typer() -> None:
+    """``zarrchive --help`` (the console script, 80 columns) writes the list of commands
+    itself: exactly typer's text, and neither typer nor any command imported."""
+    script = str(Path(sys.executable).parent / "zarrchive")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRCHIVE_")}
+    env.update(COLUMNS="100", PYTHONPROFILEIMPORTTIME="1")
+    fast = subprocess.run(
+        [script, "--help"], capture_output=True, text=True, env=env, timeout=120, check=True
+    )
+    found = {m.group(1) for line in fast.stderr.splitlines() if (m := _ROW.match(line))}
+    assert "zarrchive.cli" in found
+    assert {m.split(".")[0] for m in found} & {"typer", *NOT_FOR_HELP} == set()
+    assert {m for m in found if m.startswith("zarrchive")} == {"zarrchive", "zarrchive.cli"}
+    typer_help = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv[0] = 'zarrchive'; from zarrchive.cli._app import app; app()",
+            "--help",
+        ],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPROFILEIMPORTTIME": ""},
+        timeout=120,
+        check=True,
+    )
+    assert fast.stdout == typer_help.stdout
+    narrow = subprocess.run(  # a narrow terminal: typer wraps, as it always did
+        [script, "--help"],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "60"},
+        timeout=120,
+    )
+    assert narrow.returncode == 0
+    assert max(map(len, narrow.stdout.splitlines())) <= 60
 
 
 def test_the_listed_help_is_each_command_own() -> None:

@@ -2,20 +2,17 @@
 
 Start-up: a command's module is imported when that command runs (or its own ``--help`` is
 asked for), never for another command; ``zarrchive --help`` lists the commands from
-:data:`COMMANDS` without importing any of them.  Help is click's plain text (typer's rich
-help costs more to import than the rest of the CLI together).
+:data:`COMMANDS` without importing any of them, nor typer itself (:func:`main` writes it,
+:func:`top_level_help`).  Help is click's plain text (typer's rich help costs more to
+import than the rest of the CLI together).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from typing import Any, NamedTuple
-
-import typer
-from typer._click.core import Command, Context
-from typer._click.formatting import HelpFormatter
-from typer._click.utils import make_default_short_help
-
-from zarrchive.cli._common import ZarrchiveGroup, _natural
 
 
 class LazyCommand(NamedTuple):
@@ -72,73 +69,71 @@ COMMANDS: dict[str, LazyCommand] = {
 }
 
 
-def load_command(name: str) -> Command:
-    """Import the command *name* of :data:`COMMANDS` and build it (plain help)."""
-    spec = COMMANDS[name]
-    # __import__, not importlib.import_module: the import system's own path, which
-    # ``python -X importtime`` reports (tests/cli/test_startup.py reads it).
-    target = getattr(__import__(spec.module, fromlist=[spec.attribute]), spec.attribute)
-    if isinstance(target, typer.Typer):
-        target.rich_markup_mode = None
-        target._add_completion = False
-        command = typer.main.get_command(target)
-    else:
-        single = typer.Typer(
-            rich_markup_mode=None, pretty_exceptions_enable=False, add_completion=False
-        )
-        single.command(name)(target)
-        command = typer.main.get_command(single)
-    command.name = name
-    _natural(command)
-    return command
-
-
-class LazyGroup(ZarrchiveGroup):
-    """The ``zarrchive`` group: its commands are imported when asked for."""
-
-    def list_commands(self, ctx: Context) -> list[str]:
-        return list(COMMANDS)
-
-    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
-        found = self.commands.get(cmd_name)
-        if found is None and cmd_name in COMMANDS:
-            found = self.commands[cmd_name] = load_command(cmd_name)
-        return found
-
-    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
-        """The commands and their one-line help, without importing them."""
-        limit = formatter.width - 6 - max(map(len, COMMANDS))
-        rows = [
-            (name, make_default_short_help(spec.short_help, limit))
+def top_level_help(width: int = 78) -> str:
+    """``zarrchive --help`` as typer writes it at the widest (*width* 78: a terminal of 80
+    columns or more, or none), without importing typer (``tests/cli/test_startup.py``
+    checks it is typer's, byte for byte)."""
+    name_width = max(map(len, COMMANDS))
+    limit = width - 6 - name_width
+    lines = [
+        "Usage: zarrchive [OPTIONS] COMMAND [ARGS]...",
+        "",
+        "  zarrchive: an archive for Zarr datasets (server, client and tools).",
+        "",
+        "Options:",
+        "  --help  Show this message and exit.",
+        "",
+        "Commands:",
+        *(
+            f"  {name:<{name_width}}  {_first_words(spec.short_help, limit)}"
             for name, spec in COMMANDS.items()
-        ]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        ),
+    ]
+    return "\n".join(lines) + "\n"
 
 
-app = typer.Typer(
-    name="zarrchive",
-    cls=LazyGroup,
-    help="zarrchive: an archive for Zarr datasets (server, client and tools).",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode=None,
-)
-
-
-@app.callback()
-def _root() -> None:
-    """zarrchive: an archive for Zarr datasets (server, client and tools)."""
+def _first_words(text: str, limit: int) -> str:
+    """*text* cut to at most *limit* characters: up to the end of its first sentence if that
+    fits, else whole words followed by ``...``."""
+    words = text.split()
+    taken: list[str] = []
+    length = -1
+    for word in words:
+        if length + 1 + len(word) > limit:
+            break
+        taken.append(word)
+        length += 1 + len(word)
+        if word.endswith("."):
+            return " ".join(taken)
+    else:
+        return " ".join(taken)
+    while taken and length + 3 > limit:
+        length -= len(taken.pop()) + 1
+    return " ".join(taken) + "..."
 
 
 def main() -> None:
     """Console-script entry point."""
+    if (
+        sys.argv[1:] == ["--help"]
+        and os.path.basename(sys.argv[0]) == "zarrchive"
+        and shutil.get_terminal_size().columns >= 80
+    ):
+        # Typer alone costs most of a start-up: the commands' list needs none of it.
+        sys.stdout.write(top_level_help())
+        return
+    from zarrchive.cli._app import app
+
     app()
 
 
 def __getattr__(name: str) -> Any:
-    """The command modules as attributes (``zarrchive.cli.upload``), imported on first use."""
+    """``app``, ``load_command`` and the command modules (``zarrchive.cli.upload``),
+    imported on first use."""
+    if name in {"app", "load_command", "LazyGroup"}:
+        from zarrchive.cli import _app
+
+        return getattr(_app, name)
     if name in {spec.module.rpartition(".")[2] for spec in COMMANDS.values()}:
         return __import__(f"{__name__}.{name}", fromlist=["_"])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
