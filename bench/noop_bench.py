@@ -11,10 +11,12 @@ cache does not keep files changed in the last 3 s), then times whole processes:
 - ``zarrchive checksum --no-cache`` (today's behaviour, every file read);
 - ``zarrchive checksum`` with an empty cache (the first run, filling the cache);
 - ``zarrchive checksum`` again (the cached run);
-- the local part of ``zarrchive verify`` / ``download``'s skip check (``hash_local`` and the
-  directory digests: all a no-op does but one request), without and with the cache;
-- the local part of a no-op ``zarrchive upload`` (``scan_local``, ``hash_local``, the
-  directory digests), without and with the cache;
+- the local part of ``zarrchive verify``: before (``hash_local`` of every file, then the
+  directory digests from the entries) and now (``scan_tree``: the cached directory digests,
+  :mod:`zarrchive.client.local_tree`), cached;
+- the local part of a no-op ``zarrchive upload``: as ``client/upload.py`` does it today
+  (``scan_local``, ``hash_local``, the directory digests) and as it would with the tree
+  (``scan_local`` and ``scan_tree``), cached;
 - with ``--zarrsum``, ``zarrsum local`` (zarr-checksum's CLI) for reference.
 
 Each row runs once to warm up (page cache; for the cached rows, the cache), then
@@ -48,6 +50,30 @@ entries = hash_local(sys.argv[1], jobs=int(sys.argv[2]))
 print(local_digests(entries)[""])
 """
 
+CHECKSUM_BEFORE = """
+import sys
+from zarrchive.checksum import TreeHasher
+from zarrchive.client import local
+from zarrchive.client.digest_cache import default_cache
+print(local._local_tree(sys.argv[1], int(sys.argv[2]), None, TreeHasher(), default_cache()).digest)
+"""
+
+VERIFY_TREE = """
+import sys
+from zarrchive.client.digest_cache import default_cache
+from zarrchive.client.local_tree import scan_tree
+print(scan_tree(sys.argv[1], cache=default_cache(), jobs=int(sys.argv[2])).checksum)
+"""
+
+UPLOAD_TREE = """
+import sys
+from zarrchive.client.digest_cache import default_cache
+from zarrchive.client.local_tree import scan_tree
+from zarrchive.client.upload import scan_local
+scan_local(sys.argv[1])
+print(scan_tree(sys.argv[1], cache=default_cache(), jobs=int(sys.argv[2])).checksum)
+"""
+
 UPLOAD_LOCAL = """
 import sys
 from zarrchive.client.local import hash_local
@@ -67,7 +93,7 @@ def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, done.stdout.strip().splitlines()[-1]
+    return wall, cpu, (done.stdout.strip().splitlines() or [""])[-1]
 
 
 def main() -> None:
@@ -76,6 +102,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=min(32, (os.cpu_count() or 1) + 2))
     parser.add_argument("--zarrsum", action="store_true", help="add `zarrsum local`")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="warm up with the first row only (the cached rows follow the first run's)",
+    )
+    parser.add_argument(
+        "--skip-before", action="store_true", help="leave out the rows of the code before"
+    )
     parser.add_argument("--dir", help="where to make the temporary directory")
     parser.add_argument(
         "--tree", help="the files' directory: made if missing, else reused (not removed)"
@@ -96,48 +130,58 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRCHIVE_")}
         cached_env = {**env, "ZARRCHIVE_CACHE_DIR": str(Path(tmp) / "cache")}
         no_cache_env = {**env, "ZARRCHIVE_NO_CACHE": "1"}
+        before_env = {**env, "ZARRCHIVE_CACHE_DIR": str(Path(tmp) / "cache-before")}
         checksum = [str(BIN / "zarrchive"), "checksum", "--jobs", jobs, str(root)]
         rows: list[tuple[str, list[str], dict[str, str], bool]] = [
             ("`zarrchive checksum --no-cache`", checksum, no_cache_env, False),
             ("`zarrchive checksum`, first run (empty cache)", checksum, cached_env, True),
             ("`zarrchive checksum`, cached", checksum, cached_env, False),
             (
-                "verify/download local part, no cache",
-                [python, "-c", VERIFY_LOCAL, str(root), jobs],
-                no_cache_env,
-                False,
+                "checksum, first run, before (file-level cache only, in process)",
+                [python, "-c", CHECKSUM_BEFORE, str(root), jobs],
+                before_env,
+                True,
             ),
             (
-                "verify/download local part, cached",
+                "verify local part, before (`hash_local` + tree of entries), cached",
                 [python, "-c", VERIFY_LOCAL, str(root), jobs],
                 cached_env,
                 False,
             ),
             (
-                "upload no-op local part, no cache",
-                [python, "-c", UPLOAD_LOCAL, str(root), jobs],
-                no_cache_env,
+                "verify local part, now (`scan_tree`), cached",
+                [python, "-c", VERIFY_TREE, str(root), jobs],
+                cached_env,
                 False,
             ),
             (
-                "upload no-op local part, cached",
+                "upload no-op local part, today's `client/upload.py`, cached",
                 [python, "-c", UPLOAD_LOCAL, str(root), jobs],
+                cached_env,
+                False,
+            ),
+            (
+                "upload no-op local part with `scan_tree`, cached",
+                [python, "-c", UPLOAD_TREE, str(root), jobs],
                 cached_env,
                 False,
             ),
         ]
+        if args.skip_before:
+            rows = [row for row in rows if "before" not in row[0] and "today" not in row[0]]
         if args.zarrsum:
             rows.append(("`zarrsum local`", [str(BIN / "zarrsum"), "local", str(root)], env, False))
         cache_file = Path(tmp) / "cache" / "digests.sqlite3"
         results: dict[str, list[tuple[float, float, str]]] = {name: [] for name, *_ in rows}
-        for _name, argv, row_env, empty_cache in rows:
+        for _name, argv, row_env, empty_cache in rows[: 1 if args.quick else len(rows)]:
             if not empty_cache:
                 run(argv, row_env)  # warm up
         for _ in range(args.repeat):  # interleaved, so that load changes hit every row alike
             for name, argv, row_env, empty_cache in rows:
                 if empty_cache:
+                    emptied = Path(row_env["ZARRCHIVE_CACHE_DIR"]) / "digests.sqlite3"
                     for suffix in ("", "-wal", "-shm"):
-                        Path(str(cache_file) + suffix).unlink(missing_ok=True)
+                        Path(str(emptied) + suffix).unlink(missing_ok=True)
                 results[name].append(run(argv, row_env))
         digests = {r[2] for rs in results.values() for r in rs}
         assert len(digests) == 1, digests

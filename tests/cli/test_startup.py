@@ -82,6 +82,124 @@ def test_checksum_imports_neither_zarr_nor_http(tmp_path: Path) -> None:
     assert "rich" not in modules  # no progress display without a terminal
 
 
+#: Every zarrchive module ``zarrchive --help`` may import: the root of the CLI and what it
+#: needs; no command's module (see ``zarrchive.cli.COMMANDS``).
+HELP_MODULES = frozenset(
+    {
+        "zarrchive",
+        "zarrchive.cli",
+        "zarrchive.cli._app",
+        "zarrchive.cli._common",
+        "zarrchive.config",
+        "zarrchive.errors",
+    }
+)
+#: Besides the standard library and typer, nothing: in particular no rich (typer's rich help
+#: alone costs more than everything else), no pydantic, no SQLite, no hashing.
+NOT_FOR_HELP = frozenset(
+    {"rich", "markdown_it", "pygments", "pydantic", "sqlite3", "hashlib", "concurrent", "httpx"}
+)
+
+
+def test_top_level_help_imports_no_command() -> None:
+    """The import budget of ``zarrchive --help``, by module list (not by a timing)."""
+    modules = imported_modules("-m", "zarrchive.cli", "--help")
+    assert {m for m in modules if m.split(".")[0] == "zarrchive"} == HELP_MODULES
+    assert {m.split(".")[0] for m in modules} & NOT_FOR_HELP == set()
+
+
+@pytest.mark.parametrize(
+    ("argv", "command_module", "shared"),
+    [
+        (["checksum", "--help"], "zarrchive.cli.checksum", set()),
+        # upload takes its --no-cache option from checksum (and hashes as it does)
+        (["upload", "--help"], "zarrchive.cli.upload", {"zarrchive.cli.checksum"}),
+        (["admin", "--help"], "zarrchive.cli.admin", set()),
+    ],
+)
+def test_a_command_imports_no_other_command(
+    argv: list[str], command_module: str, shared: set[str]
+) -> None:
+    from zarrchive.cli import COMMANDS
+
+    modules = imported_modules("-m", "zarrchive.cli", *argv)
+    assert command_module in modules
+    others = {spec.module for spec in COMMANDS.values()} - {command_module} - shared
+    assert modules & others == set()
+    assert "rich" not in {m.split(".")[0] for m in modules}
+
+
+def test_the_console_script_help_needs_no_typer() -> None:
+    """``zarrchive --help`` (the console script, 80 columns) writes the list of commands
+    itself: exactly typer's text, and neither typer nor any command imported."""
+    script = str(Path(sys.executable).parent / "zarrchive")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRCHIVE_")}
+    env.update(COLUMNS="100", PYTHONPROFILEIMPORTTIME="1")
+    fast = subprocess.run(
+        [script, "--help"], capture_output=True, text=True, env=env, timeout=120, check=True
+    )
+    found = {m.group(1) for line in fast.stderr.splitlines() if (m := _ROW.match(line))}
+    assert "zarrchive.cli" in found
+    assert {m.split(".")[0] for m in found} & {"typer", *NOT_FOR_HELP} == set()
+    assert {m for m in found if m.startswith("zarrchive")} == {"zarrchive", "zarrchive.cli"}
+    typer_help = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv[0] = 'zarrchive'; from zarrchive.cli._app import app; app()",
+            "--help",
+        ],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPROFILEIMPORTTIME": ""},
+        timeout=120,
+        check=True,
+    )
+    assert fast.stdout == typer_help.stdout
+    narrow = subprocess.run(  # a narrow terminal: typer wraps, as it always did
+        [script, "--help"],
+        capture_output=True,
+        text=True,
+        env={**env, "COLUMNS": "60"},
+        timeout=120,
+    )
+    assert narrow.returncode == 0
+    assert max(map(len, narrow.stdout.splitlines())) <= 60
+
+
+def test_the_listed_help_is_each_command_own() -> None:
+    """``zarrchive --help`` lists the commands from ``COMMANDS`` without importing them: each
+    line there must be the command's own first sentence, and every command listed."""
+    from zarrchive.cli import COMMANDS, load_command
+
+    for name, spec in COMMANDS.items():
+        command = load_command(name)
+        assert command.name == name
+        assert command.get_short_help_str(limit=1000) == spec.short_help, name
+
+
+def test_help_is_plain_and_natural() -> None:
+    from typer.testing import CliRunner
+
+    from zarrchive.cli import app
+
+    runner = CliRunner()
+    top = runner.invoke(app, ["--help"])
+    assert top.exit_code == 0
+    assert "Usage: zarrchive [OPTIONS] COMMAND [ARGS]..." in top.output
+    assert "  verify    Compare a local directory with a Zarr" in top.output
+    assert "\u2500" not in top.output and "\x1b[" not in top.output  # no boxes, no colours
+    upload = runner.invoke(app, ["upload", "--help"])
+    assert upload.exit_code == 0
+    assert "Usage: zarrchive upload [OPTIONS] LOCAL" in upload.output
+    assert "-j, --jobs INTEGER" in upload.output
+    assert "--api-url TEXT" in upload.output
+    assert "<bool>" not in upload.output and "<str>" not in upload.output
+    mistyped = runner.invoke(app, ["create-user"])
+    assert mistyped.exit_code == 2
+    assert "Did you mean 'zarrchive admin create-user'?" in mistyped.output
+
+
 def test_lazy_names_still_resolve() -> None:
     """The public names of the packages are imported on first use, and all resolve."""
     import zarrchive

@@ -92,7 +92,9 @@ def true_md5s(root: Path) -> dict[str, str]:
 
 
 def poison(cache: DigestCache) -> int:
-    """Replace every cached md5 by POISON, keeping the stat records; the entries changed."""
+    """Replace every cached md5 by POISON, keeping the stat records, and forget every
+    directory digest (else an unchanged directory's files are not even looked up); the
+    entries changed."""
     db = cache._db
     assert db is not None
     changed = 0
@@ -102,7 +104,9 @@ def poison(cache: DigestCache) -> int:
         known = _unpack(names, stats, md5s_text)
         changed += len(known.positions)
         bad = {name: (record, POISON) for name, record, _ in known.items()}
-        db.execute("UPDATE directories SET md5s = ? WHERE path = ?", (_pack(bad)[2], path))
+        db.execute(
+            "UPDATE directories SET md5s = ?, digest = NULL WHERE path = ?", (_pack(bad)[2], path)
+        )
     return changed
 
 
@@ -576,3 +580,13 @@ def test_checksum_command_fills_and_uses_the_cache(tmp_path: Path) -> None:
     cache.close()
     assert checksum() != expected  # the poisoned md5s were used: nothing was read
     assert checksum("--no-cache") == expected
+    # The directory digests are cached too: an unchanged tree is not even hashed.
+    cache_dir.joinpath("digests.sqlite3").unlink()
+    assert checksum() == expected
+    db = sqlite3.connect(cache_dir / "digests.sqlite3")
+    fake = "f" * 32 + expected[32:]
+    root_key = os.fsencode(os.path.abspath(root))
+    with db:
+        assert db.execute("UPDATE directories SET digest = ? WHERE path = ?", (fake, root_key))
+    db.close()
+    assert checksum() == fake

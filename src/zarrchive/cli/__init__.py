@@ -1,32 +1,139 @@
-"""The ``zarrchive`` command line: a thin layer over the library."""
+"""The ``zarrchive`` command line: a thin layer over the library.
+
+Start-up: a command's module is imported when that command runs (or its own ``--help`` is
+asked for), never for another command; ``zarrchive --help`` lists the commands from
+:data:`COMMANDS` without importing any of them, nor typer itself (:func:`main` writes it,
+:func:`top_level_help`).  Help is click's plain text (typer's rich help costs more to
+import than the rest of the CLI together).
+"""
 
 from __future__ import annotations
 
-import typer
+import os
+import shutil
+import sys
+from typing import Any, NamedTuple
 
-from zarrchive.cli import admin, checksum, download, lindi, manifest, publish, serve, upload, worker
-from zarrchive.cli._common import ZarrchiveGroup
 
-app = typer.Typer(
-    name="zarrchive",
-    cls=ZarrchiveGroup,
-    help="zarrchive: an archive for Zarr datasets (server, client and tools).",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-app.command("serve")(serve.serve)
-app.command("checksum")(checksum.checksum)
-app.add_typer(admin.app, name="admin")
-app.add_typer(lindi.app, name="lindi")
-app.add_typer(manifest.app, name="manifest")
-app.command("worker")(worker.worker)
-app.command("upload")(upload.upload)
-app.command("publish")(publish.publish)
-app.command("download")(download.download)
-app.command("verify")(download.verify)
+class LazyCommand(NamedTuple):
+    """A command (``module.attribute``: a function, or a :class:`typer.Typer` for a group)
+    and its help's first sentence, for ``zarrchive --help``.  ``tests/cli/test_startup.py``
+    checks that it is the command's own."""
+
+    module: str
+    attribute: str
+    short_help: str
+
+
+#: Every command of ``zarrchive``, in the order of ``zarrchive --help``.
+COMMANDS: dict[str, LazyCommand] = {
+    "serve": LazyCommand(
+        "zarrchive.cli.serve",
+        "serve",
+        "Start the archive: the API, background jobs and (by default) an embedded S3.",
+    ),
+    "checksum": LazyCommand(
+        "zarrchive.cli.checksum",
+        "checksum",
+        "Compute the Dandi Zarr checksum of a local directory.",
+    ),
+    "worker": LazyCommand(
+        "zarrchive.cli.worker",
+        "worker",
+        "Run background jobs (manifests, backfills) from Redis; start one per core or machine.",
+    ),
+    "upload": LazyCommand(
+        "zarrchive.cli.upload",
+        "upload",
+        "Upload a local Zarr: only new and changed files; delete files gone locally.",
+    ),
+    "publish": LazyCommand(
+        "zarrchive.cli.publish",
+        "publish",
+        "Publish the draft of DANDISET (you are asked first): its Zarrs become immutable, or "
+        "in an archive in snapshot mode their current states are pinned.",
+    ),
+    "download": LazyCommand(
+        "zarrchive.cli.download",
+        "download",
+        "Download a Zarr (only missing or differing files); check every md5 and the checksum.",
+    ),
+    "verify": LazyCommand(
+        "zarrchive.cli.download",
+        "verify",
+        "Compare a local directory with a Zarr of the archive (no data transferred).",
+    ),
+    "admin": LazyCommand("zarrchive.cli.admin", "app", "Administer the archive (users, fsck, gc)."),
+    "lindi": LazyCommand("zarrchive.cli.lindi", "app", "LINDI: HDF5/NWB files as Zarr."),
+    "manifest": LazyCommand("zarrchive.cli.manifest", "app", "Zarr manifest files."),
+}
+
+
+def top_level_help(width: int = 78) -> str:
+    """``zarrchive --help`` as typer writes it at the widest (*width* 78: a terminal of 80
+    columns or more, or none), without importing typer (``tests/cli/test_startup.py``
+    checks it is typer's, byte for byte)."""
+    name_width = max(map(len, COMMANDS))
+    limit = width - 6 - name_width
+    lines = [
+        "Usage: zarrchive [OPTIONS] COMMAND [ARGS]...",
+        "",
+        "  zarrchive: an archive for Zarr datasets (server, client and tools).",
+        "",
+        "Options:",
+        "  --help  Show this message and exit.",
+        "",
+        "Commands:",
+        *(
+            f"  {name:<{name_width}}  {_first_words(spec.short_help, limit)}"
+            for name, spec in COMMANDS.items()
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _first_words(text: str, limit: int) -> str:
+    """*text* cut to at most *limit* characters: up to the end of its first sentence if that
+    fits, else whole words followed by ``...``."""
+    words = text.split()
+    taken: list[str] = []
+    length = -1
+    for word in words:
+        if length + 1 + len(word) > limit:
+            break
+        taken.append(word)
+        length += 1 + len(word)
+        if word.endswith("."):
+            return " ".join(taken)
+    else:
+        return " ".join(taken)
+    while taken and length + 3 > limit:
+        length -= len(taken.pop()) + 1
+    return " ".join(taken) + "..."
 
 
 def main() -> None:
     """Console-script entry point."""
+    if (
+        sys.argv[1:] == ["--help"]
+        and os.path.basename(sys.argv[0]) == "zarrchive"
+        and shutil.get_terminal_size().columns >= 80
+    ):
+        # Typer alone costs most of a start-up: the commands' list needs none of it.
+        sys.stdout.write(top_level_help())
+        return
+    from zarrchive.cli._app import app
+
     app()
+
+
+def __getattr__(name: str) -> Any:
+    """``app``, ``load_command`` and the command modules (``zarrchive.cli.upload``),
+    imported on first use."""
+    if name in {"app", "load_command", "LazyGroup"}:
+        from zarrchive.cli import _app
+
+        return getattr(_app, name)
+    if name in {spec.module.rpartition(".")[2] for spec in COMMANDS.values()}:
+        return __import__(f"{__name__}.{name}", fromlist=["_"])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -288,8 +288,9 @@ class ZarrchiveGroup(TyperGroup):
             if args and not ctx.resilient_parsing:
                 homes = [
                     f"'{ctx.command_path} {name} {args[0]}'"
-                    for name, sub in self.commands.items()
-                    if isinstance(sub, TyperGroup) and args[0] in sub.commands
+                    for name in self.list_commands(ctx)
+                    if isinstance(sub := self.get_command(ctx, name), TyperGroup)
+                    and args[0] in sub.commands
                 ]
                 if homes:
                     exc.message = f"No such command {args[0]!r}. Did you mean {' or '.join(homes)}?"

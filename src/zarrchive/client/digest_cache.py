@@ -58,7 +58,7 @@ BUSY_TIMEOUT = 5.0
 #: A directory whose entries were not used for this many days is removed from the cache.
 KEEP_DAYS = 60
 #: Bumped when the schema changes: an older file is rebuilt.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Stat records are stored as signed 64-bit integers: larger device or inode numbers are
 #: not cached.
 _MAX_INT = (1 << 63) - 1
@@ -68,6 +68,10 @@ _MAX_INT = (1 << 63) - 1
 #: ctime_ns), their md5s (concatenated hex), and the latest time any was hashed.  Reading
 #: or writing a directory is one row, unpacked by C code: a few tenths of a microsecond
 #: a file, where a row a file costs several microseconds.
+#:
+#: The directory's digest (:class:`DirectoryRow`, written by
+#: :mod:`zarrchive.client.local_tree`) is kept beside them with the names and stat records
+#: of its subdirectories; it is ``NULL`` in a row written file by file (:meth:`store`).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS directories (
     path BLOB PRIMARY KEY,
@@ -75,7 +79,10 @@ CREATE TABLE IF NOT EXISTS directories (
     stats BLOB NOT NULL,
     md5s TEXT NOT NULL,
     hashed_ns INTEGER NOT NULL,
-    used_day INTEGER NOT NULL
+    used_day INTEGER NOT NULL,
+    dirs TEXT NOT NULL DEFAULT '',
+    dir_stats BLOB NOT NULL DEFAULT x'',
+    digest TEXT
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS directories_used_day ON directories (used_day)
 """
@@ -115,6 +122,13 @@ def may_store(key: StatKey, hashed_ns: int) -> bool:
         and 0 <= key.dev <= _MAX_INT
         and 0 <= key.ino <= _MAX_INT
     )
+
+
+def may_store_record(file: HashedFile) -> bool:
+    """:func:`may_store` for a file just hashed."""
+    _, _, dev, ino, _, mtime, ctime, _, hashed = file
+    settled = hashed - SETTLE_NS
+    return mtime < settled and ctime < settled and 0 <= dev <= _MAX_INT and 0 <= ino <= _MAX_INT
 
 
 def is_trusted(cached: StatKey, hashed_ns: int, now: StatKey, now_ns: int) -> bool:
@@ -165,6 +179,57 @@ class Known(NamedTuple):
 
 
 NOTHING_KNOWN = Known({}, array("q"), [])
+
+
+class DirectoryRow(NamedTuple):
+    """One directory as cached by :mod:`zarrchive.client.local_tree`.
+
+    *names*: its files' names, sorted and ``\\0``-separated; *stats*: their stat records
+    (:func:`pack_records`); *md5s*: their md5s, space-separated (only settled files are
+    kept: a row that lacks a file never has a digest).  *dirs* and *dir_stats*: the same for
+    its subdirectories (no md5s).  *digest*: the directory's Dandi Zarr checksum when every
+    file below it was settled (``""``: no file below it), ``None`` if not known.
+    *hashed_ns*: the clock when its newest file was hashed.
+    """
+
+    names: str
+    stats: bytes
+    md5s: str
+    dirs: str
+    dir_stats: bytes
+    digest: str | None
+    hashed_ns: int
+
+
+#: The stat record's fields, in :class:`StatKey` order.
+STAT_FIELDS = ("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+
+
+def unpack_records(packed: bytes) -> list[tuple[int, ...]] | None:
+    """The stat records packed by :func:`pack_records`, as 5-tuples; ``None`` if damaged."""
+    values = array("q")
+    try:
+        values.frombytes(packed)
+    except (ValueError, TypeError):
+        return None
+    if len(values) % 5:
+        return None
+    if _BIG_ENDIAN:
+        values.byteswap()
+    each = iter(values)
+    return list(zip(each, each, each, each, each, strict=False))
+
+
+def pack_records(records: Iterable[int]) -> bytes | None:
+    """Stat record integers (5 a file, :class:`StatKey` order) as stored: little-endian
+    signed 64-bit; ``None`` if one does not fit (such a directory is not cached)."""
+    try:
+        packed = array("q", records)
+    except OverflowError:
+        return None
+    if _BIG_ENDIAN:
+        packed.byteswap()
+    return packed.tobytes()
 
 
 class DigestCache:
@@ -264,6 +329,89 @@ class DigestCache:
                 warn_once(f"the digest cache {self.path!r} has a damaged entry ({exc}): ignored")
         self._loaded[key] = known
         return known
+
+    def row(self, key: bytes, now_ns: int) -> DirectoryRow | None:
+        """The cached row of the directory *key* (:func:`directory_key`), ``None`` if there
+        is none, it is damaged, or it was stored later than *now_ns* (the clock went back
+        since)."""
+        db = self._db
+        if db is None:
+            return None
+        try:
+            with self._lock:
+                found = db.execute(
+                    "SELECT names, stats, md5s, dirs, dir_stats, digest, hashed_ns, used_day "
+                    "FROM directories WHERE path = ?",
+                    (key,),
+                ).fetchone()
+        except sqlite3.Error as exc:
+            self._fail("reading", exc)
+            return None
+        if found is None:
+            return None
+        if found[7] < _today():
+            self._used.add(key)
+        names, stats, md5s, dirs, dir_stats, digest, hashed_ns, _ = found
+        if (
+            hashed_ns > now_ns
+            or not isinstance(names, str)
+            or not isinstance(stats, bytes)
+            or not isinstance(md5s, str)
+            or not isinstance(dirs, str)
+            or not isinstance(dir_stats, bytes)
+            or not (digest is None or isinstance(digest, str))
+        ):
+            return None
+        return DirectoryRow(names, stats, md5s, dirs, dir_stats, digest, hashed_ns)
+
+    def store_rows(self, rows: Iterable[tuple[bytes, DirectoryRow]]) -> int:
+        """Save whole directory rows ``(key, row)`` (:func:`directory_key`) in one
+        transaction (each replaces the directory's row); the number saved.  Errors as for
+        :meth:`store`."""
+        db = self._db
+        if db is None:
+            return 0
+        today = _today()
+        values = [
+            (
+                key,
+                row.names,
+                row.stats,
+                row.md5s,
+                row.hashed_ns,
+                today,
+                row.dirs,
+                row.dir_stats,
+                row.digest,
+            )
+            for key, row in rows
+        ]
+        if not values:
+            return 0
+        try:
+            with self._lock:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO directories (path, names, stats, md5s, "
+                        "hashed_ns, used_day, dirs, dir_stats, digest) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        values,
+                    )
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                self._fail("writing", exc)
+            return 0
+        except sqlite3.Error as exc:
+            self._fail("writing", exc)
+            return 0
+        self._used.difference_update(value[0] for value in values)
+        return len(values)
 
     def store(self, files: Iterable[HashedFile]) -> int:
         """Save the settled ones of *files* (:func:`may_store`); the number saved.
@@ -411,8 +559,12 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
-def _directory_key(os_directory: str) -> bytes:
+def directory_key(os_directory: str) -> bytes:
+    """The key of a directory's row: its absolute path (as walked, links not resolved)."""
     return os.fsencode(os.path.abspath(os_directory))
+
+
+_directory_key = directory_key
 
 
 def _prepare(db: sqlite3.Connection) -> None:
@@ -500,7 +652,9 @@ def now_ns() -> int:
 
 __all__ = [
     "SETTLE_NS",
+    "STAT_FIELDS",
     "DigestCache",
+    "DirectoryRow",
     "HashedFile",
     "Known",
     "StatKey",
@@ -508,8 +662,12 @@ __all__ = [
     "default_cache",
     "default_cache_dir",
     "default_cache_path",
+    "directory_key",
     "disable_default_cache",
     "is_trusted",
     "may_store",
+    "may_store_record",
+    "pack_records",
     "stat_key",
+    "unpack_records",
 ]

@@ -35,7 +35,7 @@ import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
 from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
-from zarrchive.client.local import hash_local, transfer_jobs
+from zarrchive.client.local import default_jobs, hash_local, transfer_jobs
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import (
     RemoteState,
@@ -283,6 +283,25 @@ class Downloader:
         self.progress.start("hashing", None, None)
         return hash_local(root, jobs=self.jobs, progress=self.progress.advance)
 
+    def _cached_root_checksum(self, root: str) -> str | None:
+        """The local checksum from the digest cache's directory digests (``None`` without
+        a usable cache: then :meth:`_compare` hashes, once)."""
+        from zarrchive.client.digest_cache import default_cache
+        from zarrchive.client.local_tree import scan_tree
+
+        cache = default_cache()
+        if cache is None:
+            return None
+        self.progress.start("hashing", None, None)
+        done = [0, 0]
+
+        def report(files: int, nbytes: int) -> None:
+            self.progress.advance(files - done[0], nbytes - done[1])
+            done[0], done[1] = files, nbytes
+
+        jobs = min(self.jobs, default_jobs())
+        return scan_tree(root, cache=cache, jobs=jobs, progress=report).checksum
+
     def _compare(self, zarr: ZarrInfo, root: str) -> _Comparison:
         entries = self._local_entries(root)
         digests = local_digests(entries)
@@ -315,6 +334,12 @@ class Downloader:
         """Compare a local directory with a Zarr of the archive, without transferring data."""
         zarr = self._resolve(ref)
         root = _existing_directory(local)
+        # Unchanged local files: the cached directory digests give the root's checksum at the
+        # cost of a stat per entry; equal to the archive's, nothing else is needed.
+        same = self._cached_root_checksum(root)
+        if same is not None and same == zarr.checksum:
+            self.progress.stop()
+            return VerifyResult(zarr_id=zarr.zarr_id, remote_checksum=same, local_checksum=same)
         comparison = self._compare(zarr, root)
         self.progress.stop()
         return VerifyResult(

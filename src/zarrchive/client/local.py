@@ -637,9 +637,14 @@ def local_checksum(
     """The Dandi Zarr checksum of the directory *root*.
 
     The same as ``compute_checksum(iter_local_entries(root), grouped=True)``,
-    with the files of each directory given to the tree hash at once.
+    with the files of each directory given to the tree hash at once; with a usable
+    *cache*, from the cached directory digests (:mod:`zarrchive.client.local_tree`).
     """
-    return _local_tree(root, jobs, progress, TreeHasher(), cache).digest
+    if cache is not None and cache.usable:
+        from zarrchive.client.local_tree import scan_tree
+
+        return scan_tree(root, cache=cache, jobs=jobs, progress=progress).checksum
+    return _local_tree(root, jobs, progress, TreeHasher(), None).digest
 
 
 def local_directory_digests(
@@ -650,7 +655,15 @@ def local_directory_digests(
     with_nodes: bool = False,
     cache: DigestCache | None = None,
 ) -> list[DirectoryDigest]:
-    """Every directory's digest below *root* (deepest first as completed, the root last)."""
+    """Every directory's digest below *root* (deepest first as completed, the root last).
+
+    With a usable *cache* (and without *with_nodes*), from the cached directory digests
+    (:mod:`zarrchive.client.local_tree`)."""
+    if cache is not None and cache.usable and not with_nodes:
+        from zarrchive.client.local_tree import scan_tree
+
+        tree = scan_tree(root, cache=cache, jobs=jobs, progress=progress)
+        return tree.directory_digests()
     hasher = TreeHasher(collect=True, with_nodes=with_nodes)
     _local_tree(root, jobs, progress, hasher, cache)
     return hasher.completed

@@ -1,0 +1,488 @@
+"""Directory digests from the digest cache (:mod:`zarrchive.client.local_tree`): never stale.
+
+Two kinds of checks:
+
+- *never stale*: after any change, the digests of :func:`scan_tree` with the cache equal
+  the digests of every file read again (no cache);
+- *reused*: a test *poisons* the cached directory digests (the md5 part of every cached
+  digest replaced, its count and size kept) and scans again; a directory whose digest
+  comes out poisoned was taken from the cache, one whose true digest comes out was hashed.
+  A change must never leave a poisoned digest on its directory or any ancestor; an
+  unchanged subtree beside it comes out poisoned (it cost its stats only).
+
+As in ``test_digest_cache.py``, the walk's clock runs :data:`LATER` ahead so that files
+just written count as settled; a mutation waits for the file system's timestamp tick
+(:func:`tick`) so that it cannot land in the tick of the previous write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
+from zarrchive.client import digest_cache, local
+from zarrchive.client.digest_cache import DigestCache, pack_records, unpack_records
+from zarrchive.client.local import local_checksum, local_directory_digests
+from zarrchive.client.local_tree import scan_tree
+from zarrchive.errors import InvalidPath, LocalFileError
+
+LATER = 10 * 1_000_000_000
+POISON_MD5 = "0" * 32
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(digest_cache, "_warned", set())
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[DigestCache]:
+    opened = DigestCache.open(tmp_path / "cache" / "digests.sqlite3")
+    assert opened is not None
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local, "_time_ns", lambda: time.time_ns() + LATER)
+
+
+def tick() -> None:
+    """Wait past the file system's timestamp granularity (the kernel's coarse clock)."""
+    time.sleep(0.02)
+
+
+def write(root: Path, path: str, data: bytes) -> None:
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_bytes(data)
+
+
+def make_tree(root: Path) -> None:
+    for i in range(60):
+        write(root, f"a/{i % 2}/{i % 3}/{i}" if i % 4 else f"b/{i}", b"data %d " % i * (i % 5))
+    write(root, ".zgroup", b"{}")
+
+
+def truth(root: Path) -> dict[str, str]:
+    """Every directory's digest, every file read (no cache)."""
+    return {d.path: d.digest for d in local_directory_digests(root, jobs=2)}
+
+
+def scanned(root: Path, cache: DigestCache) -> dict[str, str]:
+    return scan_tree(root, cache=cache, jobs=2).digests
+
+
+def poison(cache: DigestCache) -> int:
+    """Replace the md5 part of every cached directory digest; the number replaced."""
+    db = cache._db
+    assert db is not None
+    rows = db.execute("SELECT path, digest FROM directories WHERE digest != ''").fetchall()
+    for key, digest in rows:
+        db.execute(
+            "UPDATE directories SET digest = ? WHERE path = ?", (POISON_MD5 + digest[32:], key)
+        )
+    return len(rows)
+
+
+def poisoned(digests: dict[str, str]) -> set[str]:
+    return {path for path, digest in digests.items() if digest.startswith(POISON_MD5)}
+
+
+def rewrite_in_place(path: Path, data: bytes) -> None:
+    """Rewrite *path* with *data* (same size), then restore its atime and mtime."""
+    before = path.stat()
+    assert len(data) == before.st_size
+    with open(path, "r+b") as f:
+        f.write(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def ancestors(path: str) -> set[str]:
+    """*path*'s directory and every directory above it (``""`` included)."""
+    parts = path.split("/")[:-1]
+    return {"/".join(parts[:i]) for i in range(len(parts) + 1)}
+
+
+# -- what is reused ---------------------------------------------------------------------------
+def test_an_unchanged_tree_is_not_hashed(tmp_path: Path, cache: DigestCache, settled: None) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    expected = truth(root)
+    assert scanned(root, cache) == expected  # filling
+    assert scanned(root, cache) == expected  # from the cache
+    assert poison(cache) == len(expected)
+    assert poisoned(scanned(root, cache)) == set(expected)  # every digest from the cache
+    assert local_checksum(root, cache=cache).startswith(POISON_MD5)
+    assert local_checksum(root, cache=None) == expected[""]
+
+
+def test_a_change_deep_down_rehashes_its_ancestors_only(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    """A file rewritten in place, same size, mtime restored: no directory's mtime changes,
+    yet every directory above it is hashed again, and nothing else is."""
+    root = tmp_path / "z"
+    make_tree(root)
+    scanned(root, cache)
+    poison(cache)
+    tick()
+    target = "a/1/1/7"
+    rewrite_in_place(root / target, b"DATA 7 data 7 ")
+    after = scanned(root, cache)
+    expected = truth(root)
+    changed = ancestors(target)
+    assert poisoned(after) == set(expected) - changed
+    for path in changed:  # from the true children of the changed ones: not poisoned
+        assert not after[path].startswith(POISON_MD5)
+    # ... and without the poison, exactly the truth
+    fresh = DigestCache.open(tmp_path / "other.sqlite3")
+    assert fresh is not None
+    scanned(root, fresh)
+    tick()
+    rewrite_in_place(root / target, b"data 7 DATA 7 ")
+    assert scanned(root, fresh) == truth(root)
+    fresh.close()
+
+
+# -- never stale: one mutation at a time --------------------------------------------------------
+def _replace_by_rename(root: Path) -> str:
+    staged = root / "staged"
+    staged.write_bytes(b"DATA 6 " * 1)
+    size = (root / "a/0/0/6").stat().st_size
+    staged.write_bytes(b"X" * size)
+    os.replace(staged, root / "a/0/0/6")
+    return "a/0/0/6"
+
+
+def _hard_link(root: Path) -> str:
+    os.unlink(root / "a/1/1/13")
+    os.link(root / "b/12", root / "a/1/1/13")
+    return "a/1/1/13"
+
+
+def _added(root: Path) -> str:
+    write(root, "a/0/2/new", b"new")
+    return "a/0/2/new"
+
+
+def _removed(root: Path) -> str:
+    os.unlink(root / "a/0/2/14")
+    return "a/0/2/14"
+
+
+def _renamed(root: Path) -> str:
+    os.rename(root / "a/0/2/14", root / "a/0/2/14-renamed")
+    return "a/0/2/x"
+
+
+def _moved_between_directories(root: Path) -> str:
+    os.rename(root / "a/0/2/14", root / "a/1/2/14")
+    return "a/0/2/x"  # both a/0/2 and a/1/2 change; a is the common ancestor
+
+
+def _directory_renamed(root: Path) -> str:
+    os.rename(root / "a/1", root / "a/9")
+    return "a/x"
+
+
+def _directories_swapped(root: Path) -> str:
+    """Two subdirectories with the same file names swap places (their own mtimes stay)."""
+    os.rename(root / "a/0/1", root / "a/0/tmp")
+    os.rename(root / "a/1/1", root / "a/0/1")
+    os.rename(root / "a/0/tmp", root / "a/1/1")
+    return "a/x"
+
+
+def _file_replaced_by_directory(root: Path) -> str:
+    os.unlink(root / "b/4")
+    write(root, "b/4/inner", b"data 4 ")
+    return "b/4/inner"
+
+
+def _directory_replaced_by_file(root: Path) -> str:
+    shutil.rmtree(root / "a/1/0")
+    (root / "a/1/0").write_bytes(b"now a file")
+    return "a/1/0"
+
+
+def _empty_directory_filled(root: Path) -> str:
+    (root / "a/empty/deeper").mkdir(parents=True)
+    return "a/x"
+
+
+def _rewritten_same_size_same_times(root: Path) -> str:
+    rewrite_in_place(root / "b/8", b"DATA 8 DATA 8 DATA 8 ")
+    return "b/8"
+
+
+def _symbolic_link_added(root: Path) -> str:
+    os.symlink("../../../b/16", root / "a/0/0/link")
+    return "a/0/0/link"
+
+
+MUTATIONS = [
+    _replace_by_rename,
+    _hard_link,
+    _added,
+    _removed,
+    _renamed,
+    _moved_between_directories,
+    _directory_renamed,
+    _directories_swapped,
+    _file_replaced_by_directory,
+    _directory_replaced_by_file,
+    _empty_directory_filled,
+    _rewritten_same_size_same_times,
+    _symbolic_link_added,
+]
+
+
+@pytest.mark.parametrize("mutate", MUTATIONS, ids=lambda f: f.__name__.strip("_"))
+def test_a_mutation_is_seen(tmp_path: Path, cache: DigestCache, settled: None, mutate) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "z"
+    make_tree(root)
+    (root / "a/empty").mkdir()
+    assert scanned(root, cache) == truth(root)
+    tick()
+    mutate(root)
+    assert scanned(root, cache) == truth(root)
+    assert scanned(root, cache) == truth(root)  # and the rows written after it are true
+
+
+def test_a_retargeted_symbolic_link_is_seen(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    os.symlink("../../b/16", root / "a/0/link")
+    assert scanned(root, cache) == truth(root)
+    tick()
+    os.unlink(root / "a/0/link")
+    os.symlink("../../b/20", root / "a/0/link")  # same name, same kind, another file
+    assert scanned(root, cache) == truth(root)
+
+
+def test_a_copied_tree_is_hashed(tmp_path: Path, cache: DigestCache, settled: None) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    scanned(root, cache)
+    poison(cache)
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, copy_function=shutil.copy2)  # times preserved
+    assert poisoned(scanned(copy, cache)) == set()
+    assert scanned(copy, cache) == truth(root)
+
+
+def test_fresh_files_give_no_directory_digest(tmp_path: Path, cache: DigestCache) -> None:
+    """At the real clock, files just written are not settled: no digest is kept, and a
+    rewrite of the same size in the same tick is seen."""
+    root = tmp_path / "z"
+    make_tree(root)
+    assert scanned(root, cache) == truth(root)
+    assert poison(cache) == 0
+    rewrite_in_place(root / "b/8", b"DATA 8 DATA 8 DATA 8 ")  # no tick: maybe the same one
+    assert scanned(root, cache) == truth(root)
+
+
+def test_a_clock_set_back_distrusts_the_digests(
+    tmp_path: Path, cache: DigestCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    with monkeypatch.context() as patch:
+        patch.setattr(local, "_time_ns", lambda: time.time_ns() + LATER)
+        scanned(root, cache)
+    assert poison(cache) > 0
+    assert poisoned(scanned(root, cache)) == set()  # the clock reads earlier than the rows
+    monkeypatch.setattr(local, "_time_ns", lambda: time.time_ns() + 2 * LATER)
+    scanned(root, cache)  # rows written again, at this clock
+    poison(cache)
+    assert poisoned(scanned(root, cache)) == set(truth(root))
+
+
+def test_file_rows_without_a_digest_are_used_for_their_md5s(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    """Rows written file by file (``hash_local``) have no digest: the tree is hashed from
+    their md5s (not read again), and the digests kept from then on."""
+    root = tmp_path / "z"
+    make_tree(root)
+    local.hash_local(str(root), jobs=2, cache=cache)
+    db = cache._db
+    assert db is not None
+    assert db.execute("SELECT count(*) FROM directories WHERE digest IS NOT NULL").fetchone() == (
+        0,
+    )
+    assert scanned(root, cache) == truth(root)
+    assert db.execute("SELECT count(*) FROM directories WHERE digest IS NULL").fetchone() == (0,)
+
+
+def test_json_digests_match(tmp_path: Path, cache: DigestCache, settled: None) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    plain = local_directory_digests(root, jobs=2)
+    local_directory_digests(root, jobs=2, cache=cache)
+    cached = local_directory_digests(root, jobs=2, cache=cache)
+    assert sorted(cached, key=lambda d: d.path) == sorted(plain, key=lambda d: d.path)
+    assert cached[-1].path == ""
+
+
+def test_empty_and_fileless_trees(tmp_path: Path, cache: DigestCache, settled: None) -> None:
+    root = tmp_path / "z"
+    (root / "x" / "y").mkdir(parents=True)
+    for _ in range(2):
+        tree = scan_tree(root, cache=cache, jobs=1)
+        assert tree.digests == {"": EMPTY_CHECKSUM}
+        assert (tree.files, tree.size) == (0, 0)
+    write(root, "x/y/f", b"12345")
+    tree = scan_tree(root, cache=cache, jobs=1)
+    assert tree.checksum == compute_checksum([("x/y/f", 5, hashlib.md5(b"12345").hexdigest())])
+    assert (tree.files, tree.size) == (1, 5)
+
+
+def test_the_walk_errors_are_kept(tmp_path: Path, cache: DigestCache, settled: None) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    scanned(root, cache)
+    os.symlink("nowhere", root / "a/0/0/broken")
+    with pytest.raises(LocalFileError, match="broken symbolic link"):
+        scanned(root, cache)
+    os.unlink(root / "a/0/0/broken")
+    os.symlink("../..", root / "a/0/loop")
+    with pytest.raises(LocalFileError, match="symbolic link loop"):
+        scanned(root, cache)
+    os.unlink(root / "a/0/loop")
+    write(root, "a/0/bad\\name", b"x")
+    with pytest.raises(InvalidPath):
+        scanned(root, cache)
+    with pytest.raises(LocalFileError, match="no such file"):
+        scan_tree(tmp_path / "missing", cache=cache)
+
+
+def test_a_failing_cache_falls_back_to_reading(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    scanned(root, cache)
+    assert cache._db is not None
+    cache._db.close()  # every query now fails
+    assert scanned(root, cache) == truth(root)
+    assert not cache.usable
+
+
+def test_records_round_trip() -> None:
+    records = [(1, 2, 3, -4, 5), (2**63 - 1, 0, 7, 8, 9)]
+    packed = pack_records([x for r in records for x in r])
+    assert packed is not None
+    assert unpack_records(packed) == records
+    assert pack_records([2**63]) is None
+    assert unpack_records(b"123") is None
+    assert unpack_records(packed[:-8]) is None
+
+
+# -- never stale: any sequence of changes (property) --------------------------------------------
+NAMES = ["a", "b", "c"]
+paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
+contents = st.sampled_from([b"", b"x", b"y", b"xy", b"yx", b"xyz"])
+operations = st.one_of(
+    st.tuples(st.just("write"), paths, contents),
+    st.tuples(st.just("rewrite"), paths, contents),
+    st.tuples(st.just("remove"), paths, st.just(b"")),
+    st.tuples(st.just("rename"), paths, paths),
+    st.tuples(st.just("link"), paths, paths),
+    st.tuples(st.just("mkdir"), paths, st.just(b"")),
+)
+
+
+def _apply(root: Path, operation: tuple[str, str, object]) -> None:
+    kind, path, argument = operation
+    target = root / path
+    try:
+        if kind == "write":
+            assert isinstance(argument, bytes)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(argument)
+        elif kind == "rewrite" and target.is_file():
+            assert isinstance(argument, bytes)
+            data = (argument * 8)[: target.stat().st_size].ljust(target.stat().st_size, b"z")
+            rewrite_in_place(target, data)
+        elif kind == "remove":
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
+        elif kind == "rename" and target.exists():
+            assert isinstance(argument, str)
+            destination = root / argument
+            if not str(destination).startswith(str(target) + "/"):
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(target, destination)
+        elif kind == "link" and target.is_file():
+            assert isinstance(argument, str)
+            destination = root / argument
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            if destination.is_dir():
+                shutil.rmtree(destination)
+            elif destination.exists():
+                destination.unlink()
+            os.link(target, destination)
+        elif kind == "mkdir":
+            target.mkdir(parents=True, exist_ok=True)
+    except (NotADirectoryError, FileExistsError, IsADirectoryError, OSError):
+        pass  # a path through a file, a directory over a non-empty one...: nothing done
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(operations, min_size=1, max_size=8))
+def test_never_stale_after_any_changes(
+    settled: None, operations: list[tuple[str, str, object]]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "z"
+        root.mkdir()
+        write(root, "a/a/a", b"xyz")
+        write(root, "b", b"xy")
+        cache = DigestCache.open(Path(tmp) / "cache.sqlite3")
+        assert cache is not None
+        try:
+            assert scanned(root, cache) == truth(root)
+            for operation in operations:
+                tick()
+                _apply(root, operation)
+                assert scanned(root, cache) == truth(root), operation
+        finally:
+            cache.close()
+
+
+def test_the_row_of_a_directory_is_one_row(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    """One row per directory, with its files' md5s and its subdirectories' names."""
+    root = tmp_path / "z"
+    make_tree(root)
+    scanned(root, cache)
+    db = sqlite3.connect(tmp_path / "cache" / "digests.sqlite3")
+    rows = dict(db.execute("SELECT path, dirs FROM directories").fetchall())
+    db.close()
+    key = os.fsencode(os.path.abspath(root))
+    assert rows[key] == "a\0b"
+    assert rows[key + b"/a/0/1"] == ""
+    assert len(rows) == len(truth(root))
