@@ -584,21 +584,96 @@ class ObjectStore:
         return str(response["UploadId"])
 
     def presign_upload_part(
-        self, key: str, upload_id: str, part_number: int, expires_in: int
+        self,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        expires_in: int,
+        md5_hex: str | None = None,
     ) -> str:
-        """A presigned PUT URL for one part (1-based) of a multipart upload."""
+        """A presigned PUT URL for one part (1-based) of a multipart upload; with *md5_hex*
+        it signs the part's ``Content-MD5`` (S3 refuses any other body)."""
+        content_md5 = md5_to_content_md5(md5_hex) if md5_hex else None
+        if self._presigner is not None:
+            return self._presigner.url(
+                "PUT",
+                self.bucket,
+                key,
+                expires_in,
+                headers={"Content-MD5": content_md5} if content_md5 else None,
+                params={"partNumber": str(part_number), "uploadId": upload_id},
+            )
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "UploadId": upload_id,
+            "PartNumber": part_number,
+        }
+        if content_md5:
+            params["ContentMD5"] = content_md5
         url: str = self.client.generate_presigned_url(
-            "upload_part",
-            Params={
-                "Bucket": self.bucket,
-                "Key": key,
-                "UploadId": upload_id,
-                "PartNumber": part_number,
-            },
-            ExpiresIn=expires_in,
-            HttpMethod="PUT",
+            "upload_part", Params=params, ExpiresIn=expires_in, HttpMethod="PUT"
         )
         return url
+
+    def list_parts(self, key: str, upload_id: str) -> dict[int, tuple[str, int]] | None:
+        """The parts S3 holds of a multipart upload (``number -> (etag, size)``); None when
+        the upload does not exist (never started, completed or aborted)."""
+        parts: dict[int, tuple[str, int]] = {}
+        marker = 0
+        try:
+            with s3_errors(f"listing the parts of {key!r}"):
+                while True:
+                    page = self.client.list_parts(
+                        Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumberMarker=marker
+                    )
+                    for part in page.get("Parts", []):
+                        parts[int(part["PartNumber"])] = (
+                            _strip(str(part["ETag"])),
+                            int(part["Size"]),
+                        )
+                    if not page.get("IsTruncated"):
+                        return parts
+                    marker = int(page.get("NextPartNumberMarker") or 0)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND | {"NoSuchUpload"}:
+                return None
+            raise
+
+    def upload_part_copy(
+        self,
+        source_key: str,
+        version_id: str | None,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        first: int,
+        last: int,
+    ) -> str:
+        """``UploadPartCopy``: bytes *first*..*last* (inclusive) of *source_key* (at
+        *version_id*) as part *part_number* of an upload of *key*; returns the part's ETag."""
+        source: dict[str, str] = {"Bucket": self.bucket, "Key": source_key}
+        if version_id is not None:
+            source["VersionId"] = version_id
+        response = self._call(
+            self.client.upload_part_copy,
+            Bucket=self.bucket,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=part_number,
+            CopySource=source,
+            CopySourceRange=f"bytes={first}-{last}",
+        )
+        return _strip(str(response["CopyPartResult"]["ETag"]))
+
+    def iter_multipart_uploads(self, prefix: str) -> Iterator[tuple[str, str, datetime | None]]:
+        """The multipart uploads in progress under *prefix*: ``(key, upload id, initiated)``."""
+        paginator = self.client.get_paginator("list_multipart_uploads")
+        with s3_errors(f"listing the multipart uploads under {prefix!r}"):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Uploads", []):
+                    yield str(item["Key"]), str(item["UploadId"]), item.get("Initiated")
 
     def presign_complete_multipart(self, key: str, upload_id: str, expires_in: int) -> str:
         """A presigned POST URL completing a multipart upload (the body, the parts' XML, is
