@@ -572,16 +572,37 @@ class ObjectStore:
 
     # -- multipart uploads and streamed reads (blobs) -------------------------------
     def create_multipart_upload(
-        self, key: str, content_type: str = "application/octet-stream"
+        self,
+        key: str,
+        content_type: str = "application/octet-stream",
+        metadata: dict[str, str] | None = None,
     ) -> str:
-        """Start an S3 multipart upload of *key*; returns S3's upload id."""
+        """Start an S3 multipart upload of *key* (with user *metadata*); S3's upload id."""
+        extra: dict[str, Any] = {"Metadata": metadata} if metadata else {}
         response = self._call(
             self.client.create_multipart_upload,
             Bucket=self.bucket,
             Key=key,
             ContentType=content_type,
+            **extra,
         )
         return str(response["UploadId"])
+
+    def recorded_md5(self, key: str, version_id: str | None = None) -> str | None:
+        """The md5 the archive recorded on an object assembled from parts (its ETag is not
+        an md5): the :data:`MD5_METADATA` metadata, set only on content whose md5 the
+        archive verified; None if absent (or no such object)."""
+
+        def head(**kwargs: Any) -> Any:
+            if version_id is not None:
+                kwargs["VersionId"] = version_id
+            return self.client.head_object(**kwargs)
+
+        response = self._lookup(head, "HEAD", key)
+        if response is None:
+            return None
+        value = response.get("Metadata", {}).get(MD5_METADATA)
+        return str(value) if value else None
 
     def presign_upload_part(
         self,
@@ -748,6 +769,9 @@ class ObjectStore:
 
 
 # -- copies across buckets and purges -----------------------------------------------------
+#: The user metadata (``x-amz-meta-zarrchive-md5``) in which the archive records the md5 it
+#: verified of an object it assembled from parts (S3's ETag of such an object is not an md5).
+MD5_METADATA = "zarrchive-md5"
 #: AWS refuses ``CopyObject`` above 5 GiB: larger objects are copied in parts.
 COPY_OBJECT_LIMIT = 5 * 1024**3
 #: The part size of a multipart copy (S3 allows 5 MiB to 5 GiB, at most 10,000 parts).
@@ -910,7 +934,9 @@ def copy_object_version(
         head_kwargs["VersionId"] = version_id
     head = source._call(source.client.head_object, **head_kwargs)
     upload_id = target.create_multipart_upload(
-        key, str(head.get("ContentType") or "application/octet-stream")
+        key,
+        str(head.get("ContentType") or "application/octet-stream"),
+        dict(head.get("Metadata") or {}),  # (the md5 recorded on objects from parts)
     )
     parts: list[tuple[int, str]] = []
     try:

@@ -146,6 +146,10 @@ class ObjectStoreProtocol(Protocol):
         ``Content-MD5`` when *md5_hex* is given)."""
         ...
 
+    def recorded_md5(self, key: str, version_id: str | None = None) -> str | None:
+        """The md5 the archive verified and recorded on an object assembled from parts."""
+        ...
+
     def list_parts(self, key: str, upload_id: str) -> dict[int, tuple[str, int]] | None:
         """The parts held (``number -> (etag, size)``); None: no such upload."""
         ...

@@ -204,7 +204,7 @@ def _copy_big_files(archive: Archive, store: ObjectStore, claimed: _Claimed, tok
     lock = threading.Lock()
 
     def prepare(path: str) -> None:
-        _md5, size, version = claimed.files[path]
+        md5, size, version = claimed.files[path]
         copy = prepare_verified_copy(
             store,
             staging_object_key(claimed.zarr_id, claimed.uid, path),
@@ -212,6 +212,7 @@ def _copy_big_files(archive: Archive, store: ObjectStore, claimed: _Claimed, tok
             zarr_object_key(claimed.zarr_id, path),
             size,
             claimed.part_sizes[path],
+            md5,
         )
         with lock:
             prepared.append(copy)

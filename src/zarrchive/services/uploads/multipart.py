@@ -58,7 +58,7 @@ from zarrchive.storage.keys import (
     staging_zarr_prefix,
     zarr_prefix,
 )
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.objects import MD5_METADATA, ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -130,9 +130,15 @@ def part_urls(
     count = part_count(size, part_size)
     asked = _parts_of(parts, path, count)
     key = staging_object_key(zarr_id, uid, path)
-    if upload_id is None:
-        upload_id = _start_upload(archive, store, key, batch_id, path)
-    held = store.list_parts(key, upload_id) or {}
+    held = store.list_parts(key, upload_id) if upload_id is not None else None
+    if held is None:
+        staged = store.head(key)
+        if staged is not None and staged.size == size:
+            # assembled by an earlier ``complete`` (that failed on another file): all sent
+            return PartUrls(path, size, part_size, count, [PartUrl(n, None) for n in asked])
+        upload_id = _start_upload(archive, store, key, batch_id, path, upload_id)
+        held = {}
+    assert upload_id is not None
     expiry = archive.settings.presign_expiry
     answer = [
         PartUrl(
@@ -146,17 +152,24 @@ def part_urls(
     return PartUrls(path, size, part_size, count, answer)
 
 
-def _start_upload(archive: Archive, store: ObjectStore, key: str, batch_id: int, path: str) -> str:
-    """Start the S3 upload of a big file and record it (a concurrent request may have won:
-    then ours is aborted and theirs is the one)."""
+def _start_upload(
+    archive: Archive, store: ObjectStore, key: str, batch_id: int, path: str, old: str | None
+) -> str:
+    """Start the S3 upload of a big file and record it in place of *old* (gone, or None); a
+    concurrent request may have won: then ours is aborted and theirs is the one."""
     started = store.create_multipart_upload(key)
+    recorded_is_old = (
+        UploadBatchFile.multipart_upload_id.is_(None)
+        if old is None
+        else UploadBatchFile.multipart_upload_id == old
+    )
     with archive.db.write_session() as session:
         result = session.execute(
             update(UploadBatchFile)
             .where(
                 UploadBatchFile.batch_id == batch_id,
                 UploadBatchFile.path == path,
-                UploadBatchFile.multipart_upload_id.is_(None),
+                recorded_is_old,
                 UploadBatchFile.batch_id.in_(
                     select(UploadBatch.id).where(UploadBatch.state == BatchState.OPEN)
                 ),
@@ -265,11 +278,16 @@ def prepare_verified_copy(
     key: str,
     size: int,
     part_size: int,
+    md5: str,
 ) -> PreparedCopy:
     """Copy a staged version to a multipart upload of *key* (``UploadPartCopy``, parts in
     parallel) while reading it once, streamed, through md5 (at the same time); nothing is
-    visible until :func:`finish_verified_copy`.  On any failure the upload is aborted."""
-    upload_id = store.create_multipart_upload(key)
+    visible until :func:`finish_verified_copy`.  On any failure the upload is aborted.
+
+    The upload records *md5* (the declared one) as the object's :data:`MD5_METADATA`: it
+    becomes visible only if that is the content's md5, so checks read it instead of the
+    ETag (which is not an md5)."""
+    upload_id = store.create_multipart_upload(key, "application/octet-stream", {MD5_METADATA: md5})
     count = part_count(size, part_size)
 
     def copy(number: int) -> tuple[int, str]:
