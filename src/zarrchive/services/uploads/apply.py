@@ -271,12 +271,15 @@ def _refuse(archive: Archive, claimed: _Claimed, token: str, refused: _Refused) 
 
 def refusal_error(zarr_id: str, problems: list[tuple[str, str, str]]) -> UploadVerificationFailed:
     listed = ", ".join(f"{p} (declared {e}, content {f})" for p, e, f in problems[:10])
-    return UploadVerificationFailed(
+    message = (
         f"Zarr {zarr_id}: the batch was refused: the content of {len(problems)} files "
         f"uploaded in parts is not the md5 declared: {listed}. Nothing of the batch changed "
-        "the Zarr; upload these files again.",
+        "the Zarr; upload these files again."
+    )
+    return UploadVerificationFailed(
+        message,
         detail={
-            "message": "declared md5 differs from the content",
+            "message": message,
             "files": [{"path": p, "expected": e, "found": f} for p, e, f in problems],
         },
     )
