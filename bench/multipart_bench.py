@@ -183,6 +183,7 @@ def main() -> None:
             f"{url}/api/dandisets/",
             json={"name": "bench"},
             headers={"Authorization": f"token {token}"},
+            timeout=120,
         ).json()["identifier"]
         s3 = boto3.client(
             "s3",
