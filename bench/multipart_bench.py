@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -214,6 +215,7 @@ def main() -> None:
             f"| {total / ours / MIB:.0f} MiB/s ({ours:.1f} s) | **{base / ours:.2f}** "
             f"| {client_rss / MIB:.0f} MiB | {server_rss.peak / MIB:.0f} MiB |"
         )
+    shutil.rmtree(work, ignore_errors=True)  # the files, and SeaweedFS's copies of them
 
 
 if __name__ == "__main__":
