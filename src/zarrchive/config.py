@@ -45,8 +45,11 @@ class PublishedZarrs(StrEnum):
     SNAPSHOT = "snapshot"
 
 
-#: The default multipart threshold (see bench/RESULTS.md, "multipart"), and S3's largest PUT.
-MULTIPART_THRESHOLD = 1024**3
+#: The default multipart threshold (bench/RESULTS.md, "Big files in a Zarr"): DANDI's part
+#: size; above it a single ``CopyObject`` into place outlasted the store's 8 s read timeout on
+#: a loaded SeaweedFS, while a copy in parts costs one 64 MiB ``UploadPartCopy`` per request.
+MULTIPART_THRESHOLD = 64 * 1024**2
+#: S3's largest single PUT.
 MAX_SINGLE_PUT = 5 * 1024**3
 #: S3's smallest part (all but the last): the threshold can't be lower.
 MIN_PART_SIZE = 5 * 1024**2
