@@ -57,6 +57,9 @@ _UNREACHABLE = (
 #: How long a request waits for S3 (connect, then each read) before the archive answers 503.
 CONNECT_TIMEOUT = 3
 READ_TIMEOUT = 8
+#: Server-side copies (``CopyObject``, ``UploadPartCopy``) answer only once the data is copied:
+#: their wait scales with the size (a 64 MiB part took over 8 s on a loaded SeaweedFS).
+COPY_READ_TIMEOUT = 300
 
 
 @contextmanager
@@ -196,6 +199,15 @@ class ObjectStore:
             aws_secret_access_key=secret_access_key,
             region_name=region,
             config=config,
+        )
+        #: The client of server-side copies: the same, with a read timeout for big copies.
+        self.copy_client: S3Client = _session().client(
+            "s3",
+            endpoint_url=endpoint_url,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            region_name=region,
+            config=config.merge(Config(read_timeout=COPY_READ_TIMEOUT)),
         )
         #: The fast signer of the URLs presigned per file (botocore's for anything else, and
         #: when the credentials come from boto3's own chain: they may rotate).
@@ -545,7 +557,7 @@ class ObjectStore:
         if version_id is not None:
             source["VersionId"] = version_id
         response = self._call(
-            self.client.copy_object,
+            self.copy_client.copy_object,
             Bucket=self.bucket,
             Key=key,
             CopySource=source,
@@ -678,7 +690,7 @@ class ObjectStore:
         if version_id is not None:
             source["VersionId"] = version_id
         response = self._call(
-            self.client.upload_part_copy,
+            self.copy_client.upload_part_copy,
             Bucket=self.bucket,
             Key=key,
             UploadId=upload_id,
