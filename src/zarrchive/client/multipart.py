@@ -50,15 +50,9 @@ def start_upload(
 ) -> dict[str, Target]:
     """Open a batch of ``(path, md5, size)``: ``{path: Target}``.  With *resume*, an open
     batch of exactly these files opened by us is answered again (parts sent stay)."""
-    response = client.request(
-        "POST",
-        f"/api/zarr/{zarr_id}/upload/",
-        json=[{"path": p, "etag": m, "size": s} for p, m, s in files],
-        params={"resume": "true"} if resume else None,
-    )
     return {
         str(r["path"]): Target(r.get("upload_url"), r.get("part_size"), r.get("part_count"))
-        for r in response.json()
+        for r in client.open_upload(zarr_id, files, resume=resume)
     }
 
 
