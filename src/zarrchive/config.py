@@ -45,6 +45,16 @@ class PublishedZarrs(StrEnum):
     SNAPSHOT = "snapshot"
 
 
+#: The default multipart threshold (bench/RESULTS.md, "Big files in a Zarr"): DANDI's part
+#: size; above it a single ``CopyObject`` into place outlasted the store's 8 s read timeout on
+#: a loaded SeaweedFS, while a copy in parts costs one 64 MiB ``UploadPartCopy`` per request.
+MULTIPART_THRESHOLD = 64 * 1024**2
+#: S3's largest single PUT.
+MAX_SINGLE_PUT = 5 * 1024**3
+#: S3's smallest part (all but the last): the threshold can't be lower.
+MIN_PART_SIZE = 5 * 1024**2
+
+
 @dataclass(frozen=True)
 class Settings:
     """The archive's configuration."""
@@ -78,6 +88,9 @@ class Settings:
     #: Publishing refuses a draft whose metadata or assets' metadata is not valid
     #: (``ZARRCHIVE_PUBLISH_REQUIRES_VALID``; see :mod:`zarrchive.services.validation`).
     publish_requires_valid: bool = True
+    #: Files of an upload batch above this size (bytes) are S3 multipart uploads
+    #: (``ZARRCHIVE_MULTIPART_THRESHOLD``; at most 5 GiB, S3's largest single PUT).
+    multipart_threshold: int = MULTIPART_THRESHOLD
 
     @property
     def embedded_s3(self) -> bool:
@@ -127,6 +140,7 @@ class Settings:
             publish_requires_valid=_flag(
                 "PUBLISH_REQUIRES_VALID", get("PUBLISH_REQUIRES_VALID"), default=True
             ),
+            multipart_threshold=_multipart_threshold(get("MULTIPART_THRESHOLD")),
         )
 
 
@@ -152,6 +166,16 @@ def redact_url(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _multipart_threshold(raw: str | None) -> int:
+    value = _positive_int("MULTIPART_THRESHOLD", raw, MULTIPART_THRESHOLD)
+    if not MIN_PART_SIZE <= value <= MAX_SINGLE_PUT:
+        raise ConfigurationError(
+            f"ZARRCHIVE_MULTIPART_THRESHOLD={raw!r}: expected {MIN_PART_SIZE} (5 MiB) to "
+            f"{MAX_SINGLE_PUT} (5 GiB) bytes"
+        )
+    return value
 
 
 def _positive_int(name: str, raw: str | None, default: int) -> int:

@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -64,9 +65,14 @@ class UploadsThrough(ApiClient):
         super().__init__(url, token, retry=QUICK)
         self.proxy = proxy
 
-    def start_upload(self, zarr_id: str, files: Sequence[tuple[str, str]]) -> dict[str, str]:
-        urls = super().start_upload(zarr_id, files)
-        return {path: self.proxy.rewrite(url) for path, url in urls.items()}
+    def open_upload(
+        self, zarr_id: str, files: Sequence[tuple[str, str, int]], *, resume: bool = False
+    ) -> list[dict[str, Any]]:
+        rows = super().open_upload(zarr_id, files, resume=resume)
+        return [
+            {**r, "upload_url": self.proxy.rewrite(r["upload_url"]) if r["upload_url"] else None}
+            for r in rows
+        ]
 
 
 def _upload(client: ApiClient, records: BatchRecords, dandiset: str, source: Path) -> str:

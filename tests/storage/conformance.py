@@ -339,6 +339,35 @@ class ObjectStoreTests:
         store.abort_multipart_upload("blob/y", "no-such-upload")
         assert store.head("blob/y") is None
 
+    def test_parts_signed_by_md5_listed_copied_and_recorded(
+        self, store: ObjectStoreProtocol
+    ) -> None:
+        first, tail = b"p" * (5 * MiB), b"tail"
+        upload_id = store.create_multipart_upload("mp/x")
+        assert ("mp/x", upload_id) in {(k, u) for k, u, _ in store.iter_multipart_uploads("mp/")}
+        signed = store.presign_upload_part("mp/x", upload_id, 1, 60, md5(first))
+        other = httpx.put(signed, content=b"q" * (5 * MiB), headers=_content_md5(first), timeout=60)
+        assert other.status_code == 400  # the URL signs the part's md5: another body is refused
+        assert httpx.put(signed, content=first, headers=_content_md5(first), timeout=60).is_success
+        url = store.presign_upload_part("mp/x", upload_id, 2, 60, md5(tail))
+        assert httpx.put(url, content=tail, headers=_content_md5(tail)).is_success
+        held = store.list_parts("mp/x", upload_id)
+        assert held == {1: (md5(first), len(first)), 2: (md5(tail), len(tail))}
+        store.complete_multipart_upload("mp/x", upload_id, [(n, e) for n, (e, _s) in held.items()])
+        assert store.list_parts("mp/x", upload_id) is None  # the upload is gone
+        assert store.recorded_md5("mp/x") is None  # nothing recorded: the ETag is not an md5
+        size = len(first) + len(tail)
+        copy_id = store.create_multipart_upload("mp/y", metadata={"zarrchive-md5": "a" * 32})
+        parts = [
+            (1, store.upload_part_copy("mp/x", None, "mp/y", copy_id, 1, 0, len(first) - 1)),
+            (2, store.upload_part_copy("mp/x", None, "mp/y", copy_id, 2, len(first), size - 1)),
+        ]
+        store.complete_multipart_upload("mp/y", copy_id, parts)
+        assert b"".join(store.iter_content("mp/y")) == first + tail
+        assert store.recorded_md5("mp/y") == "a" * 32
+        assert store.recorded_md5("mp/none") is None
+        assert not list(store.iter_multipart_uploads("mp/"))
+
     # -- what the services read: .checksum nodes -------------------------------------------------
     def test_nodes_are_read_fresh_through_the_cache_and_the_updater(
         self, store: ObjectStoreProtocol
@@ -402,3 +431,8 @@ class ObjectStoreTests:
     # -- concurrency ---------------------------------------------------------------------------------
     def test_map_keeps_the_order(self, store: ObjectStoreProtocol) -> None:
         assert store.map(lambda i: i * i, range(200)) == [i * i for i in range(200)]
+
+
+def _content_md5(body: bytes) -> dict[str, str]:
+    """The ``Content-MD5`` header of *body*."""
+    return {"Content-MD5": md5_to_content_md5(md5(body))}

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from zarrchive.services.blobs import MAX_PARTS
+from zarrchive.services.uploads.parts import MAX_OBJECT_SIZE, MAX_PARTS_PER_REQUEST
 from zarrchive.services.zarrs import DirectoryListing, FileEntry
 
 
@@ -117,11 +118,64 @@ class ManifestOut(BaseModel):
 class UploadFile(RequestModel):
     path: str = Field(description="Path of the file relative to the Zarr root")
     etag: str = Field(description="The file's md5, 32 lowercase hex characters")
+    size: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_OBJECT_SIZE,
+        description="The file's size in bytes (up to 5 TiB). Files above the archive's "
+        "multipart threshold are uploaded in parts (`POST .../upload/parts/`); a file of "
+        "more than 5 GiB must declare its size. A declared size is checked at `complete`.",
+    )
 
 
 class UploadUrlOut(BaseModel):
     path: str
-    upload_url: str = Field(description="Presigned PUT URL; send the Content-MD5 header")
+    upload_url: str | None = Field(
+        description="Presigned PUT URL; send the Content-MD5 header. `null` for a file "
+        "uploaded in parts: ask `POST .../upload/parts/` for its parts' URLs"
+    )
+    part_size: int | None = Field(
+        None, description="Uploaded in parts: every part but the last has this many bytes"
+    )
+    part_count: int | None = Field(None, description="Uploaded in parts: how many parts")
+
+
+class UploadPartIn(RequestModel):
+    part_number: int = Field(ge=1, le=MAX_PARTS, description="1-based")
+    md5: str = Field(description="The part's md5 (hex): its URL signs it as Content-MD5")
+
+
+class UploadPartsIn(RequestModel):
+    list_limits = {"parts": MAX_PARTS_PER_REQUEST}
+    path: str = Field(description="A file of the open batch uploaded in parts")
+    parts: list[UploadPartIn] = Field(
+        description=f"At most {MAX_PARTS_PER_REQUEST} parts per request"
+    )
+
+
+class UploadPartOut(BaseModel):
+    part_number: int
+    upload_url: str | None = Field(
+        description="Presigned PUT URL signing the part's Content-MD5; `null` when S3 "
+        "already holds this part with this md5 (`done`): do not send it again"
+    )
+    done: bool
+
+
+class UploadPartsOut(BaseModel):
+    path: str
+    size: int
+    part_size: int
+    part_count: int
+    parts: list[UploadPartOut]
+
+
+class RefusedUploadOut(BaseModel):
+    batch: str = Field(description="The batch's uid")
+    path: str
+    expected_md5: str = Field(description="The md5 declared")
+    found_md5: str = Field(description="The md5 of the content received")
+    created_at: datetime
 
 
 class DownloadUrlOut(BaseModel):

@@ -139,8 +139,8 @@ def gc(
 ) -> None:
     """Remove what no published snapshot and no open batch needs: noncurrent object versions
     of Zarrs (and of their .checksum nodes) that no pinned manifest names, the staging
-    areas of batches no longer open, and whole Zarrs that no asset and no version references
-    (unchanged for --grace-days).  A dry run (nothing removed) unless --apply."""
+    areas of batches no longer open (and their stray multipart uploads), and whole Zarrs
+    that no asset and no version references (unchanged for --grace-days).  A dry run (nothing removed) unless --apply."""
     from datetime import timedelta
 
     from rich.console import Console
@@ -154,7 +154,7 @@ def gc(
     )
 
     console = Console(stderr=True, soft_wrap=True)
-    total_versions = total_bytes = total_staging = total_zarrs = 0
+    total_versions = total_bytes = total_staging = total_zarrs = total_multipart = 0
     verb = "removed" if apply else "would remove"
     grace = timedelta(days=grace_days)
     with open_archive() as archive:
@@ -182,10 +182,20 @@ def gc(
                 print(f"{verb}\t{key}\t{version_id}\t{size}")
             for prefix, size in report.staging:
                 print(f"{verb}\t{prefix}\t(staging)\t{size}")
+            for key, upload_id, why in report.multipart:
+                print(
+                    f"{'aborted' if apply else 'would abort'}\t{key}\t(multipart upload "
+                    f"{upload_id}: {why})"
+                )
             total_versions += len(report.versions)
             total_staging += len(report.staging)
+            total_multipart += len(report.multipart)
             total_bytes += report.bytes
     zarrs = f", and {total_zarrs} unreferenced Zarrs" if total_zarrs else ""
+    if total_multipart:
+        zarrs += (
+            f" ({total_multipart} stray multipart uploads {'aborted' if apply else 'to abort'})"
+        )
     console.print(
         f"{verb} {total_versions} object versions and {total_staging} staging areas{zarrs}: "
         f"{total_bytes} bytes ({human_size(total_bytes)})"

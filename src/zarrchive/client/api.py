@@ -496,6 +496,21 @@ class ApiClient:
         )
         return {str(r["path"]): str(r["upload_url"]) for r in rows}
 
+    def open_upload(
+        self, zarr_id: str, files: Sequence[tuple[str, str, int]], *, resume: bool = False
+    ) -> list[dict[str, Any]]:
+        """Open a batch of ``(path, md5, size)``: per file ``{path, upload_url, part_size,
+        part_count}`` (``upload_url`` None: send it in parts, see
+        :mod:`zarrchive.client.multipart`).  With *resume*, an open batch of exactly these
+        files opened by us is answered again instead of 409."""
+        rows: list[dict[str, Any]] = self._json(
+            "POST",
+            f"/api/zarr/{_id(zarr_id)}/upload/",
+            json=[{"path": p, "etag": m, "size": n} for p, m, n in files],
+            params={"resume": "true"} if resume else None,
+        )
+        return rows
+
     def complete_upload(self, zarr_id: str, *, wait: bool = False) -> ZarrInfo:
         """Verify the open batch and queue it (with *wait*: apply it before answering)."""
         return ZarrInfo.from_json(

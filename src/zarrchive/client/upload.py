@@ -22,7 +22,9 @@ Resumability: every step is idempotent; a rerun recomputes the difference and
 does only what is missing.  An upload batch left open by an interrupted run is
 recognised by a record in the client's state directory
 (:mod:`zarrchive.client.records`: written before the batch is opened, removed when it
-is closed): such a batch is completed if all its files reached S3, else cancelled.  An
+is closed): such a batch is completed if all its files reached S3, else left open and
+taken up by the run's first batch if that has the same files (the server answers its URLs
+again; big files' parts already in S3 are not sent again), else cancelled.  An
 open batch without such a record (another machine, another client) is cancelled too,
 with a message: the server allows one batch per Zarr, and a batch nobody completes
 blocks every upload.
@@ -59,6 +61,7 @@ from zarrchive.client.local import (
     transfer_jobs,
     walk_local,
 )
+from zarrchive.client.multipart import PartSender, Target, declared, start_upload
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.records import BatchRecords
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
@@ -137,7 +140,8 @@ class UploadResult:
     asset_id: str | None = None
     #: True when this upload created that asset: the Zarr just became part of the dandiset.
     asset_created: bool = False
-    #: What was done with a batch found open at the start: None, "completed" or "cancelled".
+    #: What was done with a batch found open at the start: None, "completed", "resumed"
+    #: (left open for this run's first batch to take up) or "cancelled".
     stale_batch: str | None = None
     planned_uploads: int = 0
     planned_deletes: int = 0
@@ -495,9 +499,14 @@ class Uploader:
                 if exc.status_code == 404:
                     outcome, message = None, ""
                 elif exc.status_code == 400:
-                    self._cancel(zarr_id)
-                    outcome = "cancelled"
-                    message = "cancelled the upload batch left open by an interrupted earlier run"
+                    # some files never reached S3: leave the batch open, the first batch of
+                    # this run takes it up if it is the same (files sent, and big files'
+                    # parts sent, are not sent again), else cancels it
+                    outcome = "resumed"
+                    message = (
+                        "taking up the upload batch left open by an interrupted earlier run "
+                        "(what reached S3 is not sent again)"
+                    )
                 else:
                     raise
         else:
@@ -552,8 +561,18 @@ class Uploader:
     ) -> None:
         batcher = _Batcher(entries, batch_files, MAX_BATCH_BYTES)
         retry: deque[tuple[list[ZarrEntry], int]] = deque()
-        s3 = http_client(timeout=S3_TIMEOUT, max_connections=self.jobs)
+        s3 = http_client(timeout=S3_TIMEOUT, max_connections=2 * self.jobs)
         pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-put")
+        # big files' parts (hashed and PUT) on their own threads: a file's sender waits on them
+        parts_pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-part")
+        self._parts = PartSender(
+            self.client,
+            s3,
+            parts_pool,
+            retry=self.retry,
+            on_retry=self.on_retry,
+            on_bytes=lambda n: self.progress.advance(0, n),
+        )
         try:
             while True:
                 if retry:
@@ -585,22 +604,25 @@ class Uploader:
                 retry.extend((c, refusals) for c in _Batcher(chunk, half, MAX_BATCH_BYTES))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            parts_pool.shutdown(wait=True, cancel_futures=True)
             s3.close()
 
-    def _open_batch(self, zarr_id: str, chunk: list[ZarrEntry]) -> dict[str, str]:
-        files = [(e.path, e.md5) for e in chunk]
+    def _open_batch(self, zarr_id: str, chunk: list[ZarrEntry]) -> dict[str, Target]:
+        """Open a batch of *chunk* (sizes declared: big files go in parts).  An open batch
+        of exactly these files of ours (a retried request that went through, or the batch of
+        an interrupted run) is taken up again: what reached S3 stays."""
+        files = declared(chunk)
         self.records.mark(self.client.url, zarr_id, len(files))
         try:
-            return self.client.start_upload(zarr_id, files)
+            return start_upload(self.client, zarr_id, files, resume=True)
         except ApiError as exc:
             if exc.status_code != 409:
                 self.records.clear(zarr_id)
                 raise
-        # A batch is open: our own request that went through before a retry, or one
-        # opened meanwhile.  Cancel it and open ours.
+        # Another batch is open (opened meanwhile, or of other files).  Cancel it, open ours.
         self.progress.note("an upload batch was already open on this Zarr: cancelled it")
         self._cancel(zarr_id)
-        return self.client.start_upload(zarr_id, files)
+        return start_upload(self.client, zarr_id, files, resume=False)
 
     def _run_batch(
         self,
@@ -627,7 +649,22 @@ class Uploader:
         def put(entry: ZarrEntry) -> bool:
             if stop.is_set():
                 return False
-            ok = self._put(s3, urls[entry.path], entry, os_path(root, entry.path))
+            target = urls[entry.path]
+            if target.url is None:
+                assert target.part_size is not None and target.part_count is not None
+                self._parts.send(
+                    zarr_id,
+                    entry.path,
+                    os_path(root, entry.path),
+                    entry.size,
+                    target.part_size,
+                    target.part_count,
+                )
+                with sent_lock:
+                    sent[0] += 1
+                self.progress.advance(1, 0)  # its bytes were counted part by part
+                return True
+            ok = self._put(s3, target.url, entry, os_path(root, entry.path))
             if ok:
                 with sent_lock:
                     sent[0] += 1

@@ -279,6 +279,28 @@ class UploadBatchFile(Base):
     size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     #: The S3 version id of the verified staging object (what ``complete`` copies into place).
     staged_version: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: Set for a file uploaded as an S3 multipart upload (declared above the archive's
+    #: multipart threshold): the size of its parts (the last may be shorter).  Its ``size`` is
+    #: then the declared one from the start, and its md5 is verified when it is applied.
+    part_size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: The S3 multipart upload of its staging key, while its parts are being sent.
+    multipart_upload_id: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+
+
+class RefusedUpload(Base):
+    """A file of an upload batch refused when its batch was applied: its content's md5 (read
+    by the archive, for multipart uploads) is not the md5 declared.  The whole batch was
+    dropped (nothing of it became visible); the row says why, to the uploader."""
+
+    __tablename__ = "refused_uploads"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), index=True)
+    batch_uid: Mapped[str] = mapped_column(String(32))
+    path: Mapped[str] = mapped_column(Text)
+    expected_md5: Mapped[str] = mapped_column(String(32))
+    found_md5: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class ZarrManifest(Base):

@@ -32,6 +32,7 @@ from enum import StrEnum
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from zarrchive.checksum import is_md5
 from zarrchive.db.models import EmbargoStatus, UploadBatch, Zarr, ZarrManifest, ZarrPin
 from zarrchive.manifest import ManifestEntry, generate_manifest, manifest_key
 from zarrchive.services.runtime import Archive, current_archive
@@ -115,12 +116,16 @@ def current_entries(
     )
     for version in listed:
         assert version.etag is not None
+        etag = version.etag
+        if not is_md5(etag):  # assembled from parts: the md5 the archive verified
+            known = version.version_id if version.version_id not in ("", "null") else None
+            etag = store.recorded_md5(version.key, known) or etag
         yield ManifestEntry(
             version.key[len(prefix) :],
             version.version_id,
             version.last_modified,
             version.size,
-            version.etag,
+            etag,
         )
 
 

@@ -67,6 +67,7 @@ from zarrchive.services.manifests import ManifestStatus, manifest_url, write_man
 from zarrchive.services.node_cache import NodeView
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import purge_stale_staging
+from zarrchive.services.uploads.multipart import abort_stray, stray_uploads
 from zarrchive.storage.keys import (
     checksum_prefix,
     manifest_prefix,
@@ -590,6 +591,8 @@ class GcReport:
     staging: list[tuple[str, int]] = field(default_factory=list)
     skipped: str | None = None
     applied: bool = False
+    #: Multipart uploads nothing will finish: ``(key, upload id, why)``.
+    multipart: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
@@ -629,7 +632,8 @@ def _pinned_versions(archive: Archive, store: ObjectStore, zarr_id: str) -> set[
 def collect_garbage(archive: Archive, zarr_id: str, *, apply: bool = False) -> GcReport:
     """Find (and with *apply*, remove) what nothing needs any more of one Zarr: noncurrent
     versions of its objects and ``.checksum`` nodes that no pinned manifest names, and the
-    staging areas of batches that are no longer open.
+    staging areas of batches that are no longer open, and multipart uploads nothing will
+    finish (:func:`~zarrchive.services.uploads.multipart.stray_uploads`: aborted).
 
     Order matters: the versions are listed *before* the pins are read, so a publication
     that pins a state meanwhile pins only versions that were current at the listing (a
@@ -657,7 +661,10 @@ def collect_garbage(archive: Archive, zarr_id: str, *, apply: bool = False) -> G
         (v.key, v.version_id, v.size) for v in candidates if (v.key, v.version_id) not in keep
     ]
     report.staging = _stale_staging(archive, store, zarr_id)
+    stray = stray_uploads(archive, store, zarr_id)
+    report.multipart = [(u.key, u.upload_id, u.why) for u in stray]
     if apply:
+        abort_stray(store, stray)
         delete_versions(store, [(k, v) for k, v, _ in report.versions], f"Zarr {zarr_id}")
         if report.staging:
             purge_stale_staging(archive, zarr_id)

@@ -59,6 +59,9 @@ _UNREACHABLE = (
 #: How long a request waits for S3 (connect, then each read) before the archive answers 503.
 CONNECT_TIMEOUT = 3
 READ_TIMEOUT = 8
+#: Server-side copies (``CopyObject``, ``UploadPartCopy``) answer only once the data is copied:
+#: their wait scales with the size (a 64 MiB part took over 8 s on a loaded SeaweedFS).
+COPY_READ_TIMEOUT = 300
 
 
 @contextmanager
@@ -198,6 +201,15 @@ class ObjectStore:
             aws_secret_access_key=secret_access_key,
             region_name=region,
             config=config,
+        )
+        #: The client of server-side copies: the same, with a read timeout for big copies.
+        self.copy_client: S3Client = _session().client(
+            "s3",
+            endpoint_url=endpoint_url,
+            aws_access_key_id=access_key_id,
+            aws_secret_access_key=secret_access_key,
+            region_name=region,
+            config=config.merge(Config(read_timeout=COPY_READ_TIMEOUT)),
         )
         #: The fast signer of the URLs presigned per file (botocore's for anything else, and
         #: when the credentials come from boto3's own chain: they may rotate).
@@ -572,7 +584,7 @@ class ObjectStore:
         if version_id is not None:
             source["VersionId"] = version_id
         response = self._call(
-            self.client.copy_object,
+            self.copy_client.copy_object,
             Bucket=self.bucket,
             Key=key,
             CopySource=source,
@@ -599,33 +611,129 @@ class ObjectStore:
 
     # -- multipart uploads and streamed reads (blobs) -------------------------------
     def create_multipart_upload(
-        self, key: str, content_type: str = "application/octet-stream"
+        self,
+        key: str,
+        content_type: str = "application/octet-stream",
+        metadata: dict[str, str] | None = None,
     ) -> str:
-        """Start an S3 multipart upload of *key*; returns S3's upload id."""
+        """Start an S3 multipart upload of *key* (with user *metadata*); S3's upload id."""
+        extra: dict[str, Any] = {"Metadata": metadata} if metadata else {}
         response = self._call(
             self.client.create_multipart_upload,
             Bucket=self.bucket,
             Key=key,
             ContentType=content_type,
+            **extra,
         )
         return str(response["UploadId"])
 
+    def recorded_md5(self, key: str, version_id: str | None = None) -> str | None:
+        """The md5 the archive recorded on an object assembled from parts (its ETag is not
+        an md5): the :data:`MD5_METADATA` metadata, set only on content whose md5 the
+        archive verified; None if absent (or no such object)."""
+
+        def head(**kwargs: Any) -> Any:
+            if version_id is not None:
+                kwargs["VersionId"] = version_id
+            return self.client.head_object(**kwargs)
+
+        response = self._lookup(head, "HEAD", key)
+        if response is None:
+            return None
+        value = response.get("Metadata", {}).get(MD5_METADATA)
+        return str(value) if value else None
+
     def presign_upload_part(
-        self, key: str, upload_id: str, part_number: int, expires_in: int
+        self,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        expires_in: int,
+        md5_hex: str | None = None,
     ) -> str:
-        """A presigned PUT URL for one part (1-based) of a multipart upload."""
+        """A presigned PUT URL for one part (1-based) of a multipart upload; with *md5_hex*
+        it signs the part's ``Content-MD5`` (S3 refuses any other body)."""
+        content_md5 = md5_to_content_md5(md5_hex) if md5_hex else None
+        if self._presigner is not None:
+            return self._presigner.url(
+                "PUT",
+                self.bucket,
+                key,
+                expires_in,
+                headers={"Content-MD5": content_md5} if content_md5 else None,
+                params={"partNumber": str(part_number), "uploadId": upload_id},
+            )
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Key": key,
+            "UploadId": upload_id,
+            "PartNumber": part_number,
+        }
+        if content_md5:
+            params["ContentMD5"] = content_md5
         url: str = self.client.generate_presigned_url(
-            "upload_part",
-            Params={
-                "Bucket": self.bucket,
-                "Key": key,
-                "UploadId": upload_id,
-                "PartNumber": part_number,
-            },
-            ExpiresIn=expires_in,
-            HttpMethod="PUT",
+            "upload_part", Params=params, ExpiresIn=expires_in, HttpMethod="PUT"
         )
         return url
+
+    def list_parts(self, key: str, upload_id: str) -> dict[int, tuple[str, int]] | None:
+        """The parts S3 holds of a multipart upload (``number -> (etag, size)``); None when
+        the upload does not exist (never started, completed or aborted)."""
+        parts: dict[int, tuple[str, int]] = {}
+        marker = 0
+        try:
+            with s3_errors(f"listing the parts of {key!r}"):
+                while True:
+                    page = self.client.list_parts(
+                        Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumberMarker=marker
+                    )
+                    for part in page.get("Parts", []):
+                        parts[int(part["PartNumber"])] = (
+                            _strip(str(part["ETag"])),
+                            int(part["Size"]),
+                        )
+                    if not page.get("IsTruncated"):
+                        return parts
+                    marker = int(page.get("NextPartNumberMarker") or 0)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND | {"NoSuchUpload"}:
+                return None
+            raise
+
+    def upload_part_copy(
+        self,
+        source_key: str,
+        version_id: str | None,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        first: int,
+        last: int,
+    ) -> str:
+        """``UploadPartCopy``: bytes *first*..*last* (inclusive) of *source_key* (at
+        *version_id*) as part *part_number* of an upload of *key*; returns the part's ETag."""
+        source: dict[str, str] = {"Bucket": self.bucket, "Key": source_key}
+        if version_id is not None:
+            source["VersionId"] = version_id
+        response = self._call(
+            self.copy_client.upload_part_copy,
+            Bucket=self.bucket,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=part_number,
+            CopySource=source,
+            CopySourceRange=f"bytes={first}-{last}",
+        )
+        return _strip(str(response["CopyPartResult"]["ETag"]))
+
+    def iter_multipart_uploads(self, prefix: str) -> Iterator[tuple[str, str, datetime | None]]:
+        """The multipart uploads in progress under *prefix*: ``(key, upload id, initiated)``."""
+        paginator = self.client.get_paginator("list_multipart_uploads")
+        with s3_errors(f"listing the multipart uploads under {prefix!r}"):
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Uploads", []):
+                    yield str(item["Key"]), str(item["UploadId"]), item.get("Initiated")
 
     def presign_complete_multipart(self, key: str, upload_id: str, expires_in: int) -> str:
         """A presigned POST URL completing a multipart upload (the body, the parts' XML, is
@@ -700,6 +808,9 @@ class ObjectStore:
 
 
 # -- copies across buckets and purges -----------------------------------------------------
+#: The user metadata (``x-amz-meta-zarrchive-md5``) in which the archive records the md5 it
+#: verified of an object it assembled from parts (S3's ETag of such an object is not an md5).
+MD5_METADATA = "zarrchive-md5"
 #: AWS refuses ``CopyObject`` above 5 GiB: larger objects are copied in parts.
 COPY_OBJECT_LIMIT = 5 * 1024**3
 #: The part size of a multipart copy (S3 allows 5 MiB to 5 GiB, at most 10,000 parts).
@@ -862,7 +973,9 @@ def copy_object_version(
         head_kwargs["VersionId"] = version_id
     head = source._call(source.client.head_object, **head_kwargs)
     upload_id = target.create_multipart_upload(
-        key, str(head.get("ContentType") or "application/octet-stream")
+        key,
+        str(head.get("ContentType") or "application/octet-stream"),
+        dict(head.get("Metadata") or {}),  # (the md5 recorded on objects from parts)
     )
     parts: list[tuple[int, str]] = []
     try:

@@ -15,6 +15,7 @@ two buckets of an unembargo stay functions of the S3 implementation.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from typing import IO, Any, Protocol, TypeVar
 
 from zarrchive.storage.objects import ObjectInfo, ObjectStore, ObjectVersion
@@ -139,9 +140,40 @@ class ObjectStoreProtocol(Protocol):
         ...
 
     def presign_upload_part(
-        self, key: str, upload_id: str, part_number: int, expires_in: int
+        self,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        expires_in: int,
+        md5_hex: str | None = None,
     ) -> str:
-        """A PUT URL for part *part_number* (1-based) of the upload."""
+        """A PUT URL for part *part_number* (1-based) of the upload (signing the part's
+        ``Content-MD5`` when *md5_hex* is given)."""
+        ...
+
+    def recorded_md5(self, key: str, version_id: str | None = None) -> str | None:
+        """The md5 the archive verified and recorded on an object assembled from parts."""
+        ...
+
+    def list_parts(self, key: str, upload_id: str) -> dict[int, tuple[str, int]] | None:
+        """The parts held (``number -> (etag, size)``); None: no such upload."""
+        ...
+
+    def upload_part_copy(
+        self,
+        source_key: str,
+        version_id: str | None,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        first: int,
+        last: int,
+    ) -> str:
+        """Copy bytes *first*..*last* of a version of *source_key* as a part; its ETag."""
+        ...
+
+    def iter_multipart_uploads(self, prefix: str) -> Iterator[tuple[str, str, datetime | None]]:
+        """The uploads in progress under *prefix*: ``(key, upload id, initiated)``."""
         ...
 
     def complete_multipart_upload(

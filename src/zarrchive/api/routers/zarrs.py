@@ -19,7 +19,11 @@ from zarrchive.api.schemas import (
     FileOut,
     FinalizeOut,
     ManifestOut,
+    RefusedUploadOut,
     UploadFile,
+    UploadPartOut,
+    UploadPartsIn,
+    UploadPartsOut,
     UploadUrlOut,
     ZarrCreate,
     ZarrFileIn,
@@ -38,6 +42,7 @@ PATHS = JsonBody(list[DeleteFile], login=False, max_items=batch_limit)
 DELETED_PATHS = JsonBody(list[DeleteFile], login=True, max_items=batch_limit)
 UPLOAD_FILES = JsonBody(list[UploadFile], login=True, max_items=batch_limit)
 ZARR_FILES = JsonBody(list[ZarrFileIn], login=True, max_items=batch_limit)
+UPLOAD_PARTS = JsonBody(UploadPartsIn, login=True)
 #: ``GET /api/zarr/{id}.zarr/{path}``: every file and directory, the root included, with no
 #: name taken by another route (the app includes it before the snapshot and Zarr routes).
 tree_router = APIRouter(tags=["zarr"])
@@ -156,11 +161,80 @@ def start_upload(
     body: Annotated[list[UploadFile], Depends(UPLOAD_FILES)],
     archive: ArchiveDep,
     user: UserDep,
+    resume: Annotated[
+        bool,
+        Query(
+            description="If the open batch (opened by you) holds exactly these files, answer "
+            "its URLs again instead of 409: parts already sent stay"
+        ),
+    ] = False,
 ) -> list[UploadUrlOut]:
     """Each URL signs `Content-MD5`: send that header with the file's md5 (base64), and S3
-    refuses any other body.  At most `max_batch_files` files; one open batch per Zarr."""
-    urls = uploads.start_batch(archive, user, zarr_id, [(f.path, f.etag) for f in body])
-    return [UploadUrlOut(path=u.path, upload_url=u.upload_url) for u in urls]
+    refuses any other body.  At most `max_batch_files` files; one open batch per Zarr.
+    A file declared (`size`) above the archive's multipart threshold gets no URL but a
+    `part_size` and `part_count`: ask `POST .../upload/parts/` for its parts' URLs."""
+    sizes = {f.path: f.size for f in body if f.size is not None}
+    urls = uploads.start_batch(
+        archive, user, zarr_id, [(f.path, f.etag) for f in body], sizes, resume=resume
+    )
+    return [
+        UploadUrlOut(
+            path=u.path, upload_url=u.upload_url, part_size=u.part_size, part_count=u.part_count
+        )
+        for u in urls
+    ]
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/upload/parts/",
+    response_model=UploadPartsOut,
+    summary="Presigned PUT URLs for parts of a big file of the open batch",
+    openapi_extra=UPLOAD_PARTS.openapi,
+)
+def upload_parts(
+    zarr_id: str,
+    body: Annotated[UploadPartsIn, Depends(UPLOAD_PARTS)],
+    archive: ArchiveDep,
+    user: UserDep,
+) -> UploadPartsOut:
+    """For each part named with its md5, a URL that signs that md5 as `Content-MD5`, or
+    `done` when S3 already holds the part with that md5 (an interrupted upload resumes
+    without sending it again).  The parts are cut by `part_size` (the last is shorter);
+    `complete` assembles them, and the archive checks the file's md5 when it applies the
+    batch (a different md5 refuses the batch: see `GET .../upload/refused/`)."""
+    answer = uploads.part_urls(
+        archive, user, zarr_id, body.path, [(p.part_number, p.md5) for p in body.parts]
+    )
+    return UploadPartsOut(
+        path=answer.path,
+        size=answer.size,
+        part_size=answer.part_size,
+        part_count=answer.part_count,
+        parts=[
+            UploadPartOut(part_number=p.part_number, upload_url=p.upload_url, done=p.done)
+            for p in answer.parts
+        ],
+    )
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/upload/refused/",
+    response_model=list[RefusedUploadOut],
+    summary="Files refused when their batch was applied (newest first)",
+)
+def refused_uploads(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[RefusedUploadOut]:
+    """A batch whose files uploaded in parts do not have their declared md5 is refused whole
+    when applied (nothing of it changes the Zarr): its files are listed here (owners)."""
+    return [
+        RefusedUploadOut(
+            batch=r.batch_uid,
+            path=r.path,
+            expected_md5=r.expected_md5,
+            found_md5=r.found_md5,
+            created_at=r.created_at,
+        )
+        for r in uploads.refusals(archive, user, zarr_id)
+    ]
 
 
 @router.post(

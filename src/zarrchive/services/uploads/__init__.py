@@ -60,7 +60,9 @@ The package, by concept (import from here: these names are its interface):
 - :mod:`.batches`: the batch lifecycle (open, complete, cancel) and deleting files;
 - :mod:`.apply`: the apply engine (claims, copies into place, tree update, the jobs);
 - :mod:`.dandi`: DANDI's ``files/`` + ``finalize/`` flow;
-- :mod:`.staging`: the batches' staging area.
+- :mod:`.staging`: the batches' staging area;
+- :mod:`.multipart` (with the pure :mod:`.parts`): big files uploaded in parts, their
+  verified copy into place, and stray uploads.
 
 Job import strings name this package (``zarrchive.services.uploads:apply_pending_job``): jobs
 queued in Redis by an earlier release keep resolving.
@@ -96,6 +98,13 @@ from zarrchive.services.uploads.dandi import (
     finalize,
     md5_from_base64,
 )
+from zarrchive.services.uploads.multipart import (
+    PartUrl,
+    PartUrls,
+    Refusal,
+    part_urls,
+    refusals,
+)
 from zarrchive.services.uploads.records import (
     UploadState,
     UploadStatus,
@@ -114,6 +123,9 @@ __all__ = [
     "WAIT_SECONDS",
     "DroppedFile",
     "FinalizeReport",
+    "PartUrl",
+    "PartUrls",
+    "Refusal",
     "UploadState",
     "UploadStatus",
     "UploadUrl",
@@ -128,8 +140,10 @@ __all__ = [
     "finish_interrupted",
     "md5_from_base64",
     "open_batch",
+    "part_urls",
     "purge_stale_staging",
     "queue_manifest",
+    "refusals",
     "start_batch",
     "sweep_pending",
     "upload_in_progress",

@@ -4,8 +4,10 @@ under claims with a lease (see :mod:`zarrchive.services.uploads`, step 3)."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -15,6 +17,7 @@ from zarrchive.db.models import (
     PENDING_STATES,
     BatchKind,
     BatchState,
+    RefusedUpload,
     UploadBatch,
     utcnow,
 )
@@ -22,6 +25,7 @@ from zarrchive.errors import (
     ArchiveBusy,
     NotFound,
     StorageError,
+    UploadVerificationFailed,
     ZarrchiveError,
 )
 from zarrchive.services.changes import zarr_batch_applied
@@ -29,6 +33,13 @@ from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.tree_updater import (
     FileChange,
     apply_changes,
+)
+from zarrchive.services.uploads.multipart import (
+    COPY_FILES_PARALLEL,
+    ClaimKeeper,
+    PreparedCopy,
+    finish_verified_copy,
+    prepare_verified_copy,
 )
 from zarrchive.services.uploads.records import _has_pending
 from zarrchive.services.uploads.staging import _drop_staging
@@ -63,6 +74,8 @@ class _Claimed:
     #: upload: path -> (md5, size, staged version id); delete: the paths
     files: dict[str, tuple[str, int, str | None]] = field(default_factory=dict)
     paths: list[str] = field(default_factory=list)
+    #: upload: the files uploaded in parts (path -> part size): their md5 is verified here
+    part_sizes: dict[str, int] = field(default_factory=dict)
 
 
 class _Busy:
@@ -115,6 +128,8 @@ def _claim_next(
             if batch.kind == BatchKind.UPLOAD:
                 assert f.etag is not None and f.size is not None
                 claimed.files[f.path] = (f.etag, f.size, f.staged_version)
+                if f.part_size is not None:
+                    claimed.part_sizes[f.path] = f.part_size
         return claimed
 
 
@@ -146,9 +161,23 @@ class _ClaimLost(Exception):
     pass
 
 
+class _Refused(Exception):
+    """Files uploaded in parts whose content is not their declared md5."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]) -> None:
+        super().__init__(problems)
+        #: ``(path, declared md5, found md5)``
+        self.problems = problems
+
+
 def _copy_into_place(archive: Archive, store: ObjectStore, claimed: _Claimed, token: str) -> None:
     """Copy every staged object of the batch to its key in the Zarr (idempotent), renewing
-    the claim between chunks."""
+    the claim between chunks.
+
+    Files uploaded in parts go first, each as a multipart copy hashed as it is copied
+    (:mod:`.multipart`); they become visible only once every one of them has its declared
+    md5 (else every such copy is discarded and :class:`_Refused` raised: nothing of the
+    batch has changed).  Then the other files, one ``CopyObject`` each."""
 
     def copy(item: tuple[str, tuple[str, int, str | None]]) -> None:
         path, (md5, _size, version) = item
@@ -161,11 +190,99 @@ def _copy_into_place(archive: Archive, store: ObjectStore, claimed: _Claimed, to
                 "applied again by the next write to the Zarr"
             )
 
-    items = list(claimed.files.items())
+    if claimed.part_sizes:
+        _copy_big_files(archive, store, claimed, token)
+    items = [(p, f) for p, f in claimed.files.items() if p not in claimed.part_sizes]
     for start in range(0, len(items), COPY_CHUNK):
         if start and not _renew(archive, claimed, token):
             raise _ClaimLost
         store.map(copy, items[start : start + COPY_CHUNK])
+
+
+def _copy_big_files(archive: Archive, store: ObjectStore, claimed: _Claimed, token: str) -> None:
+    prepared: list[PreparedCopy] = []
+    lock = threading.Lock()
+
+    def prepare(path: str) -> None:
+        md5, size, version = claimed.files[path]
+        copy = prepare_verified_copy(
+            store,
+            staging_object_key(claimed.zarr_id, claimed.uid, path),
+            version,
+            zarr_object_key(claimed.zarr_id, path),
+            size,
+            claimed.part_sizes[path],
+            md5,
+        )
+        with lock:
+            prepared.append(copy)
+
+    paths = sorted(claimed.part_sizes)
+    keeper = ClaimKeeper(lambda: _renew(archive, claimed, token), CLAIM_SECONDS / 3)
+    try:
+        with keeper, ThreadPoolExecutor(COPY_FILES_PARALLEL) as pool:
+            list(pool.map(prepare, paths))
+        if keeper.lost:
+            raise _ClaimLost
+        by_key = {c.key: c for c in prepared}
+        problems = [
+            (p, claimed.files[p][0], by_key[zarr_object_key(claimed.zarr_id, p)].md5)
+            for p in paths
+            if by_key[zarr_object_key(claimed.zarr_id, p)].md5 != claimed.files[p][0]
+        ]
+        if problems:
+            raise _Refused(problems)
+    except BaseException:
+        for copy in prepared:
+            finish_verified_copy(store, copy, keep=False)
+        raise
+    for copy in prepared:
+        finish_verified_copy(store, copy, keep=True)
+
+
+def _refuse(archive: Archive, claimed: _Claimed, token: str, refused: _Refused) -> bool:
+    """Drop a batch whose files uploaded in parts are not what was declared (nothing of it
+    was made visible) and record why; False if the claim was lost meanwhile."""
+    with archive.db.write_session() as session:
+        zarr = get_zarr(session, None, claimed.zarr_id, lock=True, check_read=False)
+        batch = session.scalar(select(UploadBatch).where(UploadBatch.uid == claimed.uid))
+        if batch is None or batch.claimed_by != token:
+            return False
+        for path, expected, found in refused.problems:
+            session.add(
+                RefusedUpload(
+                    zarr_id=zarr.id,
+                    batch_uid=claimed.uid,
+                    path=path,
+                    expected_md5=expected,
+                    found_md5=found,
+                )
+            )
+        session.delete(batch)
+        zarr.modified_at = utcnow()
+    log.warning(
+        "Zarr %s: batch %s refused, %d files uploaded in parts differ from their declared md5",
+        claimed.zarr_id,
+        claimed.uid,
+        len(refused.problems),
+    )
+    return True
+
+
+def refusal_error(zarr_id: str, problems: list[tuple[str, str, str]]) -> UploadVerificationFailed:
+    listed = ", ".join(f"{p} (declared {e}, content {f})" for p, e, f in problems[:10])
+    message = (
+        f"Zarr {zarr_id}: the batch was refused: the content of {len(problems)} files "
+        f"uploaded in parts is not the md5 declared: {listed}. Nothing of the batch changed "
+        "the Zarr; upload these files again."
+    )
+    return UploadVerificationFailed(
+        message,
+        detail={
+            "message": message,
+            "files": [{"path": p, "expected": e, "found": f} for p, e, f in problems],
+        },
+    )
 
 
 def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
@@ -199,6 +316,11 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
             session.delete(batch)
     except _ClaimLost:
         return False
+    except _Refused as refused:
+        if not _refuse(archive, claimed, token, refused):
+            return False
+        _drop_staging(store, zarr_id, claimed.uid)
+        raise refusal_error(zarr_id, refused.problems) from None
     except BaseException:
         _release(archive, claimed, token)
         raise
@@ -220,16 +342,21 @@ def apply_pending(
     A batch claimed by another live applier is theirs: with *wait*, poll until they are
     done (or their claim expires, then take over), up to *timeout* seconds (then
     :class:`~zarrchive.errors.ArchiveBusy`, 503); without, return.  Returns how many batches
-    this call applied; queues the manifest job when it applied any.
+    this call applied; queues the manifest job when it applied any.  A batch refused
+    (:func:`refusal_error`: files uploaded in parts whose content is not their md5) is
+    dropped and the others applied; the refusal is raised at the end.
     """
     token = uuid.uuid4().hex
     applied = 0
     deadline = time.monotonic() + timeout
     pause = 0.02
+    refused: UploadVerificationFailed | None = None
     try:
         while True:
             claimed = _claim_next(archive, zarr_id, token, until_seq)
             if claimed is None:
+                if refused is not None:
+                    raise refused
                 return applied
             if isinstance(claimed, _Busy):
                 if not wait:
@@ -243,8 +370,11 @@ def apply_pending(
                 pause = min(pause * 1.5, 0.5)
                 continue
             pause = 0.02
-            if _apply_claimed(archive, claimed, token):
-                applied += 1
+            try:
+                if _apply_claimed(archive, claimed, token):
+                    applied += 1
+            except UploadVerificationFailed as exc:
+                refused = refused or exc  # the batch is dropped: go on with the next ones
     finally:
         if applied:
             queue_manifest(archive, zarr_id)
@@ -259,7 +389,11 @@ def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False
             return False
     if not expected:
         log.warning("Zarr %s: applying its pending batches", zarr_id)
-    return apply_pending(archive, zarr_id, wait=True) > 0
+    try:
+        return apply_pending(archive, zarr_id, wait=True) > 0
+    except UploadVerificationFailed as exc:  # recorded as refused: the Zarr is at rest
+        log.warning("%s", exc.message)
+        return True
 
 
 def apply_pending_job(zarr_id: str) -> None:
@@ -272,6 +406,8 @@ def apply_pending_job(zarr_id: str) -> None:
         apply_pending(current_archive(), zarr_id, wait=True, timeout=2 * CLAIM_SECONDS + 5)
     except NotFound:
         log.info("Zarr %s is gone: nothing to apply", zarr_id)
+    except UploadVerificationFailed as exc:  # recorded (RefusedUpload): nothing to retry
+        log.warning("%s", exc.message)
 
 
 def _schedule(archive: Archive, zarr_id: str) -> bool:
@@ -295,7 +431,10 @@ def _kick(archive: Archive, zarr_id: str) -> None:
         if not _has_pending(session, zarr_id):
             return
     if not _schedule(archive, zarr_id):
-        apply_pending(archive, zarr_id, wait=True)
+        try:
+            apply_pending(archive, zarr_id, wait=True)
+        except UploadVerificationFailed as exc:  # an earlier batch, recorded as refused
+            log.warning("%s", exc.message)
 
 
 def sweep_pending(archive: Archive) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -41,6 +41,8 @@ from zarrchive.services.uploads.apply import (
     apply_pending,
     queue_manifest,
 )
+from zarrchive.services.uploads.multipart import BigFile, abort_uploads, assemble
+from zarrchive.services.uploads.parts import MAX_OBJECT_SIZE, part_count, part_size_for
 from zarrchive.services.uploads.records import (
     UploadUrl,
     _check_batch_size,
@@ -74,16 +76,32 @@ def upload_in_progress(archive: Archive, user: Caller | None, zarr_id: str) -> b
 
 
 def start_batch(
-    archive: Archive, user: Caller | None, zarr_id: str, files: Sequence[tuple[str, str]]
+    archive: Archive,
+    user: Caller | None,
+    zarr_id: str,
+    files: Sequence[tuple[str, str]],
+    sizes: Mapping[str, int] | None = None,
+    *,
+    resume: bool = False,
 ) -> list[UploadUrl]:
     """Open a batch for *files* (``(path, md5)``) and return presigned PUT URLs.
 
-    Allowed while earlier batches are queued (verified, not applied yet): they are applied
-    in order, before this one.
+    *sizes* declares files' sizes (bytes): those above the archive's multipart threshold
+    are uploaded in parts (their answer gives the part size and count; the part URLs come
+    from :func:`~zarrchive.services.uploads.multipart.part_urls`), the others' staged size
+    is checked at ``complete``.  With *resume*, an open batch of exactly these files (paths,
+    md5s and sizes) opened by the same user is answered again (fresh URLs; parts already
+    sent stay) instead of refused.  Allowed while earlier batches are queued (verified, not
+    applied yet): they are applied in order, before this one.
     """
     _check_batch_size(archive, len(files), "batch")
     checked = _validate_files(files)
+    declared = _declared_sizes(archive, [p for p, _ in checked], sizes or {})
     zarr_id, status = _writable(archive, user, zarr_id)
+    if status.open and resume:
+        again = _same_open_batch(archive, user, zarr_id, checked, declared)
+        if again is not None:
+            return again
     if status.open:
         raise UploadInProgress(
             f"Zarr {zarr_id} already has an upload batch open: complete it "
@@ -99,7 +117,7 @@ def start_batch(
                 f"Zarr {zarr.id} already has an upload batch open: complete it "
                 "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
             )
-        batch = _new_upload_batch(session, zarr, user, checked)
+        batch = _new_upload_batch(session, zarr, user, checked, declared)
         zarr.modified_at = utcnow()
         try:
             session.flush()
@@ -107,11 +125,75 @@ def start_batch(
             raise UploadInProgress(f"Zarr {zarr.id} already has an upload batch open") from exc
         uid = batch.uid
         store = archive.store_for(zarr.dandiset.embargoed)
+    return _urls(archive, store, zarr_id, uid, checked, declared)
+
+
+def _declared_sizes(
+    archive: Archive, paths: list[str], sizes: Mapping[str, int]
+) -> dict[str, tuple[int, int | None]]:
+    """``path -> (size, part size or None)`` of the files with a declared size (checked: 0 to
+    5 TiB; part size by :func:`~.parts.part_size_for` above the multipart threshold)."""
+    threshold = archive.settings.multipart_threshold
+    unknown = sorted(set(sizes) - set(paths))
+    if unknown:
+        raise InvalidInput(f"sizes given for paths not in the batch: {', '.join(unknown[:10])}")
+    declared: dict[str, tuple[int, int | None]] = {}
+    problems: list[str] = []
+    for path in paths:
+        if path not in sizes:
+            continue
+        size = sizes[path]
+        if not 0 <= size <= MAX_OBJECT_SIZE:
+            problems.append(f"{path!r}: size {size} is not between 0 and {MAX_OBJECT_SIZE} (5 TiB)")
+            continue
+        declared[path] = (size, part_size_for(size, threshold) if size > threshold else None)
+    if problems:
+        raise InvalidInput("; ".join(problems[:20]))
+    return declared
+
+
+def _urls(
+    archive: Archive,
+    store: ObjectStore,
+    zarr_id: str,
+    uid: str,
+    checked: list[tuple[str, str]],
+    declared: Mapping[str, tuple[int, int | None]],
+) -> list[UploadUrl]:
     expiry = archive.settings.presign_expiry
-    return [
-        UploadUrl(p, store.presign_put(staging_object_key(zarr_id, uid, p), e, expiry))
-        for p, e in checked
-    ]
+    urls: list[UploadUrl] = []
+    for path, md5 in checked:
+        size, part_size = declared.get(path, (0, None))
+        if part_size is not None:
+            urls.append(UploadUrl(path, None, part_size, part_count(size, part_size)))
+        else:
+            key = staging_object_key(zarr_id, uid, path)
+            urls.append(UploadUrl(path, store.presign_put(key, md5, expiry)))
+    return urls
+
+
+def _same_open_batch(
+    archive: Archive,
+    user: Caller | None,
+    zarr_id: str,
+    checked: list[tuple[str, str]],
+    declared: Mapping[str, tuple[int, int | None]],
+) -> list[UploadUrl] | None:
+    """The URLs of the open batch again, if it holds exactly *checked* with the same declared
+    sizes and *user* opened it; else None."""
+    with archive.db.session() as session:
+        batch = _the_open_batch(session, zarr_id)
+        if batch is None or batch.kind != BatchKind.UPLOAD:
+            return None
+        if batch.created_by != (user.id if user else None):
+            return None
+        theirs = {(f.path, f.etag, f.size, f.part_size) for f in batch.files}
+        ours = {(p, e, *declared.get(p, (None, None))) for p, e in checked}
+        if theirs != ours:
+            return None
+        uid = batch.uid
+        store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
+    return _urls(archive, store, zarr_id, uid, checked, declared)
 
 
 def _queued_paths(archive: Archive, zarr_id: str) -> list[str]:
@@ -201,8 +283,11 @@ def complete_batch(
             raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
         uid = batch.uid
         expected = {f.path: f.etag for f in batch.files}
+        declared = {f.path: (f.size, f.part_size is not None) for f in batch.files}
+        big = _big_files(batch)
         store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
-    staged = _verify_staged(store, zarr_id, uid, expected)
+    _assembled, part_problems = assemble(store, zarr_id, uid, big)
+    staged = _verify_staged(store, zarr_id, uid, expected, declared, part_problems)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         batch = _the_open_batch(session, zarr.id)
@@ -212,6 +297,7 @@ def complete_batch(
             )
         for f in batch.files:
             f.size, f.staged_version = staged[f.path]
+            f.multipart_upload_id = None  # assembled: the upload is gone
         batch.state = BatchState.QUEUED
         batch.seq = _next_seq(session, zarr.id)
         seq = batch.seq
@@ -220,11 +306,28 @@ def complete_batch(
         apply_pending(archive, zarr_id, wait=True, until_seq=seq)
 
 
+def _big_files(batch: UploadBatch) -> list[BigFile]:
+    return [
+        BigFile(f.path, f.size, f.part_size, f.multipart_upload_id)
+        for f in batch.files
+        if f.part_size is not None and f.size is not None
+    ]
+
+
 def _check_staged(
-    store: ObjectStore, zarr_id: str, uid: str, expected: dict[str, str | None]
+    store: ObjectStore,
+    zarr_id: str,
+    uid: str,
+    expected: dict[str, str | None],
+    declared: Mapping[str, tuple[int | None, bool]] | None = None,
 ) -> tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]:
     """Every file of a batch that is staged with its md5 (``path -> (size, version id)``),
-    and the problems (``{"path", "expected", "found"}``: missing, or another md5)."""
+    and the problems (``{"path", "expected", "found"}``: missing, or another md5).
+
+    *declared* gives files' declared ``(size, uploaded in parts)``: a declared size must be
+    the staged one; a file uploaded in parts is checked by size only here (its ETag is not
+    an md5: the apply step verifies its md5)."""
+    declared = declared or {}
     prefix = staging_prefix(zarr_id, uid)
     latest: dict[str, tuple[str | None, int, str | None]] = {}
     for version in store.iter_versions(prefix):
@@ -239,18 +342,36 @@ def _check_staged(
     staged: dict[str, tuple[int, str | None]] = {}
     for path, etag in sorted(expected.items()):
         found = latest.get(path)
-        if found is None or found[0] is None or found[0] != etag:
-            problems.append({"path": path, "expected": etag, "found": found[0] if found else None})
+        size, in_parts = declared.get(path, (None, False))
+        if found is None or found[0] is None:
+            problems.append({"path": path, "expected": etag, "found": None})
+        elif size is not None and found[1] != size:
+            problems.append(
+                {"path": path, "expected": f"{size} bytes", "found": f"{found[1]} bytes"}
+            )
+        elif not in_parts and found[0] != etag:
+            problems.append({"path": path, "expected": etag, "found": found[0]})
         else:
             staged[path] = (found[1], found[2])
     return staged, problems
 
 
 def _verify_staged(
-    store: ObjectStore, zarr_id: str, uid: str, expected: dict[str, str | None]
+    store: ObjectStore,
+    zarr_id: str,
+    uid: str,
+    expected: dict[str, str | None],
+    declared: Mapping[str, tuple[int | None, bool]] | None = None,
+    part_problems: list[dict[str, str | None]] | None = None,
 ) -> dict[str, tuple[int, str | None]]:
     """Check every file of a batch is staged with its md5; ``path -> (size, version id)``."""
-    staged, problems = _check_staged(store, zarr_id, uid, expected)
+    staged, problems = _check_staged(store, zarr_id, uid, expected, declared)
+    if part_problems:
+        named = {p["path"] for p in part_problems}
+        problems = sorted(
+            [*part_problems, *(p for p in problems if p["path"] not in named)],
+            key=lambda p: str(p["path"]),
+        )
     if problems:
         listed = ", ".join(
             f"{p['path']} (expected {p['expected']}, found {p['found'] or 'nothing'})"
@@ -288,10 +409,12 @@ def cancel_batch(archive: Archive, user: Caller | None, zarr_id: str) -> None:
         if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         uid = batch.uid
+        big = _big_files(batch)
         store = archive.store_for(zarr.dandiset.embargoed)
         session.delete(batch)
         zarr.modified_at = utcnow()
         at_rest = not _has_pending(session, zarr.id)
+    abort_uploads(store, zarr_id, uid, big)
     _drop_staging(store, zarr_id, uid)
     if at_rest:  # the Zarr is at rest again: its checksum may still lack a manifest
         queue_manifest(archive, zarr_id)
@@ -309,7 +432,12 @@ def delete_files(archive: Archive, user: Caller | None, zarr_id: str, paths: Seq
     zarr_id, _status = _writable(archive, user, zarr_id)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
-        apply_pending(archive, zarr_id, wait=True, timeout=max(0.0, deadline - time.monotonic()))
+        try:
+            apply_pending(
+                archive, zarr_id, wait=True, timeout=max(0.0, deadline - time.monotonic())
+            )
+        except UploadVerificationFailed as exc:  # an earlier batch, recorded as refused
+            log.warning("%s", exc.message)
         with archive.db.write_session() as session:
             zarr = _lock_for_write(session, user, zarr_id)
             if _has_pending(session, zarr.id):

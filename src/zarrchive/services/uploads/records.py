@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -39,7 +39,10 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class UploadUrl:
     path: str
-    upload_url: str
+    #: None for a file uploaded in parts (ask ``.../upload/parts/`` for their URLs).
+    upload_url: str | None
+    part_size: int | None = None
+    part_count: int | None = None
 
 
 class UploadState(StrEnum):
@@ -103,9 +106,14 @@ def _lock_for_write(session: Session, user: Caller | None, zarr_id: str) -> Zarr
 
 
 def _new_upload_batch(
-    session: Session, zarr: Zarr, user: Caller | None, files: list[tuple[str, str]]
+    session: Session,
+    zarr: Zarr,
+    user: Caller | None,
+    files: list[tuple[str, str]],
+    sizes: Mapping[str, tuple[int, int | None]] | None = None,
 ) -> UploadBatch:
-    """An open upload batch of *files* (``(path, md5)``), with an identity unique forever."""
+    """An open upload batch of *files* (``(path, md5)``), with an identity unique forever;
+    *sizes* gives the declared ``(size, part size)`` of some (part size: uploaded in parts)."""
     batch = UploadBatch(
         zarr_id=zarr.id,
         uid=uuid.uuid4().hex,
@@ -113,7 +121,16 @@ def _new_upload_batch(
         state=BatchState.OPEN,
         created_by=user.id if user else None,
     )
-    batch.files = [UploadBatchFile(path=p, etag=e) for p, e in files]
+    declared = sizes or {}
+    batch.files = [
+        UploadBatchFile(
+            path=p,
+            etag=e,
+            size=declared[p][0] if p in declared else None,
+            part_size=declared[p][1] if p in declared else None,
+        )
+        for p, e in files
+    ]
     session.add(batch)
     return batch
 

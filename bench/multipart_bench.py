@@ -1,0 +1,222 @@
+"""Big files in a Zarr: `zarrchive upload` beside the S3 work alone of the same path.
+
+A local Zarr of N big files plus M small ones goes up twice on one SeaweedFS, in the same run:
+
+1. the floor: boto3 alone, no archive: each big file a multipart upload (``upload_file``,
+   parts of the archive's part size, ``--jobs`` in parallel) to a staging key, then copied
+   into place by a multipart ``UploadPartCopy`` (boto3's managed ``copy``); each small file
+   ``put_object`` then ``copy_object``;
+2. ``zarrchive upload`` (a subprocess) to the archive served in this process, with the
+   in-process job queue applying the batches (as ``zarrchive serve`` does): the big files in
+   parts, their md5 verified by the archive while it copies them into place.
+
+Peak RSS: the client's (the subprocess's ``ru_maxrss``) and the server's (this process's
+RSS sampled every 0.1 s while the upload runs, minus nothing: the floor runs after it).
+
+    .venv/bin/python bench/multipart_bench.py --big-files 3 --big-mib 1024 --small-files 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from local_archive import KEY, SECRET, local_archive
+
+ROOT = Path(__file__).resolve().parent.parent
+ZARRCHIVE = str(ROOT / ".venv" / "bin" / "zarrchive")
+MIB = 1024**2
+
+
+def make_files(root: Path, big: int, big_size: int, small: int, small_size: int) -> int:
+    (root / "big").mkdir(parents=True)
+    (root / "small").mkdir()
+    (root / ".zgroup").write_text('{"zarr_format": 2}')
+    block = 8 * MIB
+    for i in range(big):
+        with open(root / "big" / str(i), "wb") as f:
+            left = big_size
+            while left:
+                n = min(block, left)
+                f.write(os.urandom(n))
+                left -= n
+    for i in range(small):
+        (root / "small" / str(i)).write_bytes(os.urandom(small_size))
+    return big * big_size + small * small_size + len('{"zarr_format": 2}')
+
+
+def rss_now() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class RssSampler:
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, rss_now())
+
+    def __enter__(self) -> RssSampler:
+        self.peak = rss_now()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def floor(s3: Any, local: Path, prefix: str, part_size: int, threshold: int, jobs: int) -> float:
+    """boto3: multipart PUT of big files to staging + multipart copy into place; small files
+    put_object + copy_object; every file of the Zarr, *jobs* in parallel."""
+    from boto3.s3.transfer import TransferConfig
+
+    big = TransferConfig(
+        multipart_threshold=threshold + 1,
+        multipart_chunksize=part_size,
+        max_concurrency=jobs,
+        use_threads=True,
+    )
+    files = sorted(p for p in local.rglob("*") if p.is_file())
+    large = [p for p in files if p.stat().st_size > threshold]
+    small = [p for p in files if p.stat().st_size <= threshold]
+
+    def key(path: Path, where: str) -> str:
+        return f"{prefix}{where}/{path.relative_to(local).as_posix()}"
+
+    def put_small(path: Path) -> None:
+        s3.put_object(Bucket="bench", Key=key(path, "staging"), Body=path.read_bytes())
+        s3.copy_object(
+            Bucket="bench",
+            Key=key(path, "final"),
+            CopySource={"Bucket": "bench", "Key": key(path, "staging")},
+        )
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(put_small, small))
+    for path in large:  # each big file's parts in parallel (as zarrchive sends them)
+        s3.upload_file(str(path), "bench", key(path, "staging"), Config=big)
+        s3.copy(
+            {"Bucket": "bench", "Key": key(path, "staging")},
+            "bench",
+            key(path, "final"),
+            Config=big,
+        )
+    return time.perf_counter() - start
+
+
+def zarrchive_upload(
+    local: Path, dandiset: str, jobs: int, env: dict[str, str]
+) -> tuple[float, int]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    done = subprocess.run(
+        [ZARRCHIVE, "upload", str(local), "--dandiset", dandiset, "--jobs", str(jobs)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"zarrchive upload failed: {done.stderr.strip()[-2000:]}")
+    print("   ", done.stdout.strip()[-500:], file=sys.stderr)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return elapsed, max(peak, before) * 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--big-files", type=int, default=3)
+    parser.add_argument("--big-mib", type=int, default=6 * 1024, help="size of each big file")
+    parser.add_argument("--small-files", type=int, default=1000)
+    parser.add_argument("--small-kib", type=int, default=64)
+    parser.add_argument("--jobs", type=int, default=8)
+    parser.add_argument(
+        "--threshold-mib",
+        type=int,
+        default=0,
+        help="the archive's multipart threshold (0: default)",
+    )
+    args = parser.parse_args()
+
+    import boto3
+    import httpx
+    from botocore.config import Config
+
+    from zarrchive.config import Settings
+    from zarrchive.jobs import InProcessJobQueue
+    from zarrchive.services.auth import create_user
+    from zarrchive.services.runtime import set_current_archive
+    from zarrchive.services.uploads.parts import part_size_for
+
+    threshold = args.threshold_mib * MIB or Settings.from_env({}).multipart_threshold
+    big_size = args.big_mib * MIB
+    part_size = part_size_for(big_size, threshold)
+    with local_archive("multipart-bench-", multipart_threshold=threshold) as (archive, url, work):
+        archive.jobs = InProcessJobQueue()
+        set_current_archive(archive)
+        with archive.db.session() as session:
+            token = create_user(session, "bench")[1]
+        env = {
+            **os.environ,
+            "ZARRCHIVE_URL": url,
+            "ZARRCHIVE_TOKEN": token,
+            "ZARRCHIVE_STATE_DIR": str(work / "state"),
+        }
+        dandiset = httpx.post(
+            f"{url}/api/dandisets/",
+            json={"name": "bench"},
+            headers={"Authorization": f"token {token}"},
+            timeout=120,
+        ).json()["identifier"]
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=archive.settings.s3_endpoint_url,
+            aws_access_key_id=KEY,
+            aws_secret_access_key=SECRET,
+            region_name="us-east-1",
+            config=Config(max_pool_connections=2 * args.jobs, retries={"max_attempts": 3}),
+        )
+        local = work / "big.zarr"
+        total = make_files(local, args.big_files, big_size, args.small_files, args.small_kib * 1024)
+        count = args.big_files + args.small_files + 1
+        print(
+            f"{count} files, {total / MIB:.0f} MiB; part size {part_size // MIB} MiB",
+            file=sys.stderr,
+        )
+        with RssSampler() as server_rss:
+            ours, client_rss = zarrchive_upload(local, dandiset, args.jobs, env)
+        base = floor(s3, local, "floor/", part_size, threshold, args.jobs)
+        print(
+            "\n| files | big files | MiB | boto3 multipart PUT + copy into place | "
+            "`zarrchive upload` | ratio | client peak RSS | server peak RSS |"
+        )
+        print("|---:|---|---:|---:|---:|---:|---:|---:|")
+        print(
+            f"| {count} | {args.big_files} x {args.big_mib} MiB | {total / MIB:.0f} "
+            f"| {total / base / MIB:.0f} MiB/s ({base:.1f} s) "
+            f"| {total / ours / MIB:.0f} MiB/s ({ours:.1f} s) | **{base / ours:.2f}** "
+            f"| {client_rss / MIB:.0f} MiB | {server_rss.peak / MIB:.0f} MiB |"
+        )
+    shutil.rmtree(work, ignore_errors=True)  # the files, and SeaweedFS's copies of them
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Big files of an upload batch, sent in parts (the archive's side:
+:mod:`zarrchive.services.uploads.multipart`).
+
+Opening a batch declares every file's size; for a file above the archive's multipart
+threshold the answer is a part size and count instead of a URL.  :class:`PartSender` then
+hashes the file's parts (each read once, in parallel), asks the archive for their URLs in
+windows of :data:`WINDOW` parts (each URL signs its part's ``Content-MD5``) and PUTs them in
+parallel, each streamed from its place in the file (bounded memory: one block per PUT).
+Parts the archive reports ``done`` (S3 holds them with that md5, from an interrupted earlier
+run) are not sent again.  ``complete`` assembles the parts; the archive checks the whole
+file's md5 when it applies the batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from zarrchive.client.api import ApiClient
+from zarrchive.errors import LocalFileError, NetworkError, TransferError
+from zarrchive.transport import RETRY_EXCEPTIONS, RetryHook, RetryPolicy, call, transport_message
+
+#: Parts whose URLs one request asks for (the archive answers at most 1,000).
+WINDOW = 64
+#: The read block of hashing and of the streamed PUT body.
+BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a file of an open batch goes: a presigned PUT URL, or parts."""
+
+    url: str | None
+    part_size: int | None = None
+    part_count: int | None = None
+
+    @property
+    def in_parts(self) -> bool:
+        return self.url is None
+
+
+def start_upload(
+    client: ApiClient, zarr_id: str, files: Sequence[tuple[str, str, int]], *, resume: bool
+) -> dict[str, Target]:
+    """Open a batch of ``(path, md5, size)``: ``{path: Target}``.  With *resume*, an open
+    batch of exactly these files opened by us is answered again (parts sent stay)."""
+    return {
+        str(r["path"]): Target(r.get("upload_url"), r.get("part_size"), r.get("part_count"))
+        for r in client.open_upload(zarr_id, files, resume=resume)
+    }
+
+
+def part_urls(
+    client: ApiClient, zarr_id: str, path: str, parts: Sequence[tuple[int, str]]
+) -> dict[int, str | None]:
+    """``{part number: URL, or None when S3 already holds it}`` for parts ``(number, md5)``."""
+    response = client.request(
+        "POST",
+        f"/api/zarr/{zarr_id}/upload/parts/",
+        json={"path": path, "parts": [{"part_number": n, "md5": m} for n, m in parts]},
+    )
+    return {int(p["part_number"]): p.get("upload_url") for p in response.json()["parts"]}
+
+
+def _range(path: str, first: int, length: int) -> Iterator[bytes]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(first)
+            left = length
+            while left > 0:
+                block = f.read(min(BLOCK, left))
+                if not block:
+                    raise LocalFileError(f"{path!r} became shorter while it was being uploaded")
+                left -= len(block)
+                yield block
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {path!r}: {exc.strerror}") from None
+
+
+def _md5_of(path: str, first: int, length: int) -> str:
+    md5 = hashlib.md5()
+    for block in _range(path, first, length):
+        md5.update(block)
+    return md5.hexdigest()
+
+
+class PartSender:
+    """Sends one big file of the open batch in parts (see the module)."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        s3: httpx.Client,
+        pool: ThreadPoolExecutor,
+        *,
+        retry: RetryPolicy,
+        on_retry: RetryHook | None,
+        on_bytes: Callable[[int], None],
+    ) -> None:
+        self.client = client
+        self.s3 = s3
+        self.pool = pool
+        self.retry = retry
+        self.on_retry = on_retry
+        self.on_bytes = on_bytes
+        #: Parts sent and parts skipped (already in S3) by this sender, over its files.
+        self.sent = 0
+        self.skipped = 0
+
+    def send(
+        self, zarr_id: str, path: str, local: str, size: int, part_size: int, count: int
+    ) -> None:
+        if os.path.getsize(local) != size:
+            raise LocalFileError(f"{local!r} changed size while it was being uploaded")
+
+        def length(n: int) -> int:
+            return min(part_size, size - (n - 1) * part_size)
+
+        puts: list[Future[None]] = []
+        try:
+            for start in range(1, count + 1, WINDOW):
+                numbers = list(range(start, min(start + WINDOW, count + 1)))
+                hashes = [
+                    self.pool.submit(_md5_of, local, (n - 1) * part_size, length(n))
+                    for n in numbers
+                ]
+                md5s = {n: h.result() for n, h in zip(numbers, hashes, strict=True)}
+                urls = part_urls(self.client, zarr_id, path, list(md5s.items()))
+                for n in numbers:
+                    url = urls.get(n)
+                    if url is None:
+                        self.skipped += 1
+                        self.on_bytes(length(n))
+                        continue
+                    puts.append(
+                        self.pool.submit(
+                            self._put,
+                            zarr_id,
+                            path,
+                            local,
+                            n,
+                            (n - 1) * part_size,
+                            length(n),
+                            md5s[n],
+                            url,
+                        )
+                    )
+                # at most two windows in flight: the next is hashed while this one is sent
+                while sum(1 for f in puts if not f.done()) > 2 * WINDOW:
+                    next(f for f in puts if not f.done()).result()
+            for f in puts:
+                f.result()
+        except BaseException:
+            for f in puts:
+                f.cancel()
+            raise
+
+    def _put(
+        self,
+        zarr_id: str,
+        path: str,
+        local: str,
+        number: int,
+        first: int,
+        length: int,
+        md5: str,
+        url: str,
+    ) -> None:
+        from zarrchive.client.upload import _s3_message, md5_to_content_md5
+
+        headers = {"Content-MD5": md5_to_content_md5(md5), "Content-Length": str(length)}
+        for attempt in range(2):
+            try:
+
+                def request(target: str = url) -> httpx.Response:
+                    return self.s3.put(
+                        target, content=_range(local, first, length), headers=headers
+                    )
+
+                response = call(
+                    self.retry,
+                    request,
+                    what=f"PUT part {number} of {path!r}",
+                    on_retry=self.on_retry,
+                )
+            except RETRY_EXCEPTIONS as exc:
+                raise NetworkError(
+                    f"cannot upload part {number} of {path!r} to S3: {transport_message(exc)}"
+                ) from None
+            if response.status_code == 200:
+                self.sent += 1
+                self.on_bytes(length)
+                return
+            if response.status_code == 403 and attempt == 0:  # expired: sign it again
+                fresh = part_urls(self.client, zarr_id, path, [(number, md5)]).get(number)
+                if fresh is None:
+                    return  # S3 has it after all
+                url = fresh
+                continue
+            if response.status_code == 400 and b"BadDigest" in response.content:
+                raise LocalFileError(
+                    f"{local!r} changed while it was being uploaded (part {number} is no "
+                    "longer what was hashed): run the upload again"
+                )
+            raise TransferError(
+                f"S3 refused part {number} of {path!r} ({response.status_code}): "
+                f"{_s3_message(response.text)}"
+            )
+
+
+def declared(entries: Sequence[Any]) -> list[tuple[str, str, int]]:
+    """``(path, md5, size)`` of :class:`~zarrchive.checksum.ZarrEntry` items."""
+    return [(e.path, e.md5, e.size) for e in entries]
