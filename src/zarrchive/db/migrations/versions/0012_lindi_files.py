@@ -1,7 +1,7 @@
 """LINDI files: one row per HDF5 blob content with its state (pending, ready, failed)
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-11-26 06:00:00
 
 A new table only: existing blobs get their LINDI file from ``zarrchive lindi backfill``.
