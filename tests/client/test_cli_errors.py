@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from zarrchive.cli import app
+from zarrchive.client.upload import scan_local
 from zarrchive.storage.seaweedfs import free_port
 
 
@@ -53,9 +54,13 @@ def test_local_problems(tmp_path: Path, client_env: dict[str, str], zarr_dir: Pa
     big = tmp_path / "big.zarr"
     big.mkdir()
     with open(big / "huge", "wb") as f:
-        f.truncate(5 * 1024**3 + 1)  # sparse: no disk space used
+        f.truncate(5 * 1024**4 + 1)  # sparse: no disk space used
     code, err = run(["upload", str(big), "--dandiset", "000001"], env)
-    assert code == 2 and "larger than 5 GiB" in err and "huge (5368709121 bytes)" in err
+    assert code == 2 and "larger than 5 TiB" in err and "huge (5497558138881 bytes)" in err
+    # over 5 GiB (one PUT's limit) is fine: such files go up in parts
+    with open(big / "huge", "wb") as f:
+        f.truncate(5 * 1024**3 + 1)
+    assert scan_local(str(big)) == (1, 5 * 1024**3 + 1)
 
     code, err = run(["upload", str(zarr_dir), "--dandiset", "000001", "--jobs", "0"], env)
     assert (code, err) == (2, "zarrchive upload: --jobs must be at least 1, got 0")

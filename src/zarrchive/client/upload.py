@@ -82,7 +82,9 @@ from zarrchive.transport import (
 )
 
 #: S3's limit for a single PUT.
-MAX_PUT_BYTES = 5 * 1024**3
+#: S3's largest object (5 TiB): bigger files are refused before anything is sent; files
+#: above the archive's multipart threshold go up in parts.
+MAX_FILE_BYTES = 5 * 1024**4
 #: Files up to this size are read into memory for the PUT; larger ones are streamed.
 IN_MEMORY_BYTES = 16 * 1024**2
 #: A batch holds at most this many bytes (unless one file is larger), so that it
@@ -775,7 +777,7 @@ def scan_local(root: str) -> tuple[int, int]:
     """Files and bytes below *root*, checked before anything is hashed or sent.
 
     Raises at once (not after hours of hashing) for what the archive would refuse:
-    bad names, symbolic link loops, unreadable entries, files over 5 GiB.
+    bad names, symbolic link loops, unreadable entries, files over 5 TiB.
     """
     count = nbytes = 0
     too_big: list[tuple[str, int]] = []
@@ -786,12 +788,12 @@ def scan_local(root: str) -> tuple[int, int]:
             raise LocalFileError(f"cannot access {found.os_path!r}: {exc.strerror}") from None
         count += 1
         nbytes += size
-        if size > MAX_PUT_BYTES:
+        if size > MAX_FILE_BYTES:
             too_big.append((found.path, size))
     if too_big:
         listed = ", ".join(f"{p} ({n} bytes)" for p, n in too_big[:5])
         raise InvalidInput(
-            f"{len(too_big)} file(s) larger than 5 GiB, which S3 cannot take in one PUT: {listed}"
+            f"{len(too_big)} file(s) larger than 5 TiB, the largest object S3 can hold: {listed}"
         )
     return count, nbytes
 
@@ -884,7 +886,7 @@ def upload(
 
 
 __all__ = [
-    "MAX_PUT_BYTES",
+    "MAX_FILE_BYTES",
     "ZARR_METADATA_FILES",
     "BatchRecords",
     "UploadPlan",
