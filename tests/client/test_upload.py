@@ -45,7 +45,9 @@ def test_upload_modify_reupload_exact(
     again = uploader.upload(local, dandiset=dandiset)
     assert (again.zarr_id, again.created, again.asset_id) == (first.zarr_id, False, first.asset_id)
     assert (again.uploaded, again.deleted, again.skipped, again.batches) == (0, 0, total, 0)
-    assert again.ok
+    assert again.ok and again.local_checksum == first.remote_checksum
+    # the digest cache's directory digests matched the Zarr: no remote tree was compared
+    assert "plan" not in again.timings
 
     # Modify 3 chunks, add 5 files (one in a new directory), delete 4 (a whole directory of 2).
     chunks = sorted(p for p in (local / "a" / "c").rglob("*") if p.is_file())

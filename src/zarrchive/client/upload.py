@@ -356,6 +356,9 @@ class Uploader:
     ) -> None:
         """Hash everything, compare with the remote tree, delete and upload the difference."""
         started = time.perf_counter()
+        if zarr is not None and self._unchanged(root, zarr, result):
+            result.timings["hash"] = time.perf_counter() - started
+            return
         entries = self._hash_local(root, count, nbytes)
         result.timings["hash"] = time.perf_counter() - started
         digests = local_digests(entries)
@@ -382,6 +385,26 @@ class Uploader:
         if plan.upload:
             self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
             self._upload_entries(root, zid, plan.upload, batch_files, result)
+
+    def _unchanged(self, root: str, zarr: ZarrInfo, result: UploadResult) -> bool:
+        """True (with *result* filled in) when the directory equals the Zarr: its tree from
+        the digest cache's directory digests (an unchanged directory costs its entries' stats,
+        never a stale digest: :mod:`~zarrchive.client.local_tree`) has the Zarr's checksum.
+        Without a usable cache, or when they differ, the full comparison follows (its files'
+        md5s are cached by then)."""
+        from zarrchive.client.digest_cache import default_cache
+        from zarrchive.client.local_tree import scan_tree
+
+        cache = default_cache()
+        if cache is None or zarr.file_count == 0:
+            return False
+        tree = scan_tree(root, cache=cache, jobs=min(self.jobs, default_jobs()))
+        if tree.checksum != zarr.checksum:
+            return False
+        result.local_files, result.local_bytes = tree.files, tree.size
+        result.local_checksum = tree.checksum
+        result.skipped = tree.files
+        return True
 
     def _hashed_ahead(self, root: str, sink: list[ZarrEntry]) -> Iterator[ZarrEntry]:
         """The local entries, hashed by a producer thread running ahead of the consumer;
