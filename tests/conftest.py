@@ -32,6 +32,7 @@ from sqlalchemy.engine import make_url
 
 from tests.helpers import reliability as reliability_figures
 from tests.helpers import session_end
+from tests.helpers.databases import deselect_other_databases
 from tests.helpers.jobs import HeldJobQueue
 from zarrchive.api import create_app
 from zarrchive.config import Settings
@@ -353,6 +354,10 @@ def held(archive: Archive) -> Iterator[HeldJobQueue]:
 # -- the end of a run: skipped browser tests named, no stray traceback --------------------
 def pytest_configure(config: pytest.Config) -> None:
     session_end.register(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    deselect_other_databases(config, items)
 
 
 # -- the reliability suite's figures, printed at the end (also under pytest-xdist) ---------

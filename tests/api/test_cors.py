@@ -9,11 +9,14 @@ import httpx
 import pytest
 
 from tests.helpers.api_uploads import upload
+from tests.helpers.databases import SQLITE_ONLY
 from zarrchive.api.cors import ALLOWED_HEADERS, CorsPolicy
 from zarrchive.config import Settings
 from zarrchive.errors import ConfigurationError
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.bucket_cors import BUCKET_CORS
+
+pytestmark = SQLITE_ONLY
 
 VIEWER = "https://viewer.example"
 LAB = "https://lab.example"

@@ -14,11 +14,14 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.helpers.dandi_zarr import dandi_upload
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.oracle_env import oracle_python
 from tests.helpers.s3fs_oracle import S3FS_PYTHON_ENV, run_oracle
 from tests.helpers.zarr_client import create_dandiset, create_zarr, oracle_checksum
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
+
+pytestmark = SQLITE_ONLY
 
 
 @pytest.fixture

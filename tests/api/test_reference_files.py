@@ -15,12 +15,15 @@ import pytest
 from tests.conftest import Users
 from tests.helpers.api_uploads import upload
 from tests.helpers.assets import add_zarr_asset, client_for, ok
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.fsspec_oracle import read_with_fsspec, s3fs_python
 from tests.helpers.s3fs_oracle import run_oracle
 from zarrchive.config import PublishedZarrs
 from zarrchive.references import MAX_INLINE_BYTES
 from zarrchive.services.references import REFERENCES_PREFIX
 from zarrchive.services.runtime import Archive
+
+pytestmark = SQLITE_ONLY
 
 
 @pytest.fixture

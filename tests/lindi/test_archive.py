@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from tests.conftest import Users
 from tests.helpers.assets import ok
 from tests.helpers.blob_uploads import Route, attach, upload_by
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.lab_nwb import NWB_SUMMARY, datasets, nwb_summary, write_lab_nwb
 from tests.helpers.lindi import DUMP, dump, run_oracle
@@ -32,9 +33,8 @@ from zarrchive.services.runtime import Archive
 
 pynwb = pytest.importorskip("pynwb")
 
-#: End to end with real NWB files, oracles and jobs: on SQLite only (the LINDI rows are plain
-#: SQLAlchemy; the job and state rules are the same code on PostgreSQL), to keep the suite quick.
-pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+#: End to end with real NWB files, oracles and jobs: the LINDI rows are plain SQLAlchemy.
+pytestmark = SQLITE_ONLY
 
 #: lindi 0.4.6 opens a LINDI file by its URL and dumps every object (the oracle).
 LINDI_DUMP = (

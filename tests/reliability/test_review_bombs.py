@@ -22,12 +22,15 @@ import pytest
 
 from tests.conftest import make_settings
 from tests.helpers.bombs import GiB, MiB, bz2_zeros, nested_attributes, zarray, zlib_zeros
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.server_process import ServerProcess
 from tests.helpers.zarr_client import authed, create_dandiset, create_zarr, upload
 from zarrchive.services import arrays
 from zarrchive.services.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
+
+pytestmark = SQLITE_ONLY
 
 T = TypeVar("T")
 

@@ -15,7 +15,10 @@ from PIL import Image
 
 from tests.conftest import Users
 from tests.helpers.browser import chromium_browser
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.web_site import IMAGE_SHAPE, Site
+
+pytestmark = SQLITE_ONLY
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
 

@@ -13,7 +13,10 @@ import pytest
 from tests.conftest import Users
 from tests.helpers.api_uploads import upload
 from tests.helpers.browser import chromium_browser, other_origin
+from tests.helpers.databases import SQLITE_ONLY
 from zarrchive.services.runtime import Archive
+
+pytestmark = SQLITE_ONLY
 
 READ_AND_WRITE = """
 async ([api, zarrId, token, chunkUrl]) => {

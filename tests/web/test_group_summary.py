@@ -8,6 +8,9 @@ import json
 import httpx
 
 from tests.helpers.api_uploads import upload
+from tests.helpers.databases import SQLITE_ONLY
+
+pytestmark = SQLITE_ONLY
 
 ARRAY = {
     "zarr_format": 2,

@@ -10,9 +10,12 @@ import re
 import httpx
 
 from tests.conftest import Users
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.metadata import dandiset_metadata
 from tests.helpers.web_site import browser
 from tests.helpers.zarr_client import expect
+
+pytestmark = SQLITE_ONLY
 
 
 def create(api: httpx.Client, *, embargo: bool = False) -> str:

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import Users
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.web_forms import form_token, sign_in, sign_out
 from tests.helpers.web_site import (
     IMAGE_SHAPE,
@@ -28,6 +29,8 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.thumbnail import stretch, thumbnail_step
 from zarrchive.storage.keys import zarr_object_key
 from zarrchive.web.render import SESSION_COOKIE
+
+pytestmark = SQLITE_ONLY
 
 
 def text(response: httpx.Response, status: int = 200) -> str:

@@ -1,0 +1,32 @@
+"""Which databases a test module runs on.
+
+Every test taking the ``database_url`` fixture runs on SQLite and on PostgreSQL by default.
+Modules whose subject is not the database (pages, readers, viewers, CORS, decoders) mark
+themselves :data:`SQLITE_ONLY`: their PostgreSQL run would repeat the same SQLAlchemy
+queries at a high price in ``make test``'s 20 minutes.  Whatever depends on the database
+(locking, races, jobs, search, migrations, bad input, the upload and publish paths) keeps
+both.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+#: ``pytestmark = SQLITE_ONLY``: the module's tests run on SQLite only (their PostgreSQL
+#: variants are deselected by :func:`deselect_other_databases`).
+SQLITE_ONLY = pytest.mark.sqlite_only
+
+
+def deselect_other_databases(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drop the PostgreSQL variants of :data:`SQLITE_ONLY` tests (a conftest hook's body)."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        database = callspec.params.get("database_url") if callspec is not None else None
+        if database not in (None, "sqlite") and item.get_closest_marker("sqlite_only"):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
