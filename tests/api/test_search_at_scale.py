@@ -1,9 +1,11 @@
-"""Search finds exactly what it should among 10^4 dandisets holding 10^5 assets, on SQLite and
-PostgreSQL.  Its speed (the issue's < 300 ms) is a benchmark's business, not a test's: the
+"""Search finds exactly what it should among thousands of dandisets holding ten times as many
+assets, on SQLite and PostgreSQL (``make test``: 2,000 dandisets; the issue's 10^4 with
+``ZARRCHIVE_SEARCH_DANDISETS=10000``).  Its speed (the issue's < 300 ms) is a benchmark's business, not a test's: the
 times are printed (``-s``) and recorded in ``bench/RESULTS.md``."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import uuid
@@ -15,7 +17,10 @@ from zarrchive.db.models import Asset, Dandiset, Version
 from zarrchive.services import search
 from zarrchive.services.runtime import Archive
 
-DANDISETS = 10_000
+#: A multiple of 1,000 (the rows are inserted a thousand dandisets at a time).
+DANDISETS = int(os.environ.get("ZARRCHIVE_SEARCH_DANDISETS", "2000"))
+#: One dandiset of them: no prefix of another one's number (ten times it is past the last).
+ONE = DANDISETS * 4242 // 10_000
 ASSETS_PER_DANDISET = 10
 #: Dandisets per page (each result's summary costs a few queries of its own, outside the
 #: search: see the report's figures).
@@ -24,7 +29,8 @@ SPECIES = ["mouse", "rat", "macaque", "zebrafish", "human", "ferret", "axolotl",
 
 
 def fill(archive: Archive) -> None:
-    """10^4 dandisets with their drafts and 10^5 assets, indexed (bulk: rows, not requests)."""
+    """DANDISETS dandisets with their drafts and ten assets each, indexed (bulk: rows, not
+    requests)."""
     with archive.db.write_session() as session:
         for start in range(0, DANDISETS, 1000):
             dandisets = [
@@ -65,17 +71,17 @@ def fill(archive: Archive) -> None:
 
 
 @pytest.mark.slow
-def test_search_of_ten_thousand_dandisets_finds_exactly_the_hits(
+def test_search_of_thousands_of_dandisets_finds_exactly_the_hits(
     api: httpx.Client, archive: Archive
 ) -> None:
     fill(archive)
     queries = {
-        "mouse": 1250,  # a word in 1/8 of the names and descriptions
+        "mouse": DANDISETS // 8,  # a word in 1/8 of the names and descriptions
         "cortex": DANDISETS,  # in every description
-        "ecephys": DANDISETS,  # in every keyword list and 10^5 paths
-        "kw4242": 1,  # one keyword
-        "person13 ann": 103,  # a contributor
-        "sub 4242 ses 3": 1,  # a path (prefixes: 4242 is no prefix of another id)
+        "ecephys": DANDISETS,  # in every keyword list and every path
+        f"kw{ONE}": 1,  # one keyword
+        "person13 ann": sum(1 for i in range(1, DANDISETS + 1) if i % 97 == 13),  # a contributor
+        f"sub {ONE} ses 3": 1,  # a path (prefixes: ONE is no prefix of another id)
     }
     for query, hits in queries.items():
         times = []

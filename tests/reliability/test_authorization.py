@@ -47,8 +47,10 @@ class World:
     upload_id: str
     #: the Zarr's checksum that a published version pins (set by :func:`_publish`)
     checksum: str = ""
-    #: the dandi-etag of a blob of the dandiset (set by :func:`_add_blob`)
+    #: the dandi-etag, id and asset of a blob of the dandiset (set by :func:`_add_blob`)
     blob_etag: str = ""
+    blob_id: str = ""
+    blob_asset_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,9 @@ class Row:
     #: reads a published snapshot: embargoed dandisets cannot publish, so there even
     #: the allowed roles find nothing (404)
     snapshot: bool = False
+    #: statuses the allowed roles may also get (e.g. a LINDI file of a blob that is not
+    #: HDF5: 404, or not yet written: 503)
+    allowed_also: frozenset[int] = field(default_factory=frozenset)
 
 
 def _open_batch(api: httpx.Client, w: World) -> None:
@@ -98,13 +103,19 @@ def _add_blob(api: httpx.Client, w: World) -> None:
     with httpx.Client(timeout=30) as raw:
         expect(put_presigned(raw, plan["parts"][0]["upload_url"], data))
     blob = expect(api.post(f"/api/uploads/{plan['upload_id']}/validate/"))
-    expect(
+    asset = expect(
         api.post(
             f"/api/dandisets/{w.dandiset}/versions/draft/assets/",
             json={"metadata": {"path": "blob.bin"}, "blob_id": blob["blob_id"]},
         )
     )
-    w.blob_etag = blob["etag"]
+    w.blob_etag, w.blob_id, w.blob_asset_id = blob["etag"], blob["blob_id"], asset["asset_id"]
+
+
+def _open_multipart_batch(api: httpx.Client, w: World) -> None:
+    """An open batch holding a file big enough to be uploaded in parts (none sent)."""
+    body = [{"path": "big", "etag": md5(b"big"), "size": 200 * 1024 * 1024}]
+    expect(api.post(f"/api/zarr/{w.zarr_id}/upload/", json=body))
 
 
 def _add_zarr(api: httpx.Client, w: World) -> None:
@@ -356,6 +367,35 @@ ROWS = [
     ),
     # an embargoed blob is not found (404) by those who may not read its dandiset
     Row(
+        "GET",
+        "/api/assets/{asset_id}/lindi.json",
+        "read",
+        lambda w: f"/api/assets/{w.blob_asset_id}/lindi.json",
+        prepare=_add_blob,
+        allowed_also=frozenset({404, 503}),  # the blob is not HDF5: no LINDI file
+    ),
+    *(
+        Row(
+            method,
+            "/api/lindi/blobs/{blob_id}/data/",
+            "read",
+            lambda w: f"/api/lindi/blobs/{w.blob_id}/data/",
+            prepare=_add_blob,
+            extra=frozenset({404}),
+        )
+        for method in ("GET", "HEAD")
+    ),
+    Row(
+        "POST",
+        Z + "upload/parts/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/upload/parts/",
+        lambda w: {"path": "big", "parts": [{"part_number": 1, "md5": md5(b"part")}]},
+        mutating=True,
+        prepare=_open_multipart_batch,
+    ),
+    Row("GET", Z + "upload/refused/", "write", lambda w: f"/api/zarr/{w.zarr_id}/upload/refused/"),
+    Row(
         "POST",
         "/api/blobs/digest/",
         "read",
@@ -454,10 +494,19 @@ def test_authorization_matrix(
     tokens = _tokens(module_tokens)
     shared = make_world(module_api, embargoed)
     failures: list[str] = []
-    for row in ROWS:
+    for index, row in enumerate(ROWS):
         # denied roles first, on a world they must not change; then the allowed ones
         for role in sorted(ROLES, key=lambda r: expected_denial(row, r, embargoed) is None):
             denial = expected_denial(row, role, embargoed)
+            if (
+                not FULL
+                and row.mutating
+                and denial is None
+                and role == ("owner", "admin")[index % 2]
+            ):
+                # make test's budget: each change is made by one of its allowed roles (by
+                # turns); every refusal is still checked.  make reliability makes both.
+                continue
             world = shared
             if row.mutating and denial is None:
                 world = make_world(module_api, embargoed)
@@ -469,14 +518,17 @@ def test_authorization_matrix(
                 kwargs = {"json": body} if body is not None else {}
                 response = client.request(row.method, row.url(world), **kwargs)
             status = response.status_code
-            count(PART, cases=1, server_errors=int(status >= 500))
+            expected_5xx = denial is None and status in row.allowed_also  # e.g. 503: later
+            count(PART, cases=1, server_errors=int(status >= 500 and not expected_5xx))
             label = f"{row.method} {row.path} as {role}: {status} {response.text[:160]}"
-            if status >= 500:
+            if status >= 500 and not expected_5xx:
                 failures.append(label)
             elif denial is not None and status not in denial | row.extra:
                 failures.append(f"{label} (expected {sorted(denial)})")
             elif denial is None and row.snapshot and embargoed and status == 404:
                 pass  # nothing published to read
+            elif denial is None and status in row.allowed_also:
+                pass
             elif denial is None and status in (401, 403, 404):
                 failures.append(f"{label} (expected to be allowed)")
     assert not failures, "\n".join(failures)
