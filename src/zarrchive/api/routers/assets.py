@@ -231,8 +231,8 @@ def update_asset(
 def delete_asset(
     dandiset_id: str, version: str, asset_id: str, archive: ArchiveDep, user: UserDep
 ) -> Response:
-    """Owners only; the draft only.  A blob asset's bytes stay while a version or another
-    asset holds them.  **A Zarr asset's Zarr is kept**: published versions may pin its
+    """Owners only; the draft only.  The content stays: a blob is kept (published versions
+    may use it).  **A Zarr asset's Zarr is kept**: published versions may pin its
     states, and another asset may take it (`POST .../assets/` with its `zarr_id`); once no
     asset and no version has referenced it for the grace period (7 days by default),
     `zarrchive admin gc --apply` removes it with its objects."""
