@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from zarr.codecs import BytesCodec, ShardingCodec
 
 from tests.helpers.local_zarr import zarr_checksum_of
+from tests.helpers.multipart import THRESHOLD
 from tests.helpers.sharded_zarr import (
     VOLUME_CHUNKS,
     VOLUME_SHAPE,
@@ -61,6 +62,7 @@ def png_values(png: bytes) -> list[list[int]]:
     return values
 
 
+@pytest.mark.settings(multipart_threshold=THRESHOLD)
 def test_sharded_zarr_round_trip(
     tmp_path: Path,
     client: ApiClient,
@@ -71,8 +73,10 @@ def test_sharded_zarr_round_trip(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     source = tmp_path / "sharded.zarr"
-    values = write_sharded_zarr(source)
+    values = write_sharded_zarr(source, big_shard=True)
+    assert values.big is not None
     local = files_of(source)
+    assert len(local["big/c/0/0/0"]) > THRESHOLD  # this shard goes up in parts
     shards = [p for p in local if p.startswith("volume/c/")]
     # several shards of several inner chunks; the shard of zeros is not stored
     grid = [math.ceil(n / s) for n, s in zip(VOLUME_SHAPE, VOLUME_SHARDS, strict=True)]
@@ -87,6 +91,9 @@ def test_sharded_zarr_round_trip(
     remote = client.get_zarr(zarr_id)
     assert remote.checksum == zarr_checksum_of(source)
     assert remote.file_count == len(local)
+    # the big shard was assembled from its parts (S3's ETag says so; the tree has its md5)
+    head = archive.store.head(f"zarr/{zarr_id}/big/c/0/0/0")
+    assert head is not None and head.etag.endswith("-2"), head
 
     # download (the CLI): every file byte-identical, nothing more
     dest = tmp_path / "back.zarr"
@@ -101,6 +108,9 @@ def test_sharded_zarr_round_trip(
             group["volume"][2:4, 10:50, 33:71], values.volume[2:4, 10:50, 33:71]
         )
         np.testing.assert_array_equal(group["plane"][...], values.plane)
+        np.testing.assert_array_equal(
+            group["big"][0, 1000:1200, 1000:1100], values.big[0, 1000:1200, 1000:1100]
+        )
         assert group["volume"].shards == VOLUME_SHARDS and group["volume"].chunks == VOLUME_CHUNKS
 
     # plain HTTP from the public bucket: stock zarr-python over fsspec, no zarrchive code

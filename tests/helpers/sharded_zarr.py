@@ -19,20 +19,20 @@ from tests.helpers.fsspec_oracle import s3fs_python
 
 #: The sharded 3-D array: shape, inner chunks, shards (each shard holds 3 planes of 3 x 2
 #: inner chunks: a thumbnail of the middle plane needs a third of each shard it touches).
-#: TODO(multipart): test_sharded_zarr_round_trip (tests/client/test_sharded_zarr.py) should
-#: also run with ZARRCHIVE_MULTIPART_THRESHOLD below one shard's size once that setting
-#: exists: set it (e.g. 8 MiB) in the test's client_env / settings and raise the shards here
-#: above it (e.g. VOLUME_SHAPE (6, 1536, 2560), VOLUME_SHARDS (3, 1536, 1280): 11 MiB of
-#: random int16 per shard), keeping every assertion of the test as it is.
 VOLUME_SHAPE, VOLUME_CHUNKS, VOLUME_SHARDS = (6, 96, 80), (1, 16, 20), (3, 48, 40)
 #: The 2-D array: blosc inner chunks, the index at the start of each shard, no checksum.
 PLANE_SHAPE, PLANE_CHUNKS, PLANE_SHARDS = (64, 64), (8, 8), (32, 32)
+#: One shard above an 8 MiB multipart threshold: uint16 noise, uncompressed (8.6 MiB), of 4
+#: inner chunks.
+BIG_SHAPE, BIG_CHUNKS = (1, 2200, 2048), (1, 1100, 1024)
 
 
 @dataclass(frozen=True)
 class ShardedSource:
     volume: np.ndarray[Any, np.dtype[np.int16]]
     plane: np.ndarray[Any, np.dtype[np.float32]]
+    #: The array of one big shard (``big_shard=True``), else None.
+    big: np.ndarray[Any, np.dtype[np.uint16]] | None = None
 
 
 def volume_values(seed: int = 3) -> np.ndarray[Any, np.dtype[np.int16]]:
@@ -52,8 +52,9 @@ def plane_values() -> np.ndarray[Any, np.dtype[np.float32]]:
     return values
 
 
-def write_sharded_zarr(path: Path) -> ShardedSource:
-    """A Zarr v3 group at *path* with two sharded arrays, written by zarr-python 3."""
+def write_sharded_zarr(path: Path, *, big_shard: bool = False) -> ShardedSource:
+    """A Zarr v3 group at *path* with two sharded arrays, written by zarr-python 3; with
+    *big_shard*, a third (``big``) whose one shard is above an 8 MiB multipart threshold."""
     root = zarr.open_group(path, mode="w", zarr_format=3, attributes={"title": "sharded"})
     volume = root.create_array(
         "volume",
@@ -83,7 +84,20 @@ def write_sharded_zarr(path: Path) -> ShardedSource:
     )
     plane_data = plane_values()
     plane[:] = plane_data
-    return ShardedSource(values, plane_data)
+    big_data = None
+    if big_shard:
+        big = root.create_array(
+            "big",
+            shape=BIG_SHAPE,
+            chunks=BIG_CHUNKS,
+            shards=BIG_SHAPE,
+            dtype="uint16",
+            compressors=None,
+            fill_value=0,
+        )
+        big_data = np.random.default_rng(11).integers(1, 2**16, size=BIG_SHAPE, dtype=np.uint16)
+        big[:] = big_data
+    return ShardedSource(values, plane_data, big_data)
 
 
 HTTP_SCRIPT = textwrap.dedent(
