@@ -11,6 +11,7 @@ the script's first import path).
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 import threading
 import time
@@ -64,3 +65,4 @@ def local_archive(
         if server is not None:
             server.should_exit = True
         seaweed.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the objects, the database, the local copies
