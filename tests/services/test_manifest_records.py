@@ -8,17 +8,19 @@ from __future__ import annotations
 import httpx
 from sqlalchemy import delete, func, select, update
 
+from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY
 from tests.helpers.api_uploads import FILES, upload
 from tests.helpers.recorded_apply import apply_recorded_batch, listed_manifest
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.db.models import ZarrChangedObject, ZarrChangeSet, ZarrManifest
-from zarrchive.manifest import DifferenceKind, manifest_key
+from zarrchive.manifest import DifferenceKind, format_timestamp, manifest_key
 from zarrchive.services.fsck import manifest_problems
 from zarrchive.services.manifests import (
     AuditStatus,
     ManifestSource,
     ManifestStatus,
     audit_manifest,
+    current_entries,
     write_manifest,
 )
 from zarrchive.services.runtime import Archive
@@ -164,3 +166,59 @@ def test_the_audit_reports_every_difference(
         "manifest arr/9: missing from S3 (the manifest names it)",
         "manifest stray: extra in S3 (the manifest lacks it)",
     ]
+
+
+def test_the_copy_answer_is_what_the_listing_says(zarr_id: str, archive: Archive) -> None:
+    """The records rest on this: a copy's VersionId, ETag and LastModified (to the second)
+    are those S3 lists afterwards."""
+    files = {f"c/{i}": str(i).encode() for i in range(120)}
+    apply_recorded_batch(archive, zarr_id, files)
+    with archive.db.session() as session:
+        recorded = {
+            path: (version, format_timestamp(modified), size, etag)
+            for path, version, modified, size, etag in session.execute(
+                select(
+                    ZarrChangedObject.path,
+                    ZarrChangedObject.version_id,
+                    ZarrChangedObject.last_modified,
+                    ZarrChangedObject.size,
+                    ZarrChangedObject.etag,
+                )
+            )
+        }
+    listed = {
+        e.path: (e.version_id, format_timestamp(e.last_modified), e.size, e.etag)
+        for e in current_entries(archive.store, zarr_id)
+    }
+    assert recorded == listed and len(listed) == 120
+
+
+def test_audit_cli(api: httpx.Client, zarr_id: str, archive: Archive, dandiset: str) -> None:
+    from typer.testing import CliRunner
+
+    from zarrchive.cli import app
+
+    checksum = upload(api, zarr_id, FILES)["checksum"]
+    other = api.post("/api/zarr/", json={"name": "other.zarr", "dandiset": dandiset}).json()
+    settings = archive.settings
+    env = {
+        "ZARRCHIVE_DATABASE_URL": settings.database_url,
+        "ZARRCHIVE_S3_ENDPOINT_URL": str(settings.s3_endpoint_url),
+        "ZARRCHIVE_S3_BUCKET": settings.s3_bucket,
+        "ZARRCHIVE_S3_EMBARGO_BUCKET": settings.s3_embargo_bucket,
+        "ZARRCHIVE_S3_ACCESS_KEY_ID": TEST_ACCESS_KEY,
+        "ZARRCHIVE_S3_SECRET_ACCESS_KEY": TEST_SECRET_KEY,
+    }
+    runner = CliRunner()
+    write_manifest(archive, zarr_id)
+    ok = runner.invoke(app, ["manifest", "audit", zarr_id], env=env)
+    assert ok.exit_code == 0, ok.output
+    assert "1 Zarrs: 1 matches, 0 differs, 0 no-manifest" in ok.output
+    archive.store.delete(f"zarr/{zarr_id}/arr/0")
+    bad = runner.invoke(app, ["manifest", "audit", "--all"], env=env)
+    assert bad.exit_code == 1, bad.output
+    assert f"differs {zarr_id} {checksum}: 1 differences" in bad.output
+    assert "  arr/0: missing from S3 (the manifest names it)" in bad.output
+    assert f"no-manifest {other['zarr_id']}" in bad.output
+    assert "2 Zarrs: 0 matches, 1 differs, 1 no-manifest" in bad.output
+    assert runner.invoke(app, ["manifest", "audit"], env=env).exit_code == 2
