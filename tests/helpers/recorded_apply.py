@@ -42,8 +42,9 @@ def apply_recorded_batch(
         )
     client, bucket = store.client, store.bucket
     uid = uuid.uuid4().hex
-    answers: list[WrittenObject] = []
-    for path, body in written.items():
+
+    def copy(item: tuple[str, bytes]) -> WrittenObject:
+        path, body = item
         staged = staging_object_key(zarr_id, uid, path)
         put = client.put_object(Bucket=bucket, Key=staged, Body=body)
         response = client.copy_object(
@@ -52,7 +53,9 @@ def apply_recorded_batch(
             CopySource={"Bucket": bucket, "Key": staged, "VersionId": put["VersionId"]},
             MetadataDirective="COPY",
         )
-        answers.append(WrittenObject.from_copy_response(path, response, len(body)))
+        return WrittenObject.from_copy_response(path, response, len(body))
+
+    answers: list[WrittenObject] = store.map(copy, written.items())
     if deleted:
         store.delete_many(zarr_object_key(zarr_id, p) for p in deleted)
     changes: dict[str, FileChange] = dict.fromkeys(deleted)
