@@ -131,6 +131,16 @@ def test_a_broken_chain_falls_back_to_listing(
             .values(listing_checksum=first)
         )
     _manifest(archive, zarr_id, c5, ManifestSource.LISTING)
+    # records made in the other bucket (before an unembargo moved the objects: new versions)
+    c6 = apply_recorded_batch(archive, zarr_id, {"arr/5": b"e"})
+    with archive.db.write_session() as session:
+        session.execute(
+            update(ZarrChangeSet).where(ZarrChangeSet.zarr_id == zarr_id).values(embargoed=True)
+        )
+    _manifest(archive, zarr_id, c6, ManifestSource.LISTING)
+    # and the chain is whole again from there
+    c7 = apply_recorded_batch(archive, zarr_id, {"arr/6": b"f"})
+    _manifest(archive, zarr_id, c7, ManifestSource.RECORDS)
 
 
 def test_the_audit_reports_every_difference(
