@@ -66,10 +66,14 @@ def listing(n: int) -> Iterator[ManifestEntry]:
 
 def change_set(n: int, changes: int) -> list[ManifestChange]:
     """Overwrites and deletions spread over the *n* entries, new files in a new directory."""
-    existing = [e.path for e in listing(n)]
     step = max(1, n // changes)
-    overwrite = existing[::step][: changes // 2]
-    delete = existing[step // 2 :: step][: changes // 10]
+    overwrite: list[str] = []
+    delete: list[str] = []
+    for i, entry in enumerate(listing(n)):  # streamed: the child's peak RSS is the merge's
+        if i % step == 0 and len(overwrite) < changes // 2:
+            overwrite.append(entry.path)
+        elif i % step == step // 2 and len(delete) < changes // 10:
+            delete.append(entry.path)
     new = [f"arr/new/{i}" for i in range(changes - len(overwrite) - len(delete))]
     result = [ManifestChange(p, None) for p in delete]
     for i, path in enumerate(overwrite + new):
