@@ -27,14 +27,21 @@ from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import staging_object_key, zarr_object_key
 
 
+class AppliedButCrashed(Exception):
+    """The applier died before its commit (the copies and tree nodes stay in S3)."""
+
+
 def apply_recorded_batch(
     archive: Archive,
     zarr_id: str,
     written: dict[str, bytes],
     deleted: Iterable[str] = (),
+    *,
+    crash_before_commit: bool = False,
 ) -> str:
     """Apply one batch (*written* files, or *deleted* paths) and record it; return the
-    Zarr's new checksum."""
+    Zarr's new checksum.  *crash_before_commit*: the applier dies after its copies and tree
+    writes, before its transaction commits (raises :class:`AppliedButCrashed`)."""
     deleted = list(deleted)
     with archive.db.session() as session:
         store = archive.store_for(
@@ -76,6 +83,8 @@ def apply_recorded_batch(
             written=answers,
             deleted=deleted,
         )
+        if crash_before_commit:
+            raise AppliedButCrashed(state.checksum)
     store.purge(staging_object_key(zarr_id, uid, ""))
     return state.checksum
 

@@ -6,11 +6,12 @@ the audit reports every difference."""
 from __future__ import annotations
 
 import httpx
+import pytest
 from sqlalchemy import delete, func, select, update
 
 from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY
 from tests.helpers.api_uploads import FILES, upload
-from tests.helpers.recorded_apply import apply_recorded_batch, listed_manifest
+from tests.helpers.recorded_apply import AppliedButCrashed, apply_recorded_batch, listed_manifest
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.db.models import ZarrChangedObject, ZarrChangeSet, ZarrManifest
 from zarrchive.manifest import DifferenceKind, format_timestamp, manifest_key
@@ -232,3 +233,22 @@ def test_audit_cli(api: httpx.Client, zarr_id: str, archive: Archive, dandiset: 
     assert f"no-manifest {other['zarr_id']}" in bad.output
     assert "2 Zarrs: 0 matches, 1 differs, 1 no-manifest" in bad.output
     assert runner.invoke(app, ["manifest", "audit"], env=env).exit_code == 2
+
+
+def test_an_apply_that_crashed_before_its_commit_leaves_no_records(
+    zarr_id: str, archive: Archive
+) -> None:
+    first = apply_recorded_batch(archive, zarr_id, {"a/0": b"0", "a/1": b"1"})
+    _manifest(archive, zarr_id, first, ManifestSource.RECORDS)
+    batch = {"a/0": b"new", "b/0": b"b"}
+    with pytest.raises(AppliedButCrashed):
+        apply_recorded_batch(archive, zarr_id, batch, crash_before_commit=True)
+    assert _sets(archive, zarr_id) == [(1, True)]  # rolled back with the root
+    # whoever takes the batch over copies again (new versions) and records its own answers
+    again = apply_recorded_batch(archive, zarr_id, batch)
+    stored = _manifest(archive, zarr_id, again, ManifestSource.RECORDS)
+    with archive.db.session() as session:
+        version = session.scalar(
+            select(ZarrChangedObject.version_id).where(ZarrChangedObject.path == "a/0")
+        )
+    assert version is not None and version.encode() in stored
