@@ -504,3 +504,47 @@ class LindiFile(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     modified_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ZarrChangeSet(Base):
+    """One applied batch's effect on a Zarr, as the archive recorded it when it applied it
+    (or, with ``seq`` ``None`` and no objects, a *rest mark*: the Zarr was at rest at
+    ``checksum_after`` when a manifest was listed from S3).
+
+    Rows are in apply order (``id``; the apply holds the Zarr's lock).  The manifest of a
+    new checksum is the manifest of the newest set with ``manifest_written`` merged with the
+    changed objects of the sets after it, when their checksums chain (each set's
+    ``checksum_before`` is the previous set's ``checksum_after``).  Sets older than the
+    newest ``manifest_written`` one are pruned.  See :mod:`zarrchive.services.manifest_changes`.
+    """
+
+    __tablename__ = "zarr_change_sets"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), index=True)
+    #: The applied batch's ``seq`` (``None`` for a rest mark).
+    seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    checksum_before: Mapped[str] = mapped_column(String(80))
+    checksum_after: Mapped[str] = mapped_column(String(80))
+    #: The bucket the objects were written to (an unembargo moves them: the chain breaks).
+    embargoed: Mapped[bool] = mapped_column(Boolean)
+    #: A manifest of ``checksum_after`` names exactly the state right after this set.
+    manifest_written: Mapped[bool] = mapped_column(Boolean, default=False)
+    applied_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ZarrChangedObject(Base):
+    """One path a change set wrote (the copy's answer: version, time, size, ETag) or
+    deleted (``version_id`` ``None``)."""
+
+    __tablename__ = "zarr_changed_objects"
+
+    change_set_id: Mapped[int] = mapped_column(
+        ForeignKey("zarr_change_sets.id", ondelete="CASCADE"), primary_key=True
+    )
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    version_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    last_modified: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    etag: Mapped[str | None] = mapped_column(String(64), nullable=True)

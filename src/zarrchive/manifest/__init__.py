@@ -9,6 +9,8 @@ A manifest lists every entry of a Zarr at one checksum, with its S3 version ID,
   and the tree hash; the result streams ``header + body + footer``.
 - :func:`write_manifest` / :func:`manifest_bytes`: the same into a file / bytes.
 - :func:`read_manifest`: statistics first, then the entries as an iterator.
+- :func:`merge_changes`: a manifest's entries with recorded changes applied (sorted merge);
+  :func:`diff_manifests`: every difference between two sorted entry streams (the audit).
 
 Decisions (see the spec's note on the proof of concept's extra fields):
 
@@ -24,6 +26,13 @@ Decisions (see the spec's note on the proof of concept's extra fields):
 - Timestamps are written in UTC, ``YYYY-MM-DDTHH:MM:SS+00:00``, sub-seconds dropped.
 """
 
+from zarrchive.manifest.merge import (
+    DifferenceKind,
+    ManifestChange,
+    ManifestDifference,
+    diff_manifests,
+    merge_changes,
+)
 from zarrchive.manifest.model import (
     FIELDS,
     MANIFEST_PREFIX,
@@ -48,16 +57,21 @@ __all__ = [
     "FIELDS",
     "MANIFEST_PREFIX",
     "SCHEMA_VERSION",
+    "DifferenceKind",
     "GeneratedManifest",
+    "ManifestChange",
+    "ManifestDifference",
     "ManifestEntry",
     "ManifestStatistics",
     "ManifestWriter",
     "ParsedManifest",
+    "diff_manifests",
     "format_timestamp",
     "generate_manifest",
     "iter_manifest_entries",
     "manifest_bytes",
     "manifest_key",
+    "merge_changes",
     "parse_timestamp",
     "read_manifest",
     "render_header",

@@ -304,6 +304,11 @@ class GeneratedManifest:
         return b"".join(self.iter_bytes())
 
 
+def chunk_stream(chunks: Iterator[bytes]) -> io.BufferedReader:
+    """A readable binary file object over an iterator of byte chunks (e.g. a streamed GET)."""
+    return io.BufferedReader(_ChunkReader(chunks), buffer_size=_COPY_CHUNK)
+
+
 class _ChunkReader(io.RawIOBase):
     """A raw, read-only stream over an iterator of byte chunks."""
 

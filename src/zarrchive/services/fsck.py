@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrDigest, is_md5, iter_directory_digests
 from zarrchive.db.models import utcnow
 from zarrchive.errors import Conflict, InvalidInput
+from zarrchive.services.manifests import AuditStatus, audit_manifest
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import finish_interrupted, open_batch, queue_manifest
 from zarrchive.services.zarrs import get_zarr
@@ -116,3 +117,18 @@ def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
         report.repaired = True
         queue_manifest(archive, zarr_id)
     return report
+
+
+def manifest_problems(archive: Archive, zarr_id: str) -> list[str]:
+    """The manifest audit as fsck problems: each difference between the stored manifest of
+    the Zarr's current checksum and S3 (none when they match or there is no manifest yet;
+    a busy or changing Zarr is one problem: check again at rest)."""
+    audit = audit_manifest(archive, zarr_id)
+    if audit.status in (AuditStatus.BUSY, AuditStatus.SUPERSEDED):
+        return [f"manifest not audited: the Zarr is not at rest ({audit.status}); run again"]
+    problems = [f"manifest {d.describe()}" for d in audit.differences]
+    if audit.difference_count > len(audit.differences):
+        problems.append(
+            f"manifest: {audit.difference_count - len(audit.differences)} more differences"
+        )
+    return problems

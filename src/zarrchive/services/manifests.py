@@ -1,6 +1,12 @@
 """Zarr manifest files: one per checksum at which a Zarr comes to rest.
 
-The job lists the Zarr's current object versions (streamed, in key order, its prefixes
+From records when it can: the manifest of the newest state that has one, merged (a sorted
+stream, bounded memory) with the changes the apply recorded since
+(:mod:`zarrchive.services.manifest_changes`), never a listing of the Zarr; its tree hash
+must be the archive's checksum, else (and when there is no chain of records: an old Zarr,
+records pruned, an unembargo) the job lists S3 as below.
+
+Else the job lists the Zarr's current object versions (streamed, in key order, its prefixes
 listed in parallel: :meth:`~zarrchive.storage.objects.ObjectStore.iter_current_versions`),
 writes the manifest through :mod:`zarrchive.manifest` into a spooled temporary
 file (bounded memory), recomputes the tree hash from the listing and compares
@@ -28,13 +34,32 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import IO
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import is_md5
 from zarrchive.db.models import EmbargoStatus, UploadBatch, Zarr, ZarrManifest, ZarrPin
-from zarrchive.manifest import ManifestEntry, generate_manifest, manifest_key
+from zarrchive.errors import ZarrchiveError
+from zarrchive.manifest import (
+    GeneratedManifest,
+    ManifestDifference,
+    ManifestEntry,
+    diff_manifests,
+    generate_manifest,
+    manifest_key,
+    merge_changes,
+    read_manifest,
+)
+from zarrchive.manifest.writer import chunk_stream
+from zarrchive.services.manifest_changes import (
+    ChangeChain,
+    iter_net_changes,
+    mark_manifest_written,
+    newest_change_set_id,
+    resolve_chain,
+)
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.zarrs import ZarrRef, get_zarr
 from zarrchive.storage.keys import zarr_prefix
@@ -60,6 +85,15 @@ class ManifestStatus(StrEnum):
     SUPERSEDED = "superseded"
 
 
+class ManifestSource(StrEnum):
+    """How a written manifest was made."""
+
+    #: the previous manifest merged with the recorded changes since
+    RECORDS = "records"
+    #: a listing of the Zarr's object versions in S3
+    LISTING = "listing"
+
+
 @dataclass(frozen=True)
 class ManifestOutcome:
     zarr_id: str
@@ -67,6 +101,7 @@ class ManifestOutcome:
     status: ManifestStatus
     listing_checksum: str | None = None
     entries: int | None = None
+    source: ManifestSource | None = None
 
     @property
     def mismatch(self) -> bool:
@@ -79,6 +114,8 @@ class _Snapshot:
     modified_at: datetime
     busy: bool
     embargoed: bool
+    #: the Zarr's newest change set (its state is the one after it)
+    last_change_set: int | None
 
 
 def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
@@ -101,6 +138,7 @@ def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
             zarr.modified_at,
             busy or dandiset.embargo_status == EmbargoStatus.UNEMBARGOING,
             dandiset.embargoed,
+            newest_change_set_id(session, zarr_id),
         )
         return snap, archive.store_for(dandiset.embargoed)
 
@@ -161,10 +199,22 @@ def write_manifest(archive: Archive, zarr_id: str, *, force: bool = False) -> Ma
         # a pinned manifest names the object versions a published version reads: it is
         # never rewritten (the same checksum may now be held by other versions)
         return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.EXISTS)
-    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as body:
-        generated = generate_manifest(
-            current_entries(store, zarr_id), body, database_checksum=before.checksum
+    with archive.db.session() as session:
+        chain = resolve_chain(
+            session, zarr_id, before.checksum, before.embargoed, before.last_change_set
         )
+    with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as body:
+        generated = None
+        source = ManifestSource.RECORDS
+        if chain is not None:
+            generated = _from_records(archive, store, zarr_id, before.checksum, chain, body)
+        if generated is None:
+            source = ManifestSource.LISTING
+            body.seek(0)
+            body.truncate()
+            generated = generate_manifest(
+                current_entries(store, zarr_id), body, database_checksum=before.checksum
+            )
         after, _ = _snapshot(archive, zarr_id)
         if after != before:
             return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.SUPERSEDED)
@@ -193,7 +243,60 @@ def write_manifest(archive: Archive, zarr_id: str, *, force: bool = False) -> Ma
             session.add(row)
         row.listing_checksum = listing
         row.entries = stats.entries
-    return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.WRITTEN, listing, stats.entries)
+        if listing == before.checksum:
+            mark_manifest_written(
+                session, zarr_id, before.checksum, before.embargoed, before.last_change_set
+            )
+    return ManifestOutcome(
+        zarr_id, before.checksum, ManifestStatus.WRITTEN, listing, stats.entries, source
+    )
+
+
+def _from_records(
+    archive: Archive,
+    store: ObjectStore,
+    zarr_id: str,
+    checksum: str,
+    chain: ChangeChain,
+    body: IO[bytes],
+) -> GeneratedManifest | None:
+    """The manifest of *checksum* from the chain's base manifest and recorded changes
+    (streamed), or ``None`` when that fails or does not hash to *checksum* (then list)."""
+    try:
+        with archive.db.session() as session:
+            changes = iter_net_changes(session, zarr_id, chain)
+            if chain.base_checksum is None:
+                generated = generate_manifest(
+                    merge_changes((), changes), body, database_checksum=checksum
+                )
+            else:
+                chunks = store.iter_content(manifest_key(zarr_id, chain.base_checksum))
+                try:
+                    # not verified on reading: the merged tree hash is checked against
+                    # the archive's checksum below (a wrong base or record fails it)
+                    base = read_manifest(chunk_stream(chunks), verify=False).entries
+                    generated = generate_manifest(
+                        merge_changes(base, changes), body, database_checksum=checksum
+                    )
+                finally:
+                    chunks.close()  # type: ignore[attr-defined]
+    except ZarrchiveError as error:
+        log.warning(
+            "Zarr %s: the manifest of %s could not be made from records (%s): listing S3",
+            zarr_id,
+            checksum,
+            error,
+        )
+        return None
+    if generated.statistics.zarr_checksum != checksum:
+        log.warning(
+            "Zarr %s: the recorded changes hash to %s, not %s: listing S3 instead",
+            zarr_id,
+            generated.statistics.zarr_checksum,
+            checksum,
+        )
+        return None
+    return generated
 
 
 def generate_manifest_job(zarr_id: str) -> None:
@@ -242,3 +345,60 @@ def list_manifests(archive: Archive, session: Session, zarr: Zarr) -> list[Manif
             )
         )
     return result
+
+
+class AuditStatus(StrEnum):
+    """What :func:`audit_manifest` found."""
+
+    #: the manifest names exactly what S3 holds
+    MATCHES = "matches"
+    DIFFERS = "differs"
+    #: no manifest of the Zarr's current checksum (``manifest backfill`` writes it)
+    NO_MANIFEST = "no-manifest"
+    #: a batch is pending or the dandiset is being unembargoed: audit it at rest
+    BUSY = "busy"
+    #: the Zarr changed while it was listed: audit it again
+    SUPERSEDED = "superseded"
+
+
+#: Differences kept for the report (all are counted).
+AUDIT_REPORTED = 1000
+
+
+@dataclass(frozen=True)
+class ManifestAudit:
+    zarr_id: str
+    checksum: str
+    status: AuditStatus
+    #: the first :data:`AUDIT_REPORTED` differences, by path
+    differences: tuple[ManifestDifference, ...] = ()
+    difference_count: int = 0
+
+
+def audit_manifest(
+    archive: Archive, zarr_id: str, *, reported: int = AUDIT_REPORTED
+) -> ManifestAudit:
+    """Compare the stored manifest of the Zarr's current checksum with a listing of S3
+    (both streamed): every path missing from S3, extra in S3, or with another version,
+    ETag, size or last-modified second."""
+    before, store = _snapshot(archive, zarr_id)
+    if before.busy:
+        return ManifestAudit(zarr_id, before.checksum, AuditStatus.BUSY)
+    if not has_manifest(archive, zarr_id, before.checksum):
+        return ManifestAudit(zarr_id, before.checksum, AuditStatus.NO_MANIFEST)
+    kept: list[ManifestDifference] = []
+    count = 0
+    chunks = store.iter_content(manifest_key(zarr_id, before.checksum))
+    try:
+        stored = read_manifest(chunk_stream(chunks), verify=False).entries
+        for difference in diff_manifests(stored, current_entries(store, zarr_id)):
+            count += 1
+            if len(kept) < reported:
+                kept.append(difference)
+    finally:
+        chunks.close()  # type: ignore[attr-defined]
+    after, _ = _snapshot(archive, zarr_id)
+    if after != before:
+        return ManifestAudit(zarr_id, before.checksum, AuditStatus.SUPERSEDED)
+    status = AuditStatus.DIFFERS if count else AuditStatus.MATCHES
+    return ManifestAudit(zarr_id, before.checksum, status, tuple(kept), count)
