@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.helpers.serve_child import default_stop_signals
 
 from zarrchive.db.session import Database
 from zarrchive.storage.seaweedfs import free_port
@@ -64,6 +65,7 @@ def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, Path, d
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=default_stop_signals,  # Ctrl-C works even when the test run is nohup'ed
     )
     try:
         _wait_for(f"http://127.0.0.1:{port}/api/info/", process)
