@@ -109,7 +109,7 @@ def test_top_level_help_imports_no_command() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "command_module", "shared"),
+    ("argv", "command_module", "allowed"),
     [
         (["checksum", "--help"], "zarrchive.cli.checksum", set()),
         # upload takes its --no-cache option from checksum (and hashes as it does)
@@ -118,13 +118,13 @@ def test_top_level_help_imports_no_command() -> None:
     ],
 )
 def test_a_command_imports_no_other_command(
-    argv: list[str], command_module: str, shared: set[str]
+    argv: list[str], command_module: str, allowed: set[str]
 ) -> None:
     from zarrchive.cli import COMMANDS
 
     modules = imported_modules("-m", "zarrchive.cli", *argv)
     assert command_module in modules
-    others = {spec.module for spec in COMMANDS.values()} - {command_module} - shared
+    others = {spec.module for spec in COMMANDS.values()} - {command_module} - allowed
     assert modules & others == set()
     assert "rich" not in {m.split(".")[0] for m in modules}
 
