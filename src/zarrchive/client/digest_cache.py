@@ -46,7 +46,7 @@ import time
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -299,26 +299,29 @@ class DigestCache:
             with contextlib.suppress(sqlite3.Error):
                 db.close()
 
+    def _select(self, key: bytes, columns: str) -> Any | None:
+        """The *columns* of the directory row *key*; None if there is none, no usable
+        database, or the read failed (then the cache is given up: :meth:`_fail`)."""
+        db = self._db
+        if db is None:
+            return None
+        try:
+            with self._lock:
+                return db.execute(
+                    f"SELECT {columns} FROM directories WHERE path = ?", (key,)
+                ).fetchone()
+        except sqlite3.Error as exc:
+            self._fail("reading", exc)
+            return None
+
     def known(self, os_directory: str, now_ns: int) -> Known:
         """The trusted cached files of *os_directory* (as walked: a path to a directory,
         with or without a final separator), at the clock's *now_ns*.
 
         Nothing is known if the directory was stored later than *now_ns* (the clock went
         back since).  The row's day of use is updated by :meth:`flush` (once a day)."""
-        db = self._db
-        if db is None:
-            return NOTHING_KNOWN
         key = _directory_key(os_directory)
-        try:
-            with self._lock:
-                row = db.execute(
-                    "SELECT names, stats, md5s, hashed_ns, used_day FROM directories "
-                    "WHERE path = ?",
-                    (key,),
-                ).fetchone()
-        except sqlite3.Error as exc:
-            self._fail("reading", exc)
-            return NOTHING_KNOWN
+        row = self._select(key, "names, stats, md5s, hashed_ns, used_day")
         known = NOTHING_KNOWN
         if row is not None and row[4] < _today():
             self._used.add(key)
@@ -334,19 +337,9 @@ class DigestCache:
         """The cached row of the directory *key* (:func:`directory_key`), ``None`` if there
         is none, it is damaged, or it was stored later than *now_ns* (the clock went back
         since)."""
-        db = self._db
-        if db is None:
-            return None
-        try:
-            with self._lock:
-                found = db.execute(
-                    "SELECT names, stats, md5s, dirs, dir_stats, digest, hashed_ns, used_day "
-                    "FROM directories WHERE path = ?",
-                    (key,),
-                ).fetchone()
-        except sqlite3.Error as exc:
-            self._fail("reading", exc)
-            return None
+        found = self._select(
+            key, "names, stats, md5s, dirs, dir_stats, digest, hashed_ns, used_day"
+        )
         if found is None:
             return None
         if found[7] < _today():
