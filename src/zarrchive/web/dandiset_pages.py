@@ -11,9 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 from zarrchive.api.pagination import PageRequest, page_request
 from zarrchive.api.routers.audit import list_audit_records
-from zarrchive.api.routers.versions import get_version
 from zarrchive.errors import InvalidInput
-from zarrchive.services import assets, catalog, owners
+from zarrchive.services import assets, catalog, owners, versions
 from zarrchive.services.auth import require_user
 from zarrchive.services.dandiset_summary import summarize
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
@@ -87,7 +86,8 @@ def audit_json(
 @router.get("/dandiset/{dandiset_id}/{version}/metadata.json", response_class=JSONResponse)
 def version_json(archive: ArchiveOf, user: WebUser, dandiset_id: str, version: str) -> JSONResponse:
     """``/api/dandisets/{id}/versions/{version}/``: the version's metadata."""
-    return JSONResponse(get_version(dandiset_id, version, archive, user))
+    with archive.db.session() as session:
+        return JSONResponse(versions.get_version_info(session, user, dandiset_id, version).metadata)
 
 
 @router.get("/dandiset/{dandiset_id}", response_class=HTMLResponse)
