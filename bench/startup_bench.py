@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/startup_bench.py [--repeat 5] [--files 20000] [--before /work/main/.venv]
+    .venv/bin/python bench/startup_bench.py [--repeat 5] [--files 20000] [--before OTHER_CHECKOUT/.venv]
 
 Rows, run alternately (``--repeat`` rounds, after one warm-up round), best and median wall
 time and best CPU time (user + system) of each process:
