@@ -63,6 +63,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "verify",
         "Compare a local directory with a Zarr of the archive (no data transferred).",
     ),
+    "rm": LazyCommand(
+        "zarrchive.cli.rm",
+        "rm",
+        "Delete files and whole directories of a Zarr (you are asked first).",
+    ),
     "admin": LazyCommand("zarrchive.cli.admin", "app", "Administer the archive (users, fsck, gc)."),
     "lindi": LazyCommand("zarrchive.cli.lindi", "app", "LINDI: HDF5/NWB files as Zarr."),
     "manifest": LazyCommand("zarrchive.cli.manifest", "app", "Zarr manifest files."),

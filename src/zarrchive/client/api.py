@@ -530,6 +530,32 @@ class ApiClient:
         )
         return self.get_zarr(zarr_id)
 
+    def stat_path(self, zarr_id: str, path: str) -> tuple[bool, int, int] | None:
+        """``(is a directory, files, bytes)`` of the Zarr's entry *path* (a trailing ``/``
+        asks for a directory), or None if there is none."""
+        directory = path.endswith("/")
+        url = f"/api/zarr/{_id(zarr_id)}.zarr/" + quote(path, safe="/~")
+        try:
+            data = self._json("GET", url, params={"page_size": 1})
+        except ApiError as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+        if data.get("type") == "directory":
+            return True, int(data["file_count"]), int(data["size"])
+        return None if directory else (False, 1, int(data["size"]))
+
+    def delete_paths(self, zarr_id: str, paths: Sequence[str]) -> tuple[ZarrInfo, bool]:
+        """Delete files and whole directories (a directory: every file below it): the
+        Zarr after the request, and True if the deletion is applied, False if the server's
+        job applies it (202: the Zarr is ``applying`` until it is done)."""
+        response = self.request(
+            "DELETE", f"/api/zarr/{_id(zarr_id)}/files/", json=[{"path": p} for p in paths]
+        )
+        if response.status_code == 202:
+            return ZarrInfo.from_json(response.json()), False
+        return self.get_zarr(zarr_id), True
+
 
 def _id(zarr_id: str) -> str:
     return quote(zarr_id, safe="")

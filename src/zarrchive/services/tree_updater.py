@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ChecksumNode
 from zarrchive.errors import CorruptChecksumNode, InvalidChecksumNode
-from zarrchive.paths import split_path
+from zarrchive.paths import parent_directories, split_path
 from zarrchive.services.node_cache import NODE_CACHE, NodeView
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.objects import ObjectStore
@@ -85,13 +85,50 @@ def affected_directories(paths: list[str]) -> set[str]:
 REMEMBERED_NODE_BYTES = 256 * 1024
 
 
-def apply_changes(store: ObjectStore, zarr_id: str, changes: Mapping[str, FileChange]) -> TreeState:
-    """Apply *changes* to the tree of *zarr_id* in S3 and return the new root."""
+def check_dropped_directories(changes: Iterable[str], drop_directories: Iterable[str]) -> None:
+    """Refuse (``ValueError``, a programming error) a dropped directory that is the root, or
+    that is (or contains) a changed path, or that lies inside another dropped one: each
+    would make the update ambiguous.  Pure."""
+    dropped = set(drop_directories)
+    if not dropped:
+        return
+    if "" in dropped:
+        raise ValueError("the root directory can't be dropped")
+    for path in [*changes, *dropped]:
+        for parent in parent_directories(path):
+            if parent in dropped:
+                raise ValueError(f"{path!r} lies inside the dropped directory {parent!r}")
+    overlap = dropped.intersection(changes)
+    if overlap:
+        raise ValueError(f"{sorted(overlap)[0]!r} is both changed and dropped")
+
+
+def apply_changes(
+    store: ObjectStore,
+    zarr_id: str,
+    changes: Mapping[str, FileChange],
+    drop_directories: Sequence[str] = (),
+) -> TreeState:
+    """Apply *changes* to the tree of *zarr_id* in S3 and return the new root.
+
+    *drop_directories*: whole directories removed from their parents' nodes in the same
+    update (what lies below them is not visited: their own nodes are the caller's to delete,
+    see :mod:`zarrchive.services.uploads.directory_delete`).  None may be the root, contain a
+    changed path or another dropped directory.  A dropped directory that is not in its
+    parent's node (already dropped) changes nothing.
+    """
+    check_dropped_directories(changes, drop_directories)
     by_directory: dict[str, dict[str, FileChange]] = defaultdict(dict)
     for path, change in changes.items():
         directory, name = split_path(path)
         by_directory[directory][name] = change
-    directories = sorted(affected_directories(list(changes)), key=_depth, reverse=True)
+    dropped_by_directory: dict[str, list[str]] = defaultdict(list)
+    for path in drop_directories:
+        directory, name = split_path(path)
+        dropped_by_directory[directory].append(name)
+    directories = sorted(
+        affected_directories([*changes, *drop_directories]), key=_depth, reverse=True
+    )
     nodes = read_nodes(store, zarr_id, directories)
 
     writes: dict[str, bytes] = {}
@@ -107,6 +144,8 @@ def apply_changes(store: ObjectStore, zarr_id: str, changes: Mapping[str, FileCh
                 node.discard_file(name)
             else:
                 node.set_file(name, change[0], change[1])
+        for name in dropped_by_directory.get(directory, ()):
+            node.discard_directory(name)
         for name, digest in subdirectory_updates.get(directory, {}).items():
             if digest is None:
                 node.discard_directory(name)

@@ -373,8 +373,16 @@ def finalize(zarr_id: str, archive: ArchiveDep, user: UserDep) -> FinalizeOut:
 @router.delete(
     "/api/zarr/{zarr_id}/files/",
     status_code=204,
-    summary="Delete files",
+    summary="Delete files and directories",
     openapi_extra=DELETED_PATHS.openapi,
+    responses={
+        202: {
+            "model": ZarrOut,
+            "description": "A large deletion is queued: the background job applies it (the "
+            "Zarr's `upload_state` is `applying`, its `status` `Ingesting`, until it is done)",
+        },
+        204: {"description": "Deleted: the Zarr's checksum is the new one"},
+    },
 )
 def delete_files(
     zarr_id: str,
@@ -382,11 +390,18 @@ def delete_files(
     archive: ArchiveDep,
     user: UserDep,
 ) -> Response:
-    """All paths must be files of the Zarr, else 404 naming the missing ones (`missing`)
-    and nothing is deleted.  Allowed while an upload batch is open; completed batches are
-    applied first."""
-    uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
-    return Response(status_code=204)
+    """Each `path` names a file of the Zarr, or a directory (with or without a trailing
+    `/`; with one, only a directory will do): every file below it is deleted and the tree
+    updated once.  All must exist, else 404 naming the missing ones (`missing`) and nothing
+    is deleted; the root directory can't be named (400).  Allowed while an upload batch is
+    open; completed batches are applied first.  Up to 5000 files are deleted before the
+    answer (204, DANDI's); a larger deletion is queued and applied in the background
+    (202 with the Zarr, `upload_state` `applying` until it is done)."""
+    deletion = uploads.delete_files(archive, user, zarr_id, [f.path for f in body])
+    if deletion.applied:
+        return Response(status_code=204)
+    info = zarr_out(archive, deletion.zarr_id, user)
+    return Response(content=info.model_dump_json(), status_code=202, media_type="application/json")
 
 
 @tree_router.get(

@@ -34,6 +34,7 @@ from zarrchive.services.tree_updater import (
     FileChange,
     apply_changes,
 )
+from zarrchive.services.uploads import directory_delete
 from zarrchive.services.uploads.multipart import (
     COPY_FILES_PARALLEL,
     ClaimKeeper,
@@ -292,11 +293,22 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
         store = archive.store_for(
             get_zarr(session, None, zarr_id, check_read=False).dandiset.embargoed
         )
+    plan: directory_delete.Plan | None = None
+    expansion: directory_delete.Expansion | None = None
+    dropped: list[str] = []
+
+    def keep_claim() -> None:
+        if not _renew(archive, claimed, token):
+            raise _ClaimLost
+
     try:
         # S3 work outside the database lock: only this batch's objects, all idempotent.
         if claimed.kind == BatchKind.DELETE:
-            store.delete_many(zarr_object_key(zarr_id, p) for p in claimed.paths)
-            changes: dict[str, FileChange] = dict.fromkeys(claimed.paths)
+            # files and whole directories (walked through their nodes, deleted in chunks)
+            plan = directory_delete.Plan.of_rows(claimed.paths)
+            expansion = directory_delete.delete_objects(store, zarr_id, plan, keep_claim)
+            changes: dict[str, FileChange] = plan.file_changes
+            dropped = plan.directories
         else:
             _copy_into_place(archive, store, claimed, token)
             changes = {p: (md5, size) for p, (md5, size, _v) in claimed.files.items()}
@@ -305,7 +317,9 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
             batch = session.scalar(select(UploadBatch).where(UploadBatch.uid == claimed.uid))
             if batch is None or batch.claimed_by != token:
                 return False  # another applier took it over (and applies it)
-            state = apply_changes(store, zarr_id, changes)
+            state = apply_changes(store, zarr_id, changes, dropped)
+            if expansion is not None:  # the dropped directories' own nodes, before the commit
+                directory_delete.delete_subtree_nodes(store, zarr_id, expansion)
             zarr.checksum, zarr.file_count, zarr.size = (
                 state.checksum,
                 state.file_count,

@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -20,7 +21,6 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import (
-    FilesNotFound,
     InvalidInput,
     NoUploadInProgress,
     UploadInProgress,
@@ -31,15 +31,20 @@ from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.tree_updater import (
     affected_directories,
-    file_lookup,
     read_nodes,
 )
+from zarrchive.services.uploads import directory_delete
 from zarrchive.services.uploads.apply import (
     WAIT_SECONDS,
     _kick,
     _schedule,
     apply_pending,
     queue_manifest,
+)
+from zarrchive.services.uploads.directory_delete import (
+    encode_targets,
+    parse_targets,
+    resolve_targets,
 )
 from zarrchive.services.uploads.multipart import BigFile, abort_uploads, assemble
 from zarrchive.services.uploads.parts import MAX_OBJECT_SIZE, part_count, part_size_for
@@ -52,7 +57,6 @@ from zarrchive.services.uploads.records import (
     _next_seq,
     _the_open_batch,
     _validate_files,
-    _validate_paths,
     _writable,
     upload_status,
 )
@@ -420,15 +424,34 @@ def cancel_batch(archive: Archive, user: Caller | None, zarr_id: str) -> None:
         queue_manifest(archive, zarr_id)
 
 
-def delete_files(archive: Archive, user: Caller | None, zarr_id: str, paths: Sequence[str]) -> None:
-    """Delete files; all must exist, else nothing is deleted.
+@dataclass(frozen=True)
+class Deletion:
+    """What a deletion request did: *files* files (inside *directories* named directories,
+    or named), and whether they are gone already (*applied*) or the background job deletes
+    them (the Zarr is ``applying`` until then)."""
 
-    Allowed while an upload batch is open (it has not touched the Zarr yet); applied after
-    every batch verified before it: those are applied first (waiting for another applier,
-    up to :data:`WAIT_SECONDS`), then the paths are checked and deleted.
+    zarr_id: str
+    files: int
+    directories: int
+    applied: bool
+
+
+def delete_files(
+    archive: Archive, user: Caller | None, zarr_id: str, paths: Sequence[str]
+) -> Deletion:
+    """Delete files and whole directories; all must exist, else nothing is deleted.
+
+    A path names a file, or a directory (with or without a trailing ``/``: with one, only a
+    directory will do): every file below it is deleted, and the tree updated once (see
+    :mod:`.directory_delete`).  The root can't be named.  Allowed while an upload batch is
+    open (it has not touched the Zarr yet); applied after every batch verified before it:
+    those are applied first (waiting for another applier, up to :data:`WAIT_SECONDS`), then
+    the paths are checked and a ``delete`` batch queued.  At most
+    :data:`~.directory_delete.INLINE_DELETE_FILES` files are deleted before the answer (as
+    DANDI does); more are left to the apply job, when the archive has a job queue.
     """
     _check_batch_size(archive, len(paths), "deletion")
-    checked = _validate_paths(paths)
+    targets = parse_targets(paths)
     zarr_id, _status = _writable(archive, user, zarr_id)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
@@ -442,14 +465,8 @@ def delete_files(archive: Archive, user: Caller | None, zarr_id: str, paths: Seq
             zarr = _lock_for_write(session, user, zarr_id)
             if _has_pending(session, zarr.id):
                 continue  # a batch was verified meanwhile: it comes first
-            current = file_lookup(archive.store_for(zarr.dandiset.embargoed), zarr.id, checked)
-            missing = [p for p in checked if current[p] is None]
-            if missing:
-                raise FilesNotFound(
-                    f"{len(missing)} of the paths are not files of Zarr {zarr.id}: "
-                    f"{', '.join(missing[:20])}; nothing was deleted",
-                    detail={"message": "files not found; nothing was deleted", "missing": missing},
-                )
+            store = archive.store_for(zarr.dandiset.embargoed)
+            resolved = resolve_targets(store, zarr.id, targets)
             batch = UploadBatch(
                 zarr_id=zarr.id,
                 uid=uuid.uuid4().hex,
@@ -458,8 +475,12 @@ def delete_files(archive: Archive, user: Caller | None, zarr_id: str, paths: Seq
                 seq=_next_seq(session, zarr.id),
                 created_by=user.id if user else None,
             )
-            batch.files = [UploadBatchFile(path=p) for p in checked]
+            batch.files = [UploadBatchFile(path=p) for p in encode_targets(resolved)]
             session.add(batch)
             seq = batch.seq
             break
+    deletion = Deletion(zarr_id, resolved.file_count, len(resolved.directories), True)
+    if resolved.file_count > directory_delete.INLINE_DELETE_FILES and _schedule(archive, zarr_id):
+        return replace(deletion, applied=False)
     apply_pending(archive, zarr_id, wait=True, until_seq=seq)
+    return deletion
