@@ -91,12 +91,17 @@ def _what(directories: int, files: int, size: int) -> str:
     )
 
 
+def _interactive() -> bool:
+    """Whether a person can answer the question (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
 def _confirm(zarr: ZarrInfo, what: str) -> None:
     from rich.console import Console
     from rich.prompt import Confirm
 
     question = f"Delete {what} from Zarr {zarr.zarr_id} ({zarr.dandiset}/{zarr.name})?"
-    if not sys.stdin.isatty():
+    if not _interactive():
         raise InvalidInput(
             f"not deleting {what} from Zarr {zarr.zarr_id}: stdin is not a terminal to "
             "confirm; rerun with --yes"
