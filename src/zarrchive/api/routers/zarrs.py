@@ -394,7 +394,7 @@ def delete_files(
     `/`; with one, only a directory will do): every file below it is deleted and the tree
     updated once.  All must exist, else 404 naming the missing ones (`missing`) and nothing
     is deleted; the root directory can't be named (400).  Allowed while an upload batch is
-    open; completed batches are applied first.  Up to 5000 files are deleted before the
+    open; completed batches are applied first.  Up to 1000 files are deleted before the
     answer (204, DANDI's); a larger deletion is queued and applied in the background
     (202 with the Zarr, `upload_state` `applying` until it is done)."""
     deletion = uploads.delete_files(archive, user, zarr_id, [f.path for f in body])

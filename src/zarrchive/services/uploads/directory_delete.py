@@ -56,7 +56,7 @@ WALK_PARALLEL = 16
 #: A deletion of at most this many files is applied before the request answers (DANDI's
 #: behaviour: 204, the files are gone); a larger one is applied by the background job
 #: (202, the Zarr ``applying`` until it is done), when the archive has a job queue.
-INLINE_DELETE_FILES = 5000
+INLINE_DELETE_FILES = 1000
 
 
 # -- the request: targets ----------------------------------------------------------------
