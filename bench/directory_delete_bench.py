@@ -6,8 +6,8 @@ A throwaway archive (:mod:`local_archive`: its own SeaweedFS, SQLite, the API in
 with the in-process job queue of ``zarrchive serve``.  The Zarr holds ``big/{i}/{j}`` (N
 files, 100 per directory) and two files beside it, written straight into S3 and the tree (no
 upload batches: the bench is about the deletion).  Peak RSS is this process's ``VmHWM``
-(server, job thread and client together), reset (``/proc/self/clear_refs``) after the Zarr
-is written; the RSS before the request is printed too.
+(server, job thread and client together; the Zarr is written by a child process), reset
+(``/proc/self/clear_refs``) before the request; the RSS before the request is printed too.
 
     .venv/bin/python bench/directory_delete_bench.py --files 100000 [--json FILE]
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import multiprocessing
 import os
 import time
 from pathlib import Path
@@ -37,12 +38,15 @@ def _reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
-def _seed(archive: Any, zarr_id: str, files: int) -> None:
-    """``big/{i}/{j}`` and two files beside it, objects PUT in parallel, the tree at once."""
+def _seed(settings: Any, zarr_id: str, files: int) -> None:
+    """``big/{i}/{j}`` and two files beside it, objects PUT in parallel, the tree at once (in
+    a child process: its memory is not the measured process's)."""
+    from zarrchive.services.runtime import Archive
     from zarrchive.services.tree_updater import FileChange, apply_changes
     from zarrchive.services.zarrs import get_zarr
     from zarrchive.storage.keys import zarr_object_key
 
+    archive = Archive.from_settings(settings, migrate=False)
     store = archive.store
     bodies = {f"big/{n // 100}/{n % 100}": f"chunk {n}".encode() for n in range(files)}
     bodies.update({".zgroup": b"{}", "kept/0": b"kept"})
@@ -54,6 +58,7 @@ def _seed(archive: Any, zarr_id: str, files: int) -> None:
         zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
         state = apply_changes(store, zarr_id, changes)
         zarr.checksum, zarr.file_count, zarr.size = state.checksum, state.file_count, state.size
+    archive.close()
 
 
 def run(files: int) -> dict[str, Any]:
@@ -72,7 +77,12 @@ def run(files: int) -> dict[str, Any]:
             "zarr_id"
         ]
         started = time.monotonic()
-        _seed(archive, zarr_id, files)
+        child = multiprocessing.get_context("spawn").Process(
+            target=_seed, args=(archive.settings, zarr_id, files)
+        )
+        child.start()
+        child.join()
+        assert child.exitcode == 0
         seed_seconds = time.monotonic() - started
         assert api.get(f"/api/zarr/{zarr_id}/").json()["file_count"] == files + 2
         rss_before = _status_kib("VmRSS") / 1024

@@ -318,6 +318,9 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
             if batch is None or batch.claimed_by != token:
                 return False  # another applier took it over (and applies it)
             state = apply_changes(store, zarr_id, changes, dropped)
+            # A deletion's paths, for the change records, stream from the subtrees' nodes
+            # (directory_delete.iter_deleted_paths(store, zarr_id, plan)): read them here,
+            # after apply_changes and before their nodes go.
             if expansion is not None:  # the dropped directories' own nodes, before the commit
                 directory_delete.delete_subtree_nodes(store, zarr_id, expansion)
             zarr.checksum, zarr.file_count, zarr.size = (
