@@ -145,7 +145,8 @@ def resolve_targets(store: ObjectStore, zarr_id: str, targets: Sequence[Target])
 
 
 def cover(files: Sequence[str], directories: dict[str, int]) -> Resolved:
-    """Drop the files and directories that lie inside a named directory.  Pure."""
+    """Drop the files and directories that lie inside a named directory (and a file of a
+    directory's name).  Pure."""
     named = set(directories)
 
     def inside(path: str) -> bool:
@@ -153,7 +154,7 @@ def cover(files: Sequence[str], directories: dict[str, int]) -> Resolved:
         return any("/".join(parts[:i]) in named for i in range(1, len(parts)))
 
     return Resolved(
-        [p for p in files if not inside(p)],
+        [p for p in files if not inside(p) and p not in named],
         {d: n for d, n in directories.items() if not inside(d)},
     )
 
@@ -172,7 +173,8 @@ class Plan:
 
     @classmethod
     def of_rows(cls, rows: Iterable[str]) -> Plan:
-        """From the batch's rows (:func:`encode_targets`; older batches hold files only)."""
+        """From the batch's rows (:func:`encode_targets`; older batches hold files only);
+        what lies inside a directory of the batch is covered by it."""
         files: list[str] = []
         directories: list[str] = []
         for row in rows:
@@ -180,7 +182,8 @@ class Plan:
                 directories.append(row[:-1])
             else:
                 files.append(row)
-        return cls(sorted(files), sorted(directories))
+        covered = cover(files, dict.fromkeys(directories, 0))
+        return cls(sorted(covered.files), sorted(covered.directories))
 
     @property
     def file_changes(self) -> dict[str, FileChange]:
