@@ -136,7 +136,7 @@ def rm(
         help="The Zarr: its id, or DANDISET/ASSET_PATH (the draft's asset at that path).",
         show_default=False,
     ),
-    paths: list[str] = typer.Argument(
+    path: list[str] = typer.Argument(
         ...,
         help="Files or directories of the Zarr (a directory: every file below it).",
         show_default=False,
@@ -150,6 +150,8 @@ def rm(
 ) -> None:
     """Delete files and whole directories of a Zarr (you are asked first)."""
     from zarrchive.client.api import ApiClient
+
+    paths = path
 
     def run() -> str:
         with ApiClient.from_env(api_url, token) as client:
