@@ -23,13 +23,17 @@ from tests.helpers.api_uploads import (
     s3_body,
     upload,
 )
+from tests.helpers.assets import add_zarr_asset
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.seeded_zarr import chunk_files, seed_zarr
+from tests.helpers.snapshots import read_live, read_snapshot
 from tests.helpers.zarr_client import directory_url, list_files, md5
 from zarrchive.checksum import EMPTY_CHECKSUM
+from zarrchive.config import PublishedZarrs
 from zarrchive.errors import StorageUnavailable
 from zarrchive.services.runtime import Archive
+from zarrchive.services.snapshots import collect_garbage
 from zarrchive.services.uploads import directory_delete
 
 FILES_URL = "/api/zarr/{}/files/"
@@ -223,3 +227,34 @@ def test_directory_delete_taken_over_after_a_crash(
     assert info(api, zarr_id)["checksum"] == oracle({"a": b"a"})
     assert_nodes_match(archive, zarr_id, {"a": b"a"}, s3)
     assert_clean(archive, zarr_id)
+
+
+@SQLITE_ONLY
+@pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)
+def test_a_pinned_state_keeps_a_deleted_directory(
+    api: httpx.Client, zarr_id: str, dandiset: str, archive: Archive
+) -> None:
+    """Snapshot mode: the draft's directory goes, the published version still reads it
+    (delete markers; ``admin gc`` keeps the versions the pin names)."""
+    upload(api, zarr_id, FILES)
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    assert api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/").status_code == 200
+    assert delete(api, zarr_id, "arr").status_code == 204
+    remaining = without(FILES, "arr/")
+    assert read_live(api, zarr_id) == remaining
+    collect_garbage(archive, zarr_id, apply=True)
+    assert read_snapshot(api, zarr_id, oracle(FILES)) == FILES
+
+
+@SQLITE_ONLY
+def test_a_published_zarr_refuses(
+    api: httpx.Client, zarr_id: str, dandiset: str, archive: Archive, s3: Any
+) -> None:
+    """Freeze mode (the spec): a published Zarr never changes, a directory delete included."""
+    upload(api, zarr_id, FILES)
+    add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
+    assert api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/").status_code == 200
+    response = delete(api, zarr_id, "arr")
+    assert response.status_code == 403, response.text  # ZarrFrozen
+    assert info(api, zarr_id)["checksum"] == oracle(FILES)
+    assert_nodes_match(archive, zarr_id, FILES, s3)
