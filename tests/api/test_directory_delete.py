@@ -258,3 +258,19 @@ def test_a_published_zarr_refuses(
     assert response.status_code == 403, response.text  # ZarrFrozen
     assert info(api, zarr_id)["checksum"] == oracle(FILES)
     assert_nodes_match(archive, zarr_id, FILES, s3)
+
+
+@SQLITE_ONLY
+def test_an_embargoed_directory(
+    api: httpx.Client, embargoed: tuple[str, str], archive: Archive, s3: Any
+) -> None:
+    """The embargo bucket's objects and nodes are the ones deleted."""
+    _dandiset, zarr_id = embargoed
+    upload(api, zarr_id, FILES)
+    assert delete(api, zarr_id, "arr/sub").status_code == 204
+    assert info(api, zarr_id)["checksum"] == oracle(without(FILES, "arr/sub/"))
+    private = archive.store_for(True)
+    assert private.get(f"zarr/{zarr_id}/arr/sub/deep/x") is None
+    assert private.get(f"zarr/{zarr_id}/arr/0") == b"zero"
+    assert current_keys(s3, private.bucket, f"zarr_checksums/{zarr_id}/arr/sub/") == []
+    assert_clean(archive, zarr_id)
