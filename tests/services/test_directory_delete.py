@@ -18,6 +18,7 @@ from tests.helpers.zarr_client import oracle_checksum
 from zarrchive.errors import InvalidInput
 from zarrchive.services.runtime import Archive
 from zarrchive.services.tree_updater import FileChange, apply_changes, check_dropped_directories
+from zarrchive.services.uploads import directory_delete
 from zarrchive.services.uploads.directory_delete import (
     Expansion,
     Plan,
@@ -30,7 +31,7 @@ from zarrchive.services.uploads.directory_delete import (
     iter_subtree,
     parse_targets,
 )
-from zarrchive.storage.keys import checksum_prefix
+from zarrchive.storage.keys import checksum_prefix, zarr_object_key
 
 names = st.sampled_from(["a", "b", "c", "a.b", "0"])
 paths = st.lists(names, min_size=1, max_size=4).map("/".join)
@@ -139,3 +140,53 @@ def test_dropping_a_directory_equals_deleting_its_files(archive: Archive, s3: An
     assert set(_nodes(archive, dropped, s3)) == {".checksum"}  # only the root's is left
     # dropping it again changes nothing
     assert apply_changes(store, dropped, {}, ["arr"]) == state
+
+
+class _Lost(Exception):
+    pass
+
+
+@SQLITE_ONLY
+def test_objects_deleted_in_chunks_under_the_claim(
+    archive: Archive, s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim is renewed between requests; an applier that loses it stops, the tree
+    untouched, and the next one deletes only what is left."""
+    monkeypatch.setattr(directory_delete, "DELETE_CHUNK", 50)
+    monkeypatch.setattr(directory_delete, "DELETE_PARALLEL", 1)
+    store = archive.store
+    zarr_id = str(uuid.uuid4())
+    files = {**chunk_files("d", 420, width=30), "f": b"f"}
+    store.map(lambda item: store.put(zarr_object_key(zarr_id, item[0]), item[1]), files.items())
+    apply_changes(store, zarr_id, _changes(files))
+    nodes_before = _nodes(archive, zarr_id, s3)
+    plan = Plan(["f"], ["d"])
+
+    renewals = []
+
+    def loses_after_three() -> None:
+        renewals.append(1)
+        if len(renewals) == 3:
+            raise _Lost
+
+    with pytest.raises(_Lost):
+        directory_delete.delete_objects(store, zarr_id, plan, loses_after_three)
+    left = [
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=store.bucket, Prefix=f"zarr/{zarr_id}/").get(
+            "Contents", []
+        )
+    ]
+    assert len(left) == len(files) - 101  # 3 requests: ["f"], then 50 keys of "d/", twice
+    assert _nodes(archive, zarr_id, s3) == nodes_before  # the tree is untouched
+
+    deleted: list[int] = []
+
+    def counts() -> None:
+        deleted.append(1)
+
+    expansion = directory_delete.delete_objects(store, zarr_id, plan, counts)
+    assert expansion.files == len(files) - 101 + 1  # what was left ("f" again: it is named)
+    assert len(deleted) >= (len(files) - 101) // 50
+    assert s3.list_objects_v2(Bucket=store.bucket, Prefix=f"zarr/{zarr_id}/").get("KeyCount") == 0
+    assert sorted(expansion.levels) == [0, 1] and len(expansion.levels[1]) == 14

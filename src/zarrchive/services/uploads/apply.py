@@ -304,7 +304,7 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
     try:
         # S3 work outside the database lock: only this batch's objects, all idempotent.
         if claimed.kind == BatchKind.DELETE:
-            # files and whole directories (walked through their nodes, deleted in chunks)
+            # files and whole directories (listed under their prefixes, deleted in chunks)
             plan = directory_delete.Plan.of_rows(claimed.paths)
             expansion = directory_delete.delete_objects(store, zarr_id, plan, keep_claim)
             changes: dict[str, FileChange] = plan.file_changes

@@ -33,6 +33,7 @@ parent to name it).  The deleted paths, for the change records, are streamed by
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ DELETE_PARALLEL = 2
 LISTING_PASSES = 3
 #: ``.checksum`` nodes read at a time while walking a subtree.
 WALK_PARALLEL = 16
+#: The claim is renewed at least this often while the subtree's nodes are walked.
+RENEW_SECONDS = 4.0
 #: A deletion of at most this many files is applied before the request answers (DANDI's
 #: behaviour: 204, the files are gone); a larger one is applied by the background job
 #: (202, the Zarr ``applying`` until it is done), when the archive has a job queue.
@@ -309,9 +312,13 @@ def delete_objects(
             flush()
     if pending:
         flush()
+    renewed = time.monotonic()
     for directory in plan.directories:
         for path, depth, _node in iter_subtree(store, zarr_id, directory):
             expansion.add(path, depth)
+            if time.monotonic() - renewed > RENEW_SECONDS:
+                keep_claim()
+                renewed = time.monotonic()
     return expansion
 
 
