@@ -124,6 +124,46 @@ def walk_remote(
     return state
 
 
+def list_affected(
+    client: ApiClient, zarr_id: str, directories: Iterable[str], *, jobs: int = 8
+) -> dict[str, DirectoryListing | None]:
+    """The archive's listing (every page) of each of *directories*, or ``None`` for one the
+    archive does not have: for a patch, which lists only the directories it touches.
+
+    *directories* must hold the ancestors of each of its directories (``""``, the root,
+    included: :func:`zarrchive.client.patch.affected_directories`).  They are listed from the
+    root down, a level at a time (the levels' listings in parallel): a directory is listed
+    only if its parent's listing names it as a directory, so a directory the archive lacks,
+    and everything below it, costs no request.
+    """
+    wanted = set(directories)
+    wanted.add("")
+    by_depth: dict[int, list[str]] = {}
+    for directory in wanted:
+        by_depth.setdefault(directory.count("/") + 1 if directory else 0, []).append(directory)
+    found: dict[str, DirectoryListing | None] = {}
+    subdirectories: dict[str, set[str]] = {}
+    jobs = max(1, min(jobs, 16))
+    with ThreadPoolExecutor(jobs, thread_name_prefix="zarrchive-list") as pool:
+        for depth in sorted(by_depth):
+            to_list: list[str] = []
+            for directory in by_depth[depth]:
+                if directory == "":
+                    to_list.append(directory)
+                    continue
+                if directory in subdirectories.get(directory.rpartition("/")[0], ()):
+                    to_list.append(directory)
+                else:
+                    found[directory] = None
+            listings = pool.map(lambda d: client.list_directory(zarr_id, d), to_list)
+            for directory, listing in zip(to_list, listings, strict=True):
+                for entry in (*listing.files, *listing.directories):
+                    check_listed_path(directory, entry.path)
+                found[directory] = listing
+                subdirectories[directory] = {d.path for d in listing.directories}
+    return found
+
+
 def check_listed_path(directory: str, path: str) -> None:
     """Refuse an entry the archive listed in *directory* unless it is a valid entry path
     directly inside it: a server (or anything between) must never make the client write
@@ -154,6 +194,7 @@ __all__ = [
     "SubtreeFilter",
     "check_listed_path",
     "in_subtrees",
+    "list_affected",
     "local_digests",
     "os_path",
     "walk_remote",

@@ -29,6 +29,16 @@ open batch without such a record (another machine, another client) is cancelled 
 with a message: the server allows one batch per Zarr, and a batch nobody completes
 blocks every upload.
 
+Patch uploads (``patch=True``, ``zarrchive upload --patch``): for a partial local copy.
+Only the selected local files (``selection``: ``--include``/``--exclude`` globs,
+:mod:`zarrchive.client.selection`) are walked and hashed
+(:mod:`zarrchive.client.local_selected`), compared with the archive through the listings of
+the directories that hold them and their ancestors (:func:`~zarrchive.client.remote.list_affected`),
+and the new and changed ones are sent; nothing is deleted.  The final check compares the
+archive's checksum with the one expected from its listings plus the patch
+(:func:`~zarrchive.client.patch.plan_patch`): a checksum of the local directory would need
+the whole Zarr here.
+
 Expired URLs: S3 answers 403 to a PUT with an expired presigned URL.  The server
 allows one open batch and has no way to re-sign the URLs of an open batch, so
 the engine cancels the batch (which removes what it uploaded) and opens it again
@@ -65,6 +75,7 @@ from zarrchive.client.multipart import PartSender, Target, declared, start_uploa
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.records import BatchRecords
 from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
+from zarrchive.client.selection import Selection
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -100,6 +111,9 @@ QUICK_RETRY = RetryPolicy(attempts=2, base_delay=0.2, max_retry_after=1.0)
 APPLY_TIMEOUT = 1800.0
 #: The files at a Zarr's root that say it is one: Zarr v2's group and array metadata, v3's.
 ZARR_METADATA_FILES = (".zgroup", ".zarray", "zarr.json")
+#: A dry run names at most this many of the files it would upload, and of those it would
+#: delete.
+DRY_RUN_PATHS = 20
 
 
 def md5_to_content_md5(md5_hex: str) -> str:
@@ -115,6 +129,10 @@ class UploadPlan:
     upload: list[ZarrEntry]
     delete: list[str]
     skipped: int
+    #: The bytes of the files to delete (their sizes in the archive).
+    delete_bytes: int = 0
+    #: The first :data:`DRY_RUN_PATHS` files to delete, with their sizes.
+    delete_sizes: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def upload_bytes(self) -> int:
@@ -147,6 +165,20 @@ class UploadResult:
     stale_batch: str | None = None
     planned_uploads: int = 0
     planned_deletes: int = 0
+    planned_upload_bytes: int = 0
+    planned_delete_bytes: int = 0
+    #: The first :data:`DRY_RUN_PATHS` files to upload and to delete, with their sizes.
+    planned_upload_paths: list[tuple[str, int]] = field(default_factory=list)
+    planned_delete_paths: list[tuple[str, int]] = field(default_factory=list)
+    #: A patch upload (``--patch``): nothing deleted, only the selected files compared.
+    patch: bool = False
+    #: A patch's files not in the archive before it (the others replaced a different file).
+    new: int = 0
+    #: A patch's final check: the checksum the archive must have after it (its listings of
+    #: the affected directories, plus the patch's files).
+    expected_checksum: str | None = None
+    #: Directory listings read to compare (a patch: the affected directories only).
+    listed: int = 0
     notes: list[str] = field(default_factory=list)
     #: Seconds spent per phase: hash, plan, open (batches), put, complete.
     timings: dict[str, float] = field(default_factory=dict)
@@ -156,8 +188,19 @@ class UploadResult:
 
     @property
     def ok(self) -> bool:
-        """The archive's checksum equals the local one (always True for a dry run)."""
-        return self.dry_run or self.remote_checksum == self.local_checksum
+        """The archive's checksum equals the local one, or for a patch the one expected
+        after it (always True for a dry run)."""
+        if self.dry_run:
+            return True
+        if self.patch:
+            return self.remote_checksum == self.expected_checksum
+        return self.remote_checksum == self.local_checksum
+
+    def plan_upload(self, entries: Sequence[ZarrEntry]) -> None:
+        """Record the files to upload (a dry run names the first ones)."""
+        self.planned_uploads = len(entries)
+        self.planned_upload_bytes = sum(e.size for e in entries)
+        self.planned_upload_paths = [(e.path, e.size) for e in entries[:DRY_RUN_PATHS]]
 
 
 # -- finding the Zarr -------------------------------------------------------------------
@@ -256,6 +299,8 @@ class Uploader:
         zarr_id: str | None = None,
         dry_run: bool = False,
         require_zarr: bool = False,
+        patch: bool = False,
+        selection: Selection | None = None,
     ) -> UploadResult:
         """Make the archive's Zarr equal to the directory *local*.
 
@@ -264,7 +309,19 @@ class Uploader:
         (:func:`find_or_create_zarr`).  With *require_zarr*, a directory that is empty or
         has no Zarr metadata at its root is refused before anything is sent
         (:func:`require_zarr_root`).
+
+        With *patch*: send the new and changed files among those *selection* selects (default:
+        every file) and delete nothing (see the module); *require_zarr* is ignored (a partial
+        copy may lack the root's metadata).  A *selection* needs *patch*: a full upload
+        deletes what is not here, so a filter would delete everything outside it.
         """
+        if selection is not None and not selection.is_everything and not patch:
+            raise InvalidInput(
+                "--include/--exclude need --patch: without it, upload makes the archive's Zarr "
+                "equal to this directory and deletes every file that is not here, so a filter "
+                "would delete everything outside it. Add --patch (sends the new and changed "
+                "files the filter selects, deletes nothing)"
+            )
         root = os.fspath(local)
         if not os.path.isdir(root):
             if os.path.lexists(root):
@@ -272,9 +329,12 @@ class Uploader:
             raise LocalFileError(f"{root!r}: no such file or directory")
         if name is None:
             name = Path(root).resolve().name
-        count, nbytes = scan_local(root)  # bad input fails here, before any change
-        if require_zarr:
-            require_zarr_root(root, count)
+        if patch:
+            count = nbytes = 0  # the walk of the selected files counts them
+        else:
+            count, nbytes = scan_local(root)  # bad input fails here, before any change
+            if require_zarr:
+                require_zarr_root(root, count)
         server = self.client.info()
         limit = server.max_batch_files
         batch_files = min(self.batch_files or limit, limit)
@@ -297,6 +357,7 @@ class Uploader:
             local_bytes=nbytes,
             local_checksum="",
             remote_checksum=zarr.checksum if zarr else None,
+            patch=patch,
         )
         if zarr is not None and zarr.upload_in_progress and not dry_run:
             result.stale_batch = self._resolve_stale_batch(zarr.zarr_id, result)
@@ -309,7 +370,11 @@ class Uploader:
             # batches completed earlier are still being applied: compare with their result
             zarr = self._wait_at_rest(zarr.zarr_id, result)
 
-        if zarr is not None and zarr.file_count == 0 and not dry_run:
+        if patch:
+            self._patch(root, zarr, selection or Selection(), result, batch_files, dry_run)
+            if zarr is None or dry_run:
+                return result
+        elif zarr is not None and zarr.file_count == 0 and not dry_run:
             # A new (or empty) Zarr: every file goes up, so batches start while the
             # rest is still being hashed.
             entries: list[ZarrEntry] = []
@@ -326,6 +391,12 @@ class Uploader:
         # complete answers before its batch is applied (the server applies while we PUT the
         # next one): the checksum to compare is the one at rest
         result.remote_checksum = self._wait_at_rest(zarr.zarr_id, result).checksum
+        if patch and not result.ok:
+            result.notes.append(
+                f"the archive's checksum {result.remote_checksum} is not the one expected after "
+                f"this patch, {result.expected_checksum}: another upload or deletion may have "
+                "changed the Zarr meanwhile"
+            )
         if dandiset is not None and zarr_id is None and result.ok:
             try:
                 result.asset_id, result.asset_created = _ensure_asset(
@@ -364,14 +435,16 @@ class Uploader:
         digests = local_digests(entries)
         self._set_local(result, entries, digests)
         if zarr is None:  # dry run of a new Zarr
-            result.planned_uploads = len(entries)
+            result.plan_upload(entries)
             return
         started = time.perf_counter()
         plan = self.plan(zarr, entries, digests)
         result.timings["plan"] = time.perf_counter() - started
         result.skipped = plan.skipped
-        result.planned_uploads = len(plan.upload)
+        result.plan_upload(plan.upload)
         result.planned_deletes = len(plan.delete)
+        result.planned_delete_bytes = plan.delete_bytes
+        result.planned_delete_paths = plan.delete_sizes
         if dry_run:
             return
         zid = zarr.zarr_id
@@ -385,6 +458,69 @@ class Uploader:
         if plan.upload:
             self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
             self._upload_entries(root, zid, plan.upload, batch_files, result)
+
+    def _patch(
+        self,
+        root: str,
+        zarr: ZarrInfo | None,
+        selection: Selection,
+        result: UploadResult,
+        batch_files: int,
+        dry_run: bool,
+    ) -> None:
+        """Hash the selected files, compare them with the archive's listings of the
+        directories that hold them, upload the new and changed ones; delete nothing."""
+        from zarrchive.checksum import compute_checksum
+        from zarrchive.client.digest_cache import default_cache
+        from zarrchive.client.local_selected import hash_selected
+        from zarrchive.client.patch import affected_directories, plan_patch
+        from zarrchive.client.remote import list_affected
+
+        started = time.perf_counter()
+        self.progress.start("hashing", None, None)
+        entries = hash_selected(
+            root,
+            selection,
+            jobs=min(self.jobs, default_jobs()),
+            progress=self.progress.advance,
+            cache=default_cache(),
+        )
+        result.timings["hash"] = time.perf_counter() - started
+        result.local_files = len(entries)
+        result.local_bytes = sum(e.size for e in entries)
+        _refuse_too_big(entries)
+        if not entries:
+            message = (
+                f"nothing to upload: no local file is selected ({selection.describe()})"
+                if not selection.is_everything
+                else "nothing to upload: the directory has no file"
+            )
+            result.notes.append(message)
+            self.progress.note(message)
+        if zarr is None:  # dry run of a new Zarr: every selected file is new
+            result.plan_upload(entries)
+            result.new = len(entries)
+            result.expected_checksum = compute_checksum(entries, grouped=True)
+            return
+        started = time.perf_counter()
+        self.progress.start("comparing", None, None)
+        listings = list_affected(
+            self.client,
+            zarr.zarr_id,
+            affected_directories(e.path for e in entries),
+            jobs=self.jobs,
+        )
+        plan = plan_patch(entries, listings)
+        result.timings["plan"] = time.perf_counter() - started
+        result.listed = plan.listed
+        result.skipped = plan.skipped
+        result.new = plan.new
+        result.expected_checksum = plan.expected_checksum
+        result.plan_upload(plan.upload)
+        if dry_run or not plan.upload:
+            return
+        self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
+        self._upload_entries(root, zarr.zarr_id, plan.upload, batch_files, result)
 
     def _unchanged(self, root: str, zarr: ZarrInfo, result: UploadResult) -> bool:
         """True (with *result* filled in) when the directory equals the Zarr: its tree from
@@ -482,7 +618,8 @@ class Uploader:
             else:
                 upload.append(entry)
         delete = sorted(p for p in remote.files if p not in local_paths)
-        return UploadPlan(upload, delete, skipped)
+        sizes = [(p, remote.files[p][1]) for p in delete]
+        return UploadPlan(upload, delete, skipped, sum(n for _, n in sizes), sizes[:DRY_RUN_PATHS])
 
     # -- local ----------------------------------------------------------------------------
     def _hash_local(self, root: str, count: int, nbytes: int) -> list[ZarrEntry]:
@@ -796,6 +933,15 @@ def require_zarr_root(root: str, files: int) -> None:
         )
 
 
+def _refuse_too_big(entries: Iterable[ZarrEntry]) -> None:
+    too_big = [(e.path, e.size) for e in entries if e.size > MAX_FILE_BYTES]
+    if too_big:
+        listed = ", ".join(f"{p} ({n} bytes)" for p, n in too_big[:5])
+        raise InvalidInput(
+            f"{len(too_big)} file(s) larger than 5 TiB, the largest object S3 can hold: {listed}"
+        )
+
+
 def scan_local(root: str) -> tuple[int, int]:
     """Files and bytes below *root*, checked before anything is hashed or sent.
 
@@ -902,16 +1048,28 @@ def upload(
     dry_run: bool = False,
     progress: Progress | None = None,
     batch_files: int | None = None,
+    patch: bool = False,
+    selection: Selection | None = None,
 ) -> UploadResult:
     """Upload *local* to the archive: see :class:`Uploader`."""
     uploader = Uploader(client, jobs=jobs, progress=progress, batch_files=batch_files)
-    return uploader.upload(local, dandiset=dandiset, name=name, zarr_id=zarr_id, dry_run=dry_run)
+    return uploader.upload(
+        local,
+        dandiset=dandiset,
+        name=name,
+        zarr_id=zarr_id,
+        dry_run=dry_run,
+        patch=patch,
+        selection=selection,
+    )
 
 
 __all__ = [
+    "DRY_RUN_PATHS",
     "MAX_FILE_BYTES",
     "ZARR_METADATA_FILES",
     "BatchRecords",
+    "Selection",
     "UploadPlan",
     "UploadResult",
     "Uploader",
