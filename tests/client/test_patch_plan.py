@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum, iter_directory_digests
 from zarrchive.client.api import DirectoryListing, ListingEntry
-from zarrchive.client.patch import affected_directories, plan_patch
+from zarrchive.client.patch import PartialListing, affected_directories, plan_patch
 from zarrchive.errors import InvalidInput
 
 # files are named f*, directories d*: no path is both a file and a directory
@@ -73,6 +73,50 @@ def test_plan_sends_the_difference_and_predicts_the_checksum(
     assert plan.listed == sum(
         1 for d in directories if d == "" or any(p.startswith(d + "/") for p in remote)
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    remote=st.dictionaries(paths, contents, max_size=12),
+    local=st.dictionaries(paths, contents, min_size=1, max_size=8),
+    partial=st.sets(st.sampled_from(["", "d0", "d1", "d0/d1", "d1/d0", "d0/d0"]), min_size=1),
+)
+def test_partly_listed_directories_are_checked_below_them(
+    remote: dict[str, bytes], local: dict[str, bytes], partial: set[str]
+) -> None:
+    """A directory listed in part (only the names the patch needs): the same files are sent,
+    and what the final check compares covers every file sent."""
+    remote_entries = {p: entry(p, c) for p, c in remote.items()}
+    local_entries = sorted(entry(p, c) for p, c in local.items())
+    directories = affected_directories(local)
+    listings: dict[str, DirectoryListing | PartialListing | None] = dict(
+        listings_of(remote_entries, directories)
+    )
+    for directory in partial & directories:
+        listing = listings[directory]
+        if listing is None:
+            continue
+        needed = {e.path for e in local_entries} | directories
+        listings[directory] = PartialListing(
+            directory,
+            listing.digest,
+            [d for d in listing.directories if d.path in needed],
+            [f for f in listing.files if f.path in needed],
+        )
+    plan = plan_patch(local_entries, listings)
+    full = plan_patch(local_entries, listings_of(remote_entries, directories))
+    assert (plan.upload, plan.new, plan.skipped) == (full.upload, full.new, full.skipped)
+
+    after = {**remote_entries, **{e.path: e for e in local_entries}}
+    digests = {d.path: d.digest for d in iter_directory_digests(sorted(after.values()))}
+    for directory, digest in plan.expected.items():
+        assert digests[directory] == digest
+    is_partial = any(isinstance(v, PartialListing) for v in listings.values())
+    assert (plan.expected_checksum is None) == is_partial
+    for sent in plan.upload:
+        assert sent in plan.check_files or any(
+            d == "" or sent.path.startswith(d + "/") for d in plan.expected
+        )
 
 
 def test_affected_directories() -> None:

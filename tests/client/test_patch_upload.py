@@ -313,3 +313,42 @@ def test_a_patch_creates_a_missing_zarr(
     assert result.created and result.ok and result.uploaded == 5
     assert result.remote_checksum == dry.expected_checksum
     assert result.asset_created
+
+
+def test_a_directory_of_many_pages_is_looked_up_name_by_name(
+    tmp_path: Path,
+    listing_client: ListingClient,
+    client_env: dict[str, str],
+    dandiset: str,
+    records: BatchRecords,
+) -> None:
+    """With pages of 3 entries, directories of more than one page holding few of the patch's
+    files are not listed whole; the final check then looks at what the patch changed."""
+    client = listing_client
+    full = uploaded_copy(tmp_path, client, dandiset, records)
+    part = tmp_path / "part" / "data.zarr"
+    (part / "arr0" / "c" / "0").mkdir(parents=True)
+    for path, content in ((".zattrs", b"{}"), ("arr0/c/0/5", b"five"), ("arr0/c/0/new", b"n")):
+        (part / path).write_bytes(content)
+        (full / path).write_bytes(content)
+    shutil.copy(full / "arr0" / "zarr.json", part / "arr0" / "zarr.json")
+    uploader = Uploader(client, jobs=4, records=records)
+    uploader.listing_page_size, uploader.probe_limit = 3, 4
+    client.listed.clear()
+    result = uploader.upload(part, dandiset=dandiset, patch=True)
+    assert (result.uploaded, result.new, result.skipped) == (3, 1, 1)
+    assert result.partly_listed == ["", "arr0/c", "arr0/c/0"]
+    assert result.expected_checksum is None and result.verified and result.ok
+    assert result.remote_checksum == zarr_checksum_of(full)
+    # one page of each partly listed directory; arr0 (one page) listed whole
+    assert sorted(client.listed) == ["", "arr0", "arr0/c", "arr0/c/0"]
+
+    (part / "arr0" / "c" / "0" / "5").write_bytes(b"five again")
+    (full / "arr0" / "c" / "0" / "5").write_bytes(b"five again")
+    out = CliRunner().invoke(
+        app,
+        ["upload", str(part), "--dandiset", dandiset, "--patch", "--dry-run"],
+        env=client_env,
+    )
+    assert out.exit_code == 0, out.stderr  # default pages: every directory listed whole
+    assert out.stdout.splitlines()[-1].startswith("the Zarr's checksum would become ")

@@ -12,16 +12,37 @@ set in it, the digests of affected subdirectories recomputed bottom-up, every ot
 subdirectory's digest as listed.  The upload compares it with what the archive reports at
 the end.  A checksum of the local directory would say nothing: without the whole tree here,
 it is not the Zarr's.
+
+A directory of many pages (a Zarr v2 array's 10^5 chunks side by side) that holds few of the
+patch's files is not listed whole: its first page and a look-up of each of those files (or
+subdirectories) tell what the patch needs (a :class:`PartialListing`).  Its digest, and so
+its ancestors', can't be predicted then; the final check compares the expected digest of each
+fully listed directory right below such a directory, and each file sent into one
+(:attr:`PatchPlan.expected`, :attr:`PatchPlan.check_files`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ChecksumNode, ChildDigest, ZarrEntry
-from zarrchive.client.api import DirectoryListing
+from zarrchive.client.api import DirectoryListing, ListingEntry
 from zarrchive.errors import InvalidInput, TransferError
+
+
+@dataclass(frozen=True)
+class PartialListing:
+    """Part of a directory's listing: the archive's entries among the names looked up (and
+    its first page); the others are unknown."""
+
+    path: str
+    digest: str
+    directories: list[ListingEntry]
+    files: list[ListingEntry]
+
+
+Listing = DirectoryListing | PartialListing
 
 
 def affected_directories(paths: Iterable[str]) -> set[str]:
@@ -50,10 +71,17 @@ class PatchPlan:
     new: int
     #: Selected local files equal to the archive's (same md5 and size): not sent.
     skipped: int
-    #: The Zarr's checksum once the patch is applied (the archive's files, the patch's set).
-    expected_checksum: str
+    #: The Zarr's checksum once the patch is applied (the archive's files, the patch's set);
+    #: None when a directory was listed in part (see the module).
+    expected_checksum: str | None
     #: The affected directories the archive has (each listed).
     listed: int = 0
+    #: What the final check compares: ``directory -> its digest after the patch``, for the
+    #: root, or (when a directory was listed in part) for each fully listed affected directory
+    #: right below a partly listed one ...
+    expected: dict[str, str] = field(default_factory=dict)
+    #: ... and the files sent into partly listed directories.
+    check_files: list[ZarrEntry] = field(default_factory=list)
 
     @property
     def upload_bytes(self) -> int:
@@ -64,13 +92,13 @@ class PatchPlan:
         return len(self.upload) - self.new
 
 
-def plan_patch(
-    entries: Sequence[ZarrEntry], listings: Mapping[str, DirectoryListing | None]
-) -> PatchPlan:
+def plan_patch(entries: Sequence[ZarrEntry], listings: Mapping[str, Listing | None]) -> PatchPlan:
     """The plan for the selected local *entries* (``(path, size, md5)``).
 
     *listings*: for each directory of :func:`affected_directories` of the entries, the
-    archive's listing (every page), or ``None`` if the archive has no such directory.
+    archive's listing (every page), or a :class:`PartialListing` holding at least the
+    entries' names and the affected subdirectories' that the archive has, or ``None`` if the
+    archive has no such directory.
 
     A local file where the archive has a directory, or a local directory where it has a
     file, can't be patched (the archive would refuse the batch, and a patch deletes
@@ -130,17 +158,38 @@ def plan_patch(
             "deletes nothing: remove the archive's entry first (or upload a full copy without "
             "--patch, which deletes it)"
         )
-    # the affected directories' new digests, deepest first, each into its parent's node
+    # the affected directories' new digests, deepest first, each into its parent's node;
+    # unknown for a partly listed directory and every directory above it
+    unknown = {
+        d
+        for d in directories
+        if isinstance(listings[d], PartialListing)
+        for d in _self_and_ancestors(d)
+    }
+    expected: dict[str, str] = {}
     for directory in sorted(directories, key=_depth, reverse=True):
-        if not directory:
+        if directory in unknown:
             continue
         node = nodes[directory]
+        digest = EMPTY_CHECKSUM if node.is_empty else node.digest
+        if not directory:
+            expected[directory] = digest
+            continue
+        above = parent_of(directory)
+        if above in unknown:
+            expected[directory] = digest  # checked by itself at the end
         if not node.is_empty:
-            nodes[parent_of(directory)].set_directory(directory.rpartition("/")[2], node.digest)
-    root = nodes[""]
-    expected = EMPTY_CHECKSUM if root.is_empty else root.digest
+            nodes[above].set_directory(directory.rpartition("/")[2], digest)
     upload = [e for e in entries if e.path in sending]
-    return PatchPlan(upload, new, skipped, expected, listed)
+    check_files = [e for e in upload if e.path.rpartition("/")[0] in unknown]
+    return PatchPlan(upload, new, skipped, expected.get(""), listed, expected, check_files)
+
+
+def _self_and_ancestors(directory: str) -> Iterator[str]:
+    yield directory
+    while directory:
+        directory = parent_of(directory)
+        yield directory
 
 
 def _depth(directory: str) -> int:
@@ -159,4 +208,11 @@ def _name(directory: str, path: str) -> str:
     return name
 
 
-__all__ = ["PatchPlan", "affected_directories", "parent_of", "plan_patch"]
+__all__ = [
+    "Listing",
+    "PartialListing",
+    "PatchPlan",
+    "affected_directories",
+    "parent_of",
+    "plan_patch",
+]

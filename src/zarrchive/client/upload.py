@@ -58,12 +58,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
-from zarrchive.client.api import ApiClient, UploadState, ZarrInfo
+from zarrchive.client.api import MAX_PAGE_SIZE, ApiClient, UploadState, ZarrInfo
 from zarrchive.client.local import (
     default_jobs,
     hash_local,
@@ -74,8 +74,17 @@ from zarrchive.client.local import (
 from zarrchive.client.multipart import PartSender, Target, declared, start_upload
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.records import BatchRecords
-from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
+from zarrchive.client.remote import (
+    PROBE_LIMIT,
+    SubtreeFilter,
+    local_digests,
+    os_path,
+    walk_remote,
+)
 from zarrchive.client.selection import Selection
+
+if TYPE_CHECKING:
+    from zarrchive.client.patch import PatchPlan
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -179,6 +188,15 @@ class UploadResult:
     expected_checksum: str | None = None
     #: Directory listings read to compare (a patch: the affected directories only).
     listed: int = 0
+    #: A patch's directories of many pages that were looked up name by name instead of
+    #: listed whole: then no expected checksum of the Zarr, and the final check compares the
+    #: digests of the directories below them and the files sent into them instead
+    #: (:attr:`verified`).
+    partly_listed: list[str] = field(default_factory=list)
+    #: That check's outcome (None: not needed, the checksum was compared).
+    verified: bool | None = None
+    #: What differed in that check (paths of directories or files).
+    differing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: Seconds spent per phase: hash, plan, open (batches), put, complete.
     timings: dict[str, float] = field(default_factory=dict)
@@ -193,6 +211,8 @@ class UploadResult:
         if self.dry_run:
             return True
         if self.patch:
+            if self.expected_checksum is None:
+                return bool(self.verified)
             return self.remote_checksum == self.expected_checksum
         return self.remote_checksum == self.local_checksum
 
@@ -288,6 +308,12 @@ class Uploader:
         self.on_batch_open = on_batch_open
         #: S3's explanation of its last 403 to a PUT.
         self._refusal = ""
+        #: A patch's listings: entries per page, and the most files and subdirectories of a
+        #: directory of several pages that are looked up one by one instead of listing it all
+        #: (:func:`~zarrchive.client.remote.list_affected`).
+        self.listing_page_size = MAX_PAGE_SIZE
+        self.probe_limit = PROBE_LIMIT
+        self._patch_plan: PatchPlan | None = None
 
     # -- public -------------------------------------------------------------------------
     def upload(
@@ -391,12 +417,22 @@ class Uploader:
         # complete answers before its batch is applied (the server applies while we PUT the
         # next one): the checksum to compare is the one at rest
         result.remote_checksum = self._wait_at_rest(zarr.zarr_id, result).checksum
+        if patch and result.expected_checksum is None:
+            self._check_parts(zarr.zarr_id, result)
         if patch and not result.ok:
-            result.notes.append(
-                f"the archive's checksum {result.remote_checksum} is not the one expected after "
-                f"this patch, {result.expected_checksum}: another upload or deletion may have "
-                "changed the Zarr meanwhile"
-            )
+            if result.expected_checksum is None:
+                shown = ", ".join(repr(p) for p in result.differing[:5])
+                message = (
+                    f"after this patch the archive's {shown} differ from what was expected: "
+                    "another upload or deletion may have changed the Zarr meanwhile"
+                )
+            else:
+                message = (
+                    f"the archive's checksum {result.remote_checksum} is not the one expected "
+                    f"after this patch, {result.expected_checksum}: another upload or deletion "
+                    "may have changed the Zarr meanwhile"
+                )
+            result.notes.append(message)
         if dandiset is not None and zarr_id is None and result.ok:
             try:
                 result.asset_id, result.asset_created = _ensure_asset(
@@ -473,7 +509,7 @@ class Uploader:
         from zarrchive.checksum import compute_checksum
         from zarrchive.client.digest_cache import default_cache
         from zarrchive.client.local_selected import hash_selected
-        from zarrchive.client.patch import affected_directories, plan_patch
+        from zarrchive.client.patch import PartialListing, plan_patch
         from zarrchive.client.remote import list_affected
 
         started = time.perf_counter()
@@ -507,20 +543,47 @@ class Uploader:
         listings = list_affected(
             self.client,
             zarr.zarr_id,
-            affected_directories(e.path for e in entries),
+            [e.path for e in entries],
             jobs=self.jobs,
+            page_size=self.listing_page_size,
+            probe_limit=self.probe_limit,
         )
         plan = plan_patch(entries, listings)
+        self._patch_plan = plan
         result.timings["plan"] = time.perf_counter() - started
         result.listed = plan.listed
         result.skipped = plan.skipped
         result.new = plan.new
         result.expected_checksum = plan.expected_checksum
+        if plan.expected_checksum is None:
+            result.partly_listed = sorted(
+                d for d, listing in listings.items() if isinstance(listing, PartialListing)
+            )
         result.plan_upload(plan.upload)
         if dry_run or not plan.upload:
             return
         self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
         self._upload_entries(root, zarr.zarr_id, plan.upload, batch_files, result)
+
+    def _check_parts(self, zarr_id: str, result: UploadResult) -> None:
+        """A patch's final check when a directory was listed in part: the digest of each
+        directory whose expected digest is known, and each file sent into a partly listed
+        directory, as the archive has them now."""
+        from zarrchive.client.remote import look_up
+
+        plan = self._patch_plan
+        assert plan is not None
+        differing: list[str] = []
+        for directory, digest in sorted(plan.expected.items()):
+            page = self.client.list_page(zarr_id, directory, page_size=1)
+            if page.digest != digest:
+                differing.append(directory + "/")
+        for entry in plan.check_files:
+            kind, found = look_up(self.client, zarr_id, entry.path)
+            if kind != "file" or (found.digest, found.size) != (entry.md5, entry.size):
+                differing.append(entry.path)
+        result.differing = differing
+        result.verified = not differing
 
     def _unchanged(self, root: str, zarr: ZarrInfo, result: UploadResult) -> bool:
         """True (with *result* filled in) when the directory equals the Zarr: its tree from
