@@ -51,7 +51,7 @@ def listings_of(
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     remote=st.dictionaries(paths, contents, max_size=12),
     local=st.dictionaries(paths, contents, max_size=8),
@@ -75,7 +75,7 @@ def test_plan_sends_the_difference_and_predicts_the_checksum(
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     remote=st.dictionaries(paths, contents, max_size=12),
     local=st.dictionaries(paths, contents, min_size=1, max_size=8),

@@ -42,7 +42,7 @@ def reference(includes: list[str], excludes: list[str], path: str) -> bool:
     return included and not any(_selects_path(p, path) for p in excludes)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     includes=st.lists(patterns, max_size=3),
     excludes=st.lists(patterns, max_size=2),
@@ -53,7 +53,7 @@ def test_selects_as_the_rules_say(includes: list[str], excludes: list[str], path
     assert selection.selects(path) == reference(includes, excludes, path)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     includes=st.lists(patterns, max_size=3),
     excludes=st.lists(patterns, max_size=2),
