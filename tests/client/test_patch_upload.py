@@ -352,3 +352,15 @@ def test_a_directory_of_many_pages_is_looked_up_name_by_name(
     )
     assert out.exit_code == 0, out.stderr  # default pages: every directory listed whole
     assert out.stdout.splitlines()[-1].startswith("the Zarr's checksum would become ")
+
+
+def test_a_patch_selecting_nothing_creates_no_zarr(
+    tmp_path: Path, client: ApiClient, client_env: dict[str, str], dandiset: str
+) -> None:
+    local = tmp_path / "empty.zarr"
+    make_tree(local, arrays=1, rows=1, columns=2)
+    args = ["upload", str(local), "--dandiset", dandiset, "--patch", "--include", "other/**"]
+    out = CliRunner().invoke(app, args, env=client_env)
+    assert out.exit_code == 2
+    assert "no local file is selected (--include 'other/**'); no Zarr was created" in out.stderr
+    assert client.find_zarr(dandiset, "empty.zarr") is None

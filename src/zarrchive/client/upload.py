@@ -371,8 +371,10 @@ class Uploader:
         else:
             if dandiset is None:
                 raise InvalidInput("give the dandiset (--dandiset) or the Zarr id")
-            zarr, created = find_or_create_zarr(self.client, dandiset, name, create=not dry_run)
-        assert zarr is not None or dry_run
+            # a patch creates a missing Zarr once it knows it has files to send
+            create = not dry_run and not patch
+            zarr, created = find_or_create_zarr(self.client, dandiset, name, create=create)
+        assert zarr is not None or dry_run or patch
 
         result = UploadResult(
             zarr_id=zarr.zarr_id if zarr else None,
@@ -397,7 +399,9 @@ class Uploader:
             zarr = self._wait_at_rest(zarr.zarr_id, result)
 
         if patch:
-            self._patch(root, zarr, selection or Selection(), result, batch_files, dry_run)
+            zarr = self._patch(
+                root, zarr, selection or Selection(), result, batch_files, dry_run, dandiset, name
+            )
             if zarr is None or dry_run:
                 return result
         elif zarr is not None and zarr.file_count == 0 and not dry_run:
@@ -503,9 +507,13 @@ class Uploader:
         result: UploadResult,
         batch_files: int,
         dry_run: bool,
-    ) -> None:
+        dandiset: str | None,
+        name: str,
+    ) -> ZarrInfo | None:
         """Hash the selected files, compare them with the archive's listings of the
-        directories that hold them, upload the new and changed ones; delete nothing."""
+        directories that hold them, upload the new and changed ones; delete nothing.  A
+        missing *zarr* is created (in *dandiset*, named *name*) if there is a file to send.
+        Returns the Zarr."""
         from zarrchive.checksum import compute_checksum
         from zarrchive.client.digest_cache import default_cache
         from zarrchive.client.local_selected import hash_selected
@@ -533,11 +541,22 @@ class Uploader:
             )
             result.notes.append(message)
             self.progress.note(message)
-        if zarr is None:  # dry run of a new Zarr: every selected file is new
+        if zarr is None and (dry_run or not entries):
+            # a new Zarr: every selected file is new (and with none, no Zarr is created)
             result.plan_upload(entries)
             result.new = len(entries)
             result.expected_checksum = compute_checksum(entries, grouped=True)
-            return
+            if not dry_run:
+                raise InvalidInput(
+                    f"nothing to upload, and dandiset {dandiset} has no Zarr {name!r} yet: no "
+                    f"local file is selected ({selection.describe()}); no Zarr was created"
+                )
+            return None
+        if zarr is None:
+            assert dandiset is not None
+            zarr, result.created = find_or_create_zarr(self.client, dandiset, name)
+            assert zarr is not None
+            result.zarr_id = zarr.zarr_id
         started = time.perf_counter()
         self.progress.start("comparing", None, None)
         listings = list_affected(
@@ -561,9 +580,10 @@ class Uploader:
             )
         result.plan_upload(plan.upload)
         if dry_run or not plan.upload:
-            return
+            return zarr
         self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
         self._upload_entries(root, zarr.zarr_id, plan.upload, batch_files, result)
+        return zarr
 
     def _check_parts(self, zarr_id: str, result: UploadResult) -> None:
         """A patch's final check when a directory was listed in part: the digest of each
