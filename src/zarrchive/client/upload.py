@@ -82,9 +82,6 @@ from zarrchive.client.remote import (
     walk_remote,
 )
 from zarrchive.client.selection import Selection
-
-if TYPE_CHECKING:
-    from zarrchive.client.patch import PatchPlan
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -100,6 +97,9 @@ from zarrchive.transport import (
     http_client,
     transport_message,
 )
+
+if TYPE_CHECKING:
+    from zarrchive.client.patch import PatchPlan
 
 #: S3's limit for a single PUT.
 #: S3's largest object (5 TiB): bigger files are refused before anything is sent; files
