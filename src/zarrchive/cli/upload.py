@@ -165,8 +165,10 @@ def upload(
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
-    """Upload a local Zarr: only new and changed files; delete files gone locally
-    (with --patch: delete nothing, for a partial local copy)."""
+    """Upload a local Zarr: only new and changed files; delete files gone locally.
+
+    With --patch (for a partial local copy): delete nothing, and compare only the files
+    --include/--exclude select."""
     import time
 
     from zarrchive.client.api import ApiClient
