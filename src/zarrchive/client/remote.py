@@ -228,10 +228,15 @@ def look_up(client: ApiClient, zarr_id: str, path: str) -> tuple[str | None, Lis
     except ValueError:
         raise TransferError(f"the archive answered a look-up of {path!r} with no JSON") from None
     kind = data.get("type") if isinstance(data, dict) else None
-    if kind == "file":
-        return "file", ListingEntry(name, path, str(data["md5"]), int(data["size"]))
-    if kind == "directory":
-        return "directory", ListingEntry(name, path, str(data["digest"]), int(data["size"]))
+    try:
+        if kind == "file":
+            return "file", ListingEntry(name, path, str(data["md5"]), int(data["size"]))
+        if kind == "directory":
+            return "directory", ListingEntry(name, path, str(data["digest"]), int(data["size"]))
+    except (KeyError, TypeError, ValueError):
+        raise TransferError(
+            f"the archive answered a look-up of {path!r} without its digest and size"
+        ) from None
     raise TransferError(
         f"the archive answered a look-up of {path!r} with neither a file nor a directory"
     )
