@@ -17,10 +17,18 @@ OME_STAMP := $(OME_VENV)/.installed-stamp
 # and hashes) by uv, itself pinned; `make lock` regenerates the locks after a dependency change.
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
+# Every environment is installed with its bytecode compiled, and Python may write the bytecode
+# of what it imports: with PYTHONDONTWRITEBYTECODE set (as on some machines and CI images),
+# every process would otherwise compile every module it imports from source, each time: 2 s
+# of CPU per start of the server or a CLI, hundreds of times in `make test`.
+UV_INSTALL := $(UV) pip install --quiet --compile-bytecode
+unexport PYTHONDONTWRITEBYTECODE
 LOCK := requirements/zarrchive.lock
 # Test processes (pytest-xdist; each test module runs whole in one of them, with its own
-# SeaweedFS and PostgreSQL database): most of the suite waits on servers, so 2 on 2 cores.
-PYTEST_WORKERS ?= 2
+# SeaweedFS and PostgreSQL database): most of the suite waits on servers (SeaweedFS, the
+# archive, CLIs in subprocesses), so 3 on 2 cores.  Modules start longest first
+# (tests/helpers/schedule.py), so pytest-xdist's own reordering is off.
+PYTEST_WORKERS ?= 3
 
 .PHONY: serve test lint typecheck pytest install bench clean lock reliability browser
 
@@ -29,8 +37,8 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet 'uv==$(UV_VERSION)'
 
 $(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
-	$(UV) pip install --quiet --python $(BIN)/python --require-hashes -r $(LOCK)
-	$(UV) pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(UV_INSTALL) --python $(BIN)/python --require-hashes -r $(LOCK)
+	$(UV_INSTALL) --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
 # Regenerate the locks (run after changing dependencies; commit the result).
@@ -47,13 +55,13 @@ lock: | $(BIN)/python
 # lindi 0.4.6 pins zarr<3.
 $(LINDI_STAMP): requirements/lindi.lock | $(BIN)/python
 	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(LINDI_VENV)
-	$(UV) pip install --quiet --python $(LINDI_VENV)/bin/python --require-hashes -r requirements/lindi.lock
+	$(UV_INSTALL) --python $(LINDI_VENV)/bin/python --require-hashes -r requirements/lindi.lock
 	touch $(LINDI_STAMP)
 
 # schemathesis, run as a CLI by the fuzz tests.
 $(SCHEMATHESIS_STAMP): requirements/schemathesis.lock | $(BIN)/python
 	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(SCHEMATHESIS_VENV)
-	$(UV) pip install --quiet --python $(SCHEMATHESIS_VENV)/bin/python --require-hashes -r requirements/schemathesis.lock
+	$(UV_INSTALL) --python $(SCHEMATHESIS_VENV)/bin/python --require-hashes -r requirements/schemathesis.lock
 	touch $(SCHEMATHESIS_STAMP)
 
 .venv-schemathesis: $(SCHEMATHESIS_STAMP)
@@ -61,13 +69,13 @@ $(SCHEMATHESIS_STAMP): requirements/schemathesis.lock | $(BIN)/python
 # s3fs + zarr: zarr-python reading the public bucket anonymously (anon=True), as DANDI's users do.
 $(S3FS_STAMP): requirements/s3fs.lock | $(BIN)/python
 	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(S3FS_VENV)
-	$(UV) pip install --quiet --python $(S3FS_VENV)/bin/python --require-hashes -r requirements/s3fs.lock
+	$(UV_INSTALL) --python $(S3FS_VENV)/bin/python --require-hashes -r requirements/s3fs.lock
 	touch $(S3FS_STAMP)
 
 # DANDI's own client (dandi + pynwb), run as a CLI by tests/dandi against `zarrchive serve`.
 $(DANDI_STAMP): requirements/dandi.lock | $(BIN)/python
 	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(DANDI_VENV)
-	$(UV) pip install --quiet --python $(DANDI_VENV)/bin/python --require-hashes -r requirements/dandi.lock
+	$(UV_INSTALL) --python $(DANDI_VENV)/bin/python --require-hashes -r requirements/dandi.lock
 	touch $(DANDI_STAMP)
 
 .venv-dandi: $(DANDI_STAMP)
@@ -75,7 +83,7 @@ $(DANDI_STAMP): requirements/dandi.lock | $(BIN)/python
 # ome-zarr-py writing real multiscale OME-Zarr images (NGFF 0.4 and 0.5) for tests/web.
 $(OME_STAMP): requirements/ome.lock | $(BIN)/python
 	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(OME_VENV)
-	$(UV) pip install --quiet --python $(OME_VENV)/bin/python --require-hashes -r requirements/ome.lock
+	$(UV_INSTALL) --python $(OME_VENV)/bin/python --require-hashes -r requirements/ome.lock
 	touch $(OME_STAMP)
 
 .venv-ome: $(OME_STAMP)
@@ -96,12 +104,12 @@ pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAM
 	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python \
 	ZARRCHIVE_OME_PYTHON=$(CURDIR)/$(OME_VENV)/bin/python \
 	ZARRCHIVE_S3FS_PYTHON=$(CURDIR)/$(S3FS_VENV)/bin/python \
-	ZARRCHIVE_DANDI_VENV=$(CURDIR)/$(DANDI_VENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile
+	ZARRCHIVE_DANDI_VENV=$(CURDIR)/$(DANDI_VENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The reliability suite at full size (fuzz, races, crashes, faults, authorization, bad input):
 # see README "Reliability".  `make test` runs the same tests on a small budget.
 reliability: $(STAMP) $(SCHEMATHESIS_STAMP)
-	ZARRCHIVE_RELIABILITY=full $(BIN)/pytest tests/reliability -v -p no:cacheprovider
+	ZARRCHIVE_RELIABILITY=full $(BIN)/pytest tests/reliability tests/multiprocess/test_multiprocess.py -v -p no:cacheprovider
 
 # The web pages' browser tests drive Debian's headless chromium: `make test` installs it when
 # it can (root, with apt); otherwise they skip, and the run's end names them and says why.

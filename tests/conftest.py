@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import hypothesis
 import pytest
 import uvicorn
 from sqlalchemy import create_engine, text
@@ -34,6 +35,7 @@ from tests.helpers import reliability as reliability_figures
 from tests.helpers import session_end
 from tests.helpers.databases import deselect_other_databases
 from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.schedule import longest_modules_first
 from zarrchive.api import create_app
 from zarrchive.config import Settings
 from zarrchive.db.models import Base
@@ -42,6 +44,12 @@ from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Hypothesis' per-example deadline measures the machine's load, not the code: under
+# ``make test`` (several workers, servers, CLIs on 2 cores) a 2 KiB md5 can take 200 ms.
+# Speed is the benchmarks' business (bench/); property tests check properties only.
+hypothesis.settings.register_profile("zarrchive", deadline=None)
+hypothesis.settings.load_profile("zarrchive")
 TEST_ACCESS_KEY = "zarrchive-test"
 TEST_SECRET_KEY = "zarrchive-test-secret"
 #: Test buckets named so are world-readable (anonymous GET), like the archive's public bucket.
@@ -358,6 +366,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     deselect_other_databases(config, items)
+    longest_modules_first(items)  # with pytest-xdist's --no-loadscope-reorder (Makefile)
 
 
 # -- the reliability suite's figures, printed at the end (also under pytest-xdist) ---------

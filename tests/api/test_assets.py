@@ -20,9 +20,12 @@ from tests.helpers.assets import (
     ok,
     upload_blob,
 )
+from tests.helpers.databases import SQLITE_ONLY
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.db.models import Version
 from zarrchive.services.runtime import Archive
+
+pytestmark = SQLITE_ONLY
 
 
 @pytest.fixture

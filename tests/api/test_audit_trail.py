@@ -10,9 +10,12 @@ from sqlalchemy import select
 
 from tests.conftest import Users
 from tests.helpers.assets import add_blob_asset, assets_url, client_for, ok
+from tests.helpers.databases import SQLITE_ONLY
 from zarrchive.db.models import BatchKind, UploadBatch, UploadBatchFile, User, Zarr
 from zarrchive.services import audit, changes
 from zarrchive.services.runtime import Archive
+
+pytestmark = SQLITE_ONLY
 
 DATA = b"some bytes\n" * 20
 

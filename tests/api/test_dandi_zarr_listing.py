@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from tests.helpers.dandi_zarr import flat_listing
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.zarr_client import (
     authed,
     create_dandiset,
@@ -19,6 +20,8 @@ from tests.helpers.zarr_client import (
 )
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import zarr_object_key
+
+pytestmark = SQLITE_ONLY
 
 #: names whose key order (UTF-8 bytes, as S3 lists) differs from a directory walk's order
 FILES = {

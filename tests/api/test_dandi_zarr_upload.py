@@ -21,6 +21,7 @@ from tests.helpers.dandi_zarr import (
     put_all,
     wait_complete,
 )
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.zarr_client import (
     authed,
     create_dandiset,
@@ -34,6 +35,8 @@ from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import zarr_object_key
 from zarrchive.storage.seaweedfs import SeaweedFS
+
+pytestmark = SQLITE_ONLY
 
 
 def zarr_files(chunks: int = 300) -> dict[str, bytes]:

@@ -9,9 +9,12 @@ import httpx
 
 from tests.conftest import LiveServer, Users
 from tests.helpers.assets import client_for, ok
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.web_forms import form_token
 from tests.helpers.web_site import browser
 from zarrchive.services.runtime import Archive
+
+pytestmark = SQLITE_ONLY
 
 
 def users_url(dandiset: str) -> str:

@@ -9,6 +9,9 @@ import httpx
 
 from tests.conftest import Users
 from tests.helpers.assets import add_blob_asset, client_for, ok
+from tests.helpers.databases import SQLITE_ONLY
+
+pytestmark = SQLITE_ONLY
 
 
 def names(page: dict[str, Any]) -> list[str]:

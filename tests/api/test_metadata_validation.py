@@ -11,12 +11,13 @@ import pytest
 
 from tests.helpers.api_uploads import upload
 from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, ok
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.metadata import asset_metadata, dandiset_metadata, info, validate_now
 from zarrchive.services import validation
 from zarrchive.services.runtime import Archive
 
-pytestmark = pytest.mark.settings(publish_requires_valid=True)
+pytestmark = [pytest.mark.settings(publish_requires_valid=True), SQLITE_ONLY]
 
 DATA = b"the bytes of a small NWB file, as far as this test is concerned\n" * 10
 

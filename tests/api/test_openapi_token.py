@@ -6,6 +6,9 @@ from __future__ import annotations
 import httpx
 
 from tests.conftest import Users
+from tests.helpers.databases import SQLITE_ONLY
+
+pytestmark = SQLITE_ONLY
 
 
 def test_the_token_is_a_security_scheme(anon: httpx.Client, users: Users) -> None:

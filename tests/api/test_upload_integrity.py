@@ -18,6 +18,7 @@ from tests.helpers.api_uploads import (
     upload,
 )
 from tests.helpers.assets import add_zarr_asset, ok
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.zarr_client import md5
 from zarrchive.db.models import UploadBatch
 from zarrchive.errors import StorageError
@@ -26,6 +27,8 @@ from zarrchive.services import uploads
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key, staging_zarr_prefix
 from zarrchive.storage.objects import ObjectStore
+
+pytestmark = SQLITE_ONLY
 
 FILES = {".zgroup": b"{}", "arr/.zarray": b"{...}", "arr/0": b"zero", "arr/1": b"one"}
 

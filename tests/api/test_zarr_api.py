@@ -15,9 +15,12 @@ from tests.helpers.api_uploads import (
     s3_body,
     upload,
 )
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.services.runtime import Archive
+
+pytestmark = SQLITE_ONLY
 
 
 def test_overwrite_files(api: httpx.Client, zarr_id: str, archive: Archive, s3: Any) -> None:

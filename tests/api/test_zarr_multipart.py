@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.helpers.api_uploads import assert_clean, info, oracle, s3_body, upload
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.multipart import (
     MIB,
     THRESHOLD,
@@ -25,7 +26,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import collect_garbage
 from zarrchive.storage.keys import staging_object_key, staging_zarr_prefix, zarr_prefix
 
-pytestmark = pytest.mark.settings(multipart_threshold=THRESHOLD)
+pytestmark = [pytest.mark.settings(multipart_threshold=THRESHOLD), SQLITE_ONLY]
 
 BIG = big_bytes(2 * THRESHOLD + 3 * MIB, seed=1)  # three parts: 8, 8 and 3 MiB
 SMALL = {".zgroup": b'{"zarr_format": 2}', "arr/.zarray": b"{}", "arr/1": b"one"}

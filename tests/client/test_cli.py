@@ -38,6 +38,7 @@ def test_cli_upload_summary_and_dry_run(
     result = CliRunner().invoke(app, [*args, "--dry-run"], env=client_env)
     assert result.exit_code == 0, result.stderr
     assert result.stdout == (
-        f"dry run: would upload 1 files, delete 1, skip 1 (of 2 local files); Zarr {zarr.zarr_id}\n"
+        f"dry run: would upload 1 files (1 B), delete 1 (100 B), skip 1 (of 2 local files); "
+        f"Zarr {zarr.zarr_id}\n  upload arr/1 (1 B)\n  delete arr/0 (100 B)\n"
     )
     assert client.get_zarr(zarr.zarr_id).checksum == checksum

@@ -1,11 +1,13 @@
 """Which databases a test module runs on.
 
 Every test taking the ``database_url`` fixture runs on SQLite and on PostgreSQL by default.
-Modules whose subject is not the database (pages, readers, viewers, CORS, decoders) mark
-themselves :data:`SQLITE_ONLY`: their PostgreSQL run would repeat the same SQLAlchemy
-queries at a high price in ``make test``'s 20 minutes.  Whatever depends on the database
-(locking, races, jobs, search, migrations, bad input, the upload and publish paths) keeps
-both.
+Modules whose subject is not the database mark themselves :data:`SQLITE_ONLY`: pages,
+readers, viewers, CORS, decoders, and the API's shapes (DANDI's routes, assets, owners,
+listings, metadata validation, the audit trail's records, S3 integrity and multipart); their
+PostgreSQL run would repeat the same SQLAlchemy queries at a high price in ``make test``'s
+20 minutes.  Whatever depends on the database itself keeps both: locking, races, concurrent
+applies and the upload pipeline, jobs, search, migrations, bad input, the change records'
+ordering (``COLLATE "C"``), publish, embargo and snapshots' transactions.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ import httpx
 import pytest
 from redis import Redis
 from tests.helpers.consistency import assert_consistent
+from tests.helpers.reliability import budget
 from tests.helpers.server_process import ServerProcess, zarrchive_command
 from tests.helpers.zarr_client import authed, create_dandiset, create_zarr, expect, md5
 
@@ -37,8 +38,10 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 CLIENTS = 4
-ROUNDS = 4
-SHARED_ROUNDS = 3
+#: rounds of each client (``make test`` runs a small budget; ``ZARRCHIVE_RELIABILITY=full``
+#: the full one, see tests/helpers/reliability.py)
+ROUNDS = budget(2, 4)
+SHARED_ROUNDS = budget(2, 3)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""``bench/scale_bench.py`` at 2,000 files (``make test``'s version of the scale run;
+"""``bench/scale_bench.py`` at 1,000 files (``make test``'s version of the scale run;
 ``ZARRCHIVE_SCALE_FILES`` sets another size): every figure is produced, for a Zarr that really
 holds the files.  The full run is in
 ``bench/RESULTS.md``; this only proves the script measures what it says."""
@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
-FILES = int(os.environ.get("ZARRCHIVE_SCALE_FILES", "2000"))
+FILES = int(os.environ.get("ZARRCHIVE_SCALE_FILES", "1000"))
 PHASES = [
     "write (open, PUT, complete)",
     "applied (from the last complete until at rest)",

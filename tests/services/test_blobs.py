@@ -10,12 +10,15 @@ import httpx
 import pytest
 
 from tests.helpers.assets import md5, ok
+from tests.helpers.databases import SQLITE_ONLY
 from zarrchive.db.models import Blob, User
 from zarrchive.errors import NotFound
 from zarrchive.services import blobs
 from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.objects import md5_to_content_md5
+
+pytestmark = SQLITE_ONLY
 
 
 def test_cancel_racing_validate_keeps_the_blobs_object(

@@ -11,12 +11,15 @@ from typer.testing import CliRunner
 
 from tests.helpers.api_uploads import upload
 from tests.helpers.assets import add_zarr_asset, assets_url, ok
+from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.snapshots import admin_env
 from zarrchive.cli import app
 from zarrchive.config import Settings
 from zarrchive.db.models import Zarr, utcnow
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import remove_unreferenced_zarr, unreferenced_zarrs
+
+pytestmark = SQLITE_ONLY
 
 NONE = timedelta(0)
 

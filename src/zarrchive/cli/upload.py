@@ -29,22 +29,102 @@ if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
     from zarrchive.client.upload import UploadResult
 
 
+INCLUDE_HELP = (
+    "Only the files GLOB selects (repeatable; needs --patch). GLOB is matched against each "
+    "file's path relative to the Zarr root, '/'-separated: '**' as a whole segment spans any "
+    "number of directories, '*' and '?' never cross '/', [abc] and [!abc] match one "
+    "character; a GLOB that matches a directory selects every file below it. Directories "
+    "no GLOB can reach are never walked, files not selected never read. E.g. "
+    "--include '**/.zattrs' --include '**/zarr.json' (metadata only), --include 'arr/0/**'."
+)
+EXCLUDE_HELP = (
+    "Leave out the files GLOB selects (repeatable; needs --patch; the rules of --include; "
+    "an excluded file is left out even if an --include selects it)."
+)
+PATCH_HELP = (
+    "Send the new and changed local files and delete nothing: for a partial local copy (the "
+    "root's Zarr metadata is not required). Compares with the archive's listings of the "
+    "directories that hold the local files only, never the whole Zarr, and checks the "
+    "archive's new checksum against the one expected after the patch (a local checksum "
+    "would need the whole Zarr here)."
+)
+
+
 def summary(result: UploadResult, seconds: float | None = None) -> str:
+    """The command's report on stdout: one line, and for a dry run the first paths."""
     if result.dry_run:
-        return (
-            f"dry run: would upload {result.planned_uploads} files, delete "
-            f"{result.planned_deletes}, skip {result.skipped} (of {result.local_files} local "
-            f"files); Zarr {result.zarr_id or '(new: ' + result.name + ')'}"
-        )
+        if result.patch:
+            line = (
+                f"dry run (--patch): would upload {result.planned_uploads} files "
+                f"({human_size(result.planned_upload_bytes)}; {result.new} new), delete none, "
+                f"skip {result.skipped} unchanged (of {result.local_files} selected local "
+                f"files); Zarr {result.zarr_id or '(new: ' + result.name + ')'}"
+            )
+        else:
+            line = (
+                f"dry run: would upload {result.planned_uploads} files "
+                f"({human_size(result.planned_upload_bytes)}), delete "
+                f"{result.planned_deletes} ({human_size(result.planned_delete_bytes)}), skip "
+                f"{result.skipped} (of {result.local_files} local files); Zarr "
+                f"{result.zarr_id or '(new: ' + result.name + ')'}"
+            )
+        lines = [line]
+        lines += _paths("upload", result.planned_upload_paths, result.planned_uploads)
+        lines += _paths("delete", result.planned_delete_paths, result.planned_deletes)
+        if result.patch and result.expected_checksum:
+            lines.append(f"the Zarr's checksum would become {result.expected_checksum}")
+        elif result.patch and result.partly_listed:
+            lines.append(
+                "the Zarr's checksum after it is not predicted: "
+                f"{_names(result.partly_listed)} {_have(result.partly_listed)} many entries, "
+                "looked up name by name rather than listed whole"
+            )
+        return "\n".join(lines)
     rate = ""
     if seconds and result.uploaded_bytes:
         rate = f" at {human_size(int(result.uploaded_bytes / seconds))}/s"
+    if result.patch:
+        said = ""
+        if result.ok and result.expected_checksum is not None:
+            said = (
+                " (as expected: the archive's files before the patch plus the patch's; a local "
+                "checksum of the Zarr would need its whole tree here)"
+            )
+        elif result.ok:
+            said = (
+                " (every directory and file the patch changed is as expected; the Zarr's "
+                f"checksum was not predicted, as {_names(result.partly_listed)} "
+                f"{_have(result.partly_listed)} too many entries to list, and a local checksum "
+                "of the Zarr would need its whole tree here)"
+            )
+        return (
+            f"Zarr {result.zarr_id}: uploaded {result.uploaded} files "
+            f"({human_size(result.uploaded_bytes)}{rate}; {result.new} new), deleted none "
+            f"(--patch), skipped {result.skipped} unchanged (of {result.local_files} selected "
+            f"local files); checksum {result.remote_checksum}{said}"
+        )
     return (
         f"Zarr {result.zarr_id}: uploaded {result.uploaded} files "
         f"({human_size(result.uploaded_bytes)}{rate}), deleted {result.deleted}, skipped "
         f"{result.skipped}; checksum {result.remote_checksum}"
         + (" (matches the local one)" if result.ok else "")
     )
+
+
+def _names(directories: list[str]) -> str:
+    shown = ", ".join(repr(d) if d else "the root" for d in directories[:3])
+    return shown + (f" and {len(directories) - 3} more" if len(directories) > 3 else "")
+
+
+def _have(directories: list[str]) -> str:
+    return "has" if len(directories) == 1 else "have"
+
+
+def _paths(verb: str, shown: list[tuple[str, int]], total: int) -> list[str]:
+    lines = [f"  {verb} {path} ({human_size(size)})" for path, size in shown]
+    if total > len(shown):
+        lines.append(f"  ... and {total - len(shown)} more to {verb}")
+    return lines
 
 
 def upload(
@@ -57,7 +137,18 @@ def upload(
         show_default=False,
     ),
     jobs: int | None = JOBS_OPTION,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would be done."),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Only say what would be done (counts, sizes, the first paths); change nothing.",
+    ),
+    patch: bool = typer.Option(False, "--patch", help=PATCH_HELP),
+    include: list[str] = typer.Option(
+        [], "--include", metavar="GLOB", help=INCLUDE_HELP, show_default=False
+    ),
+    exclude: list[str] = typer.Option(
+        [], "--exclude", metavar="GLOB", help=EXCLUDE_HELP, show_default=False
+    ),
     force: bool = typer.Option(
         False,
         "--force",
@@ -74,13 +165,27 @@ def upload(
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
-    """Upload a local Zarr: only new and changed files; delete files gone locally."""
+    """Upload a local Zarr: only new and changed files; delete files gone locally.
+
+    With --patch (for a partial local copy): delete nothing, and compare only the files
+    --include/--exclude select."""
     import time
 
     from zarrchive.client.api import ApiClient
     from zarrchive.client.digest_cache import disable_default_cache
+    from zarrchive.client.selection import Selection
     from zarrchive.client.upload import Uploader
 
+    if (include or exclude) and not patch:
+        print(
+            "zarrchive upload: --include/--exclude need --patch: without it, upload makes the "
+            "archive's Zarr equal to this directory and deletes every file that is not here, "
+            "so a filter would delete everything outside it. Add --patch (it sends the new and "
+            "changed files the filter selects and deletes nothing)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(2)
+    selection = run_client_command("upload", lambda: Selection.parse(include, exclude))
     if no_cache:
         disable_default_cache()
 
@@ -90,7 +195,13 @@ def upload(
         with ApiClient.from_env(api_url, token) as client, make_progress() as progress:
             uploader = Uploader(client, jobs=jobs, progress=progress, batch_files=batch_files)
             result = uploader.upload(
-                local, dandiset=dandiset, name=path, dry_run=dry_run, require_zarr=not force
+                local,
+                dandiset=dandiset,
+                name=path,
+                dry_run=dry_run,
+                require_zarr=not force,
+                patch=patch,
+                selection=selection,
             )
             mode[0] = _published_zarrs(client)
             return result
@@ -100,7 +211,7 @@ def upload(
     elapsed = time.monotonic() - started
     print(summary(result, elapsed))
     for note in result.notes:
-        if note.startswith("uploaded, but"):
+        if note.startswith(("uploaded, but", "nothing to upload")):
             say(note)
     if result.asset_created:  # once per Zarr: when it becomes part of the dandiset
         if mode[0] == "snapshot":
@@ -113,6 +224,26 @@ def upload(
                 f"NOTE: publishing dandiset {dandiset} makes this Zarr immutable: after "
                 "publication it can never change again"
             )
+    if not result.ok and result.patch and result.expected_checksum is None:
+        shown = ", ".join(repr(p) for p in result.differing[:5])
+        print(
+            f"zarrchive upload: MISMATCH: after this patch the archive's {shown} differ from "
+            "what its state before the patch plus the patch's files give: another upload or "
+            "deletion may have changed the Zarr meanwhile. Run the same command again (it "
+            "compares again and sends what differs).",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+    if not result.ok and result.patch:
+        print(
+            "zarrchive upload: CHECKSUM MISMATCH: the archive's checksum "
+            f"{result.remote_checksum} differs from {result.expected_checksum}, the one "
+            "expected from its state before this patch plus the patch's files: another upload "
+            "or deletion may have changed the Zarr meanwhile. Run the same command again (it "
+            "compares again and sends what differs).",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
     if not result.ok:
         print(
             "zarrchive upload: CHECKSUM MISMATCH: the archive's checksum "

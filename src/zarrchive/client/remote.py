@@ -12,11 +12,16 @@ import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from zarrchive.checksum import ZarrEntry, iter_directory_digests
-from zarrchive.client.api import ApiClient, DirectoryListing
-from zarrchive.errors import InvalidPath, TransferError
+from zarrchive.client.api import MAX_PAGE_SIZE, ApiClient, DirectoryListing, ListingEntry
+from zarrchive.errors import ApiError, InvalidPath, TransferError
 from zarrchive.paths import validate_path
+
+if TYPE_CHECKING:
+    from zarrchive.client.patch import Listing
 
 
 @dataclass
@@ -124,6 +129,124 @@ def walk_remote(
     return state
 
 
+#: A directory of more than one page holding at most this many of a patch's files and
+#: subdirectories is not listed whole: each of them is looked up.
+PROBE_LIMIT = 32
+
+
+def list_affected(
+    client: ApiClient,
+    zarr_id: str,
+    paths: Iterable[str],
+    *,
+    jobs: int = 8,
+    page_size: int = MAX_PAGE_SIZE,
+    probe_limit: int = PROBE_LIMIT,
+) -> dict[str, Listing | None]:
+    """What the archive has in the directories a patch of the files *paths* touches: each of
+    :func:`~zarrchive.client.patch.affected_directories` ``(paths)`` with its listing (every
+    page), or ``None`` for one the archive does not have.
+
+    They are listed from the root down, a level at a time (the levels' listings in
+    parallel): a directory is listed only if its parent's listing names it as a directory,
+    so a directory the archive lacks, and everything below it, costs no request.  A
+    directory of more than one page (*page_size* entries) in which the patch has at most
+    *probe_limit* files and subdirectories is not listed further: each of those names is
+    looked up instead (a :class:`~zarrchive.client.patch.PartialListing`).
+    """
+    from zarrchive.client.patch import PartialListing, affected_directories
+
+    paths = list(paths)
+    directories = affected_directories(paths)
+    names: dict[str, set[str]] = {}
+    for path in [*paths, *directories]:
+        if path:
+            parent, _, name = path.rpartition("/")
+            names.setdefault(parent, set()).add(name)
+    by_depth: dict[int, list[str]] = {}
+    for directory in directories:
+        by_depth.setdefault(directory.count("/") + 1 if directory else 0, []).append(directory)
+    found: dict[str, Listing | None] = {}
+    subdirectories: dict[str, set[str]] = {}
+
+    def look(directory: str) -> Listing:
+        page = client.list_page(zarr_id, directory, page_size=page_size)
+        wanted = names.get(directory, set())
+        files, dirs = list(page.files), list(page.directories)
+        if page.next is None or len(wanted) > probe_limit:
+            while page.next:
+                page = client.list_page(zarr_id, directory, cursor=page.next, page_size=page_size)
+                files.extend(page.files)
+                dirs.extend(page.directories)
+            listing = DirectoryListing(directory, page.digest, dirs, files)
+            _check_listing(listing)
+            return listing
+        seen = {e.path for e in (*files, *dirs)}
+        prefix = f"{directory}/" if directory else ""
+        todo = [prefix + name for name in sorted(wanted) if prefix + name not in seen]
+        with ThreadPoolExecutor(min(8, max(1, len(todo))), "zarrchive-look") as lookers:
+            for kind, entry in lookers.map(lambda path: look_up(client, zarr_id, path), todo):
+                if kind == "file":
+                    files.append(entry)
+                elif kind == "directory":
+                    dirs.append(entry)
+        partial = PartialListing(directory, page.digest, dirs, files)
+        _check_listing(partial)
+        return partial
+
+    jobs = max(1, min(jobs, 16))
+    with ThreadPoolExecutor(jobs, thread_name_prefix="zarrchive-list") as pool:
+        for depth in sorted(by_depth):
+            to_list: list[str] = []
+            for directory in by_depth[depth]:
+                if directory == "" or directory in subdirectories.get(
+                    directory.rpartition("/")[0], ()
+                ):
+                    to_list.append(directory)
+                else:
+                    found[directory] = None
+            for directory, listing in zip(to_list, pool.map(look, to_list), strict=True):
+                found[directory] = listing
+                subdirectories[directory] = {d.path for d in listing.directories}
+    return found
+
+
+def look_up(client: ApiClient, zarr_id: str, path: str) -> tuple[str | None, ListingEntry]:
+    """``("file" | "directory" | None, entry)``: what the archive has at *path* (None:
+    nothing; the entry is then a placeholder)."""
+    name = path.rpartition("/")[2]
+    try:
+        data = client.request(
+            "GET",
+            f"/api/zarr/{quote(zarr_id, safe='')}.zarr/{quote(path, safe='/~')}",
+            params={"page_size": 1},
+        ).json()
+    except ApiError as exc:
+        if exc.status_code == 404:
+            return None, ListingEntry(name, path, "", 0)
+        raise
+    except ValueError:
+        raise TransferError(f"the archive answered a look-up of {path!r} with no JSON") from None
+    kind = data.get("type") if isinstance(data, dict) else None
+    try:
+        if kind == "file":
+            return "file", ListingEntry(name, path, str(data["md5"]), int(data["size"]))
+        if kind == "directory":
+            return "directory", ListingEntry(name, path, str(data["digest"]), int(data["size"]))
+    except (KeyError, TypeError, ValueError):
+        raise TransferError(
+            f"the archive answered a look-up of {path!r} without its digest and size"
+        ) from None
+    raise TransferError(
+        f"the archive answered a look-up of {path!r} with neither a file nor a directory"
+    )
+
+
+def _check_listing(listing: Listing) -> None:
+    for entry in (*listing.files, *listing.directories):
+        check_listed_path(listing.path, entry.path)
+
+
 def check_listed_path(directory: str, path: str) -> None:
     """Refuse an entry the archive listed in *directory* unless it is a valid entry path
     directly inside it: a server (or anything between) must never make the client write
@@ -150,11 +273,14 @@ def os_path(root: str | os.PathLike[str], path: str) -> str:
 
 
 __all__ = [
+    "PROBE_LIMIT",
     "RemoteState",
     "SubtreeFilter",
     "check_listed_path",
     "in_subtrees",
+    "list_affected",
     "local_digests",
+    "look_up",
     "os_path",
     "walk_remote",
 ]

@@ -29,6 +29,16 @@ open batch without such a record (another machine, another client) is cancelled 
 with a message: the server allows one batch per Zarr, and a batch nobody completes
 blocks every upload.
 
+Patch uploads (``patch=True``, ``zarrchive upload --patch``): for a partial local copy.
+Only the selected local files (``selection``: ``--include``/``--exclude`` globs,
+:mod:`zarrchive.client.selection`) are walked and hashed
+(:mod:`zarrchive.client.local_selected`), compared with the archive through the listings of
+the directories that hold them and their ancestors (:func:`~zarrchive.client.remote.list_affected`),
+and the new and changed ones are sent; nothing is deleted.  The final check compares the
+archive's checksum with the one expected from its listings plus the patch
+(:func:`~zarrchive.client.patch.plan_patch`): a checksum of the local directory would need
+the whole Zarr here.
+
 Expired URLs: S3 answers 403 to a PUT with an expired presigned URL.  The server
 allows one open batch and has no way to re-sign the URLs of an open batch, so
 the engine cancels the batch (which removes what it uploaded) and opens it again
@@ -48,12 +58,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
-from zarrchive.client.api import ApiClient, UploadState, ZarrInfo
+from zarrchive.client.api import MAX_PAGE_SIZE, ApiClient, UploadState, ZarrInfo
 from zarrchive.client.local import (
     default_jobs,
     hash_local,
@@ -64,7 +74,14 @@ from zarrchive.client.local import (
 from zarrchive.client.multipart import PartSender, Target, declared, start_upload
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.records import BatchRecords
-from zarrchive.client.remote import SubtreeFilter, local_digests, os_path, walk_remote
+from zarrchive.client.remote import (
+    PROBE_LIMIT,
+    SubtreeFilter,
+    local_digests,
+    os_path,
+    walk_remote,
+)
+from zarrchive.client.selection import Selection
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -80,6 +97,9 @@ from zarrchive.transport import (
     http_client,
     transport_message,
 )
+
+if TYPE_CHECKING:
+    from zarrchive.client.patch import PatchPlan
 
 #: S3's limit for a single PUT.
 #: S3's largest object (5 TiB): bigger files are refused before anything is sent; files
@@ -100,6 +120,9 @@ QUICK_RETRY = RetryPolicy(attempts=2, base_delay=0.2, max_retry_after=1.0)
 APPLY_TIMEOUT = 1800.0
 #: The files at a Zarr's root that say it is one: Zarr v2's group and array metadata, v3's.
 ZARR_METADATA_FILES = (".zgroup", ".zarray", "zarr.json")
+#: A dry run names at most this many of the files it would upload, and of those it would
+#: delete.
+DRY_RUN_PATHS = 20
 
 
 def md5_to_content_md5(md5_hex: str) -> str:
@@ -115,6 +138,10 @@ class UploadPlan:
     upload: list[ZarrEntry]
     delete: list[str]
     skipped: int
+    #: The bytes of the files to delete (their sizes in the archive).
+    delete_bytes: int = 0
+    #: The first :data:`DRY_RUN_PATHS` files to delete, with their sizes.
+    delete_sizes: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def upload_bytes(self) -> int:
@@ -147,6 +174,29 @@ class UploadResult:
     stale_batch: str | None = None
     planned_uploads: int = 0
     planned_deletes: int = 0
+    planned_upload_bytes: int = 0
+    planned_delete_bytes: int = 0
+    #: The first :data:`DRY_RUN_PATHS` files to upload and to delete, with their sizes.
+    planned_upload_paths: list[tuple[str, int]] = field(default_factory=list)
+    planned_delete_paths: list[tuple[str, int]] = field(default_factory=list)
+    #: A patch upload (``--patch``): nothing deleted, only the selected files compared.
+    patch: bool = False
+    #: A patch's files not in the archive before it (the others replaced a different file).
+    new: int = 0
+    #: A patch's final check: the checksum the archive must have after it (its listings of
+    #: the affected directories, plus the patch's files).
+    expected_checksum: str | None = None
+    #: Directory listings read to compare (a patch: the affected directories only).
+    listed: int = 0
+    #: A patch's directories of many pages that were looked up name by name instead of
+    #: listed whole: then no expected checksum of the Zarr, and the final check compares the
+    #: digests of the directories below them and the files sent into them instead
+    #: (:attr:`verified`).
+    partly_listed: list[str] = field(default_factory=list)
+    #: That check's outcome (None: not needed, the checksum was compared).
+    verified: bool | None = None
+    #: What differed in that check (paths of directories or files).
+    differing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: Seconds spent per phase: hash, plan, open (batches), put, complete.
     timings: dict[str, float] = field(default_factory=dict)
@@ -156,8 +206,21 @@ class UploadResult:
 
     @property
     def ok(self) -> bool:
-        """The archive's checksum equals the local one (always True for a dry run)."""
-        return self.dry_run or self.remote_checksum == self.local_checksum
+        """The archive's checksum equals the local one, or for a patch the one expected
+        after it (always True for a dry run)."""
+        if self.dry_run:
+            return True
+        if self.patch:
+            if self.expected_checksum is None:
+                return bool(self.verified)
+            return self.remote_checksum == self.expected_checksum
+        return self.remote_checksum == self.local_checksum
+
+    def plan_upload(self, entries: Sequence[ZarrEntry]) -> None:
+        """Record the files to upload (a dry run names the first ones)."""
+        self.planned_uploads = len(entries)
+        self.planned_upload_bytes = sum(e.size for e in entries)
+        self.planned_upload_paths = [(e.path, e.size) for e in entries[:DRY_RUN_PATHS]]
 
 
 # -- finding the Zarr -------------------------------------------------------------------
@@ -245,6 +308,12 @@ class Uploader:
         self.on_batch_open = on_batch_open
         #: S3's explanation of its last 403 to a PUT.
         self._refusal = ""
+        #: A patch's listings: entries per page, and the most files and subdirectories of a
+        #: directory of several pages that are looked up one by one instead of listing it all
+        #: (:func:`~zarrchive.client.remote.list_affected`).
+        self.listing_page_size = MAX_PAGE_SIZE
+        self.probe_limit = PROBE_LIMIT
+        self._patch_plan: PatchPlan | None = None
 
     # -- public -------------------------------------------------------------------------
     def upload(
@@ -256,6 +325,8 @@ class Uploader:
         zarr_id: str | None = None,
         dry_run: bool = False,
         require_zarr: bool = False,
+        patch: bool = False,
+        selection: Selection | None = None,
     ) -> UploadResult:
         """Make the archive's Zarr equal to the directory *local*.
 
@@ -264,7 +335,19 @@ class Uploader:
         (:func:`find_or_create_zarr`).  With *require_zarr*, a directory that is empty or
         has no Zarr metadata at its root is refused before anything is sent
         (:func:`require_zarr_root`).
+
+        With *patch*: send the new and changed files among those *selection* selects (default:
+        every file) and delete nothing (see the module); *require_zarr* is ignored (a partial
+        copy may lack the root's metadata).  A *selection* needs *patch*: a full upload
+        deletes what is not here, so a filter would delete everything outside it.
         """
+        if selection is not None and not selection.is_everything and not patch:
+            raise InvalidInput(
+                "--include/--exclude need --patch: without it, upload makes the archive's Zarr "
+                "equal to this directory and deletes every file that is not here, so a filter "
+                "would delete everything outside it. Add --patch (sends the new and changed "
+                "files the filter selects, deletes nothing)"
+            )
         root = os.fspath(local)
         if not os.path.isdir(root):
             if os.path.lexists(root):
@@ -272,9 +355,12 @@ class Uploader:
             raise LocalFileError(f"{root!r}: no such file or directory")
         if name is None:
             name = Path(root).resolve().name
-        count, nbytes = scan_local(root)  # bad input fails here, before any change
-        if require_zarr:
-            require_zarr_root(root, count)
+        if patch:
+            count = nbytes = 0  # the walk of the selected files counts them
+        else:
+            count, nbytes = scan_local(root)  # bad input fails here, before any change
+            if require_zarr:
+                require_zarr_root(root, count)
         server = self.client.info()
         limit = server.max_batch_files
         batch_files = min(self.batch_files or limit, limit)
@@ -285,8 +371,10 @@ class Uploader:
         else:
             if dandiset is None:
                 raise InvalidInput("give the dandiset (--dandiset) or the Zarr id")
-            zarr, created = find_or_create_zarr(self.client, dandiset, name, create=not dry_run)
-        assert zarr is not None or dry_run
+            # a patch creates a missing Zarr once it knows it has files to send
+            create = not dry_run and not patch
+            zarr, created = find_or_create_zarr(self.client, dandiset, name, create=create)
+        assert zarr is not None or dry_run or patch
 
         result = UploadResult(
             zarr_id=zarr.zarr_id if zarr else None,
@@ -297,6 +385,7 @@ class Uploader:
             local_bytes=nbytes,
             local_checksum="",
             remote_checksum=zarr.checksum if zarr else None,
+            patch=patch,
         )
         if zarr is not None and zarr.upload_in_progress and not dry_run:
             result.stale_batch = self._resolve_stale_batch(zarr.zarr_id, result)
@@ -309,7 +398,13 @@ class Uploader:
             # batches completed earlier are still being applied: compare with their result
             zarr = self._wait_at_rest(zarr.zarr_id, result)
 
-        if zarr is not None and zarr.file_count == 0 and not dry_run:
+        if patch:
+            zarr = self._patch(
+                root, zarr, selection or Selection(), result, batch_files, dry_run, dandiset, name
+            )
+            if zarr is None or dry_run:
+                return result
+        elif zarr is not None and zarr.file_count == 0 and not dry_run:
             # A new (or empty) Zarr: every file goes up, so batches start while the
             # rest is still being hashed.
             entries: list[ZarrEntry] = []
@@ -326,6 +421,22 @@ class Uploader:
         # complete answers before its batch is applied (the server applies while we PUT the
         # next one): the checksum to compare is the one at rest
         result.remote_checksum = self._wait_at_rest(zarr.zarr_id, result).checksum
+        if patch and result.expected_checksum is None:
+            self._check_parts(zarr.zarr_id, result)
+        if patch and not result.ok:
+            if result.expected_checksum is None:
+                shown = ", ".join(repr(p) for p in result.differing[:5])
+                message = (
+                    f"after this patch the archive's {shown} differ from what was expected: "
+                    "another upload or deletion may have changed the Zarr meanwhile"
+                )
+            else:
+                message = (
+                    f"the archive's checksum {result.remote_checksum} is not the one expected "
+                    f"after this patch, {result.expected_checksum}: another upload or deletion "
+                    "may have changed the Zarr meanwhile"
+                )
+            result.notes.append(message)
         if dandiset is not None and zarr_id is None and result.ok:
             try:
                 result.asset_id, result.asset_created = _ensure_asset(
@@ -364,14 +475,16 @@ class Uploader:
         digests = local_digests(entries)
         self._set_local(result, entries, digests)
         if zarr is None:  # dry run of a new Zarr
-            result.planned_uploads = len(entries)
+            result.plan_upload(entries)
             return
         started = time.perf_counter()
         plan = self.plan(zarr, entries, digests)
         result.timings["plan"] = time.perf_counter() - started
         result.skipped = plan.skipped
-        result.planned_uploads = len(plan.upload)
+        result.plan_upload(plan.upload)
         result.planned_deletes = len(plan.delete)
+        result.planned_delete_bytes = plan.delete_bytes
+        result.planned_delete_paths = plan.delete_sizes
         if dry_run:
             return
         zid = zarr.zarr_id
@@ -385,6 +498,112 @@ class Uploader:
         if plan.upload:
             self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
             self._upload_entries(root, zid, plan.upload, batch_files, result)
+
+    def _patch(
+        self,
+        root: str,
+        zarr: ZarrInfo | None,
+        selection: Selection,
+        result: UploadResult,
+        batch_files: int,
+        dry_run: bool,
+        dandiset: str | None,
+        name: str,
+    ) -> ZarrInfo | None:
+        """Hash the selected files, compare them with the archive's listings of the
+        directories that hold them, upload the new and changed ones; delete nothing.  A
+        missing *zarr* is created (in *dandiset*, named *name*) if there is a file to send.
+        Returns the Zarr."""
+        from zarrchive.checksum import compute_checksum
+        from zarrchive.client.digest_cache import default_cache
+        from zarrchive.client.local_selected import hash_selected
+        from zarrchive.client.patch import PartialListing, plan_patch
+        from zarrchive.client.remote import list_affected
+
+        started = time.perf_counter()
+        self.progress.start("hashing", None, None)
+        entries = hash_selected(
+            root,
+            selection,
+            jobs=min(self.jobs, default_jobs()),
+            progress=self.progress.advance,
+            cache=default_cache(),
+        )
+        result.timings["hash"] = time.perf_counter() - started
+        result.local_files = len(entries)
+        result.local_bytes = sum(e.size for e in entries)
+        _refuse_too_big(entries)
+        if not entries:
+            message = (
+                f"nothing to upload: no local file is selected ({selection.describe()})"
+                if not selection.is_everything
+                else "nothing to upload: the directory has no file"
+            )
+            result.notes.append(message)
+            self.progress.note(message)
+        if zarr is None and (dry_run or not entries):
+            # a new Zarr: every selected file is new (and with none, no Zarr is created)
+            result.plan_upload(entries)
+            result.new = len(entries)
+            result.expected_checksum = compute_checksum(entries, grouped=True)
+            if not dry_run:
+                raise InvalidInput(
+                    f"nothing to upload, and dandiset {dandiset} has no Zarr {name!r} yet: no "
+                    f"local file is selected ({selection.describe()}); no Zarr was created"
+                )
+            return None
+        if zarr is None:
+            assert dandiset is not None
+            zarr, result.created = find_or_create_zarr(self.client, dandiset, name)
+            assert zarr is not None
+            result.zarr_id = zarr.zarr_id
+        started = time.perf_counter()
+        self.progress.start("comparing", None, None)
+        listings = list_affected(
+            self.client,
+            zarr.zarr_id,
+            [e.path for e in entries],
+            jobs=self.jobs,
+            page_size=self.listing_page_size,
+            probe_limit=self.probe_limit,
+        )
+        plan = plan_patch(entries, listings)
+        self._patch_plan = plan
+        result.timings["plan"] = time.perf_counter() - started
+        result.listed = plan.listed
+        result.skipped = plan.skipped
+        result.new = plan.new
+        result.expected_checksum = plan.expected_checksum
+        if plan.expected_checksum is None:
+            result.partly_listed = sorted(
+                d for d, listing in listings.items() if isinstance(listing, PartialListing)
+            )
+        result.plan_upload(plan.upload)
+        if dry_run or not plan.upload:
+            return zarr
+        self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
+        self._upload_entries(root, zarr.zarr_id, plan.upload, batch_files, result)
+        return zarr
+
+    def _check_parts(self, zarr_id: str, result: UploadResult) -> None:
+        """A patch's final check when a directory was listed in part: the digest of each
+        directory whose expected digest is known, and each file sent into a partly listed
+        directory, as the archive has them now."""
+        from zarrchive.client.remote import look_up
+
+        plan = self._patch_plan
+        assert plan is not None
+        differing: list[str] = []
+        for directory, digest in sorted(plan.expected.items()):
+            page = self.client.list_page(zarr_id, directory, page_size=1)
+            if page.digest != digest:
+                differing.append(directory + "/")
+        for entry in plan.check_files:
+            kind, found = look_up(self.client, zarr_id, entry.path)
+            if kind != "file" or (found.digest, found.size) != (entry.md5, entry.size):
+                differing.append(entry.path)
+        result.differing = differing
+        result.verified = not differing
 
     def _unchanged(self, root: str, zarr: ZarrInfo, result: UploadResult) -> bool:
         """True (with *result* filled in) when the directory equals the Zarr: its tree from
@@ -482,7 +701,8 @@ class Uploader:
             else:
                 upload.append(entry)
         delete = sorted(p for p in remote.files if p not in local_paths)
-        return UploadPlan(upload, delete, skipped)
+        sizes = [(p, remote.files[p][1]) for p in delete]
+        return UploadPlan(upload, delete, skipped, sum(n for _, n in sizes), sizes[:DRY_RUN_PATHS])
 
     # -- local ----------------------------------------------------------------------------
     def _hash_local(self, root: str, count: int, nbytes: int) -> list[ZarrEntry]:
@@ -796,6 +1016,15 @@ def require_zarr_root(root: str, files: int) -> None:
         )
 
 
+def _refuse_too_big(entries: Iterable[ZarrEntry]) -> None:
+    too_big = [(e.path, e.size) for e in entries if e.size > MAX_FILE_BYTES]
+    if too_big:
+        listed = ", ".join(f"{p} ({n} bytes)" for p, n in too_big[:5])
+        raise InvalidInput(
+            f"{len(too_big)} file(s) larger than 5 TiB, the largest object S3 can hold: {listed}"
+        )
+
+
 def scan_local(root: str) -> tuple[int, int]:
     """Files and bytes below *root*, checked before anything is hashed or sent.
 
@@ -902,16 +1131,28 @@ def upload(
     dry_run: bool = False,
     progress: Progress | None = None,
     batch_files: int | None = None,
+    patch: bool = False,
+    selection: Selection | None = None,
 ) -> UploadResult:
     """Upload *local* to the archive: see :class:`Uploader`."""
     uploader = Uploader(client, jobs=jobs, progress=progress, batch_files=batch_files)
-    return uploader.upload(local, dandiset=dandiset, name=name, zarr_id=zarr_id, dry_run=dry_run)
+    return uploader.upload(
+        local,
+        dandiset=dandiset,
+        name=name,
+        zarr_id=zarr_id,
+        dry_run=dry_run,
+        patch=patch,
+        selection=selection,
+    )
 
 
 __all__ = [
+    "DRY_RUN_PATHS",
     "MAX_FILE_BYTES",
     "ZARR_METADATA_FILES",
     "BatchRecords",
+    "Selection",
     "UploadPlan",
     "UploadResult",
     "Uploader",

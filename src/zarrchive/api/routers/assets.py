@@ -329,12 +329,18 @@ def asset_lindi(asset_id: str, archive: ArchiveDep, user: UserDep, request: Requ
     )
 
 
-@router.api_route(
+@router.get(
     "/api/lindi/blobs/{blob_id}/data/",
-    methods=["GET", "HEAD"],
     status_code=302,
     responses={302: {"description": "Redirect to the blob's bytes (presigned if embargoed)"}},
     summary="The bytes a LINDI file's chunk references name",
+)
+@router.head(
+    "/api/lindi/blobs/{blob_id}/data/",
+    status_code=302,
+    response_class=RedirectResponse,
+    operation_id="lindi_blob_data_head",  # the GET's twin, with an id of its own
+    summary="The same, for HEAD",
 )
 def lindi_blob_data(blob_id: str, archive: ArchiveDep, user: UserDep) -> RedirectResponse:
     """Where an embargoed blob's LINDI chunk references resolve: a 302 to a presigned URL
