@@ -34,9 +34,13 @@ The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.model
    staging objects; queued batches stay queued and are applied.
 5. ``delete_files`` is allowed while a batch is open (the open batch has not touched the
    Zarr): it first applies every queued batch (waiting for an applier that holds one), then,
-   under the lock with nothing queued, checks the paths are files, records a batch of kind
-   ``delete`` (queued, next ``seq``) and applies it at once: delete markers (object versions
-   are kept), then the tree update.
+   under the lock with nothing queued, checks each path is a file or a directory (its parent's
+   node says; a directory is stored as one row ending in ``/``, never expanded in the
+   request), records a batch of kind ``delete`` (queued, next ``seq``) and applies it at once
+   when it holds at most ``INLINE_DELETE_FILES`` files, else answers at once and lets the
+   background apply do it: delete markers (object versions are kept) in chunks of 1,000 keys
+   under the claim, then the tree update, which drops a directory from its parent without
+   visiting below it (:mod:`.directory_delete`).
 
 Anything that needs the Zarr at rest (publish, ``fsck --repair``, manifests, unembargo)
 treats a queued or applying batch like an open one: :func:`open_batch` answers any batch.
