@@ -57,6 +57,7 @@ from zarrchive.manifest import (
     generate_manifest,
     manifest_key,
     merge_changes,
+    merge_manifest,
     read_manifest,
 )
 from zarrchive.manifest.writer import chunk_stream
@@ -312,9 +313,8 @@ def _from_records(
                 try:
                     # not verified on reading: the merged tree hash is checked against
                     # the archive's checksum below (a wrong base or record fails it)
-                    base = read_manifest(chunk_stream(chunks), verify=False).entries
-                    generated = generate_manifest(
-                        merge_changes(base, changes), body, database_checksum=checksum
+                    generated = merge_manifest(
+                        chunk_stream(chunks), changes, body, database_checksum=checksum
                     )
                 finally:
                     chunks.close()  # type: ignore[attr-defined]
