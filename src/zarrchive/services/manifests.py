@@ -47,6 +47,7 @@ from zarrchive.db.models import (
     ZarrChangeSet,
     ZarrManifest,
     ZarrPin,
+    utcnow,
 )
 from zarrchive.errors import ZarrchiveError
 from zarrchive.manifest import (
@@ -280,6 +281,8 @@ def write_manifest(
         if row is None:
             row = ZarrManifest(zarr_id=zarr_id, checksum=before.checksum)
             session.add(row)
+        else:  # rewritten: it names the versions current now (see manifest_is_fresh)
+            row.created_at = utcnow()
         row.listing_checksum = listing
         row.entries = stats.entries
         if listing == before.checksum:
