@@ -153,15 +153,42 @@ def merge_manifest(
     run: list[tuple[str, str, int, str, str]] = []
     for raw in base:
         line = raw.decode("utf-8")
-        matched = entry_line(line) if line.isascii() else None
-        if matched is not None:
-            quoted, _version, stamp, size, etag = matched.groups()
-            if "\\" in quoted:  # rendered as the writer escapes it
-                name = _unquote(quoted)
-                rendered = encode_basestring_ascii(name) + line[matched.end(1) : matched.end(5) + 2]
+        # the common line, split at its quotes: indent, name, ': [', version, ',', time,
+        # ',size,', ETag, '],'; anything else (escapes, other spacing) goes to the regex
+        pieces = line.split('"')
+        if (
+            len(pieces) == 9
+            and pieces[2] == ": ["
+            and pieces[4] == ","
+            and len(pieces[5]) == 25
+            and pieces[5][10] == "T"
+            and pieces[5].endswith("+00:00")
+            and pieces[6][:1] == ","
+            and pieces[6][-1:] == ","
+            and pieces[6][1:-1].isdigit()
+            and (pieces[6][1] != "0" or len(pieces[6]) == 3)
+            and pieces[8].rstrip() in ("]", "],")
+            and line.isascii()
+            and "\\" not in line
+            and not pieces[0].strip(" ")
+        ):
+            name, etag, stamp, size = pieces[1], pieces[7], pieces[5][:19], pieces[6][1:-1]
+            rendered = line[len(pieces[0]) : len(line) - len(pieces[8]) + 1]
+            matched = None
+        else:
+            matched = entry_line(line) if line.isascii() else None
+            if matched is None:
+                name = ""
             else:
-                name = quoted[1:-1]
-                rendered = line[matched.start(1) : matched.end(5) + 2]
+                quoted, _version, stamp, size, etag = matched.groups()
+                end = matched.end(5) + 2
+                if "\\" in quoted:  # rendered as the writer escapes it
+                    name = _unquote(quoted)
+                    rendered = encode_basestring_ascii(name) + line[matched.end(1) : end]
+                else:
+                    name = quoted[1:-1]
+                    rendered = line[matched.start(1) : end]
+        if name:
             path = prefix + name
             if path <= previous:
                 _unsorted(path, previous)
