@@ -284,6 +284,7 @@ def test_a_crash_mid_apply_records_the_versions_of_the_copy_that_lands(
     monkeypatch.undo()
     assert _checksum(api, zarr_id) == first
     assert change_sets(archive, zarr_id) == [(True, True)]
+
     # 2. the next applier copies everything, then dies before its commit: rolled back with
     # the root (its copies stay in S3 as versions)
     def dies(*args: Any, **kwargs: Any) -> None:

@@ -114,9 +114,7 @@ def test_object_written_behind_the_apis_back_raises_the_alarm(
     outcome = write_manifest(archive, zarr_id)
     assert outcome.source is ManifestSource.RECORDS and not outcome.mismatch
     audit = audit_manifest(archive, zarr_id)
-    assert [(d.path, d.kind) for d in audit.differences] == [
-        ("arr/intruder", DifferenceKind.EXTRA)
-    ]
+    assert [(d.path, d.kind) for d in audit.differences] == [("arr/intruder", DifferenceKind.EXTRA)]
     # a manifest listed from S3 (an old Zarr, without records) raises the alarm itself
     forget_records(archive, zarr_id)
     outcome = write_manifest(archive, zarr_id, force=True)
