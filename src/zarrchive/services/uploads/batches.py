@@ -244,8 +244,17 @@ def _queued_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> list[st
         column = UploadBatchFile.path
         if session.get_bind().dialect.name == "postgresql":
             column = column.collate("C")  # type: ignore[assignment]
-        for start in range(0, len(paths), _CLASH_CHUNK):
-            chunk = paths[start : start + _CLASH_CHUNK]
+        # (paths of one depth never hold one another: their ranges are disjoint, so the
+        # first range a queued path falls in is the only one)
+        by_depth: dict[int, list[str]] = {}
+        for path in paths:
+            by_depth.setdefault(path.count("/"), []).append(path)
+        chunks = [
+            group[start : start + _CLASH_CHUNK]
+            for group in by_depth.values()
+            for start in range(0, len(group), _CLASH_CHUNK)
+        ]
+        for chunk in chunks:
             ranges = [and_(column >= p + "/", column < p + "0") for p in chunk]
             which = case(*((r, i) for i, r in enumerate(ranges)), else_=-1)
             for i in session.scalars(select(which).where(in_pending, or_(*ranges)).distinct()):
