@@ -187,7 +187,11 @@ def _copy_into_place(
 
     Every call copies every file again, so an applier that takes a crashed (or stalled)
     one's batch over makes new versions and returns those: what it records is what its
-    own copies made, the newest versions of the keys."""
+    own copies made, the newest versions of the keys.  (A stalled applier's copies still
+    in flight when its claim was taken over may land after the taker's: the key's current
+    version is then the stalled one's, with the same bytes, while the manifest names the
+    taker's, which exists with the same bytes; ``zarrchive manifest audit`` and fsck report
+    such a difference, and ``fsck --repair`` rewrites an unpinned manifest from a listing.)"""
 
     def copy(item: tuple[str, tuple[str, int, str | None]]) -> WrittenObject | None:
         path, (md5, size, version) = item
