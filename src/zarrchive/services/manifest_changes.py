@@ -16,7 +16,7 @@ holds the changes since each Zarr's newest manifest, no more.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,22 +45,6 @@ class WrittenObject:
     last_modified: datetime
     size: int
     etag: str
-
-    @classmethod
-    def from_copy_response(cls, path: str, response: Mapping[str, Any], size: int) -> WrittenObject:
-        """From boto3's ``copy_object`` answer (``VersionId`` at the top,
-        ``CopyObjectResult.ETag`` / ``LastModified``) and the verified *size* (a copy's
-        answer has none)."""
-        result = response.get("CopyObjectResult") or {}
-        version_id = response.get("VersionId")
-        last_modified = result.get("LastModified")
-        etag = result.get("ETag")
-        if not version_id or not isinstance(last_modified, datetime) or not etag:
-            raise StorageError(
-                f"the copy of {path!r} answered without a version id, LastModified or ETag: "
-                "the bucket must be versioned (S3 is not behaving); the batch stays queued"
-            )
-        return cls(path, str(version_id), last_modified, size, str(etag).strip('"'))
 
     @classmethod
     def from_written(
