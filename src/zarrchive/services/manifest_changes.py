@@ -194,6 +194,27 @@ def resolve_chain(
     return None
 
 
+def resting_chain(
+    session: Session, zarr_id: str, checksum: str, embargoed: bool, last_id: int | None
+) -> ChangeChain | None:
+    """The chain of no change from the manifest of *checksum* itself, when the Zarr's
+    newest set (*last_id*) is marked as the state that manifest names: nothing was applied
+    since it was written, so the file still names the current versions even if its row is
+    gone (publication drops the row of a manifest older than the Zarr's last change, e.g.
+    after a cancelled batch, to have it made again).  ``None`` otherwise."""
+    if last_id is None:
+        return None
+    row = session.get(ZarrChangeSet, last_id)
+    if (
+        row is None
+        or not row.manifest_written
+        or row.checksum_after != checksum
+        or row.embargoed != embargoed
+    ):
+        return None
+    return ChangeChain(checksum, last_id, last_id)
+
+
 def _has_good_manifest(session: Session, zarr_id: str, checksum: str) -> bool:
     listing = session.scalar(
         select(ZarrManifest.listing_checksum).where(

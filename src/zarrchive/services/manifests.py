@@ -68,6 +68,7 @@ from zarrchive.services.manifest_changes import (
     mark_manifest_written,
     newest_change_set_id,
     resolve_chain,
+    resting_chain,
 )
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.zarrs import ZarrRef, get_zarr
@@ -228,7 +229,8 @@ def write_manifest(
     before, store = _snapshot(archive, zarr_id)
     if before.busy:
         return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.BUSY)
-    if has_manifest(archive, zarr_id, before.checksum) and (
+    exists = has_manifest(archive, zarr_id, before.checksum)
+    if exists and (
         not (force or _changed_since_manifest(archive, zarr_id, before))
         or is_pinned(archive, zarr_id, before.checksum)
     ):
@@ -236,13 +238,15 @@ def write_manifest(
         # never rewritten (the same checksum may now be held by other versions)
         return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.EXISTS)
     with archive.db.session() as session:
-        chain = (
-            None
-            if from_listing
-            else resolve_chain(
+        chain = None
+        if not from_listing:
+            chain = resolve_chain(
                 session, zarr_id, before.checksum, before.embargoed, before.last_change_set
             )
-        )
+            if chain is None and not exists:  # its row dropped, its file still right
+                chain = resting_chain(
+                    session, zarr_id, before.checksum, before.embargoed, before.last_change_set
+                )
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as body:
         generated = None
         source = ManifestSource.RECORDS
