@@ -1,18 +1,28 @@
-"""Manifests from records (issue #23 item 1) beside listing the same state.
+"""Manifests from records (issue #23 item 1): the merge, and the end-to-end targets.
 
 1. Merge, pure, at ``--entries`` (default 10^6): the previous manifest (a file on disk, read
    streamed), merged with a ``--changes``-file change set (half overwrites spread over the
    Zarr, 40% new files, 10% deletions), written as the new manifest; in its own process, for
-   its wall time and peak RSS.  The output is checked byte for byte against the manifest
+   its wall time and peak RSS, both ways: :func:`~zarrchive.manifest.merge_manifest` (what
+   the manifest job runs: the base's lines reused) and ``generate_manifest(merge_changes(
+   read_manifest(...)))``.  Each output is checked byte for byte against the manifest
    generated directly from the new state.
-2. End to end on SeaweedFS at ``--s3`` objects (default 20,000; SQLite): the Zarr seeded and
-   its first manifest listed; a ``--changes``-file batch applied as the apply engine does
-   (copies, answers recorded: ``tests/helpers/recorded_apply.py``); then ``write_manifest``
-   from records, beside ``write_manifest(force=True)`` (a listing) of the same state, each in
-   its own process; both files must be identical.
+2. End to end on SeaweedFS at ``--e2e`` entries (default 10^6; SQLite,
+   ``ZARRCHIVE_PUBLISHED_ZARRS=snapshot``): a synthetic state of the Zarr is seeded as the
+   archive holds it after applies (every ``.checksum`` node in S3, the checksum in the
+   database, the manifest of that checksum with its row and records' rest mark; seeding
+   10^6 real objects through SeaweedFS would take hours, and nothing measured lists
+   them).  Then a ``--changes``-file batch (half overwrites spread over the Zarr, half new
+   files) goes through the real upload path (open, PUTs to the presigned URLs, complete
+   with wait: verified, copied into place, tree updated, changes recorded); once the Zarr
+   is at rest, the manifest job (``write_manifest``) runs in its own process: the time
+   until the manifest is ready.  Then another such batch, and a snapshot-mode publish in
+   its own process (its manifest made from records, then the publication).  The manifest
+   must be made from records and hash to the archive's checksum; the batches' real
+   objects must appear in it as a listing of S3 shows them.
 
 Command (from the repository root):
-``.venv/bin/python bench/manifest_records_bench.py --entries 1000000 --changes 500 --s3 20000``
+``.venv/bin/python bench/manifest_records_bench.py --entries 1000000 --changes 500 --e2e 1000000``
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,6 +48,7 @@ from zarrchive.manifest import (
     ManifestEntry,
     generate_manifest,
     merge_changes,
+    merge_manifest,
     read_manifest,
 )
 
@@ -98,12 +110,15 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def merge_child(base: str, n: int, changes: int, out: str) -> None:
+def merge_child(base: str, n: int, changes: int, out: str, how: str) -> None:
     delta = change_set(n, changes)
     start = time.perf_counter()
     with open(base, "rb") as f, tempfile.SpooledTemporaryFile(max_size=16 << 20) as body:
-        merged = merge_changes(read_manifest(f, verify=False).entries, delta)
-        manifest = generate_manifest(merged, body)
+        if how == "fast":
+            manifest = merge_manifest(f, delta, body)
+        else:
+            merged = merge_changes(read_manifest(f, verify=False).entries, delta)
+            manifest = generate_manifest(merged, body)
         with open(out, "wb") as target:
             manifest.write_to(target)
     seconds = time.perf_counter() - start
@@ -116,23 +131,35 @@ def merge_run(n: int, changes: int) -> None:
         base, out, expected = (Path(tmp) / name for name in ("base", "out", "expected"))
         with base.open("wb") as f, tempfile.SpooledTemporaryFile(max_size=16 << 20) as body:
             generate_manifest(listing(n), body).write_to(f)
-        proc = subprocess.run(
-            [sys.executable, __file__, "--merge-child", str(base), str(n), str(changes), str(out)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
         with expected.open("wb") as f, tempfile.SpooledTemporaryFile(max_size=16 << 20) as body:
             generate_manifest(new_state(n, change_set(n, changes)), body).write_to(f)
-        same = _sha(out) == _sha(expected)
-        assert same, "the merged manifest differs from the new state's"
-        print(
-            f"merge: {n} entries + {changes} changes: {r['seconds']:.1f} s, "
-            f"peak RSS {r['peak_rss_mib']:.1f} MiB, {base.stat().st_size / 2**20:.1f} MiB file, "
-            f"byte-identical to the new state's manifest: {same}",
-            flush=True,
-        )
+        for how in ("fast", "entries"):
+            load = os.getloadavg()[0]
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--merge-child",
+                    str(base),
+                    str(n),
+                    str(changes),
+                    str(out),
+                    how,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            same = _sha(out) == _sha(expected)
+            assert same, "the merged manifest differs from the new state's"
+            name = "merge_manifest (lines reused)" if how == "fast" else "merge_changes+generate"
+            print(
+                f"merge, {name}: {n} entries + {changes} changes: {r['seconds']:.1f} s, "
+                f"peak RSS {r['peak_rss_mib']:.1f} MiB, {base.stat().st_size / 2**20:.1f} MiB "
+                f"file, load {load:.1f}, byte-identical to the new state's manifest: {same}",
+                flush=True,
+            )
 
 
 def _sha(path: Path) -> str:
@@ -143,42 +170,149 @@ def _sha(path: Path) -> str:
     return digest.hexdigest()
 
 
-def s3_child(mode: str) -> None:
+def e2e_child(mode: str) -> None:
+    """In its own process: the manifest job (``manifest``) or a snapshot-mode publish
+    (``publish``) of the bench Zarr; prints the figures as JSON."""
     from zarrchive.config import Settings
-    from zarrchive.manifest import manifest_key
+    from zarrchive.services.auth import Caller
     from zarrchive.services.manifests import write_manifest
+    from zarrchive.services.publish import publish
     from zarrchive.services.runtime import Archive
 
     archive = Archive.from_settings(Settings.from_env(), migrate=False)
     zarr_id = os.environ["BENCH_ZARR_ID"]
     start = time.perf_counter()
-    outcome = write_manifest(archive, zarr_id, force=mode == "listing")
-    seconds = time.perf_counter() - start
-    peak = peak_rss_mib()
-    data = archive.store.get(manifest_key(zarr_id, outcome.checksum)) or b""
-    print(
-        json.dumps(
-            {
-                "status": str(outcome.status),
-                "source": str(outcome.source),
-                "mismatch": outcome.mismatch,
-                "seconds": seconds,
-                "peak_rss_mib": peak,
-                "sha": hashlib.sha256(data).hexdigest(),
-            }
-        )
+    result: dict[str, object] = {}
+    if mode == "manifest":
+        outcome = write_manifest(archive, zarr_id)
+        result = {"status": str(outcome.status), "source": str(outcome.source)}
+        result["mismatch"] = outcome.mismatch
+    else:
+        import logging
+
+        from zarrchive.services import snapshots
+
+        prepared: list[float] = []
+        prepare = snapshots.prepare_manifest
+
+        def timed(*args: Any) -> None:  # what publish runs first: the manifest
+            began = time.perf_counter()
+            prepare(*args)
+            prepared.append(time.perf_counter() - began)
+
+        logging.basicConfig(level=logging.WARNING)
+        import zarrchive.services.publish as publishing
+
+        publishing.prepare_manifest = timed  # type: ignore[assignment]
+        caller = Caller(int(os.environ["BENCH_USER_ID"]), "bench", True)
+        version = publish(archive, caller, os.environ["BENCH_DANDISET"])
+        result = {"version": str(getattr(version, "version", version)), "manifest": prepared}
+    result["seconds"] = time.perf_counter() - start
+    result["peak_rss_mib"] = peak_rss_mib()
+    print(json.dumps(result))
+
+
+def _run_child(mode: str, env: dict[str, str]) -> dict[str, object]:
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--e2e-child", mode],
+        env=env,
+        capture_output=True,
+        text=True,
     )
+    if proc.returncode:
+        raise SystemExit(f"the {mode} child failed:\n{proc.stderr[-4000:]}")
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["wall"] = time.perf_counter() - started
+    return result
 
 
-def s3_run(n: int, changes: int) -> None:
-    import uuid
+def _seed(archive: Any, zarr_id: str, n: int) -> str:
+    """A synthetic *n*-entry state of the Zarr as the archive would hold it after applies
+    (its ``.checksum`` nodes in S3, its checksum in the database, the manifest of that
+    checksum in S3 with its row and the rest mark the records chain from); the objects
+    themselves are not in S3 (nothing here lists them)."""
+    from zarrchive.checksum import iter_directory_digests
+    from zarrchive.db.models import Zarr, ZarrChangeSet, ZarrManifest
+    from zarrchive.manifest import manifest_key
+    from zarrchive.storage.keys import checksum_node_key
 
-    from tests.helpers.recorded_apply import apply_recorded_batch
+    store = archive.store
+    nodes: list[tuple[str, bytes]] = []
+    root = ("", 0, 0)
+    for d in iter_directory_digests(
+        ((e.path, e.size, e.etag) for e in listing(n)), grouped=True, with_nodes=True
+    ):
+        assert d.node_json is not None
+        nodes.append((checksum_node_key(zarr_id, d.path), d.node_json.encode("ascii")))
+        if d.path == "":
+            root = (d.digest, d.count, d.size)
+    for start in range(0, len(nodes), 2000):
+        store.map(
+            lambda kv: store.put(kv[0], kv[1], "application/json"), nodes[start : start + 2000]
+        )
+    checksum, count, size = root
+    with tempfile.SpooledTemporaryFile(max_size=16 << 20) as body:
+        generated = generate_manifest(listing(n), body, database_checksum=checksum)
+        store.upload_fileobj(manifest_key(zarr_id, checksum), generated.open(), "application/json")
+    with archive.db.write_session() as session:
+        zarr = session.get(Zarr, zarr_id)
+        assert zarr is not None
+        zarr.checksum, zarr.file_count, zarr.size = checksum, count, size
+        session.add(
+            ZarrManifest(zarr_id=zarr_id, checksum=checksum, listing_checksum=checksum, entries=n)
+        )
+        session.add(
+            ZarrChangeSet(
+                zarr_id=zarr_id,
+                seq=None,
+                checksum_before=checksum,
+                checksum_after=checksum,
+                embargoed=False,
+                manifest_written=True,
+            )
+        )
+    return str(checksum)
 
+
+def _upload_batch(archive: Any, caller: Any, zarr_id: str, files: dict[str, bytes]) -> float:
+    """One batch through the upload path (open, PUT to the presigned URLs, complete with
+    wait: verified, copied into place, tree updated, changes recorded); the seconds of the
+    complete (the Zarr is at rest when it returns)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    from zarrchive.services.uploads import complete_batch, start_batch
+
+    urls = start_batch(
+        archive, caller, zarr_id, [(p, hashlib.md5(b).hexdigest()) for p, b in files.items()]
+    )
+    with httpx.Client(timeout=120) as client, ThreadPoolExecutor(16) as pool:
+
+        def put(url: Any) -> None:
+            body = files[url.path]
+            digest = hashlib.md5(body).digest()
+            headers = {"Content-MD5": __import__("base64").b64encode(digest).decode()}
+            client.put(url.upload_url, content=body, headers=headers).raise_for_status()
+
+        list(pool.map(put, urls))
+    start = time.perf_counter()
+    complete_batch(archive, caller, zarr_id, wait=True)
+    return time.perf_counter() - start
+
+
+def e2e_run(n: int, changes: int) -> None:
     from zarrchive.config import Settings
-    from zarrchive.db.models import Dandiset, Zarr
-    from zarrchive.services.manifests import write_manifest
+    from zarrchive.db.models import User
+    from zarrchive.manifest import manifest_key, read_manifest
+    from zarrchive.manifest.writer import chunk_stream
+    from zarrchive.services.assets import create_asset
+    from zarrchive.services.auth import Caller
+    from zarrchive.services.dandisets import create_dandiset
+    from zarrchive.services.manifests import current_entries
     from zarrchive.services.runtime import Archive
+    from zarrchive.services.zarrs import create_zarr
     from zarrchive.storage.seaweedfs import SeaweedFS
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,52 +326,88 @@ def s3_run(n: int, changes: int) -> None:
                 "ZARRCHIVE_S3_ENDPOINT_URL": server.endpoint_url,
                 "ZARRCHIVE_S3_ACCESS_KEY_ID": "bench",
                 "ZARRCHIVE_S3_SECRET_ACCESS_KEY": "bench-secret",
+                "ZARRCHIVE_PUBLISHED_ZARRS": "snapshot",
+                "ZARRCHIVE_PUBLISH_REQUIRES_VALID": "false",
             }
             archive = Archive.from_settings(Settings.from_env(env))
-            zarr_id = str(uuid.uuid4())
             with archive.db.write_session() as session:
-                dandiset = Dandiset(name="bench")
-                session.add(dandiset)
+                user = User(username="bench", is_admin=True)
+                session.add(user)
                 session.flush()
-                session.add(Zarr(id=zarr_id, name="z", dandiset_id=dandiset.id))
+                caller = Caller.of(user)
+                identifier = create_dandiset(session, caller, "bench").identifier
+                zarr_id = create_zarr(session, caller, "bench.zarr", identifier).id
+                create_asset(
+                    session, caller, identifier, "draft", {"path": "bench.zarr"}, zarr_id=zarr_id
+                )
             start = time.perf_counter()
-            files = {e.path: e.path.encode() for e in listing(n)}
-            for i in range(0, n, 5000):  # seeded as recorded batches: a tree and a checksum
-                chunk = dict(list(files.items())[i : i + 5000])
-                apply_recorded_batch(archive, zarr_id, chunk)
-            first = write_manifest(archive, zarr_id, force=True)
+            first = _seed(archive, zarr_id, n)
             print(
-                f"seeded {n} objects and listed the first manifest in "
-                f"{time.perf_counter() - start:.0f} s ({first.source})",
+                f"seeded a synthetic {n}-entry state ({first}: .checksum nodes, manifest) in "
+                f"{time.perf_counter() - start:.0f} s",
                 flush=True,
             )
-            delta = change_set(n, changes)
-            apply_recorded_batch(
-                archive,
-                zarr_id,
-                {c.path: b"changed " + c.path.encode() for c in delta if c.entry is not None},
-            )
-            apply_recorded_batch(archive, zarr_id, {}, [c.path for c in delta if c.entry is None])
-            archive.close()
-            results = {}
-            for mode in ("records", "listing"):
-                proc = subprocess.run(
-                    [sys.executable, __file__, "--s3-child", mode],
-                    env={**env, "BENCH_ZARR_ID": zarr_id},
-                    capture_output=True,
-                    text=True,
-                    check=True,
+            child_env = {
+                **env,
+                "BENCH_ZARR_ID": zarr_id,
+                "BENCH_DANDISET": identifier,
+                "BENCH_USER_ID": str(caller.id),
+            }
+            for round_, mode in enumerate(("manifest", "publish")):
+                delta = change_set(n, changes)
+                overwrites = [c.path for c in delta if c.entry is not None][: changes // 2]
+                files = {p: f"round {round_} {p}".encode() for p in overwrites}
+                files.update(
+                    {
+                        f"arr/new{round_}/{i}": f"new {i}".encode()
+                        for i in range(changes - len(files))
+                    }
                 )
-                r = json.loads(proc.stdout.strip().splitlines()[-1])
-                assert r["status"] == "written" and not r["mismatch"] and r["source"] == mode, r
-                results[mode] = r
+                apply_seconds = _upload_batch(archive, caller, zarr_id, files)
+                load = os.getloadavg()[0]
+                r = _run_child(mode, child_env)
+                what = (
+                    "manifest job (write_manifest)"
+                    if mode == "manifest"
+                    else "snapshot-mode publish (manifest from records + publication)"
+                )
                 print(
-                    f"S3 {n} objects, {changes} changes, write_manifest from {mode}: "
-                    f"{r['seconds']:.2f} s, peak RSS {r['peak_rss_mib']:.1f} MiB",
+                    f"{n} entries, {len(files)}-file batch applied in {apply_seconds:.1f} s; "
+                    f"{what}: {r['seconds']:.1f} s in the child ({r['wall']:.1f} s with its "
+                    f"start), peak RSS {r['peak_rss_mib']:.0f} MiB, load {load:.1f}; {r}",
                     flush=True,
                 )
-            assert results["records"]["sha"] == results["listing"]["sha"], "files differ"
-            print("the two manifest files are identical", flush=True)
+                if mode == "manifest":
+                    assert r["status"] == "written" and r["source"] == "records", r
+                    assert not r["mismatch"], r
+            # the batches' real objects (the only ones in S3) are in the last manifest as
+            # a listing shows them
+            with archive.db.session() as session:
+                from zarrchive.db.models import Zarr
+
+                zarr = session.get(Zarr, zarr_id)
+                assert zarr is not None
+                checksum = zarr.checksum
+            listed = {e.path: e for e in current_entries(archive.store, zarr_id)}
+            chunks = archive.store.iter_content(manifest_key(zarr_id, checksum))
+            found = {
+                e.path: e
+                for e in read_manifest(chunk_stream(chunks), verify=False).entries
+                if e.path in listed
+            }
+            same = all(
+                (f.version_id, f.size, f.etag, f.last_modified.replace(microsecond=0))
+                == (e.version_id, e.size, e.etag, e.last_modified.replace(microsecond=0))
+                for f, e in ((found.get(p), e) for p, e in listed.items())
+                if f is not None
+            )
+            assert len(found) == len(listed) and same, "the manifest differs from S3"
+            print(
+                f"the {len(listed)} objects the batches wrote are in the published manifest "
+                "as S3 lists them",
+                flush=True,
+            )
+            archive.close()
         finally:
             server.stop()
 
@@ -246,21 +416,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=1_000_000)
     parser.add_argument("--changes", type=int, default=500)
-    parser.add_argument("--s3", type=int, default=20_000, help="objects on SeaweedFS (0: skip)")
-    parser.add_argument("--merge-child", nargs=4, help=argparse.SUPPRESS)
-    parser.add_argument("--s3-child", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--e2e", type=int, default=1_000_000, help="entries of the SeaweedFS Zarr (0: skip)"
+    )
+    parser.add_argument("--merge-child", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--e2e-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.merge_child:
-        base, n, changes, out = args.merge_child
-        merge_child(base, int(n), int(changes), out)
+        base, n, changes, out, how = args.merge_child
+        merge_child(base, int(n), int(changes), out, how)
         return
-    if args.s3_child:
-        s3_child(args.s3_child)
+    if args.e2e_child:
+        e2e_child(args.e2e_child)
         return
     if args.entries:
         merge_run(args.entries, args.changes)
-    if args.s3:
-        s3_run(args.s3, args.changes)
+    if args.e2e:
+        e2e_run(args.e2e, args.changes)
 
 
 if __name__ == "__main__":

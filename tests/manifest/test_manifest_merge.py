@@ -18,8 +18,10 @@ from zarrchive.manifest import (
     diff_manifests,
     manifest_bytes,
     merge_changes,
+    merge_manifest,
     read_manifest,
 )
+from zarrchive.manifest.writer import chunk_stream
 
 segments = st.sampled_from(["0", "1", "10", ".zarray", "a", "a-b", "a.b", "é", "z"])
 paths = st.lists(segments, min_size=1, max_size=3).map("/".join)
@@ -143,3 +145,88 @@ def test_unsorted_inputs_are_refused() -> None:
         list(merge_changes([], [ManifestChange("b", None), ManifestChange("b", None)]))
     with pytest.raises(InvalidManifest, match="sorted"):
         list(diff_manifests([], e))
+
+
+# -- the fast merge of a manifest file (the manifest job's) -----------------------------------
+odd_segments = st.sampled_from(["0", "1", ".zarray", "a", "a-b", "a.b", "é", 'q"u', "日本", "a b"])
+odd_paths = st.lists(odd_segments, min_size=1, max_size=3).map("/".join)
+odd_entries = st.builds(
+    lambda v, s, size, etag: (
+        v,
+        datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=s, microseconds=s % 7),
+        size,
+        etag,
+    ),
+    st.text('abcXYZ019_"\\é', min_size=1, max_size=8),  # (escapes: rendered again)
+    st.integers(0, 10**6),
+    st.integers(0, 10**9),
+    st.binary(min_size=16, max_size=16).map(bytes.hex),
+)
+odd_states = st.dictionaries(odd_paths, odd_entries, max_size=25).filter(
+    lambda s: _no_clash(set(s))
+)
+odd_batches = st.tuples(
+    st.dictionaries(odd_paths, odd_entries, max_size=8), st.sets(odd_paths, max_size=5)
+)
+
+
+def _fast_merge(base: bytes, changes: list[ManifestChange], database: str | None) -> bytes:
+    import tempfile
+
+    with tempfile.SpooledTemporaryFile() as body:
+        stream = chunk_stream(iter([base[i : i + 7] for i in range(0, len(base), 7)]))
+        return merge_manifest(stream, changes, body, database_checksum=database).getvalue()
+
+
+@settings(max_examples=150, deadline=None)
+@given(odd_states, st.lists(odd_batches, max_size=4))
+def test_the_fast_merge_of_a_written_manifest_is_the_new_listings_manifest(
+    start: State, sequence: list[tuple[State, set[str]]]
+) -> None:
+    state = start
+    applied: list[tuple[State, set[str]]] = []
+    for written, deleted in sequence:
+        after = apply_batch(state, written, deleted - set(written))
+        if not _no_clash(set(after)):
+            continue
+        applied.append((written, deleted - set(written)))
+        state = after
+    base = manifest_bytes(listing(start), database_checksum="old")
+    merged = _fast_merge(base, net_changes(start, applied), "x")
+    assert merged == manifest_bytes(listing(state), database_checksum="x")
+
+
+def test_the_fast_merge_reads_other_layouts_and_refuses_broken_files() -> None:
+    import io
+    import json
+    import tempfile
+
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    state = {
+        "a/0": ("v0", t, 1, "0" * 32),
+        "a/1": ("v1", t, 2, "1" * 32),
+        "b": ("v", t, 3, "2" * 32),
+    }
+    written = manifest_bytes(listing(state))
+    change = [
+        ManifestChange("a/1", None),
+        ManifestChange("c", ManifestEntry("c", "w", t, 4, "3" * 32)),
+    ]
+    after = {"a/0": state["a/0"], "b": state["b"], "c": ("w", t, 4, "3" * 32)}
+    expected = manifest_bytes(listing(after))
+    # other spacing on the lines (valid JSON, one entry a line): read and rendered again
+    spaced = written.replace(b'": [', b'":[').replace(b'",', b'", ')
+    assert spaced != written and _fast_merge(spaced, change, None) == expected
+    # a compact file (not the streaming layout): merged through merge_changes when seekable
+    compact = json.dumps(json.loads(written)).encode()
+    with tempfile.SpooledTemporaryFile() as body:
+        merged = merge_manifest(io.BytesIO(compact), change, body).getvalue()
+    assert merged == expected
+    with pytest.raises(InvalidManifest, match="streaming layout"):
+        _fast_merge(compact, change, None)
+    # truncated, unsorted
+    with pytest.raises(InvalidManifest, match="truncated"):
+        _fast_merge(written[: written.index(b'\n  "b"')], change, None)
+    unsorted = written.replace(b'"0": ["v0"', b'"9": ["v0"')
+    with pytest.raises(InvalidManifest, match="sorted"):
+        _fast_merge(unsorted, change, None)

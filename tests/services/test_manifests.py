@@ -11,12 +11,19 @@ import pytest
 
 from tests.fixtures import ZARR_MANIFESTS
 from tests.helpers.api_uploads import FILES, info, upload
+from tests.helpers.manifest_records import forget_records
 from tests.helpers.manifests import stored_manifest
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
 from zarrchive.db.models import Zarr
-from zarrchive.manifest import format_timestamp, manifest_key, read_manifest
-from zarrchive.services.manifests import ManifestStatus, manifest_url, write_manifest
+from zarrchive.manifest import DifferenceKind, format_timestamp, manifest_key, read_manifest
+from zarrchive.services.manifests import (
+    ManifestSource,
+    ManifestStatus,
+    audit_manifest,
+    manifest_url,
+    write_manifest,
+)
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarrs import ZarrRef
 
@@ -102,7 +109,16 @@ def test_object_written_behind_the_apis_back_raises_the_alarm(
 ) -> None:
     checksum = upload(api, zarr_id, FILES)["checksum"]
     archive.store.put(f"zarr/{zarr_id}/arr/intruder", b"not through the API")
+    # from the apply's records (no listing), the manifest names what the archive wrote;
+    # the audit (and fsck) is what lists S3 and sees the intruder
     outcome = write_manifest(archive, zarr_id)
+    assert outcome.source is ManifestSource.RECORDS and not outcome.mismatch
+    audit = audit_manifest(archive, zarr_id)
+    assert [(d.path, d.kind) for d in audit.differences] == [("arr/intruder", DifferenceKind.EXTRA)]
+    # a manifest listed from S3 (an old Zarr, without records) raises the alarm itself
+    forget_records(archive, zarr_id)
+    outcome = write_manifest(archive, zarr_id, force=True)
+    assert outcome.source is ManifestSource.LISTING
     assert outcome.mismatch
     intruded = {**FILES, "arr/intruder": b"not through the API"}
     listing = compute_checksum([(p, len(b), md5(b)) for p, b in intruded.items()])

@@ -141,7 +141,7 @@ class ObjectStoreTests:
         latest = store.latest_version("d/k")
         assert latest is not None and latest.is_delete_marker
         # the old version is still there to copy back
-        assert store.copy_within("d/k", "d/restored", version_id=kept) == md5(b"kept")
+        assert store.copy_within("d/k", "d/restored", version_id=kept).etag == md5(b"kept")
         assert store.get("d/restored") == b"kept"
 
     def test_delete_many_marks_every_key_past_a_thousand(self, store: ObjectStoreProtocol) -> None:
@@ -160,11 +160,21 @@ class ObjectStoreTests:
         old = store.put("src", b"old")
         store.put("src", b"new")
         assert old is not None
-        assert store.copy_within("src", "dst") == md5(b"new")
+        new = store.copy_within("src", "dst")
+        assert new.etag == md5(b"new")
         assert store.get("dst") == b"new"
-        assert store.copy_within("src", "dst", version_id=old) == md5(b"old")
+        copied = store.copy_within("src", "dst", version_id=old)
+        assert copied.etag == md5(b"old")
         assert store.get("dst") == b"old"
-        assert [v.etag for v in store.iter_versions("dst")] == [md5(b"old"), md5(b"new")]
+        listed = list(store.iter_versions("dst"))
+        assert [v.etag for v in listed] == [md5(b"old"), md5(b"new")]
+        # the copy's answer is what a listing says of the version (to the second)
+        assert [(v.version_id, v.last_modified.replace(microsecond=0)) for v in listed] == [
+            (c.version_id, c.last_modified.replace(microsecond=0) if c.last_modified else None)
+            for c in (copied, new)
+        ]
+        head = store.head("dst", new.version_id)
+        assert head is not None and head.etag == md5(b"new")
         assert store.get("src") == b"new"  # the source is left alone
 
     def test_copy_of_an_absent_object_is_a_storage_error(self, store: ObjectStoreProtocol) -> None:
@@ -362,7 +372,11 @@ class ObjectStoreTests:
             (1, store.upload_part_copy("mp/x", None, "mp/y", copy_id, 1, 0, len(first) - 1)),
             (2, store.upload_part_copy("mp/x", None, "mp/y", copy_id, 2, len(first), size - 1)),
         ]
-        store.complete_multipart_upload("mp/y", copy_id, parts)
+        done = store.complete_multipart("mp/y", copy_id, parts)
+        assert done.etag.endswith("-2") and done.last_modified is None
+        # the answer names the version it made, as a listing does
+        (listed,) = store.iter_versions("mp/y")
+        assert (done.version_id, done.etag) == (listed.version_id, listed.etag)
         assert b"".join(store.iter_content("mp/y")) == first + tail
         assert store.recorded_md5("mp/y") == "a" * 32
         assert store.recorded_md5("mp/none") is None

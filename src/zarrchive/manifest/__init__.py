@@ -32,6 +32,7 @@ from zarrchive.manifest.merge import (
     ManifestDifference,
     diff_manifests,
     merge_changes,
+    merge_manifest,
 )
 from zarrchive.manifest.model import (
     FIELDS,
@@ -72,6 +73,7 @@ __all__ = [
     "manifest_bytes",
     "manifest_key",
     "merge_changes",
+    "merge_manifest",
     "parse_timestamp",
     "read_manifest",
     "render_header",

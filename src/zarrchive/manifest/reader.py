@@ -45,17 +45,48 @@ class ParsedManifest:
 def read_manifest(source: IO[bytes] | bytes, *, verify: bool = True) -> ParsedManifest:
     """Parse a manifest file from a binary file object (read sequentially) or bytes."""
     stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes) else source
+    consumed, header, value = _streamed_header(stream)
+    if header is None:
+        return _parse_whole(consumed, stream, verify)
+    schema_version, fields, statistics = header
+    if value == b"{":
+        raw: Iterator[ManifestEntry] = _stream_entries(stream, _field_indices(fields), len(fields))
+    else:
+        raw = _trailer(stream, value.endswith(b","))
+    entries = _verified(raw, statistics) if verify else raw
+    return ParsedManifest(schema_version, fields, statistics, entries)
+
+
+def read_streamed_header(
+    stream: IO[bytes],
+) -> tuple[tuple[str, ...], ManifestStatistics, bool] | None:
+    """The fields and statistics of a manifest in the archive's streaming layout, and
+    whether its entries object is empty, leaving *stream* at the first line of the entries
+    (each entry or directory on a line of its own); ``None`` when it is not such a file
+    (read it with :func:`read_manifest` from its start)."""
+    _consumed, header, value = _streamed_header(stream)
+    if header is None:
+        return None
+    return header[1], header[2], value != b"{"
+
+
+def _streamed_header(
+    stream: IO[bytes],
+) -> tuple[list[bytes], tuple[int | None, tuple[str, ...], ManifestStatistics] | None, bytes]:
+    """Read the header of a file in the streaming layout: the lines read, the header
+    (``None``: not that layout; parse the lines read and the rest whole) and the value
+    that opens the entries (``{``, or an empty object)."""
     consumed: list[bytes] = []
     first = stream.readline()
     consumed.append(first)
     if first.strip() != b"{":
-        return _parse_whole(consumed, stream, verify)
+        return consumed, None, b""
     # header: every line up to the one that opens the top-level "entries" object
     while True:
         line = stream.readline()
         consumed.append(line)
         if not line:
-            return _parse_whole(consumed, stream, verify)
+            return consumed, None, b""
         stripped = line.strip()
         if stripped.startswith(b'"entries":'):
             value = stripped[len(b'"entries":') :].strip()
@@ -64,17 +95,11 @@ def read_manifest(source: IO[bytes] | bytes, *, verify: bool = True) -> ParsedMa
     try:
         header = json.loads(b"".join(consumed[:-1]).decode("utf-8") + '"entries": {}}')
     except (ValueError, UnicodeDecodeError):
-        return _parse_whole(consumed, stream, verify)
+        return consumed, None, b""
     if not isinstance(header, dict) or "fields" not in header or "statistics" not in header:
         # e.g. "statistics" after "entries": not the streaming layout
-        return _parse_whole(consumed, stream, verify)
-    schema_version, fields, statistics = _parse_header(header)
-    if value == b"{":
-        raw: Iterator[ManifestEntry] = _stream_entries(stream, _field_indices(fields), len(fields))
-    else:
-        raw = _trailer(stream, value.endswith(b","))
-    entries = _verified(raw, statistics) if verify else raw
-    return ParsedManifest(schema_version, fields, statistics, entries)
+        return consumed, None, b""
+    return consumed, _parse_header(header), value
 
 
 def iter_manifest_entries(

@@ -1,10 +1,14 @@
-"""Check a Zarr's tree hash against S3 and repair it.
+"""Check a Zarr's tree hash and its manifest against S3, and repair them.
 
 Recomputes every directory's node from an S3 listing of the Zarr's objects
 (streamed: S3 lists keys grouped by directory), compares each with the stored
 ``.checksum`` node and the root with the database, and optionally rewrites what
 differs.  The listing runs without holding the Zarr's lock; the repair takes
 the lock and refuses if the Zarr changed meanwhile.
+
+Then the manifest of the Zarr's checksum (made from the apply's records, never from a
+listing) is audited against a listing of S3 (:func:`~zarrchive.services.manifests.audit_manifest`);
+a repair writes a differing one again from the listing (unless a published version pins it).
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ from dataclasses import dataclass, field
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrDigest, is_md5, iter_directory_digests
 from zarrchive.db.models import utcnow
 from zarrchive.errors import Conflict, InvalidInput
-from zarrchive.services.manifests import AuditStatus, audit_manifest
+from zarrchive.services.manifests import (
+    AuditStatus,
+    ManifestAudit,
+    ManifestStatus,
+    audit_manifest,
+    is_pinned,
+    write_manifest,
+)
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import finish_interrupted, open_batch, queue_manifest
 from zarrchive.services.zarrs import get_zarr
@@ -32,6 +43,9 @@ class FsckReport:
     size: int
     problems: list[str] = field(default_factory=list)
     repaired: bool = False
+    #: what the manifest audit found (:class:`AuditStatus`; ``None``: not audited, the tree
+    #: was repaired and the new checksum's manifest is being written)
+    manifest: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -116,7 +130,34 @@ def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
             zarr.modified_at = utcnow()
         report.repaired = True
         queue_manifest(archive, zarr_id)
+        return report
+    _audit_manifest(archive, report, repair=repair)
     return report
+
+
+def _audit_manifest(archive: Archive, report: FsckReport, *, repair: bool) -> None:
+    """The manifest audit (:func:`audit_manifest`: the stored manifest of the current
+    checksum against a listing of S3): each difference is a problem.  A busy Zarr or one
+    without a manifest yet is no problem (``manifest`` says so).  With *repair*, a manifest
+    that differs is written again from a listing, unless a published version pins it (it
+    names the versions that version reads: never rewritten)."""
+    audit = audit_manifest(archive, report.zarr_id)
+    report.manifest = str(audit.status)
+    if audit.status is not AuditStatus.DIFFERS:
+        return
+    report.problems.extend(_difference_problems(audit))
+    if not repair:
+        return
+    if is_pinned(archive, report.zarr_id, audit.checksum):
+        report.problems.append(
+            f"manifest of {audit.checksum} is pinned by a published version: not rewritten"
+        )
+        return
+    outcome = write_manifest(archive, report.zarr_id, force=True, from_listing=True)
+    if outcome.status is ManifestStatus.WRITTEN:
+        again = audit_manifest(archive, report.zarr_id)
+        report.manifest = str(again.status)
+        report.repaired = again.status is AuditStatus.MATCHES
 
 
 def manifest_problems(archive: Archive, zarr_id: str) -> list[str]:
@@ -126,6 +167,10 @@ def manifest_problems(archive: Archive, zarr_id: str) -> list[str]:
     audit = audit_manifest(archive, zarr_id)
     if audit.status in (AuditStatus.BUSY, AuditStatus.SUPERSEDED):
         return [f"manifest not audited: the Zarr is not at rest ({audit.status}); run again"]
+    return _difference_problems(audit)
+
+
+def _difference_problems(audit: ManifestAudit) -> list[str]:
     problems = [f"manifest {d.describe()}" for d in audit.differences]
     if audit.difference_count > len(audit.differences):
         problems.append(

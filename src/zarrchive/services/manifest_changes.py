@@ -16,7 +16,7 @@ holds the changes since each Zarr's newest manifest, no more.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -28,6 +28,7 @@ from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.db.models import Zarr, ZarrChangedObject, ZarrChangeSet, ZarrManifest
 from zarrchive.errors import StorageError
 from zarrchive.manifest import ManifestChange, ManifestEntry
+from zarrchive.storage.objects import WrittenVersion
 
 #: How many change sets a chain may span before the job lists S3 instead.
 MAX_CHAIN_SETS = 10_000
@@ -46,20 +47,19 @@ class WrittenObject:
     etag: str
 
     @classmethod
-    def from_copy_response(cls, path: str, response: Mapping[str, Any], size: int) -> WrittenObject:
-        """From boto3's ``copy_object`` answer (``VersionId`` at the top,
-        ``CopyObjectResult.ETag`` / ``LastModified``) and the verified *size* (a copy's
-        answer has none)."""
-        result = response.get("CopyObjectResult") or {}
-        version_id = response.get("VersionId")
-        last_modified = result.get("LastModified")
-        etag = result.get("ETag")
-        if not version_id or not isinstance(last_modified, datetime) or not etag:
-            raise StorageError(
-                f"the copy of {path!r} answered without a version id, LastModified or ETag: "
-                "the bucket must be versioned (S3 is not behaving); the batch stays queued"
-            )
-        return cls(path, str(version_id), last_modified, size, str(etag).strip('"'))
+    def from_written(
+        cls, path: str, written: WrittenVersion, size: int, etag: str | None = None
+    ) -> WrittenObject | None:
+        """From what the store answered of the version it wrote
+        (:meth:`~zarrchive.storage.objects.ObjectStore.copy_within`, or a completed upload
+        with its LastModified read back), the verified *size* and the *etag* a listing
+        shows for it (default the answer's: an object assembled from parts shows the md5
+        the archive verified, :func:`~zarrchive.services.manifests.current_entries`).
+        ``None`` when the answer lacks its version id or LastModified (an unversioned
+        bucket): the batch is then not recorded and the next manifest is listed."""
+        if written.version_id is None or written.last_modified is None:
+            return None
+        return cls(path, written.version_id, written.last_modified, size, etag or written.etag)
 
 
 def record_applied_changes(
@@ -69,8 +69,8 @@ def record_applied_changes(
     seq: int,
     checksum_before: str,
     checksum_after: str,
-    written: Sequence[WrittenObject],
-    deleted: Sequence[str],
+    written: Iterable[WrittenObject],
+    deleted: Iterable[str],
 ) -> None:
     """Record what one applied batch did to the Zarr, for the manifest of *checksum_after*.
 
@@ -80,12 +80,13 @@ def record_applied_changes(
     is the Zarr's checksum before this batch, *checksum_after* the one it stores.
 
     *written*: every object the batch copied into place, each from the answer of the copy
-    this applier made (:meth:`WrittenObject.from_copy_response`: ``VersionId``,
-    ``CopyObjectResult.LastModified`` and ``.ETag``, and the verified size); an applier that
-    took over a crashed one's batch copies again and records its own answers.  *deleted*:
-    every path a deletion batch removed.  The delete markers S3 makes are not recorded (a
-    manifest lists no delete marker; a deleted path is simply not in it), nor is a deletion
-    of a path that was not there (it changes nothing).  A path both written and deleted
+    this applier made (:meth:`WrittenObject.from_written`: version id, LastModified and
+    ETag, and the verified size); an applier that took over a crashed one's batch copies
+    again and records its own answers.  *deleted*: every path a deletion batch removed,
+    each once, consumed as a stream (inserted :data:`_FETCH` at a time: a directory delete
+    may name 10^5 paths).  The delete markers S3 makes are not recorded (a manifest lists
+    no delete marker; a deleted path is simply not in it); a deletion of a path that was
+    not there is harmless (the merge drops nothing).  A path both written and deleted
     counts as written.  Nothing S3 is touched here.
     """
     zarr = session.get(Zarr, zarr_id)
@@ -101,25 +102,39 @@ def record_applied_changes(
     )
     session.add(change_set)
     session.flush()
+    set_id = change_set.id
     rows: dict[str, dict[str, Any]] = {
-        path: {"change_set_id": change_set.id, "path": path, "version_id": None} for path in deleted
-    }
-    for obj in written:
-        rows[obj.path] = {
-            "change_set_id": change_set.id,
+        obj.path: {
+            "change_set_id": set_id,
             "path": obj.path,
             "version_id": obj.version_id,
             "last_modified": obj.last_modified,
             "size": obj.size,
             "etag": obj.etag,
         }
+        for obj in written
+    }
     values = list(rows.values())
     for start in range(0, len(values), _FETCH):
-        chunk = values[start : start + _FETCH]
-        for row in chunk:
-            row.setdefault("last_modified", None)
-            row.setdefault("size", None)
-            row.setdefault("etag", None)
+        session.execute(insert(ZarrChangedObject), values[start : start + _FETCH])
+    chunk: list[dict[str, Any]] = []
+    for path in deleted:
+        if path in rows:
+            continue
+        chunk.append(
+            {
+                "change_set_id": set_id,
+                "path": path,
+                "version_id": None,
+                "last_modified": None,
+                "size": None,
+                "etag": None,
+            }
+        )
+        if len(chunk) == _FETCH:
+            session.execute(insert(ZarrChangedObject), chunk)
+            chunk = []
+    if chunk:
         session.execute(insert(ZarrChangedObject), chunk)
 
 
@@ -177,6 +192,27 @@ def resolve_chain(
             return ChangeChain(None, set_id - 1, last_id)
         expect = before
     return None
+
+
+def resting_chain(
+    session: Session, zarr_id: str, checksum: str, embargoed: bool, last_id: int | None
+) -> ChangeChain | None:
+    """The chain of no change from the manifest of *checksum* itself, when the Zarr's
+    newest set (*last_id*) is marked as the state that manifest names: nothing was applied
+    since it was written, so the file still names the current versions even if its row is
+    gone (publication drops the row of a manifest older than the Zarr's last change, e.g.
+    after a cancelled batch, to have it made again).  ``None`` otherwise."""
+    if last_id is None:
+        return None
+    row = session.get(ZarrChangeSet, last_id)
+    if (
+        row is None
+        or not row.manifest_written
+        or row.checksum_after != checksum
+        or row.embargoed != embargoed
+    ):
+        return None
+    return ChangeChain(checksum, last_id, last_id)
 
 
 def _has_good_manifest(session: Session, zarr_id: str, checksum: str) -> bool:

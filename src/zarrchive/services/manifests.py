@@ -40,7 +40,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import is_md5
-from zarrchive.db.models import EmbargoStatus, UploadBatch, Zarr, ZarrManifest, ZarrPin
+from zarrchive.db.models import (
+    EmbargoStatus,
+    UploadBatch,
+    Zarr,
+    ZarrChangeSet,
+    ZarrManifest,
+    ZarrPin,
+    utcnow,
+)
 from zarrchive.errors import ZarrchiveError
 from zarrchive.manifest import (
     GeneratedManifest,
@@ -50,6 +58,7 @@ from zarrchive.manifest import (
     generate_manifest,
     manifest_key,
     merge_changes,
+    merge_manifest,
     read_manifest,
 )
 from zarrchive.manifest.writer import chunk_stream
@@ -59,6 +68,7 @@ from zarrchive.services.manifest_changes import (
     mark_manifest_written,
     newest_change_set_id,
     resolve_chain,
+    resting_chain,
 )
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.zarrs import ZarrRef, get_zarr
@@ -179,7 +189,7 @@ def has_manifest(archive: Archive, zarr_id: str, checksum: str) -> bool:
         )
 
 
-def _is_pinned(archive: Archive, zarr_id: str, checksum: str) -> bool:
+def is_pinned(archive: Archive, zarr_id: str, checksum: str) -> bool:
     with archive.db.session() as session:
         pin = session.scalar(
             select(ZarrPin.id).where(ZarrPin.zarr_id == zarr_id, ZarrPin.checksum == checksum)
@@ -187,22 +197,56 @@ def _is_pinned(archive: Archive, zarr_id: str, checksum: str) -> bool:
         return pin is not None
 
 
-def write_manifest(archive: Archive, zarr_id: str, *, force: bool = False) -> ManifestOutcome:
+def _changed_since_manifest(archive: Archive, zarr_id: str, snap: _Snapshot) -> bool:
+    """Whether the Zarr's objects changed since the (good) manifest of its checksum was
+    written: a batch recorded after it brought the Zarr back to that checksum with new
+    versions (the same content written again, or a change undone).  Such a manifest still
+    names versions that hold the same bytes, but no longer the current ones: the job
+    rewrites it unless a published version pins it."""
+    if snap.last_change_set is None:
+        return False
+    with archive.db.session() as session:
+        last = session.get(ZarrChangeSet, snap.last_change_set)
+        if last is None or last.manifest_written or last.checksum_after != snap.checksum:
+            return False
+        listing = session.scalar(
+            select(ZarrManifest.listing_checksum).where(
+                ZarrManifest.zarr_id == zarr_id, ZarrManifest.checksum == snap.checksum
+            )
+        )
+        return listing == snap.checksum  # a mismatching one stays as the alarm it is
+
+
+def write_manifest(
+    archive: Archive, zarr_id: str, *, force: bool = False, from_listing: bool = False
+) -> ManifestOutcome:
     """Write the manifest of the Zarr's current checksum (unless it exists or the Zarr is busy;
-    *force* rewrites an existing one, except a manifest a published version pins)."""
+    *force* rewrites an existing one, except a manifest a published version pins).  An
+    existing manifest is also rewritten when batches applied since it was written brought
+    the Zarr back to the same checksum with new object versions (unless pinned).
+    *from_listing*: list S3 even when records could make it (``fsck --repair`` of a manifest
+    the audit found wrong)."""
     before, store = _snapshot(archive, zarr_id)
     if before.busy:
         return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.BUSY)
-    if has_manifest(archive, zarr_id, before.checksum) and (
-        not force or _is_pinned(archive, zarr_id, before.checksum)
+    exists = has_manifest(archive, zarr_id, before.checksum)
+    if exists and (
+        not (force or _changed_since_manifest(archive, zarr_id, before))
+        or is_pinned(archive, zarr_id, before.checksum)
     ):
         # a pinned manifest names the object versions a published version reads: it is
         # never rewritten (the same checksum may now be held by other versions)
         return ManifestOutcome(zarr_id, before.checksum, ManifestStatus.EXISTS)
     with archive.db.session() as session:
-        chain = resolve_chain(
-            session, zarr_id, before.checksum, before.embargoed, before.last_change_set
-        )
+        chain = None
+        if not from_listing:
+            chain = resolve_chain(
+                session, zarr_id, before.checksum, before.embargoed, before.last_change_set
+            )
+            if chain is None and not exists:  # its row dropped, its file still right
+                chain = resting_chain(
+                    session, zarr_id, before.checksum, before.embargoed, before.last_change_set
+                )
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as body:
         generated = None
         source = ManifestSource.RECORDS
@@ -241,6 +285,8 @@ def write_manifest(archive: Archive, zarr_id: str, *, force: bool = False) -> Ma
         if row is None:
             row = ZarrManifest(zarr_id=zarr_id, checksum=before.checksum)
             session.add(row)
+        else:  # rewritten: it names the versions current now (see manifest_is_fresh)
+            row.created_at = utcnow()
         row.listing_checksum = listing
         row.entries = stats.entries
         if listing == before.checksum:
@@ -274,9 +320,8 @@ def _from_records(
                 try:
                     # not verified on reading: the merged tree hash is checked against
                     # the archive's checksum below (a wrong base or record fails it)
-                    base = read_manifest(chunk_stream(chunks), verify=False).entries
-                    generated = generate_manifest(
-                        merge_changes(base, changes), body, database_checksum=checksum
+                    generated = merge_manifest(
+                        chunk_stream(chunks), changes, body, database_checksum=checksum
                     )
                 finally:
                     chunks.close()  # type: ignore[attr-defined]

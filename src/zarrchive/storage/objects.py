@@ -107,6 +107,19 @@ class ObjectVersion:
     last_modified: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class WrittenVersion:
+    """What S3 answered for an object version it just wrote (a copy, an assembled upload).
+
+    ``version_id`` is ``None`` on an unversioned bucket; ``last_modified`` is ``None`` when
+    the answer does not carry it (``CompleteMultipartUpload``: :meth:`ObjectStore.head` of
+    the version says it)."""
+
+    etag: str
+    version_id: str | None
+    last_modified: datetime | None
+
+
 def _strip(etag: str) -> str:
     return etag.strip('"')
 
@@ -345,9 +358,16 @@ class ObjectStore:
                 return None
             raise
 
-    def head(self, key: str) -> ObjectInfo | None:
-        """The current version of *key*, or ``None`` when absent."""
-        response = self._lookup(self.client.head_object, "HEAD", key)
+    def head(self, key: str, version_id: str | None = None) -> ObjectInfo | None:
+        """The current version of *key* (or its version *version_id*), or ``None`` when
+        absent."""
+
+        def head(**kwargs: Any) -> Any:
+            if version_id is not None:
+                kwargs["VersionId"] = version_id
+            return self.client.head_object(**kwargs)
+
+        response = self._lookup(head, "HEAD", key)
         if response is None:
             return None
         return ObjectInfo(
@@ -576,10 +596,13 @@ class ObjectStore:
         :func:`purge_checked`)."""
         return purge_checked(self, prefix)
 
-    def copy_within(self, source_key: str, key: str, version_id: str | None = None) -> str:
+    def copy_within(
+        self, source_key: str, key: str, version_id: str | None = None
+    ) -> WrittenVersion:
         """Server-side copy of *source_key* (at *version_id*, default its current version) to
-        *key* in this bucket; returns the new object's ETag (an md5 for objects up to 5 GiB
-        that were uploaded in one PUT)."""
+        *key* in this bucket; returns the new version as the copy answered: its ETag (an md5
+        for objects up to 5 GiB that were uploaded in one PUT), version id and LastModified
+        (what a listing says of it afterwards)."""
         source: dict[str, str] = {"Bucket": self.bucket, "Key": source_key}
         if version_id is not None:
             source["VersionId"] = version_id
@@ -590,7 +613,14 @@ class ObjectStore:
             CopySource=source,
             MetadataDirective="COPY",
         )
-        return _strip(str(response.get("CopyObjectResult", {}).get("ETag", "")))
+        result = response.get("CopyObjectResult") or {}
+        modified = result.get("LastModified")
+        written = response.get("VersionId")
+        return WrittenVersion(
+            _strip(str(result.get("ETag", ""))),
+            str(written) if written and written != "null" else None,
+            modified if isinstance(modified, datetime) else None,
+        )
 
     def iter_prefixes(self, prefix: str) -> Iterator[str]:
         """The "subdirectories" directly under *prefix* (each ending with ``/``)."""
@@ -754,6 +784,13 @@ class ObjectStore:
         Parts S3 does not have (or with another ETag), parts out of order, parts
         too small and unknown uploads are the caller's mistakes: :class:`InvalidInput`.
         """
+        return self.complete_multipart(key, upload_id, parts).etag
+
+    def complete_multipart(
+        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+    ) -> WrittenVersion:
+        """:meth:`complete_multipart_upload`, returning the new version as S3 answered: its
+        (multipart) ETag and version id (no LastModified: S3's answer has none)."""
         try:
             with s3_errors("complete_multipart_upload"):
                 response = self.client.complete_multipart_upload(
@@ -774,7 +811,12 @@ class ObjectStore:
                     f"S3 refused to complete the upload of {key!r}: {code} {message}".strip()
                 ) from cause
             raise
-        return _strip(str(response.get("ETag", "")))
+        written = response.get("VersionId")
+        return WrittenVersion(
+            _strip(str(response.get("ETag", ""))),
+            str(written) if written and written != "null" else None,
+            None,
+        )
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:
         """Abort a multipart upload (its parts are discarded); unknown uploads are ignored."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import IO, Any, Protocol, TypeVar
 
-from zarrchive.storage.objects import ObjectInfo, ObjectStore, ObjectVersion
+from zarrchive.storage.objects import ObjectInfo, ObjectStore, ObjectVersion, WrittenVersion
 
 T = TypeVar("T")
 
@@ -54,8 +54,9 @@ class ObjectStoreProtocol(Protocol):
         """A presigned HEAD URL of *key*."""
         ...
 
-    def head(self, key: str) -> ObjectInfo | None:
-        """The current version of *key* (size, md5 ETag, version id), ``None`` when absent."""
+    def head(self, key: str, version_id: str | None = None) -> ObjectInfo | None:
+        """The current version of *key* (or its version *version_id*): size, md5 ETag,
+        version id, LastModified; ``None`` when absent."""
         ...
 
     def get(self, key: str) -> bytes | None:
@@ -89,9 +90,12 @@ class ObjectStoreProtocol(Protocol):
         """:meth:`delete` of every key; :class:`StorageError` if any is refused."""
         ...
 
-    def copy_within(self, source_key: str, key: str, version_id: str | None = None) -> str:
+    def copy_within(
+        self, source_key: str, key: str, version_id: str | None = None
+    ) -> WrittenVersion:
         """Copy *source_key* (at *version_id*, default its current version) to *key*; returns
-        the new object's ETag (the md5 of the content for objects written in one PUT)."""
+        the new version as the copy answered: its ETag (the md5 of the content for objects
+        written in one PUT), version id and LastModified (what a listing says of it)."""
         ...
 
     def iter_content(
@@ -181,6 +185,12 @@ class ObjectStoreProtocol(Protocol):
     ) -> str:
         """Assemble the parts ``(number, etag)``; returns the object's ETag. Parts missing,
         out of order or too small and unknown uploads: :class:`InvalidInput`."""
+        ...
+
+    def complete_multipart(
+        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+    ) -> WrittenVersion:
+        """:meth:`complete_multipart_upload`, returning the ETag and version id S3 answered."""
         ...
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:

@@ -29,6 +29,7 @@ from zarrchive.errors import (
     ZarrchiveError,
 )
 from zarrchive.services.changes import zarr_batch_applied
+from zarrchive.services.manifest_changes import WrittenObject, record_applied_changes
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.tree_updater import (
     FileChange,
@@ -49,7 +50,7 @@ from zarrchive.storage.keys import (
     staging_object_key,
     zarr_object_key,
 )
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.objects import ObjectStore, WrittenVersion
 
 log = logging.getLogger(__name__)
 
@@ -171,36 +172,62 @@ class _Refused(Exception):
         self.problems = problems
 
 
-def _copy_into_place(archive: Archive, store: ObjectStore, claimed: _Claimed, token: str) -> None:
+def _copy_into_place(
+    archive: Archive, store: ObjectStore, claimed: _Claimed, token: str
+) -> list[WrittenObject] | None:
     """Copy every staged object of the batch to its key in the Zarr (idempotent), renewing
-    the claim between chunks.
+    the claim between chunks; returns each new version as S3 answered (for the manifest
+    records: :func:`record_applied_changes`), or ``None`` when an answer lacked its version
+    id or LastModified (an unversioned bucket: the batch goes unrecorded, the next manifest
+    is listed).
 
     Files uploaded in parts go first, each as a multipart copy hashed as it is copied
     (:mod:`.multipart`); they become visible only once every one of them has its declared
     md5 (else every such copy is discarded and :class:`_Refused` raised: nothing of the
-    batch has changed).  Then the other files, one ``CopyObject`` each."""
+    batch has changed).  Then the other files, one ``CopyObject`` each.
 
-    def copy(item: tuple[str, tuple[str, int, str | None]]) -> None:
-        path, (md5, _size, version) = item
+    Every call copies every file again, so an applier that takes a crashed (or stalled)
+    one's batch over makes new versions and returns those: what it records is what its
+    own copies made, the newest versions of the keys.  (A stalled applier's copies still
+    in flight when its claim was taken over may land after the taker's: the key's current
+    version is then the stalled one's, with the same bytes, while the manifest names the
+    taker's, which exists with the same bytes; ``zarrchive manifest audit`` and fsck report
+    such a difference, and ``fsck --repair`` rewrites an unpinned manifest from a listing.)"""
+
+    def copy(item: tuple[str, tuple[str, int, str | None]]) -> WrittenObject | None:
+        path, (md5, size, version) = item
         source = staging_object_key(claimed.zarr_id, claimed.uid, path)
-        etag = store.copy_within(source, zarr_object_key(claimed.zarr_id, path), version)
-        if etag != md5:
+        written = store.copy_within(source, zarr_object_key(claimed.zarr_id, path), version)
+        if written.etag != md5:
             raise StorageError(
-                f"copying {source!r} into Zarr {claimed.zarr_id} gave ETag {etag!r}, not the "
-                f"verified md5 {md5}: S3 is not behaving; the batch stays queued and is "
-                "applied again by the next write to the Zarr"
+                f"copying {source!r} into Zarr {claimed.zarr_id} gave ETag {written.etag!r}, "
+                f"not the verified md5 {md5}: S3 is not behaving; the batch stays queued and "
+                "is applied again by the next write to the Zarr"
             )
+        return WrittenObject.from_written(path, written, size)
 
+    answers: list[WrittenObject | None] = []
     if claimed.part_sizes:
-        _copy_big_files(archive, store, claimed, token)
+        answers.extend(_copy_big_files(archive, store, claimed, token))
     items = [(p, f) for p, f in claimed.files.items() if p not in claimed.part_sizes]
     for start in range(0, len(items), COPY_CHUNK):
         if start and not _renew(archive, claimed, token):
             raise _ClaimLost
-        store.map(copy, items[start : start + COPY_CHUNK])
+        answers.extend(store.map(copy, items[start : start + COPY_CHUNK]))
+    if any(answer is None for answer in answers):
+        log.warning(
+            "Zarr %s: S3 answered copies without a version id or LastModified (is the bucket "
+            "versioned?): batch %s is not recorded, the next manifest lists S3",
+            claimed.zarr_id,
+            claimed.uid,
+        )
+        return None
+    return [answer for answer in answers if answer is not None]
 
 
-def _copy_big_files(archive: Archive, store: ObjectStore, claimed: _Claimed, token: str) -> None:
+def _copy_big_files(
+    archive: Archive, store: ObjectStore, claimed: _Claimed, token: str
+) -> list[WrittenObject | None]:
     prepared: list[PreparedCopy] = []
     lock = threading.Lock()
 
@@ -237,8 +264,29 @@ def _copy_big_files(archive: Archive, store: ObjectStore, claimed: _Claimed, tok
         for copy in prepared:
             finish_verified_copy(store, copy, keep=False)
         raise
-    for copy in prepared:
-        finish_verified_copy(store, copy, keep=True)
+    by_key = {c.key: c for c in prepared}
+
+    def finish(path: str) -> WrittenObject | None:
+        md5, size, _version = claimed.files[path]
+        key = zarr_object_key(claimed.zarr_id, path)
+        done = finish_verified_copy(store, by_key[key], keep=True)
+        assert done is not None
+        if done.version_id is None:
+            return None
+        # S3's completion answer has no LastModified: read it back from that very version.
+        # A listing shows the md5 the archive verified (recorded on the object), not the
+        # multipart ETag: so does the record.
+        head = store.head(key, done.version_id)
+        if head is None:
+            raise StorageError(
+                f"Zarr {claimed.zarr_id}: the version {done.version_id} of {path!r} S3 just "
+                "made is not there: S3 is not behaving; the batch stays queued"
+            )
+        return WrittenObject.from_written(
+            path, WrittenVersion(done.etag, done.version_id, head.last_modified), size, md5
+        )
+
+    return store.map(finish, paths)
 
 
 def _refuse(archive: Archive, claimed: _Claimed, token: str, refused: _Refused) -> bool:
@@ -303,6 +351,7 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
 
     try:
         # S3 work outside the database lock: only this batch's objects, all idempotent.
+        written: list[WrittenObject] | None = []  # None: the copies' answers were not whole
         if claimed.kind == BatchKind.DELETE:
             # files and whole directories (listed under their prefixes, deleted in chunks)
             plan = directory_delete.Plan.of_rows(claimed.paths)
@@ -310,7 +359,7 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
             changes: dict[str, FileChange] = plan.file_changes
             dropped = plan.directories
         else:
-            _copy_into_place(archive, store, claimed, token)
+            written = _copy_into_place(archive, store, claimed, token)
             changes = {p: (md5, size) for p, (md5, size, _v) in claimed.files.items()}
         with archive.db.write_session() as session:
             zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
@@ -318,9 +367,22 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
             if batch is None or batch.claimed_by != token:
                 return False  # another applier took it over (and applies it)
             state = apply_changes(store, zarr_id, changes, dropped)
-            # A deletion's paths, for the change records, stream from the subtrees' nodes
-            # (directory_delete.iter_deleted_paths(store, zarr_id, plan)): read them here,
-            # after apply_changes and before their nodes go.
+            if written is not None:
+                # for the manifest of the new checksum, durable exactly when the root is; a
+                # deletion's paths stream from the dropped subtrees' nodes, read before they go
+                record_applied_changes(
+                    session,
+                    zarr_id,
+                    seq=claimed.seq,
+                    checksum_before=zarr.checksum,
+                    checksum_after=state.checksum,
+                    written=written,
+                    deleted=(
+                        directory_delete.iter_deleted_paths(store, zarr_id, plan)
+                        if plan is not None
+                        else ()
+                    ),
+                )
             if expansion is not None:  # the dropped directories' own nodes, before the commit
                 directory_delete.delete_subtree_nodes(store, zarr_id, expansion)
             zarr.checksum, zarr.file_count, zarr.size = (

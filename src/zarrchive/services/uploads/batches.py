@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import select
+from sqlalchemy import and_, case, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from zarrchive.db.models import (
@@ -200,20 +200,73 @@ def _same_open_batch(
     return _urls(archive, store, zarr_id, uid, checked, declared)
 
 
-def _queued_paths(archive: Archive, zarr_id: str) -> list[str]:
-    """The paths written by the Zarr's verified batches that are not applied yet."""
+#: Paths checked against the queued batches per query.
+_CLASH_CHUNK = 200
+
+
+def _queued_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> list[str]:
+    """The clashes of *paths* with the files of the Zarr's verified batches not applied
+    yet: a path that is a directory of a queued file, or a queued file that is a directory
+    of a path.  Bounded by the batch, not by the backlog: the database answers which of
+    *paths* (and of their parents) clash, a few queries a chunk of paths, never the list
+    of queued paths (an index range per path on SQLite; on PostgreSQL byte order,
+    ``COLLATE "C"``)."""
+    problems: list[str] = []
     with archive.db.session() as session:
-        return list(
+        pending = list(
             session.scalars(
-                select(UploadBatchFile.path)
-                .join(UploadBatch, UploadBatch.id == UploadBatchFile.batch_id)
-                .where(
+                select(UploadBatch.id).where(
                     UploadBatch.zarr_id == zarr_id,
                     UploadBatch.kind == BatchKind.UPLOAD,
                     UploadBatch.state.in_(PENDING_STATES),
                 )
             )
         )
+        if not pending:
+            return problems
+        in_pending = UploadBatchFile.batch_id.in_(pending)
+        # a parent of a path is a queued file
+        parents = sorted(affected_directories(paths) - {""})
+        queued_files: set[str] = set()
+        for start in range(0, len(parents), _CLASH_CHUNK):
+            chunk = parents[start : start + _CLASH_CHUNK]
+            queued_files.update(
+                session.scalars(
+                    select(UploadBatchFile.path)
+                    .where(in_pending, UploadBatchFile.path.in_(chunk))
+                    .distinct()
+                )
+            )
+        for path in paths:
+            for parent in affected_directories([path]) - {""}:
+                if parent in queued_files:
+                    problems.append(
+                        f"{path!r} would make {parent!r} a directory, but a batch being "
+                        "applied writes it as a file"
+                    )
+        # a path is a directory of a queued file: a queued path in [path + "/", path + "0")
+        column = UploadBatchFile.path
+        if session.get_bind().dialect.name == "postgresql":
+            column = column.collate("C")  # type: ignore[assignment]
+        # (paths of one depth never hold one another: their ranges are disjoint, so the
+        # first range a queued path falls in is the only one)
+        by_depth: dict[int, list[str]] = {}
+        for path in paths:
+            by_depth.setdefault(path.count("/"), []).append(path)
+        chunks = [
+            group[start : start + _CLASH_CHUNK]
+            for group in by_depth.values()
+            for start in range(0, len(group), _CLASH_CHUNK)
+        ]
+        for chunk in chunks:
+            ranges = [and_(column >= p + "/", column < p + "0") for p in chunk]
+            which = case(*((r, i) for i, r in enumerate(ranges)), else_=-1)
+            for i in session.scalars(select(which).where(in_pending, or_(*ranges)).distinct()):
+                if i >= 0:
+                    problems.append(
+                        f"{chunk[i]!r} is a directory of a batch being applied: it can't be a file"
+                    )
+    return problems
 
 
 def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> None:
@@ -225,17 +278,7 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
     ]
     # the verified batches not applied yet count as the Zarr's (read before the tree: a
     # batch applied in between is then in the tree)
-    queued = set(_queued_paths(archive, zarr_id))
-    queued_directories = affected_directories(sorted(queued))
-    for path in paths:
-        if path in queued_directories:
-            problems.append(f"{path!r} is a directory of a batch being applied: it can't be a file")
-        for parent in affected_directories([path]) - {""}:
-            if parent in queued:
-                problems.append(
-                    f"{path!r} would make {parent!r} a directory, but a batch being applied "
-                    "writes it as a file"
-                )
+    problems.extend(_queued_clashes(archive, zarr_id, paths))
     with archive.db.session() as session:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         store = archive.store_for(zarr.dandiset.embargoed)

@@ -58,7 +58,7 @@ from zarrchive.storage.keys import (
     staging_zarr_prefix,
     zarr_prefix,
 )
-from zarrchive.storage.objects import MD5_METADATA, ObjectStore
+from zarrchive.storage.objects import MD5_METADATA, ObjectStore, WrittenVersion
 
 log = logging.getLogger(__name__)
 
@@ -316,12 +316,15 @@ def prepare_verified_copy(
     return PreparedCopy(key, upload_id, parts, found)
 
 
-def finish_verified_copy(store: ObjectStore, copy: PreparedCopy, *, keep: bool) -> None:
-    """Make the copy visible (*keep*) or discard it."""
+def finish_verified_copy(
+    store: ObjectStore, copy: PreparedCopy, *, keep: bool
+) -> WrittenVersion | None:
+    """Make the copy visible (*keep*: returns the version S3 made, as it answered) or
+    discard it (``None``)."""
     if keep:
-        store.complete_multipart_upload(copy.key, copy.upload_id, copy.parts)
-    else:
-        store.abort_multipart_upload(copy.key, copy.upload_id)
+        return store.complete_multipart(copy.key, copy.upload_id, copy.parts)
+    store.abort_multipart_upload(copy.key, copy.upload_id)
+    return None
 
 
 class ClaimKeeper:
