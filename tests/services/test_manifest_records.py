@@ -7,6 +7,7 @@ difference."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -75,6 +76,11 @@ def test_records_give_the_listings_manifest_after_each_kind_of_change(
     stored = manifest_as_listed(archive, zarr_id, c5, RECORDS)
     assert b'"a-b"' in stored and b'"a.b"' in stored
     assert change_sets(archive, zarr_id) == [(True, True)]
+    # whole directories deleted (one with subdirectories): each file below them recorded
+    c6 = delete_files(api, zarr_id, ["arr/", "new"])["checksum"]
+    stored = manifest_as_listed(archive, zarr_id, c6, RECORDS)
+    entries = json.loads(stored)["entries"]
+    assert "arr" not in entries and "new" not in entries and "a-b" in entries
     audit = audit_manifest(archive, zarr_id)
     assert audit.status is AuditStatus.MATCHES and audit.difference_count == 0
     report = fsck(archive, zarr_id)
