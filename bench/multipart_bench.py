@@ -155,6 +155,10 @@ def main() -> None:
         help="the archive's multipart threshold (0: default)",
     )
     args = parser.parse_args()
+    import logging
+
+    logging.basicConfig(format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("zarrchive.services.uploads").setLevel(logging.INFO)
 
     import boto3
     import httpx
