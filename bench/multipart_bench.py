@@ -138,13 +138,21 @@ def floor(s3: Any, local: Path, prefix: str, part_size: int, threshold: int, job
     start = time.perf_counter()
     with ThreadPoolExecutor(jobs) as pool:
         list(pool.map(put_small, small))
+    print(f"    floor: small files in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     for path in large:  # each big file's parts in parallel (as zarrchive sends them)
+        started = time.perf_counter()
         s3.upload_file(str(path), "bench", key(path, "staging"), Config=big)
+        sent = time.perf_counter()
         s3.copy(
             {"Bucket": "bench", "Key": key(path, "staging")},
             "bench",
             key(path, "final"),
             Config=big,
+        )
+        print(
+            f"    floor: {path.name} PUT in {sent - started:.1f} s, "
+            f"copied in {time.perf_counter() - sent:.1f} s",
+            file=sys.stderr,
         )
     return time.perf_counter() - start
 
@@ -152,23 +160,26 @@ def floor(s3: Any, local: Path, prefix: str, part_size: int, threshold: int, job
 def zarrchive_upload(
     local: Path, dandiset: str, jobs: int, env: dict[str, str]
 ) -> tuple[float, int, float]:
-    """``(seconds, client peak RSS, client CPU seconds)``."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
-    start = time.perf_counter()
-    done = subprocess.run(
-        [ZARRCHIVE, "upload", str(local), "--dandiset", dandiset, "--jobs", str(jobs)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"zarrchive upload failed: {done.stderr.strip()[-2000:]}")
-    print("   ", done.stdout.strip()[-500:], file=sys.stderr)
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = usage.ru_utime + usage.ru_stime - cpu_before
-    return elapsed, max(usage.ru_maxrss, before) * 1024, cpu
+    """``(seconds, client peak RSS, client CPU seconds)``: the subprocess's own figures
+    (``wait4``), not those of every child reaped so far (a SeaweedFS already stopped)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            [ZARRCHIVE, "upload", str(local), "--dandiset", dandiset, "--jobs", str(jobs)],
+            env=env,
+            stdout=out,
+            stderr=err,
+            text=True,
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        elapsed = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if child.returncode != 0:
+            raise SystemExit(f"zarrchive upload failed: {err.read().strip()[-2000:]}")
+        print("   ", out.read().strip()[-500:], file=sys.stderr)
+    return elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -183,6 +194,12 @@ def main() -> None:
         type=int,
         default=0,
         help="the archive's multipart threshold (0: default)",
+    )
+    parser.add_argument(
+        "--floor-first",
+        action="store_true",
+        help="measure the floor first (by default `zarrchive upload` goes first, reading the "
+        "files just written, partly from the page cache)",
     )
     args = parser.parse_args()
     import logging
@@ -213,49 +230,65 @@ def main() -> None:
             f"load {os.getloadavg()}",
             file=sys.stderr,
         )
-        with local_archive("multipart-bench-", multipart_threshold=threshold) as (
-            archive,
-            url,
-            work,
-        ):
-            archive.jobs = InProcessJobQueue()
-            set_current_archive(archive)
-            with archive.db.session() as session:
-                token = create_user(session, "bench")[1]
-            env = {
-                **os.environ,
-                "ZARRCHIVE_URL": url,
-                "ZARRCHIVE_TOKEN": token,
-                "ZARRCHIVE_STATE_DIR": str(work / "state"),
-                "ZARRCHIVE_CACHE_DIR": str(work / "cache"),
-            }
-            dandiset = httpx.post(
-                f"{url}/api/dandisets/",
-                json={"name": "bench"},
-                headers={"Authorization": f"token {token}"},
-                timeout=120,
-            ).json()["identifier"]
-            weed = weed_pid(work)
-            weed_before, server_before = cpu_of(weed), self_cpu()
-            with RssSampler() as server_rss:
-                ours, client_rss, client_cpu = zarrchive_upload(local, dandiset, args.jobs, env)
-            ours_cpu = (client_cpu, self_cpu() - server_before, cpu_of(weed) - weed_before)
-            print(f"    zarrchive upload: {ours:.1f} s; load {os.getloadavg()}", file=sys.stderr)
-        # the archive's SeaweedFS and its data are gone: the floor's starts empty
-        with local_archive("multipart-bench-floor-") as (archive, _url, work):
-            s3 = boto3.client(
-                "s3",
-                endpoint_url=archive.settings.s3_endpoint_url,
-                aws_access_key_id=KEY,
-                aws_secret_access_key=SECRET,
-                region_name="us-east-1",
-                config=Config(max_pool_connections=2 * args.jobs, retries={"max_attempts": 3}),
-            )
-            weed = weed_pid(work)
-            weed_before, boto_before = cpu_of(weed), self_cpu()
-            base = floor(s3, local, "floor/", part_size, threshold, args.jobs)
-            floor_cpu = (self_cpu() - boto_before, cpu_of(weed) - weed_before)
-            print(f"    floor: {base:.1f} s; load {os.getloadavg()}", file=sys.stderr)
+
+        def run_ours() -> tuple[float, int, int, tuple[float, float, float]]:
+            with local_archive("multipart-bench-", multipart_threshold=threshold) as (
+                archive,
+                url,
+                work,
+            ):
+                archive.jobs = jobs = InProcessJobQueue()
+                set_current_archive(archive)
+                with archive.db.session() as session:
+                    token = create_user(session, "bench")[1]
+                env = {
+                    **os.environ,
+                    "ZARRCHIVE_URL": url,
+                    "ZARRCHIVE_TOKEN": token,
+                    "ZARRCHIVE_STATE_DIR": str(work / "state"),
+                    "ZARRCHIVE_CACHE_DIR": str(work / "cache"),
+                }
+                dandiset = httpx.post(
+                    f"{url}/api/dandisets/",
+                    json={"name": "bench"},
+                    headers={"Authorization": f"token {token}"},
+                    timeout=120,
+                ).json()["identifier"]
+                weed = weed_pid(work)
+                weed_before, server_before = cpu_of(weed), self_cpu()
+                with RssSampler() as server_rss:
+                    ours, client_rss, client_cpu = zarrchive_upload(local, dandiset, args.jobs, env)
+                cpu = (client_cpu, self_cpu() - server_before, cpu_of(weed) - weed_before)
+                print(
+                    f"    zarrchive upload: {ours:.1f} s; load {os.getloadavg()}", file=sys.stderr
+                )
+                jobs.join(timeout=600)  # the manifest job, before its S3 goes away
+            # the archive's SeaweedFS and its data are gone
+            return ours, client_rss, server_rss.peak, cpu
+
+        def run_floor() -> tuple[float, tuple[float, float]]:
+            with local_archive("multipart-bench-floor-") as (archive, _url, work):
+                s3 = boto3.client(
+                    "s3",
+                    endpoint_url=archive.settings.s3_endpoint_url,
+                    aws_access_key_id=KEY,
+                    aws_secret_access_key=SECRET,
+                    region_name="us-east-1",
+                    config=Config(max_pool_connections=2 * args.jobs, retries={"max_attempts": 3}),
+                )
+                weed = weed_pid(work)
+                weed_before, boto_before = cpu_of(weed), self_cpu()
+                base = floor(s3, local, "floor/", part_size, threshold, args.jobs)
+                cpu = (self_cpu() - boto_before, cpu_of(weed) - weed_before)
+                print(f"    floor: {base:.1f} s; load {os.getloadavg()}", file=sys.stderr)
+            return base, cpu
+
+        if args.floor_first:
+            base, floor_cpu = run_floor()
+            ours, client_rss, server_peak, ours_cpu = run_ours()
+        else:
+            ours, client_rss, server_peak, ours_cpu = run_ours()
+            base, floor_cpu = run_floor()
     finally:
         shutil.rmtree(files, ignore_errors=True)
     print(
@@ -267,7 +300,7 @@ def main() -> None:
         f"| {count} | {args.big_files} x {args.big_mib} MiB | {total / MIB:.0f} "
         f"| {total / base / MIB:.0f} MiB/s ({base:.1f} s) "
         f"| {total / ours / MIB:.0f} MiB/s ({ours:.1f} s) | **{base / ours:.2f}** "
-        f"| {client_rss / MIB:.0f} MiB | {server_rss.peak / MIB:.0f} MiB |"
+        f"| {client_rss / MIB:.0f} MiB | {server_peak / MIB:.0f} MiB |"
     )
     gib = total / 1024**3
     print("\nCPU seconds per GiB (user + system):\n")

@@ -343,9 +343,14 @@ class _BigFile(NamedTuple):
     started: int
 
 
-def _hash_big_file(path: str) -> _BigFile:
+class _Stopped(Exception):
+    """The walk was closed while a big file was being hashed."""
+
+
+def _hash_big_file(path: str, stop: threading.Event | None = None) -> _BigFile:
     """The md5 of a big file and, in the same read, its parts' md5s (remembered for the
-    upload: :mod:`zarrchive.client.parts`), so a big file is read once, not twice."""
+    upload: :mod:`zarrchive.client.parts`), so a big file is read once, not twice.  Gives
+    up (:class:`_Stopped`) as soon as *stop* is set."""
     from zarrchive.client.parts import OnePassHasher, expected_part_size, remember
 
     try:
@@ -364,6 +369,8 @@ def _hash_big_file(path: str) -> _BigFile:
         update, readv = hasher.update, os.readv
         while n := readv(fd, buffers):
             update(view[:n])
+            if stop is not None and stop.is_set():
+                raise _Stopped
         after = os.fstat(fd)
     except OSError as exc:
         raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
@@ -391,6 +398,7 @@ class _Lane:
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         #: ``id(rows) -> [(index, future, os_prefix)]``: the placeholders of a rows list
         self._deferred: dict[int, list[tuple[int, Future[_BigFile], str]]] = {}
         #: the big files hashed, for the digest cache (see :func:`_hash_runs`)
@@ -405,7 +413,7 @@ class _Lane:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-md5-big")
-            future = self._pool.submit(_hash_big_file, os_prefix + name)
+            future = self._pool.submit(_hash_big_file, os_prefix + name, self._stop)
             self._deferred.setdefault(id(rows), []).append((len(rows), future, os_prefix))
         rows.append((name, "", size))
 
@@ -445,6 +453,7 @@ class _Lane:
             yield prefix, rows[start:]
 
     def close(self) -> None:
+        self._stop.set()
         with self._lock:
             futures = [f for items in self._deferred.values() for _, f, _ in items]
             self._deferred.clear()
