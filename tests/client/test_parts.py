@@ -161,3 +161,23 @@ def test_big_files_hashed_apart_go_to_the_digest_cache(
     finally:
         cache.close()
         parts.forget_all()
+
+
+def test_closing_the_walk_stops_the_big_files_lane(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    mib = 1024**2
+    monkeypatch.setattr(parts, "PART_HASH_MIN", mib)
+    root = tmp_path / "z"
+    root.mkdir()
+    (root / "a").write_bytes(b"a")
+    for i in range(4):
+        (root / f"big{i}").write_bytes(os.urandom(2 * mib))
+    walk = iter_local_entries(root, jobs=2, part_md5s=True)
+    first = next(walk)
+    assert first.path == "a"
+    walk.close()  # type: ignore[attr-defined]
+    assert not [t for t in threading.enumerate() if t.name.startswith("zarrchive-md5-big")]
+    parts.forget_all()

@@ -315,9 +315,7 @@ def prepare_verified_copy(
     except BaseException:
         store.abort_multipart_upload(key, upload_id)
         raise
-    log.info(
-        "verified copy of %r: %d bytes in %.1f s", key, size, time.perf_counter() - started
-    )
+    log.info("verified copy of %r: %d bytes in %.1f s", key, size, time.perf_counter() - started)
     return PreparedCopy(key, upload_id, parts, found)
 
 
