@@ -89,3 +89,32 @@ def test_interrupted_big_file_resumes_without_resending_parts(
     assert (uploader._parts.skipped, uploader._parts.sent) == (3, 2)
     assert result.ok and result.remote_checksum == zarr_checksum_of(local)
     assert not client.upload_in_progress(zarr.zarr_id)
+
+
+def test_big_files_are_read_once_before_they_are_sent(
+    tmp_path: Path,
+    client: ApiClient,
+    dandiset: str,
+    records: BatchRecords,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The walk hashes a big file's parts in the same read as its md5 (issue 20 item 7):
+    the sender reads nothing to hash them, and what it sends is right."""
+    from zarrchive.client import multipart, parts
+
+    # the archive's part size for the tests' threshold is the one the client expects
+    monkeypatch.setattr(parts, "DEFAULT_PART_SIZE", THRESHOLD)
+    monkeypatch.setattr(parts, "PART_HASH_MIN", THRESHOLD)
+    parts.forget_all()
+
+    def no_second_read(*args: Any) -> str:
+        raise AssertionError("a part was read again to hash it")
+
+    monkeypatch.setattr(multipart, "_md5_of", no_second_read)
+    local = tmp_path / "once.zarr"
+    write_tree(local, FILES)
+    uploader = Uploader(client, jobs=4, records=records, progress=NullProgress())
+    result = uploader.upload(local, dandiset=dandiset)
+    assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+    assert (uploader._parts.recalled, uploader._parts.sent) == (5 + 2, 5 + 2)
+    parts.forget_all()

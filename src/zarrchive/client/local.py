@@ -333,6 +333,137 @@ def _md5(os_path: str) -> tuple[int, str]:
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
+class _BigFile(NamedTuple):
+    """A big file hashed by a :class:`_Lane`."""
+
+    size: int
+    md5: str
+    #: ``fstat`` when it was opened, and the time just before (for the digest cache)
+    stat: os.stat_result
+    started: int
+
+
+class _Stopped(Exception):
+    """The walk was closed while a big file was being hashed."""
+
+
+def _hash_big_file(path: str, stop: threading.Event | None = None) -> _BigFile:
+    """The md5 of a big file and, in the same read, its parts' md5s (remembered for the
+    upload: :mod:`zarrchive.client.parts`), so a big file is read once, not twice.  Gives
+    up (:class:`_Stopped`) as soon as *stop* is set."""
+    from zarrchive.client.parts import OnePassHasher, expected_part_size, remember
+
+    try:
+        buffers: list[memoryview] = _buffers.buffers
+    except AttributeError:
+        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
+    view = buffers[0]
+    started = _time_ns()
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        hasher = OnePassHasher(expected_part_size(st.st_size))
+        update, readv = hasher.update, os.readv
+        while n := readv(fd, buffers):
+            update(view[:n])
+            if stop is not None and stop.is_set():
+                raise _Stopped
+        after = os.fstat(fd)
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    whole, parts = hasher.finish()
+    if hasher.done == st.st_size == after.st_size and (
+        (after.st_mtime_ns, after.st_ctime_ns) == (st.st_mtime_ns, st.st_ctime_ns)
+    ):
+        remember(st, hasher.part_size, parts)
+    return _BigFile(hasher.done, whole, st, started)
+
+
+class _Lane:
+    """Big files (above :data:`~zarrchive.client.parts.PART_HASH_MIN`), hashed apart from
+    the others when the walk feeds an upload (``part_md5s``): one at a time, in the order
+    met, on a thread of their own, each in one read that also gives its parts' md5s.
+
+    A batch of the hashing threads that meets a big file leaves its row a placeholder
+    (:meth:`defer`) and goes on; :func:`_hash_runs` gives out the rows before it at once and
+    the big file's once it is hashed (:meth:`resolve`).  So the upload starts sending the
+    first big file while the next is hashed, instead of after every big file of the chunk
+    (the batches' order puts them all on one thread), and reads each big file once."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        #: ``id(rows) -> [(index, future, os_prefix)]``: the placeholders of a rows list
+        self._deferred: dict[int, list[tuple[int, Future[_BigFile], str]]] = {}
+        #: the big files hashed, for the digest cache (see :func:`_hash_runs`)
+        self.kept: list[HashedFile] = []
+
+    def is_big(self, size: int) -> bool:
+        from zarrchive.client.parts import PART_HASH_MIN
+
+        return size > PART_HASH_MIN
+
+    def defer(self, rows: list[tuple[str, str, int]], os_prefix: str, name: str, size: int) -> None:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-md5-big")
+            future = self._pool.submit(_hash_big_file, os_prefix + name, self._stop)
+            self._deferred.setdefault(id(rows), []).append((len(rows), future, os_prefix))
+        rows.append((name, "", size))
+
+    def resolve(self, prefix: str, rows: list[tuple[str, str, int]]) -> Iterator[_Hashed]:
+        """*rows* with their placeholders filled in, in pieces: each big file's row once it
+        is hashed, the rows before it before waiting for it."""
+        with self._lock:
+            deferred = self._deferred.pop(id(rows), None)
+        if deferred is None:
+            yield prefix, rows
+            return
+        start = 0
+        for index, future, os_prefix in deferred:
+            if index > start:
+                yield prefix, rows[start:index]
+            big = future.result()
+            name = rows[index][0]
+            rows[index] = (name, big.md5, big.size)
+            st = big.stat
+            if big.size == st.st_size:
+                self.kept.append(
+                    (
+                        os_prefix,
+                        name,
+                        st.st_dev,
+                        st.st_ino,
+                        big.size,
+                        st.st_mtime_ns,
+                        st.st_ctime_ns,
+                        big.md5,
+                        big.started,
+                    )
+                )
+            yield prefix, rows[index : index + 1]
+            start = index + 1
+        if start < len(rows):
+            yield prefix, rows[start:]
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            futures = [f for items in self._deferred.values() for _, f, _ in items]
+            self._deferred.clear()
+            pool, self._pool = self._pool, None
+        for future in futures:
+            future.cancel()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
 def md5_file(path: str | os.PathLike[str]) -> tuple[int, str]:
     """``(size, md5)`` of a local file, read in large blocks."""
     return _md5(os.fspath(path))
@@ -342,8 +473,9 @@ def md5_file(path: str | os.PathLike[str]) -> tuple[int, str]:
 _Hashed = tuple[str, list[tuple[str, str, int]]]
 
 
-def _hash_batch(batch: list[_Run]) -> list[_Hashed]:
-    """md5 every file of *batch*: :func:`_md5` inlined, this loop is the hot spot."""
+def _hash_batch(batch: list[_Run], lane: _Lane | None = None) -> list[_Hashed]:
+    """md5 every file of *batch*: :func:`_md5` inlined, this loop is the hot spot.  With a
+    *lane*, a file whose first read fills the buffer and that proves big is left to it."""
     try:
         buffers: list[memoryview] = _buffers.buffers
     except AttributeError:
@@ -360,6 +492,11 @@ def _hash_batch(batch: list[_Run]) -> list[_Hashed]:
                 fd = open_(path, flags)
                 try:
                     size = n = readv(fd, buffers)
+                    if n == BLOCK_SIZE and lane is not None:
+                        st_size = os.fstat(fd).st_size
+                        if lane.is_big(st_size):
+                            lane.defer(rows, os_prefix, name, st_size)
+                            continue
                     digest = md5(view[:n], usedforsecurity=False)
                     while n:
                         n = readv(fd, buffers)
@@ -376,7 +513,10 @@ def _hash_batch(batch: list[_Run]) -> list[_Hashed]:
 
 
 def _hash_cached_batch(
-    batch: list[_Run], known_by_dir: dict[str, Known], sink: list[HashedFile]
+    batch: list[_Run],
+    known_by_dir: dict[str, Known],
+    sink: list[HashedFile],
+    lane: _Lane | None = None,
 ) -> list[_Hashed]:
     """:func:`_hash_batch` with a digest cache: a file whose stat record is the cached one
     is not read; every file read is appended to *sink* with its ``fstat`` record."""
@@ -416,6 +556,9 @@ def _hash_cached_batch(
                 try:
                     st = fstat(fd)
                     size = n = readv(fd, buffers)
+                    if n == BLOCK_SIZE and lane is not None and lane.is_big(st.st_size):
+                        lane.defer(rows, os_prefix, name, st.st_size)
+                        continue  # the lane's result goes to the cache (_hash_runs)
                     digest = md5(view[:n], usedforsecurity=False)
                     while n:
                         n = readv(fd, buffers)
@@ -466,6 +609,7 @@ def iter_local_entries(
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
     cache: DigestCache | None = None,
+    part_md5s: bool | None = None,
 ) -> Iterator[ZarrEntry]:
     """``ZarrEntry(path, size, md5)`` of every file below *root*, in sorted path order.
 
@@ -475,8 +619,15 @@ def iter_local_entries(
     a bad *jobs* raise at once; the errors of :func:`walk_local` and
     :class:`LocalFileError` for a file that cannot be read, while iterating.
     Closing the iterator early stops the threads.
+
+    *part_md5s* (for an upload; None: :func:`zarrchive.client.parts.uploading`): the big
+    files' parts are hashed in the same read as the whole file (:class:`_Lane`).
     """
-    hashed = _hash_runs(_walk_runs(root), _check_jobs(jobs), progress, cache)
+    if part_md5s is None:
+        from zarrchive.client.parts import uploading
+
+        part_md5s = uploading()
+    hashed = _hash_runs(_walk_runs(root), _check_jobs(jobs), progress, cache, part_md5s)
     return (
         ZarrEntry(prefix + name, size, md5) for prefix, rows in hashed for name, md5, size in rows
     )
@@ -519,6 +670,7 @@ def _hash_runs(
     jobs: int,
     progress: ProgressCallback | None,
     cache: DigestCache | None = None,
+    part_md5s: bool = False,
 ) -> Iterator[_Hashed]:
     """Hash the runs' files on *jobs* threads; the results in the runs' order.
 
@@ -531,21 +683,38 @@ def _hash_runs(
 
     With a *cache*, the chunk's directories' cached entries are loaded before the
     threads start, and the files they hashed are saved once they are done.
+
+    With *part_md5s* (an upload), big files go to a :class:`_Lane`: read once for their
+    md5 and their parts' md5s, and given out one by one as they are hashed.
     """
     pending: deque[Future[list[_Hashed]]] = deque()
     done_files = done_bytes = 0
     executor: ThreadPoolExecutor | None = None
     sink: list[HashedFile] = []
+    lane = _Lane() if part_md5s else None
+
+    def given_out(hashed: list[_Hashed]) -> Iterator[_Hashed]:
+        if lane is None:
+            yield from hashed
+            return
+        for prefix, rows in hashed:
+            yield from lane.resolve(prefix, rows)
+        if lane.kept and cache is not None and cache.usable:
+            cache.store(lane.kept)
+            lane.kept.clear()
+
     try:
         for chunk, count in _chunks(runs, CHUNK_FILES):
-            hash_batch: Callable[[list[_Run]], list[_Hashed]] = _hash_batch
+            hash_batch: Callable[[list[_Run]], list[_Hashed]] = partial(_hash_batch, lane=lane)
             if cache is not None and cache.usable:
                 now = _time_ns()
                 known_by_dir: dict[str, Known] = {}
                 for _, os_prefix, _ in chunk:
                     if os_prefix not in known_by_dir:
                         known_by_dir[os_prefix] = cache.known(os_prefix, now)
-                hash_batch = partial(_hash_cached_batch, known_by_dir=known_by_dir, sink=sink)
+                hash_batch = partial(
+                    _hash_cached_batch, known_by_dir=known_by_dir, sink=sink, lane=lane
+                )
                 cached = sum(len(known.positions) for known in known_by_dir.values())
                 if cached >= MOSTLY_CACHED * count:
                     # A file found in the cache costs a stat: on this thread, it costs less
@@ -559,7 +728,7 @@ def _hash_runs(
                     if sink:
                         cache.store(sink)
                         sink.clear()
-                    yield from hashed
+                    yield from given_out(hashed)
                     continue
             # At least 4 batches per thread, so that all work and the chunk's tail is short;
             # about BATCH_BYTES per batch once the file sizes are known.
@@ -589,12 +758,14 @@ def _hash_runs(
                 cache.store(sink)
                 sink.clear()
             while pending:
-                yield from pending.popleft().result()
+                yield from given_out(pending.popleft().result())
     finally:
         for future in pending:
             future.cancel()
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+        if lane is not None:
+            lane.close()
         if cache is not None:
             cache.flush()
 
@@ -675,6 +846,7 @@ def hash_local(
     jobs: int,
     progress: Callable[[int, int], None] | None = None,
     cache: DigestCache | Literal["default"] | None = "default",
+    part_md5s: bool | None = None,
 ) -> list[ZarrEntry]:
     """Every file below *root* with its md5, hashed on at most *jobs* threads (capped at the
     machine's sensible default); *progress* gets the increments of files and bytes.
@@ -692,7 +864,9 @@ def hash_local(
             progress(files - done[0], nbytes - done[1])
         done[0], done[1] = files, nbytes
 
-    entries = iter_local_entries(root, jobs=min(jobs, default_jobs()), progress=report, cache=cache)
+    entries = iter_local_entries(
+        root, jobs=min(jobs, default_jobs()), progress=report, cache=cache, part_md5s=part_md5s
+    )
     return list(entries)
 
 

@@ -3,7 +3,10 @@
 
 Opening a batch declares every file's size; for a file above the archive's multipart
 threshold the answer is a part size and count instead of a URL.  :class:`PartSender` then
-hashes the file's parts (each read once, in parallel), asks the archive for their URLs in
+takes the parts' md5s computed when the file was hashed (:mod:`zarrchive.client.parts`: the
+same read as the whole file's md5), or, if the file was not read then (its md5 came from the
+digest cache) or the part size is not the one expected, hashes them (each read once, in
+parallel); it asks the archive for their URLs in
 windows of :data:`WINDOW` parts (each URL signs its part's ``Content-MD5``) and PUTs them in
 parallel, each streamed from its place in the file (bounded memory: one block per PUT).
 Parts the archive reports ``done`` (S3 holds them with that md5, from an interrupted earlier
@@ -23,6 +26,7 @@ from typing import Any
 import httpx
 
 from zarrchive.client.api import ApiClient
+from zarrchive.client.parts import recall, start_uploading
 from zarrchive.errors import LocalFileError, NetworkError, TransferError
 from zarrchive.transport import RETRY_EXCEPTIONS, RetryHook, RetryPolicy, call, transport_message
 
@@ -112,6 +116,10 @@ class PartSender:
         #: Parts sent and parts skipped (already in S3) by this sender, over its files.
         self.sent = 0
         self.skipped = 0
+        #: Parts whose md5 was computed in the file's first read (not read again to hash).
+        self.recalled = 0
+        # the walks of this upload (that start after this) hash big files' parts as they go
+        start_uploading()
 
     def send(
         self, zarr_id: str, path: str, local: str, size: int, part_size: int, count: int
@@ -122,15 +130,23 @@ class PartSender:
         def length(n: int) -> int:
             return min(part_size, size - (n - 1) * part_size)
 
+        # the parts' md5s computed when the file was hashed (the same read), if unchanged since
+        known = recall(local, size, part_size)
+        if known is not None and len(known) != count:
+            known = None
         puts: list[Future[None]] = []
         try:
             for start in range(1, count + 1, WINDOW):
                 numbers = list(range(start, min(start + WINDOW, count + 1)))
-                hashes = [
-                    self.pool.submit(_md5_of, local, (n - 1) * part_size, length(n))
-                    for n in numbers
-                ]
-                md5s = {n: h.result() for n, h in zip(numbers, hashes, strict=True)}
+                if known is not None:
+                    md5s = {n: known[n - 1] for n in numbers}
+                    self.recalled += len(numbers)
+                else:
+                    hashes = [
+                        self.pool.submit(_md5_of, local, (n - 1) * part_size, length(n))
+                        for n in numbers
+                    ]
+                    md5s = {n: h.result() for n, h in zip(numbers, hashes, strict=True)}
                 urls = part_urls(self.client, zarr_id, path, list(md5s.items()))
                 for n in numbers:
                     url = urls.get(n)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -303,6 +304,7 @@ def prepare_verified_copy(
             md5.update(chunk)
         return md5.hexdigest()
 
+    started = time.perf_counter()
     try:
         with ThreadPoolExecutor(
             COPY_PARTS_PARALLEL + 1, thread_name_prefix="verified-copy"
@@ -313,6 +315,7 @@ def prepare_verified_copy(
     except BaseException:
         store.abort_multipart_upload(key, upload_id)
         raise
+    log.info("verified copy of %r: %d bytes in %.1f s", key, size, time.perf_counter() - started)
     return PreparedCopy(key, upload_id, parts, found)
 
 
