@@ -585,3 +585,23 @@ def test_only_the_rows_below_the_root_are_looked_up(
     assert looked_up == []
     assert scanned(tmp_path / "z", cache) == truth(tmp_path / "z")
     assert set(looked_up) == below
+
+
+def test_files_around_the_read_size_are_hashed_whole(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    """A small file is read in one call (its size from the ``fstat``); one of the buffer's
+    size or more is read on to its end."""
+    root = tmp_path / "z"
+    block = local.BLOCK_SIZE
+    for size in (0, 1, block - 1, block, block + 1, 2 * block + 3):
+        write(root, f"a/{size}", bytes(range(256)) * (size // 256) + b"x" * (size % 256))
+    expected = truth(root)
+    assert scanned(root, cache) == expected  # read, the rows written
+    assert scanned(root, cache) == expected  # from the rows
+    assert expected[""] == compute_checksum(
+        [
+            (f"a/{p.name}", p.stat().st_size, hashlib.md5(p.read_bytes()).hexdigest())
+            for p in (root / "a").iterdir()
+        ]
+    )
