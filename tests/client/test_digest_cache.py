@@ -41,6 +41,8 @@ from zarrchive.client.digest_cache import (
     default_cache,
     is_trusted,
     may_store,
+    pack_md5s,
+    unpack_md5s,
 )
 from zarrchive.client.local import hash_local, local_checksum, local_entries
 
@@ -195,7 +197,19 @@ def test_a_damaged_row_is_refused() -> None:
     with pytest.raises(ValueError):
         _unpack(names + "\0c", stats, md5s_text)
     with pytest.raises(ValueError):
-        _unpack(names, stats, md5s_text.replace(" ", ""))
+        _unpack(names, stats, md5s_text + b"x")
+    with pytest.raises(TypeError):
+        _unpack(names, stats, md5s_text.hex())  # type: ignore[arg-type]
+
+
+@given(st.lists(st.text("0123456789abcdef", min_size=32, max_size=32), max_size=50))
+def test_md5s_are_stored_as_16_bytes_each(md5s: list[str]) -> None:
+    packed = pack_md5s(md5s)
+    assert len(packed) == 16 * len(md5s)
+    assert packed == b"".join(bytes.fromhex(md5) for md5 in md5s)
+    assert unpack_md5s(packed) == md5s
+    with pytest.raises(ValueError):
+        unpack_md5s(packed + b"\0")
 
 
 # -- the cache on real files -------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,51 @@ def test_file_directory_conflicts_need_sync(
         fixed = downloader.download(result.zarr_id, dest, sync=True)
     assert (fixed.deleted, fixed.downloaded) == (2, 2) and fixed.ok
     assert zarr_checksum_of(dest) == zarr_checksum_of(source)
+
+
+@pytest.mark.sqlite_only
+def test_a_no_op_download_takes_the_cached_checksum(
+    tmp_path: Path,
+    client: ApiClient,
+    uploaded: tuple[Path, str, dict[str, np.ndarray]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once the local files are settled, a download of an unchanged copy compares the
+    cached root checksum only (no file listed against the archive, none read); a change
+    makes it compare and repair as before."""
+    from zarrchive.client import digest_cache, local
+
+    monkeypatch.setenv("ZARRCHIVE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(digest_cache, "_default", None)  # the test's own cache, closed below
+    monkeypatch.setattr(digest_cache, "_default_path", None)
+    source, zarr_id, _ = uploaded
+    total = file_count(source)
+    checksum = client.get_zarr(zarr_id).checksum
+    dest = tmp_path / "dest.zarr"
+    with Downloader(client, jobs=4) as downloader:
+        assert downloader.download(zarr_id, dest).downloaded == total
+        # The files' timestamps are settled for the cache from here on.
+        monkeypatch.setattr(local, "_time_ns", lambda: time.time_ns() + 10**10)
+        compared: list[str] = []
+        original = Downloader._compare
+
+        def counting(self: Downloader, zarr: Any, root: str) -> Any:
+            compared.append(root)
+            return original(self, zarr, root)
+
+        monkeypatch.setattr(Downloader, "_compare", counting)
+        first = downloader.download(zarr_id, dest)  # fills the cache (files read once)
+        again = downloader.download(zarr_id, dest)
+        assert (again.downloaded, again.skipped, again.deleted, again.extra) == (0, total, 0, [])
+        assert again.ok and again.local_checksum == checksum
+        assert (first.downloaded, first.skipped) == (0, total) and len(compared) == 0
+
+        victim = sorted((dest / "a").rglob("*"))[-1]
+        victim.write_bytes(victim.read_bytes() + b"!")
+        repaired = downloader.download(zarr_id, dest)
+        assert (repaired.downloaded, repaired.skipped) == (1, total - 1) and repaired.ok
+        assert len(compared) == 1
+    assert zarr_checksum_of(dest) == checksum
+    opened = digest_cache._default
+    assert opened is not None
+    opened.close()

@@ -486,3 +486,122 @@ def test_the_row_of_a_directory_is_one_row(
     assert rows[key] == "a\0b"
     assert rows[key + b"/a/0/1"] == ""
     assert len(rows) == len(truth(root))
+
+
+KILLED_WRITER = """
+import os, signal, sys, time
+from zarrchive.client import digest_cache, local, local_tree
+
+local._time_ns = lambda: time.time_ns() + 10**10  # the files count as settled
+local_tree.CHUNK_FILES = 8  # many batches of rows
+original = digest_cache.DigestCache.store_rows
+calls = [0]
+
+
+def store_rows(self, rows):
+    calls[0] += 1
+    if calls[0] < 3:
+        return original(self, rows)
+    # Killed in the middle of the third batch's transaction.
+    db = self._db
+    db.execute("BEGIN IMMEDIATE")
+    db.executemany(
+        "INSERT OR REPLACE INTO directories (path, names, stats, md5s, hashed_ns, used_day) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(k, r.names, r.stats, r.md5s, r.hashed_ns, 0) for k, r in rows[: len(rows) // 2 + 1]],
+    )
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+digest_cache.DigestCache.store_rows = store_rows
+cache = digest_cache.DigestCache.open(sys.argv[2])
+local_tree.scan_tree(sys.argv[1], cache=cache, jobs=2)
+"""
+
+
+def test_a_writer_killed_mid_way_leaves_no_stale_digest(tmp_path: Path, settled: None) -> None:
+    """The rows are written by a thread of their own, batch by batch: a process killed in
+    the middle of a batch leaves the batches before it and nothing of that one, and what
+    it left is never stale after changes, in directories it wrote and in the others."""
+    import signal
+    import subprocess
+    import sys
+
+    root = tmp_path / "z"
+    make_tree(root)
+    path = tmp_path / "cache" / "digests.sqlite3"
+    path.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(root), str(path)], capture_output=True
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    db = sqlite3.connect(path)
+    written = {key for (key,) in db.execute("SELECT path FROM directories")}
+    db.close()
+    expected = truth(root)
+    assert 0 < len(written) < len(expected)
+    cache = DigestCache.open(path)
+    assert cache is not None
+    try:
+        assert cache.keys_below(os.fsencode(os.path.abspath(root))) == written
+        assert scanned(root, cache) == expected
+        top = os.fsencode(os.path.abspath(root))
+        in_written = next(
+            p
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+            and top + b"/" + os.fsencode(p.parent.relative_to(root).as_posix()) in written
+        )
+        tick()
+        rewrite_in_place(in_written, b"#" * in_written.stat().st_size)
+        (root / "b" / "new").write_bytes(b"new")
+        assert scanned(root, cache) == truth(root) != expected
+    finally:
+        cache.close()
+
+
+def test_only_the_rows_below_the_root_are_looked_up(
+    tmp_path: Path, cache: DigestCache, settled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One range read finds the rows below the root (not those of a sibling whose name
+    starts with the root's); a directory without one is not looked up at all."""
+    for name in ("z", "z0", "z.b", "y"):
+        make_tree(tmp_path / name)
+        scanned(tmp_path / name, cache)
+    make_tree(tmp_path / "fresh")
+    key = os.fsencode(os.path.abspath(tmp_path / "z"))
+    below = cache.keys_below(key)
+    assert key in below and len(below) == len(truth(tmp_path / "z"))
+    assert all(k == key or k.startswith(key + b"/") for k in below)
+    looked_up: list[bytes] = []
+    original = DigestCache.row
+
+    def row(self: DigestCache, key: bytes, now_ns: int) -> object:
+        looked_up.append(key)
+        return original(self, key, now_ns)
+
+    monkeypatch.setattr(DigestCache, "row", row)
+    assert scanned(tmp_path / "fresh", cache) == truth(tmp_path / "fresh")
+    assert looked_up == []
+    assert scanned(tmp_path / "z", cache) == truth(tmp_path / "z")
+    assert set(looked_up) == below
+
+
+def test_files_around_the_read_size_are_hashed_whole(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    """A small file is read in one call (its size from the ``fstat``); one of the buffer's
+    size or more is read on to its end."""
+    root = tmp_path / "z"
+    block = local.BLOCK_SIZE
+    for size in (0, 1, block - 1, block, block + 1, 2 * block + 3):
+        write(root, f"a/{size}", bytes(range(256)) * (size // 256) + b"x" * (size % 256))
+    expected = truth(root)
+    assert scanned(root, cache) == expected  # read, the rows written
+    assert scanned(root, cache) == expected  # from the rows
+    assert expected[""] == compute_checksum(
+        [
+            (f"a/{p.name}", p.stat().st_size, hashlib.md5(p.read_bytes()).hexdigest())
+            for p in (root / "a").iterdir()
+        ]
+    )

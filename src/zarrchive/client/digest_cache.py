@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import sqlite3
 import sys
 import threading
@@ -58,14 +59,14 @@ BUSY_TIMEOUT = 5.0
 #: A directory whose entries were not used for this many days is removed from the cache.
 KEEP_DAYS = 60
 #: Bumped when the schema changes: an older file is rebuilt.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Stat records are stored as signed 64-bit integers: larger device or inode numbers are
 #: not cached.
 _MAX_INT = (1 << 63) - 1
 
 #: One row per directory (by its absolute path): its files' names (``\\0``-separated),
 #: their stat records (``array("q")``, 5 integers a file: dev, ino, size, mtime_ns,
-#: ctime_ns), their md5s (concatenated hex), and the latest time any was hashed.  Reading
+#: ctime_ns), their md5s (16 bytes each, concatenated), and the latest time any was hashed.  Reading
 #: or writing a directory is one row, unpacked by C code: a few tenths of a microsecond
 #: a file, where a row a file costs several microseconds.
 #:
@@ -77,7 +78,7 @@ CREATE TABLE IF NOT EXISTS directories (
     path BLOB PRIMARY KEY,
     names TEXT NOT NULL,
     stats BLOB NOT NULL,
-    md5s TEXT NOT NULL,
+    md5s BLOB NOT NULL,
     hashed_ns INTEGER NOT NULL,
     used_day INTEGER NOT NULL,
     dirs TEXT NOT NULL DEFAULT '',
@@ -185,8 +186,8 @@ class DirectoryRow(NamedTuple):
     """One directory as cached by :mod:`zarrchive.client.local_tree`.
 
     *names*: its files' names, sorted and ``\\0``-separated; *stats*: their stat records
-    (:func:`pack_records`); *md5s*: their md5s, space-separated (only settled files are
-    kept: a row that lacks a file never has a digest).  *dirs* and *dir_stats*: the same for
+    (:func:`pack_records`); *md5s*: their md5s, 16 bytes each (:func:`pack_md5s`; only
+    settled files are kept: a row that lacks a file never has a digest).  *dirs* and *dir_stats*: the same for
     its subdirectories (no md5s).  *digest*: the directory's Dandi Zarr checksum when every
     file below it was settled (``""``: no file below it), ``None`` if not known.
     *hashed_ns*: the clock when its newest file was hashed.
@@ -194,7 +195,7 @@ class DirectoryRow(NamedTuple):
 
     names: str
     stats: bytes
-    md5s: str
+    md5s: bytes
     dirs: str
     dir_stats: bytes
     digest: str | None
@@ -218,6 +219,19 @@ def unpack_records(packed: bytes) -> list[tuple[int, ...]] | None:
         values.byteswap()
     each = iter(values)
     return list(zip(each, each, each, each, each, strict=False))
+
+
+def pack_md5s(md5s: Iterable[str]) -> bytes:
+    """Hex md5s as stored: 16 bytes each, concatenated (half the bytes of the hex)."""
+    return bytes.fromhex(" ".join(md5s))
+
+
+def unpack_md5s(packed: bytes) -> list[str]:
+    """The inverse of :func:`pack_md5s` (lower-case hex); ValueError if not whole md5s."""
+    if len(packed) % 16:
+        raise ValueError(f"{len(packed)} bytes of md5s")
+    text = packed.hex()
+    return [text[i : i + 32] for i in range(0, len(text), 32)]
 
 
 def pack_records(records: Iterable[int]) -> bytes | None:
@@ -248,7 +262,8 @@ class DigestCache:
         self._loaded: dict[bytes, Known] = {}
         #: Directories read whose day of use is before today, until :meth:`flush`.
         self._used: set[bytes] = set()
-        self._lock = threading.Lock()
+        #: Held by every use of the connection (the walk's thread and a :class:`RowWriter`).
+        self._lock = threading.RLock()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> DigestCache | None:
@@ -294,10 +309,11 @@ class DigestCache:
 
     def _fail(self, what: str, exc: Exception) -> None:
         warn_once(f"the digest cache {self.path!r} failed ({what}: {exc}): hashing every file")
-        db, self._db = self._db, None
-        if db is not None:
-            with contextlib.suppress(sqlite3.Error):
-                db.close()
+        with self._lock:
+            db, self._db = self._db, None
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
 
     def _select(self, key: bytes, columns: str) -> Any | None:
         """The *columns* of the directory row *key*; None if there is none, no usable
@@ -349,13 +365,40 @@ class DigestCache:
             hashed_ns > now_ns
             or not isinstance(names, str)
             or not isinstance(stats, bytes)
-            or not isinstance(md5s, str)
+            or not isinstance(md5s, bytes)
             or not isinstance(dirs, str)
             or not isinstance(dir_stats, bytes)
             or not (digest is None or isinstance(digest, str))
         ):
             return None
         return DirectoryRow(names, stats, md5s, dirs, dir_stats, digest, hashed_ns)
+
+    def keys_below(self, root_key: bytes) -> set[bytes]:
+        """The keys of the rows of the directory *root_key* (:func:`directory_key`) and of
+        every directory below it, in one range read (a walk then looks up only those: a
+        first run costs no look-up at all).  Empty without a usable database or on error."""
+        db = self._db
+        if db is None:
+            return set()
+        sep = os.fsencode(os.sep)
+        prefix = root_key if root_key.endswith(sep) else root_key + sep
+        # Every key that starts with *prefix*: from it (inclusive) to the prefix with its
+        # last byte (the separator, never 0xff) plus one (exclusive).
+        end = prefix[:-1] + bytes([prefix[-1] + 1])
+        try:
+            with self._lock:
+                found = db.execute(
+                    "SELECT path FROM directories WHERE path = ? OR (path >= ? AND path < ?)",
+                    (root_key, prefix, end),
+                ).fetchall()
+        except sqlite3.Error as exc:
+            self._fail("reading", exc)
+            return set()
+        return {key for (key,) in found if isinstance(key, bytes)}
+
+    def writer(self) -> RowWriter:
+        """A :class:`RowWriter` of this cache (close it before the cache)."""
+        return RowWriter(self)
 
     def store_rows(self, rows: Iterable[tuple[bytes, DirectoryRow]]) -> int:
         """Save whole directory rows ``(key, row)`` (:func:`directory_key`) in one
@@ -518,20 +561,76 @@ class DigestCache:
             self._fail("clearing", exc)
 
 
+class RowWriter:
+    """Writes directory rows (:meth:`DigestCache.store_rows`) on a thread of its own, so
+    that SQLite's work (which runs without the GIL) overlaps the walk and the hashing.
+
+    Each batch is one transaction of rows each complete in itself (computed from what was
+    read, and with the clock before any of their files was opened): a process stopped at any
+    point leaves rows that were true, or none; never one that is half written.  At most
+    :attr:`MAX_QUEUED` batches wait (then :meth:`submit` waits).  A failure is the cache's
+    (one warning, the cache off): never the caller's.
+    """
+
+    MAX_QUEUED = 4
+
+    def __init__(self, cache: DigestCache) -> None:
+        self._cache = cache
+        self._queue: queue.Queue[list[tuple[bytes, DirectoryRow]] | None] = queue.Queue(
+            self.MAX_QUEUED
+        )
+        self.saved = 0
+        self._thread: threading.Thread | None = None
+
+    def submit(self, rows: list[tuple[bytes, DirectoryRow]]) -> None:
+        """Queue *rows* to be written (the thread starts with the first batch)."""
+        if not rows or not self._cache.usable:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name="zarrchive-digest-cache", daemon=True
+            )
+            self._thread.start()
+        self._queue.put(rows)
+
+    def _run(self) -> None:
+        while True:
+            rows = self._queue.get()
+            if rows is None:
+                return
+            try:
+                self.saved += self._cache.store_rows(rows)
+            except Exception as exc:  # never the caller's failure
+                self._cache._fail("writing", exc)
+
+    def close(self) -> None:
+        """Write what is queued, then stop the thread."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
-def _pack(files: dict[str, tuple[tuple[int, ...], str]]) -> tuple[str, bytes, str]:
+def _pack(files: dict[str, tuple[tuple[int, ...], str]]) -> tuple[str, bytes, bytes]:
     """``(names, stats, md5s)`` of a directory row, from ``name -> (stat record, md5)``."""
     stats = array("q")
     for record, _ in files.values():
         stats.extend(record)
     if _BIG_ENDIAN:  # stored little-endian, whatever the machine
         stats.byteswap()
-    return "\0".join(files), stats.tobytes(), " ".join(md5 for _, md5 in files.values())
+    return "\0".join(files), stats.tobytes(), pack_md5s(md5 for _, md5 in files.values())
 
 
-def _unpack(names_text: str, stats_bytes: bytes, md5s_text: str) -> Known:
+def _unpack(names_text: str, stats_bytes: bytes, md5s_bytes: bytes) -> Known:
     """The inverse of :func:`_pack`; ValueError if the three do not agree."""
     if not names_text:
         return NOTHING_KNOWN
@@ -540,10 +639,12 @@ def _unpack(names_text: str, stats_bytes: bytes, md5s_text: str) -> Known:
     stats.frombytes(stats_bytes)
     if _BIG_ENDIAN:
         stats.byteswap()
-    md5s = md5s_text.split(" ")
+    if not isinstance(md5s_bytes, bytes):
+        raise TypeError("md5s are not bytes")
     count = len(names)
-    if len(stats) != 5 * count or len(md5s) != count or len(md5s_text) != 33 * count - 1:
-        raise ValueError(f"{count} names, {len(stats)} integers, {len(md5s)} md5s")
+    if len(stats) != 5 * count or len(md5s_bytes) != 16 * count:
+        raise ValueError(f"{count} names, {len(stats)} integers, {len(md5s_bytes)} md5 bytes")
+    md5s = unpack_md5s(md5s_bytes)
     return Known(dict(zip(names, range(count), strict=True)), stats, md5s)
 
 
@@ -560,8 +661,18 @@ def directory_key(os_directory: str) -> bytes:
 _directory_key = directory_key
 
 
+#: The page size of a new cache file: a directory's row (about 60 bytes a file) fits in
+#: one page for directories of up to a few hundred files, without a chain of overflow pages
+#: each partly empty (with 4 KiB pages the file was twice its rows' bytes).
+PAGE_SIZE = 16384
+
+
 def _prepare(db: sqlite3.Connection) -> None:
+    db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # no effect on an existing file
     db.execute("PRAGMA journal_mode=WAL")
+    # NORMAL, not OFF: in WAL mode it syncs only at checkpoints (a few times per 10^5 files),
+    # and it keeps the file consistent through a machine crash; with OFF a torn checkpoint
+    # could mix the pages of two versions of a large row (names of one, records of another).
     db.execute("PRAGMA synchronous=NORMAL")
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version != SCHEMA_VERSION:
@@ -650,6 +761,7 @@ __all__ = [
     "DirectoryRow",
     "HashedFile",
     "Known",
+    "RowWriter",
     "StatKey",
     "cache_enabled",
     "default_cache",
@@ -660,7 +772,9 @@ __all__ = [
     "is_trusted",
     "may_store",
     "may_store_record",
+    "pack_md5s",
     "pack_records",
     "stat_key",
+    "unpack_md5s",
     "unpack_records",
 ]

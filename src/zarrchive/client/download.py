@@ -370,6 +370,20 @@ class Downloader:
         except OSError as exc:
             raise LocalFileError(f"cannot create {root!r}: {exc.strerror}") from None
         _remove_partials(root)
+        if zarr.file_count:
+            # Unchanged local files: the cached directory digests give the root's checksum at
+            # the cost of a stat per entry; equal to the archive's, there is nothing to do
+            # (the checksum covers every file: none is missing, different or extra).
+            same = self._cached_root_checksum(root)
+            if same is not None and same == zarr.checksum:
+                self.progress.stop()
+                return DownloadResult(
+                    zarr_id=zarr.zarr_id,
+                    remote_checksum=same,
+                    local_checksum=same,
+                    files=zarr.file_count,
+                    skipped=zarr.file_count,
+                )
         comparison = self._compare(zarr, root)
         result = DownloadResult(
             zarr_id=zarr.zarr_id,

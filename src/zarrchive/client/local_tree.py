@@ -33,9 +33,12 @@ A directory that is not unchanged is hashed: its files whose record is the cache
 give their cached md5, the others are read (by a thread pool, in chunks of
 :data:`~zarrchive.client.local.CHUNK_FILES` files, as in :mod:`zarrchive.client.local`),
 its listing is built from its files and its subdirectories' digests, and its row is
-written (all rows of a chunk in one transaction).  A directory with no cached row is not
-``stat``-ed file by file (its files are ``fstat``-ed as they are read), so a first run
-costs what a run without the cache costs, plus the rows written.
+written (all rows of a chunk in one transaction, by a
+:class:`~zarrchive.client.digest_cache.RowWriter` on its own thread: SQLite's work overlaps
+the hashing).  Which directories have a row is read once, by one range query
+(:meth:`~zarrchive.client.digest_cache.DigestCache.keys_below`): a directory without one is
+neither looked up nor ``stat``-ed file by file (its files are ``fstat``-ed as they are
+read), so a first run costs what a run without the cache costs, plus packing the rows.
 """
 
 from __future__ import annotations
@@ -55,7 +58,13 @@ from zarrchive.checksum import DirectoryDigest
 from zarrchive.checksum.digest import EMPTY_CHECKSUM
 from zarrchive.checksum.node import ChildRow, directory_digest
 from zarrchive.client import local as _local
-from zarrchive.client.digest_cache import SETTLE_NS, DirectoryRow, pack_records, unpack_records
+from zarrchive.client.digest_cache import (
+    SETTLE_NS,
+    DirectoryRow,
+    pack_md5s,
+    pack_records,
+    unpack_records,
+)
 from zarrchive.client.local import (
     _OPEN_FLAGS,
     BLOCK_SIZE,
@@ -73,7 +82,7 @@ from zarrchive.client.local import (
 from zarrchive.errors import LocalFileError
 
 if TYPE_CHECKING:
-    from zarrchive.client.digest_cache import DigestCache
+    from zarrchive.client.digest_cache import DigestCache, RowWriter
 
 #: Below this many files to read, they are read on the walk's thread (no thread pool).
 FEW_FILES = 64
@@ -217,6 +226,10 @@ class _Scan:
         self.executor: ThreadPoolExecutor | None = None
         self.last_report = 0.0
         self.root_key = b""
+        #: The keys of the cache's rows below the root (only those are looked up).
+        self.known_keys: set[bytes] = set()
+        #: Writes the rows on its own thread (made by the first :meth:`flush` with rows).
+        self.writer: RowWriter | None = None
 
     # -- the walk ---------------------------------------------------------------------------
     def enter(self, path: str, os_path: str, identity: tuple[int, int], trusted: bool) -> _Frame:
@@ -225,7 +238,7 @@ class _Scan:
         frame.os_prefix = os_prefix = os_path if os_path.endswith(os.sep) else os_path + os.sep
         frame.identity = identity
         frame.key = key = self.root_key + os.fsencode(os.sep + path) if path else self.root_key
-        row = frame.row = self.cache.row(key, self.now_ns)
+        row = frame.row = self.cache.row(key, self.now_ns) if key in self.known_keys else None
         listing = None
         if row is not None and row.digest is not None:
             # Worth a stat of every entry: they decide whether the row is still true.
@@ -442,14 +455,17 @@ class _Scan:
             row = DirectoryRow(
                 "\0".join(map(_by_name, files)),
                 packed,
-                " ".join(map(_md5_of, files)),
+                pack_md5s(map(_md5_of, files)),
                 "\0".join(item.dirs),
                 item.dir_records,
                 digest if item.storable else None,
                 started,
             )
             rows.append((item.key, row))
-        self.cache.store_rows(rows)
+        if rows:
+            if self.writer is None:
+                self.writer = self.cache.writer()
+            self.writer.submit(rows)
 
     def _read(
         self, runs: list[_Run], settled_ns: int
@@ -490,6 +506,9 @@ class _Scan:
         if self.executor is not None:
             self.executor.shutdown(wait=True, cancel_futures=True)
             self.executor = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
         self.cache.flush()
 
 
@@ -509,7 +528,7 @@ def _read_batch(
         buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
     view = buffers[0]
     open_, readv, close, fstat, md5 = os.open, os.readv, os.close, os.fstat, hashlib.md5
-    flags = _OPEN_FLAGS
+    flags, block = _OPEN_FLAGS, len(view)
     result: list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]] = []
     for prefix, os_prefix, names in batch:
         rows: list[ChildRow] = []
@@ -523,6 +542,11 @@ def _read_batch(
                     st = fstat(fd)
                     size = n = readv(fd, buffers)
                     digest = md5(view[:n], usedforsecurity=False)
+                    # A small file whose size the fstat just gave, read whole in one call:
+                    # no second call to find its end (the first one's shortness says it).
+                    # Grown since the fstat, it is read on and its record not kept.
+                    if n == st.st_size and n < block:
+                        n = 0
                     while n:
                         n = readv(fd, buffers)
                         if n:
@@ -579,6 +603,7 @@ def scan_tree(
     from zarrchive.client.digest_cache import directory_key
 
     scan.root_key = directory_key(top)
+    scan.known_keys = cache.keys_below(scan.root_key)
     try:
         identity = os.stat(top)
         stack = [scan.enter("", top, (identity.st_dev, identity.st_ino), True)]
