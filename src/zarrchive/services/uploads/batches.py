@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from sqlalchemy import and_, case, or_, select
@@ -31,7 +32,7 @@ from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.tree_updater import (
     affected_directories,
-    read_nodes,
+    read_node,
 )
 from zarrchive.services.uploads import directory_delete
 from zarrchive.services.uploads.apply import (
@@ -69,6 +70,9 @@ from zarrchive.storage.keys import (
 from zarrchive.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
+
+#: The threads that read the Zarr's nodes for ``open``'s clash check.
+_NODE_READERS = ThreadPoolExecutor(8, thread_name_prefix="zarrchive-open-nodes")
 
 
 # -- the operations --------------------------------------------------------------------
@@ -283,7 +287,15 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         store = archive.store_for(zarr.dandiset.embargoed)
     directories = sorted(affected_directories(paths))
-    nodes = read_nodes(store, zarr_id, directories)
+    # on threads of their own: the store's pool may hold an apply's copies (hundreds queued),
+    # which a batch's open (the client's PUTs wait for its answer) must not queue behind
+    nodes = dict(
+        zip(
+            directories,
+            _NODE_READERS.map(lambda d: read_node(store, zarr_id, d), directories),
+            strict=True,
+        )
+    )
     for path in paths:
         directory, name = split_path(path)
         node = nodes.get(directory)
