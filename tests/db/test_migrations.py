@@ -20,6 +20,7 @@ from zarrchive.db.models import (
     Dandiset,
     EmbargoStatus,
     UploadBatch,
+    UploadBatchFile,
     User,
     Zarr,
 )
@@ -250,5 +251,29 @@ def test_0007_gives_blobs_of_one_part_their_dandi_etag(database_url: str) -> Non
             rows[1][0]: dandi_etag(empty),
             rows[2][0]: None,
         }
+    finally:
+        db.dispose()
+
+
+def test_migration_0014_fills_in_the_directories_of_queued_batches(database_url: str) -> None:
+    db = Database(database_url)
+    try:
+        upgrade(db.engine, "0013")
+        with db.session() as session:
+            dandiset = Dandiset(name="d")
+            session.add(dandiset)
+            session.flush()
+            session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+            session.flush()
+            for state, seq in ((BatchState.QUEUED, 1), (BatchState.OPEN, None)):
+                batch = UploadBatch(zarr_id=ZARR, state=state, seq=seq)
+                batch.files = [UploadBatchFile(path=f"{state}/b/c", etag="0" * 32)]
+                session.add(batch)
+        upgrade(db.engine)
+        with db.engine.connect() as connection:
+            rows = connection.execute(
+                text("SELECT path FROM upload_batch_directories ORDER BY path")
+            ).scalars()
+            assert list(rows) == ["queued", "queued/b"]  # the queued batch's, not the open one's
     finally:
         db.dispose()

@@ -726,7 +726,7 @@ class Uploader:
                     "`zarrchive verify`"
                 )
             time.sleep(pause)
-            pause = min(pause * 1.5, 1.0)
+            pause = min(pause * 1.5, 0.2)  # the upload ends when this answers: poll briskly
 
     # -- stale batches ----------------------------------------------------------------------
     def _resolve_stale_batch(self, zarr_id: str, result: UploadResult) -> str | None:

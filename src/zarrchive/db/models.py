@@ -269,6 +269,8 @@ class UploadBatch(Base):
 
 class UploadBatchFile(Base):
     __tablename__ = "upload_batch_files"
+    #: ``open``'s file/directory clash check looks queued files up by path
+    __table_args__ = (Index("ix_upload_batch_files_path", "path"),)
 
     batch_id: Mapped[int] = mapped_column(
         ForeignKey("upload_batches.id", ondelete="CASCADE"), primary_key=True
@@ -285,6 +287,20 @@ class UploadBatchFile(Base):
     part_size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     #: The S3 multipart upload of its staging key, while its parts are being sent.
     multipart_upload_id: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+
+
+class UploadBatchDirectory(Base):
+    """A directory above the files of a verified upload batch not applied yet (the root
+    excluded), written when the batch is queued and deleted with it: ``open``'s
+    file/directory clash check looks a new batch's paths up here by equality, at a cost
+    that follows the new batch, not the backlog."""
+
+    __tablename__ = "upload_batch_directories"
+
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    batch_id: Mapped[int] = mapped_column(
+        ForeignKey("upload_batches.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
 
 
 class RefusedUpload(Base):

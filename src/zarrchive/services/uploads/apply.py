@@ -7,7 +7,9 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -58,6 +60,8 @@ log = logging.getLogger(__name__)
 CLAIM_SECONDS = 15.0
 #: Copies between renewals of the claim.
 COPY_CHUNK = 250
+#: How often an applier waiting for its last staging drops looks for a newly queued batch.
+DROP_POLL_SECONDS = 0.1
 #: How long a request that must apply now (``wait``) waits for another applier.
 WAIT_SECONDS = 60.0
 #: The import string of the apply job.
@@ -334,8 +338,14 @@ def refusal_error(zarr_id: str, problems: list[tuple[str, str, str]]) -> UploadV
     )
 
 
-def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
-    """Apply a claimed batch; False if the claim was lost to another applier meanwhile."""
+def _apply_claimed(
+    archive: Archive,
+    claimed: _Claimed,
+    token: str,
+    drop: Callable[[ObjectStore, str, str], object] = _drop_staging,
+) -> bool:
+    """Apply a claimed batch; False if the claim was lost to another applier meanwhile.
+    Its staging objects are then dropped by *drop* (``(store, zarr_id, uid)``)."""
     zarr_id = claimed.zarr_id
     with archive.db.session() as session:
         store = archive.store_for(
@@ -404,7 +414,7 @@ def _apply_claimed(archive: Archive, claimed: _Claimed, token: str) -> bool:
         _release(archive, claimed, token)
         raise
     if claimed.kind == BatchKind.UPLOAD:
-        _drop_staging(store, zarr_id, claimed.uid)
+        drop(store, zarr_id, claimed.uid)
     return True
 
 
@@ -430,10 +440,25 @@ def apply_pending(
     deadline = time.monotonic() + timeout
     pause = 0.02
     refused: UploadVerificationFailed | None = None
+    # an applied batch's staging objects are dropped while the next batch is copied (the
+    # drop lists and deletes them: seconds per batch that the copies need not wait for);
+    # every drop is done before this call returns
+    dropper = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-drop")
+
+    dropping: list[Future[None]] = []
+
+    def drop(store: ObjectStore, zarr_id: str, uid: str) -> object:
+        dropping.append(dropper.submit(_drop_staging, store, zarr_id, uid))
+        return None
+
     try:
         while True:
             claimed = _claim_next(archive, zarr_id, token, until_seq)
             if claimed is None:
+                if not all(f.done() for f in dropping):
+                    # a batch queued while the last drops finish is applied at once
+                    futures_wait(dropping, timeout=DROP_POLL_SECONDS)
+                    continue
                 if refused is not None:
                     raise refused
                 return applied
@@ -450,11 +475,12 @@ def apply_pending(
                 continue
             pause = 0.02
             try:
-                if _apply_claimed(archive, claimed, token):
+                if _apply_claimed(archive, claimed, token, drop):
                     applied += 1
             except UploadVerificationFailed as exc:
                 refused = refused or exc  # the batch is dropped: go on with the next ones
     finally:
+        dropper.shutdown(wait=True)
         if applied:
             queue_manifest(archive, zarr_id)
 

@@ -7,16 +7,19 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from sqlalchemy import and_, case, or_, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from zarrchive.db.models import (
     PENDING_STATES,
     BatchKind,
     BatchState,
     UploadBatch,
+    UploadBatchDirectory,
     UploadBatchFile,
     utcnow,
 )
@@ -31,7 +34,7 @@ from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.tree_updater import (
     affected_directories,
-    read_nodes,
+    read_node,
 )
 from zarrchive.services.uploads import directory_delete
 from zarrchive.services.uploads.apply import (
@@ -69,6 +72,9 @@ from zarrchive.storage.keys import (
 from zarrchive.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
+
+#: The threads that read the Zarr's nodes for ``open``'s clash check.
+_NODE_READERS = ThreadPoolExecutor(8, thread_name_prefix="zarrchive-open-nodes")
 
 
 # -- the operations --------------------------------------------------------------------
@@ -207,66 +213,60 @@ _CLASH_CHUNK = 200
 def _queued_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> list[str]:
     """The clashes of *paths* with the files of the Zarr's verified batches not applied
     yet: a path that is a directory of a queued file, or a queued file that is a directory
-    of a path.  Bounded by the batch, not by the backlog: the database answers which of
-    *paths* (and of their parents) clash, a few queries a chunk of paths, never the list
-    of queued paths (an index range per path on SQLite; on PostgreSQL byte order,
-    ``COLLATE "C"``)."""
-    problems: list[str] = []
+    of a path.
+
+    Bounded by the batch, not by the backlog: names are looked up by equality, a chunk at a
+    time (``upload_batch_files.path`` is indexed; ``upload_batch_directories`` holds the
+    directories of the queued batches), then the batches found are kept if they are the
+    Zarr's pending uploads.  (Two steps: with a join, SQLite walks the Zarr's batches and
+    probes each one, a cost that grows with the backlog.)  Equality is byte equality on
+    both databases, whatever their collation."""
+    found: list[tuple[str, int, bool]] = []  # (name, batch id, a file of the batch)
     with archive.db.session() as session:
-        pending = list(
-            session.scalars(
-                select(UploadBatch.id).where(
-                    UploadBatch.zarr_id == zarr_id,
-                    UploadBatch.kind == BatchKind.UPLOAD,
-                    UploadBatch.state.in_(PENDING_STATES),
+        for table, names, is_file in (
+            (UploadBatchFile, sorted(affected_directories(paths) - {""}), True),
+            (UploadBatchDirectory, sorted(set(paths)), False),
+        ):
+            for start in range(0, len(names), _CLASH_CHUNK):
+                rows = session.execute(
+                    select(table.path, table.batch_id).where(
+                        table.path.in_(names[start : start + _CLASH_CHUNK])
+                    )
                 )
-            )
-        )
-        if not pending:
-            return problems
-        in_pending = UploadBatchFile.batch_id.in_(pending)
-        # a parent of a path is a queued file
-        parents = sorted(affected_directories(paths) - {""})
-        queued_files: set[str] = set()
-        for start in range(0, len(parents), _CLASH_CHUNK):
-            chunk = parents[start : start + _CLASH_CHUNK]
-            queued_files.update(
+                found.extend((name, batch_id, is_file) for name, batch_id in rows)
+        ids = sorted({batch_id for _name, batch_id, _file in found})
+        pending: set[int] = set()
+        for start in range(0, len(ids), _CLASH_CHUNK):
+            pending.update(
                 session.scalars(
-                    select(UploadBatchFile.path)
-                    .where(in_pending, UploadBatchFile.path.in_(chunk))
-                    .distinct()
+                    select(UploadBatch.id).where(
+                        UploadBatch.id.in_(ids[start : start + _CLASH_CHUNK]),
+                        UploadBatch.zarr_id == zarr_id,
+                        UploadBatch.kind == BatchKind.UPLOAD,
+                        UploadBatch.state.in_(PENDING_STATES),
+                    )
                 )
             )
-        for path in paths:
-            for parent in affected_directories([path]) - {""}:
-                if parent in queued_files:
-                    problems.append(
-                        f"{path!r} would make {parent!r} a directory, but a batch being "
-                        "applied writes it as a file"
-                    )
-        # a path is a directory of a queued file: a queued path in [path + "/", path + "0")
-        column = UploadBatchFile.path
-        if session.get_bind().dialect.name == "postgresql":
-            column = column.collate("C")  # type: ignore[assignment]
-        # (paths of one depth never hold one another: their ranges are disjoint, so the
-        # first range a queued path falls in is the only one)
-        by_depth: dict[int, list[str]] = {}
-        for path in paths:
-            by_depth.setdefault(path.count("/"), []).append(path)
-        chunks = [
-            group[start : start + _CLASH_CHUNK]
-            for group in by_depth.values()
-            for start in range(0, len(group), _CLASH_CHUNK)
-        ]
-        for chunk in chunks:
-            ranges = [and_(column >= p + "/", column < p + "0") for p in chunk]
-            which = case(*((r, i) for i, r in enumerate(ranges)), else_=-1)
-            for i in session.scalars(select(which).where(in_pending, or_(*ranges)).distinct()):
-                if i >= 0:
-                    problems.append(
-                        f"{chunk[i]!r} is a directory of a batch being applied: it can't be a file"
-                    )
+    queued_files = {name for name, batch_id, is_file in found if is_file and batch_id in pending}
+    queued_dirs = {name for name, batch_id, is_file in found if not is_file and batch_id in pending}
+    problems: list[str] = []
+    for path in paths:
+        if path in queued_dirs:
+            problems.append(f"{path!r} is a directory of a batch being applied: it can't be a file")
+        for parent in affected_directories([path]) - {""}:
+            if parent in queued_files:
+                problems.append(
+                    f"{path!r} would make {parent!r} a directory, but a batch being "
+                    "applied writes it as a file"
+                )
     return problems
+
+
+def record_directories(session: Session, batch: UploadBatch) -> None:
+    """Record the directories of *batch*'s files, when it is queued (see
+    :class:`~zarrchive.db.models.UploadBatchDirectory`)."""
+    directories = affected_directories([f.path for f in batch.files]) - {""}
+    session.add_all(UploadBatchDirectory(batch_id=batch.id, path=d) for d in sorted(directories))
 
 
 def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> None:
@@ -283,7 +283,15 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         store = archive.store_for(zarr.dandiset.embargoed)
     directories = sorted(affected_directories(paths))
-    nodes = read_nodes(store, zarr_id, directories)
+    # on threads of their own: the store's pool may hold an apply's copies (hundreds queued),
+    # which a batch's open (the client's PUTs wait for its answer) must not queue behind
+    nodes = dict(
+        zip(
+            directories,
+            _NODE_READERS.map(lambda d: read_node(store, zarr_id, d), directories),
+            strict=True,
+        )
+    )
     for path in paths:
         directory, name = split_path(path)
         node = nodes.get(directory)
@@ -347,6 +355,7 @@ def complete_batch(
             f.multipart_upload_id = None  # assembled: the upload is gone
         batch.state = BatchState.QUEUED
         batch.seq = _next_seq(session, zarr.id)
+        record_directories(session, batch)
         seq = batch.seq
     # Recorded as verified: from here on the batch is applied, whatever happens to us.
     if wait or not _schedule(archive, zarr_id):

@@ -27,7 +27,11 @@ from zarrchive.paths import find_file_directory_clashes
 from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads.apply import _kick, _schedule, apply_pending, queue_manifest
-from zarrchive.services.uploads.batches import _check_staged, _refuse_file_directory_clashes
+from zarrchive.services.uploads.batches import (
+    _check_staged,
+    _refuse_file_directory_clashes,
+    record_directories,
+)
 from zarrchive.services.uploads.records import (
     _check_batch_size,
     _has_pending,
@@ -233,6 +237,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
             if batch.files:
                 batch.state = BatchState.QUEUED
                 batch.seq = _next_seq(session, zarr.id)
+                record_directories(session, batch)
                 at_rest = False
             else:
                 session.delete(batch)
