@@ -481,6 +481,12 @@ def apply_pending(
                 refused = refused or exc  # the batch is dropped: go on with the next ones
     finally:
         dropper.shutdown(wait=True)
+        for dropped_future in dropping:  # a failed drop leaves staging objects for admin gc
+            failure = dropped_future.exception()
+            if failure is not None:
+                log.warning(
+                    "Zarr %s: dropping a batch's staging objects failed: %s", zarr_id, failure
+                )
         if applied:
             queue_manifest(archive, zarr_id)
 
