@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +16,19 @@ from zarrchive.client.upload import BatchRecords
 
 
 def test_upload_modify_reupload_exact(
-    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords, s3: Any, bucket: str
+    tmp_path: Path,
+    client: ApiClient,
+    dandiset: str,
+    records: BatchRecords,
+    s3: Any,
+    bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # the walk's clock runs 10 s ahead: the files just written count as settled, so the
+    # digest cache keeps them (it skips files changed in the last seconds)
+    monkeypatch.setattr(
+        sys.modules["zarrchive.client.local"], "_time_ns", lambda: time.time_ns() + 10**10
+    )
     local = tmp_path / "data.zarr"
     make_zarr(local)
     total = file_count(local)
@@ -41,7 +54,13 @@ def test_upload_modify_reupload_exact(
     assert asset is not None and asset["zarr_id"] == zarr.zarr_id
     assert first.asset_id == asset["asset_id"]
 
-    # Nothing changed: nothing transferred, found by name, no listing needed.
+    # Nothing changed: nothing transferred, found by name, no listing needed; the directory
+    # is known to the digest cache, so its files are not walked and stat-ed a second time
+    # (scan_local) before the cached tree says it is unchanged
+    def no_second_walk(root: str) -> tuple[int, int]:
+        raise AssertionError(f"scan_local({root!r}) walked a directory the cache knows")
+
+    monkeypatch.setattr(sys.modules["zarrchive.client.upload"], "scan_local", no_second_walk)
     again = uploader.upload(local, dandiset=dandiset)
     assert (again.zarr_id, again.created, again.asset_id) == (first.zarr_id, False, first.asset_id)
     assert (again.uploaded, again.deleted, again.skipped, again.batches) == (0, 0, total, 0)

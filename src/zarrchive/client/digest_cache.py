@@ -330,6 +330,10 @@ class DigestCache:
             self._fail("reading", exc)
             return None
 
+    def has_row(self, key: bytes) -> bool:
+        """Whether the directory *key* (:func:`directory_key`) has a row (walked before)."""
+        return self._select(key, "1") is not None
+
     def known(self, os_directory: str, now_ns: int) -> Known:
         """The trusted cached files of *os_directory* (as walked: a path to a directory,
         with or without a final separator), at the clock's *now_ns*.

@@ -99,6 +99,7 @@ from zarrchive.transport import (
 )
 
 if TYPE_CHECKING:
+    from zarrchive.client.local_tree import LocalTree
     from zarrchive.client.patch import PatchPlan
 
 #: S3's limit for a single PUT.
@@ -355,10 +356,19 @@ class Uploader:
             raise LocalFileError(f"{root!r}: no such file or directory")
         if name is None:
             name = Path(root).resolve().name
+        cached_tree: LocalTree | None = None
         if patch:
             count = nbytes = 0  # the walk of the selected files counts them
         else:
-            count, nbytes = scan_local(root)  # bad input fails here, before any change
+            # bad input fails here, before any change: from the digest cache when it knows
+            # the directory (the walk checks names and links as scan_local does; a total
+            # within 5 TiB has no file over it), else by a walk that stats every file
+            cached_tree = self._cached_tree(root)
+            if cached_tree is not None and cached_tree.size <= MAX_FILE_BYTES:
+                count, nbytes = cached_tree.files, cached_tree.size
+            else:
+                cached_tree = None
+                count, nbytes = scan_local(root)
             if require_zarr:
                 require_zarr_root(root, count)
         server = self.client.info()
@@ -414,7 +424,7 @@ class Uploader:
             )
             self._set_local(result, entries, local_digests(entries))
         else:
-            self._sync(root, zarr, result, count, nbytes, limit, batch_files, dry_run)
+            self._sync(root, zarr, result, count, nbytes, limit, batch_files, dry_run, cached_tree)
             if zarr is None or dry_run:
                 return result
         self.progress.stop()
@@ -464,10 +474,11 @@ class Uploader:
         limit: int,
         batch_files: int,
         dry_run: bool,
+        cached_tree: LocalTree | None = None,
     ) -> None:
         """Hash everything, compare with the remote tree, delete and upload the difference."""
         started = time.perf_counter()
-        if zarr is not None and self._unchanged(root, zarr, result):
+        if zarr is not None and self._unchanged(root, zarr, result, cached_tree):
             result.timings["hash"] = time.perf_counter() - started
             return
         entries = self._hash_local(root, count, nbytes)
@@ -605,19 +616,34 @@ class Uploader:
         result.differing = differing
         result.verified = not differing
 
-    def _unchanged(self, root: str, zarr: ZarrInfo, result: UploadResult) -> bool:
+    def _cached_tree(self, root: str) -> LocalTree | None:
+        """The directory's tree from the digest cache's directory digests (see
+        :meth:`_unchanged`), if the cache has a row for it (a directory uploaded, checked or
+        downloaded before); None otherwise (a first run hashes as it uploads)."""
+        from zarrchive.client.digest_cache import default_cache, directory_key
+        from zarrchive.client.local_tree import scan_tree
+
+        cache = default_cache()
+        if cache is None or not cache.usable or not cache.has_row(directory_key(root)):
+            return None
+        return scan_tree(root, cache=cache, jobs=min(self.jobs, default_jobs()))
+
+    def _unchanged(
+        self, root: str, zarr: ZarrInfo, result: UploadResult, tree: LocalTree | None = None
+    ) -> bool:
         """True (with *result* filled in) when the directory equals the Zarr: its tree from
         the digest cache's directory digests (an unchanged directory costs its entries' stats,
         never a stale digest: :mod:`~zarrchive.client.local_tree`) has the Zarr's checksum.
         Without a usable cache, or when they differ, the full comparison follows (its files'
-        md5s are cached by then)."""
+        md5s are cached by then).  *tree*: the one :meth:`_cached_tree` already scanned."""
         from zarrchive.client.digest_cache import default_cache
         from zarrchive.client.local_tree import scan_tree
 
         cache = default_cache()
         if cache is None or zarr.file_count == 0:
             return False
-        tree = scan_tree(root, cache=cache, jobs=min(self.jobs, default_jobs()))
+        if tree is None:
+            tree = scan_tree(root, cache=cache, jobs=min(self.jobs, default_jobs()))
         if tree.checksum != zarr.checksum:
             return False
         result.local_files, result.local_bytes = tree.files, tree.size
@@ -644,7 +670,7 @@ class Uploader:
                 from zarrchive.client.digest_cache import default_cache
 
                 jobs = min(self.jobs, default_jobs())
-                entries = iter_local_entries(root, jobs=jobs, cache=default_cache())
+                entries = iter_local_entries(root, jobs=jobs, cache=default_cache(), part_md5s=True)
                 block: list[ZarrEntry] = []
                 try:
                     for entry in entries:
@@ -707,7 +733,8 @@ class Uploader:
     # -- local ----------------------------------------------------------------------------
     def _hash_local(self, root: str, count: int, nbytes: int) -> list[ZarrEntry]:
         self.progress.start("hashing", count, nbytes)
-        return hash_local(root, jobs=self.jobs, progress=self.progress.advance)
+        # an upload's walk: big files' part md5s in the same read (client/parts.py)
+        return hash_local(root, jobs=self.jobs, progress=self.progress.advance, part_md5s=True)
 
     def _wait_at_rest(self, zarr_id: str, result: UploadResult) -> ZarrInfo:
         """Poll the Zarr until no completed batch of it waits to be applied."""
