@@ -187,6 +187,17 @@ class _Dir:
         self.trusted = trusted  # every name below was checked valid so far
 
 
+def odd_entry_error(entry: os.DirEntry[str]) -> LocalFileError:
+    """The error of a directory entry that is neither a file nor a directory (a broken
+    symbolic link, a socket, a device)."""
+    if entry.is_symlink():
+        return LocalFileError(
+            f"{_display(entry.path)} is a broken symbolic link "
+            f"(it points to {_display(os.readlink(entry.path))})"
+        )
+    return LocalFileError(f"{_display(entry.path)} is not a regular file or a directory")
+
+
 def _list_directory(os_path: str) -> tuple[list[str], list[str]]:
     """The sorted names of the files and of the subdirectories (with a final ``/``).
 
@@ -204,15 +215,8 @@ def _list_directory(os_path: str) -> tuple[list[str], list[str]]:
                         files.append(entry.name)
                     elif entry.is_dir():
                         dirs.append(entry.name + "/")
-                    elif entry.is_symlink():
-                        raise LocalFileError(
-                            f"{_display(entry.path)} is a broken symbolic link "
-                            f"(it points to {_display(os.readlink(entry.path))})"
-                        )
                     else:
-                        raise LocalFileError(
-                            f"{_display(entry.path)} is not a regular file or a directory"
-                        )
+                        raise odd_entry_error(entry)
                 except OSError as exc:
                     raise LocalFileError(
                         f"cannot access {_display(entry.path)}: {exc.strerror}"

@@ -33,6 +33,7 @@ from zarrchive.client.local import (
     _names_are_valid,
     _Run,
     _validate,
+    odd_entry_error,
 )
 from zarrchive.client.selection import DirectorySelection, Selection
 from zarrchive.errors import LocalFileError
@@ -58,14 +59,7 @@ def _list_selected(os_path: str, node: DirectorySelection) -> tuple[list[str], l
                     elif entry.is_dir():
                         dirs.append(name)
                     elif everything or selects(name):
-                        if entry.is_symlink():
-                            raise LocalFileError(
-                                f"{_display(entry.path)} is a broken symbolic link "
-                                f"(it points to {_display(os.readlink(entry.path))})"
-                            )
-                        raise LocalFileError(
-                            f"{_display(entry.path)} is not a regular file or a directory"
-                        )
+                        raise odd_entry_error(entry)
                 except OSError as exc:
                     raise LocalFileError(
                         f"cannot access {_display(entry.path)}: {exc.strerror}"
