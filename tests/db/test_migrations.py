@@ -35,6 +35,15 @@ def _not_the_search_index(name: str | None, kind: str, _parents: object) -> bool
     return not (kind == "table" and name is not None and name.startswith(SEARCH_TABLES))
 
 
+def _from_scratch(db: Database) -> None:
+    """An empty database to upgrade step by step: the session's PostgreSQL database is at
+    head already (a SQLite test's file is new)."""
+    if not db.is_sqlite:
+        with db.engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE"))
+            connection.execute(text("CREATE SCHEMA public"))
+
+
 def test_migrations_match_the_models(database_url: str) -> None:
     db = Database(database_url)
     try:
@@ -88,10 +97,7 @@ def test_upgrading_keeps_open_batches_and_gives_them_identities(database_url: st
     """0003 rebuilds ``upload_batches`` on SQLite: an open batch and its files survive."""
     db = Database(database_url)
     try:
-        if not db.is_sqlite:  # the session's database is at head: start from scratch
-            with db.engine.begin() as connection:
-                connection.execute(text("DROP SCHEMA public CASCADE"))
-                connection.execute(text("CREATE SCHEMA public"))
+        _from_scratch(db)
         upgrade(db.engine, "0002")
         with db.engine.begin() as connection:
             connection.execute(
@@ -217,10 +223,7 @@ def test_0007_gives_blobs_of_one_part_their_dandi_etag(database_url: str) -> Non
     md5 becomes optional (DANDI's uploads announce only a dandi-etag)."""
     db = Database(database_url)
     try:
-        if not db.is_sqlite:  # the session's database is at head: start from scratch
-            with db.engine.begin() as connection:
-                connection.execute(text("DROP SCHEMA public CASCADE"))
-                connection.execute(text("CREATE SCHEMA public"))
+        _from_scratch(db)
         upgrade(db.engine, "0006")
         small, empty = b"small blob", b""
         rows = [
@@ -258,6 +261,7 @@ def test_0007_gives_blobs_of_one_part_their_dandi_etag(database_url: str) -> Non
 def test_migration_0014_fills_in_the_directories_of_queued_batches(database_url: str) -> None:
     db = Database(database_url)
     try:
+        _from_scratch(db)
         upgrade(db.engine, "0013")
         with db.session() as session:
             dandiset = Dandiset(name="d")

@@ -52,7 +52,13 @@ def _service_functions() -> Iterator[tuple[str, Callable[..., Any]]]:
 
 
 def _orm_types(hint: Any, seen: set[Any]) -> set[type]:
-    """The ORM classes *hint* names, in unions, generics and the fields of dataclasses."""
+    """The ORM classes *hint* names, in unions, generics (a ``Callable``'s parameters
+    included) and the fields of dataclasses."""
+    if isinstance(hint, list | tuple):  # Callable[[A, B], R]'s parameter list
+        found_in: set[type] = set()
+        for item in hint:
+            found_in |= _orm_types(item, seen)
+        return found_in
     if hint in seen:
         return set()
     seen.add(hint)
