@@ -198,12 +198,16 @@ def odd_entry_error(entry: os.DirEntry[str]) -> LocalFileError:
     return LocalFileError(f"{_display(entry.path)} is not a regular file or a directory")
 
 
-def _list_directory(os_path: str) -> tuple[list[str], list[str]]:
+def _list_directory(
+    os_path: str, keep: Callable[[str], bool] | None = None
+) -> tuple[list[str], list[str]]:
     """The sorted names of the files and of the subdirectories (with a final ``/``).
 
     A directory sorts as ``name/``: the paths of its files are ``name/...``.
     Merging the two lists in that order keeps the walk in the code point order
-    of the full paths (S3's order).
+    of the full paths (S3's order).  With *keep*, only the files (and the entries that are
+    neither file nor directory, errors) whose name it keeps are considered: the others
+    are not even ``stat``-ed beyond what ``scandir`` tells.
     """
     files: list[str] = []
     dirs: list[str] = []
@@ -212,10 +216,11 @@ def _list_directory(os_path: str) -> tuple[list[str], list[str]]:
             for entry in iterator:
                 try:
                     if entry.is_file():
-                        files.append(entry.name)
+                        if keep is None or keep(entry.name):
+                            files.append(entry.name)
                     elif entry.is_dir():
                         dirs.append(entry.name + "/")
-                    else:
+                    elif keep is None or keep(entry.name):
                         raise odd_entry_error(entry)
                 except OSError as exc:
                     raise LocalFileError(

@@ -30,10 +30,11 @@ from zarrchive.client.local import (
     _check_root,
     _display,
     _hash_runs,
+    _identity,
+    _list_directory,
     _names_are_valid,
     _Run,
     _validate,
-    odd_entry_error,
 )
 from zarrchive.client.selection import DirectorySelection, Selection
 from zarrchive.errors import LocalFileError
@@ -43,38 +44,9 @@ if TYPE_CHECKING:
 
 
 def _list_selected(os_path: str, node: DirectorySelection) -> tuple[list[str], list[str]]:
-    """The selected files of the directory *os_path* and its subdirectories, by name."""
-    files: list[str] = []
-    dirs: list[str] = []
-    everything = node.everything
-    selects = node.selects
-    try:
-        with os.scandir(os_path) as iterator:
-            for entry in iterator:
-                name = entry.name
-                try:
-                    if entry.is_file():
-                        if everything or selects(name):
-                            files.append(name)
-                    elif entry.is_dir():
-                        dirs.append(name)
-                    elif everything or selects(name):
-                        raise odd_entry_error(entry)
-                except OSError as exc:
-                    raise LocalFileError(
-                        f"cannot access {_display(entry.path)}: {exc.strerror}"
-                    ) from None
-    except OSError as exc:
-        raise LocalFileError(f"cannot read directory {_display(os_path)}: {exc.strerror}") from None
-    return files, dirs
-
-
-def _identity(os_path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(os_path)
-    except OSError as exc:
-        raise LocalFileError(f"cannot access {_display(os_path)}: {exc.strerror}") from None
-    return st.st_dev, st.st_ino
+    """The selected files of the directory *os_path* and its subdirectories (``name/``),
+    sorted (:func:`zarrchive.client.local._list_directory`)."""
+    return _list_directory(os_path, None if node.everything else node.selects)
 
 
 class _Frame:
@@ -95,7 +67,7 @@ class _Frame:
         self.identity = identity
         files, dirs = listing
         # path order: a subdirectory sorts as "name/" among the files
-        self.items = sorted([*files, *(name + "/" for name in dirs)])
+        self.items = sorted([*files, *dirs])
         self.position = 0
         self.trusted = trusted
 

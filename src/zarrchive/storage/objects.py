@@ -358,16 +358,20 @@ class ObjectStore:
                 return None
             raise
 
-    def head(self, key: str, version_id: str | None = None) -> ObjectInfo | None:
-        """The current version of *key* (or its version *version_id*), or ``None`` when
-        absent."""
+    def _head_response(self, key: str, version_id: str | None) -> Any | None:
+        """S3's answer to ``HEAD`` of *key* (at *version_id*), or ``None`` when absent."""
 
         def head(**kwargs: Any) -> Any:
             if version_id is not None:
                 kwargs["VersionId"] = version_id
             return self.client.head_object(**kwargs)
 
-        response = self._lookup(head, "HEAD", key)
+        return self._lookup(head, "HEAD", key)
+
+    def head(self, key: str, version_id: str | None = None) -> ObjectInfo | None:
+        """The current version of *key* (or its version *version_id*), or ``None`` when
+        absent."""
+        response = self._head_response(key, version_id)
         if response is None:
             return None
         return ObjectInfo(
@@ -661,13 +665,7 @@ class ObjectStore:
         """The md5 the archive recorded on an object assembled from parts (its ETag is not
         an md5): the :data:`MD5_METADATA` metadata, set only on content whose md5 the
         archive verified; None if absent (or no such object)."""
-
-        def head(**kwargs: Any) -> Any:
-            if version_id is not None:
-                kwargs["VersionId"] = version_id
-            return self.client.head_object(**kwargs)
-
-        response = self._lookup(head, "HEAD", key)
+        response = self._head_response(key, version_id)
         if response is None:
             return None
         value = response.get("Metadata", {}).get(MD5_METADATA)
