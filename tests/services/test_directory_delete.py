@@ -27,7 +27,7 @@ from zarrchive.services.uploads.directory_delete import (
     cover,
     delete_subtree_nodes,
     encode_targets,
-    iter_deleted_paths,
+    expand,
     iter_subtree,
     parse_targets,
 )
@@ -121,7 +121,9 @@ def test_dropping_a_directory_equals_deleting_its_files(archive: Archive, s3: An
     for zid in (dropped, one_by_one):
         apply_changes(store, zid, _changes(files))
     plan = Plan(["keep/0"], ["arr"])
-    deleted = sorted(iter_deleted_paths(store, dropped, plan))
+    walked = expand(store, dropped, plan)
+    deleted = sorted(walked.deleted_paths(plan))
+    walked.close()
     gone = sorted(p for p in files if p.startswith("arr/") or p == "keep/0")
     assert deleted == gone  # streamed from the nodes, each file once
 

@@ -379,7 +379,7 @@ def _apply_claimed(
             state = apply_changes(store, zarr_id, changes, dropped)
             if written is not None:
                 # for the manifest of the new checksum, durable exactly when the root is; a
-                # deletion's paths stream from the dropped subtrees' nodes, read before they go
+                # deletion's paths are those step 1 found (spooled, read back here)
                 record_applied_changes(
                     session,
                     zarr_id,
@@ -388,8 +388,8 @@ def _apply_claimed(
                     checksum_after=state.checksum,
                     written=written,
                     deleted=(
-                        directory_delete.iter_deleted_paths(store, zarr_id, plan)
-                        if plan is not None
+                        expansion.deleted_paths(plan)
+                        if expansion is not None and plan is not None
                         else ()
                     ),
                 )
@@ -413,6 +413,9 @@ def _apply_claimed(
     except BaseException:
         _release(archive, claimed, token)
         raise
+    finally:
+        if expansion is not None:
+            expansion.close()  # the spool of deleted paths
     if claimed.kind == BatchKind.UPLOAD:
         drop(store, zarr_id, claimed.uid)
     return True

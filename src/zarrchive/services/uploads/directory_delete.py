@@ -27,16 +27,19 @@ Idempotent: a crash in step 1 leaves the tree untouched (the next applier lists 
 what is left); a crash in step 2 after ``apply_changes`` leaves the parent without the directory
 and, since nodes go deepest level first, every remaining node of the subtree still reachable
 from the directory's own node, which the next applier walks from (it does not need the
-parent to name it).  The deleted paths, for the change records, are streamed by
-:func:`iter_deleted_paths`.
+parent to name it).  The deleted paths, for the change records, are those step 1's walk of
+the nodes found (:func:`expand`: spooled to a temporary file, read back in step 2), so the
+nodes are read once, outside the lock.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import IO
 
 from zarrchive.checksum import ChecksumNode, ZarrDigest
 from zarrchive.errors import FilesNotFound, InvalidInput, StorageError, ZarrchiveError
@@ -216,49 +219,69 @@ def iter_subtree(
             frontier.extend((_join(path, name), depth + 1) for name in sorted(node.directories))
 
 
-def iter_deleted_chunks(store: ObjectStore, zarr_id: str, plan: Plan) -> Iterator[list[str]]:
-    """The paths of every file the deletion removes, in lists of at most
-    :data:`DELETE_CHUNK`: the named files, then each directory's files as its subtree is
-    walked (from the nodes: call it before the tree is updated)."""
-    chunk: list[str] = []
-    for path in plan.files:
-        chunk.append(path)
-        if len(chunk) == DELETE_CHUNK:
-            yield chunk
-            chunk = []
-    for directory in plan.directories:
-        for path, _depth, node in iter_subtree(store, zarr_id, directory):
-            for name in node.files:
-                chunk.append(_join(path, name))
-                if len(chunk) == DELETE_CHUNK:
-                    yield chunk
-                    chunk = []
-    if chunk:
-        yield chunk
+#: A spool of deleted paths stays in memory up to this size, then goes to a temporary file.
+SPOOL_BYTES = 1 << 20
 
 
-def iter_deleted_paths(store: ObjectStore, zarr_id: str, plan: Plan) -> Iterator[str]:
-    """Every path the deletion removes, streamed (for the change records: consume it in
-    the apply's transaction, before ``apply_changes`` and :func:`delete_subtree_nodes`)."""
-    for chunk in iter_deleted_chunks(store, zarr_id, plan):
-        yield from chunk
+def _spool() -> IO[bytes]:
+    """A new spool (closed by :meth:`Expansion.close`)."""
+    return tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
 
 
 @dataclass
 class Expansion:
     """What step 1 did: the subtrees' directories by depth (their nodes are deleted after
-    the tree update), and how many objects it deleted."""
+    the tree update), the files below them (spooled: memory stays bounded however many;
+    for the change records), and how many objects it deleted."""
 
     #: depth below the named directory -> directories (a subtree's own node at depth 0)
     levels: dict[int, list[str]] = field(default_factory=dict)
     files: int = 0
+    #: the paths of the files below the named directories, each followed by a NUL byte
+    below: IO[bytes] = field(default_factory=_spool)
 
-    def add(self, directory: str, depth: int) -> None:
+    def add(self, directory: str, depth: int, names: Iterable[str] = ()) -> None:
+        """A directory of a subtree, and the names of its files."""
         self.levels.setdefault(depth, []).append(directory)
+        for name in names:
+            self.below.write(_join(directory, name).encode("utf-8", "surrogateescape") + b"\0")
 
     @property
     def directories(self) -> int:
         return sum(len(level) for level in self.levels.values())
+
+    def deleted_paths(self, plan: Plan) -> Iterator[str]:
+        """Every path the deletion removes, streamed: the named files, then those found
+        below the named directories by the walk (each once; read back from the spool)."""
+        yield from plan.files
+        self.below.seek(0)
+        rest = b""
+        while block := self.below.read(SPOOL_BYTES):
+            *paths, rest = (rest + block).split(b"\0")
+            for path in paths:
+                yield path.decode("utf-8", "surrogateescape")
+
+    def close(self) -> None:
+        self.below.close()
+
+
+def expand(
+    store: ObjectStore,
+    zarr_id: str,
+    plan: Plan,
+    keep_claim: Callable[[], None] = lambda: None,
+) -> Expansion:
+    """Walk the named directories' subtrees by their nodes (calling *keep_claim* every
+    :data:`RENEW_SECONDS`): their directories by depth and their files."""
+    expansion = Expansion()
+    renewed = time.monotonic()
+    for directory in plan.directories:
+        for path, depth, node in iter_subtree(store, zarr_id, directory):
+            expansion.add(path, depth, node.files)
+            if time.monotonic() - renewed > RENEW_SECONDS:
+                keep_claim()
+                renewed = time.monotonic()
+    return expansion
 
 
 def _object_chunks(store: ObjectStore, zarr_id: str, plan: Plan) -> Iterator[list[str]]:
@@ -295,14 +318,15 @@ def delete_objects(
 ) -> Expansion:
     """Step 1: delete the objects of every file of the deletion, :data:`DELETE_PARALLEL`
     requests of :data:`DELETE_CHUNK` keys at a time, calling *keep_claim* (which raises
-    when the claim is lost) between them; then walk the subtrees' nodes for step 2 (their
-    directories, by depth)."""
-    expansion = Expansion()
+    when the claim is lost) between them; then walk the subtrees' nodes (:func:`expand`):
+    their directories for step 2, their files for the change records."""
     pending: list[list[str]] = []
+    deleted = 0
 
     def flush() -> None:
+        nonlocal deleted
         store.map(store.delete_many, pending)
-        expansion.files += sum(len(c) for c in pending)
+        deleted += sum(len(c) for c in pending)
         pending.clear()
         keep_claim()
 
@@ -312,13 +336,8 @@ def delete_objects(
             flush()
     if pending:
         flush()
-    renewed = time.monotonic()
-    for directory in plan.directories:
-        for path, depth, _node in iter_subtree(store, zarr_id, directory):
-            expansion.add(path, depth)
-            if time.monotonic() - renewed > RENEW_SECONDS:
-                keep_claim()
-                renewed = time.monotonic()
+    expansion = expand(store, zarr_id, plan, keep_claim)
+    expansion.files = deleted
     return expansion
 
 
