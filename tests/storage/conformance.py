@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
 import httpx
@@ -445,6 +447,21 @@ class ObjectStoreTests:
     # -- concurrency ---------------------------------------------------------------------------------
     def test_map_keeps_the_order(self, store: ObjectStoreProtocol) -> None:
         assert store.map(lambda i: i * i, range(200)) == [i * i for i in range(200)]
+
+    def test_small_reads_do_not_wait_for_the_bulk_pool(self, store: ObjectStoreProtocol) -> None:
+        """An apply's copies fill the bulk pool; node reads go on their own pool meanwhile."""
+        release = threading.Event()
+        bulk = threading.Thread(
+            target=store.map, args=(lambda _i: release.wait(60), range(512)), daemon=True
+        )
+        bulk.start()
+        try:
+            with ThreadPoolExecutor(1) as caller:
+                reads = caller.submit(store.map_reads, lambda i: i + 1, range(20))
+                assert reads.result(timeout=20) == list(range(1, 21))
+        finally:
+            release.set()
+            bulk.join(60)
 
 
 def _content_md5(body: bytes) -> dict[str, str]:

@@ -65,8 +65,9 @@ def read_node(store: ObjectStore, zarr_id: str, directory: str) -> ChecksumNode 
 def read_nodes(
     store: ObjectStore, zarr_id: str, directories: list[str]
 ) -> dict[str, ChecksumNode | None]:
-    """Several nodes, read concurrently."""
-    nodes = store.map(lambda d: read_node(store, zarr_id, d), directories)
+    """Several nodes, read concurrently (on the store's pool for small reads: never behind
+    an apply's queued copies)."""
+    nodes = store.map_reads(lambda d: read_node(store, zarr_id, d), directories)
     return dict(zip(directories, nodes, strict=True))
 
 

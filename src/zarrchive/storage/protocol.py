@@ -202,6 +202,10 @@ class ObjectStoreProtocol(Protocol):
         """*fn* over *items*, concurrently, results in order."""
         ...
 
+    def map_reads(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
+        """The same for small reads, never queued behind :meth:`map`'s bulk work."""
+        ...
+
     def close(self) -> None:
         """Release the store's threads and connections."""
         ...

@@ -7,7 +7,6 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from sqlalchemy import select
@@ -34,7 +33,7 @@ from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.tree_updater import (
     affected_directories,
-    read_node,
+    read_nodes,
 )
 from zarrchive.services.uploads import directory_delete
 from zarrchive.services.uploads.apply import (
@@ -72,9 +71,6 @@ from zarrchive.storage.keys import (
 from zarrchive.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
-
-#: The threads that read the Zarr's nodes for ``open``'s clash check.
-_NODE_READERS = ThreadPoolExecutor(8, thread_name_prefix="zarrchive-open-nodes")
 
 
 # -- the operations --------------------------------------------------------------------
@@ -282,16 +278,7 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
     with archive.db.session() as session:
         zarr = get_zarr(session, None, zarr_id, check_read=False)
         store = archive.store_for(zarr.dandiset.embargoed)
-    directories = sorted(affected_directories(paths))
-    # on threads of their own: the store's pool may hold an apply's copies (hundreds queued),
-    # which a batch's open (the client's PUTs wait for its answer) must not queue behind
-    nodes = dict(
-        zip(
-            directories,
-            _NODE_READERS.map(lambda d: read_node(store, zarr_id, d), directories),
-            strict=True,
-        )
-    )
+    nodes = read_nodes(store, zarr_id, sorted(affected_directories(paths)))
     for path in paths:
         directory, name = split_path(path)
         node = nodes.get(directory)
