@@ -23,6 +23,8 @@ import threading
 from collections import OrderedDict
 from typing import NamedTuple
 
+from zarrchive.client.digest_cache import StatKey, stat_key
+
 MIB = 1 << 20
 #: The archive's part size for files that fit in :data:`MAX_PARTS` parts of it, whatever its
 #: multipart threshold at or above it (the default threshold is this size).
@@ -89,25 +91,13 @@ class OnePassHasher:
         return self._whole.hexdigest(), parts
 
 
-class _Key(NamedTuple):
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-
-
-def stat_key(st: os.stat_result) -> _Key:
-    return _Key(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 class _Remembered(NamedTuple):
     part_size: int
     md5s: tuple[str, ...]
 
 
 _lock = threading.Lock()
-_remembered: OrderedDict[_Key, _Remembered] = OrderedDict()
+_remembered: OrderedDict[StatKey, _Remembered] = OrderedDict()
 _count = [0]
 
 
@@ -177,6 +167,5 @@ __all__ = [
     "recall",
     "remember",
     "start_uploading",
-    "stat_key",
     "uploading",
 ]
