@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from zarrchive.checksum import EMPTY_CHECKSUM, ZarrDigest, is_md5, iter_directory_digests
+from zarrchive.checksum import EMPTY_CHECKSUM, ZarrDigest, iter_directory_digests
 from zarrchive.db.models import utcnow
 from zarrchive.errors import Conflict, InvalidInput
 from zarrchive.services.manifests import (
@@ -24,6 +24,7 @@ from zarrchive.services.manifests import (
     ManifestAudit,
     ManifestStatus,
     audit_manifest,
+    content_md5,
     is_pinned,
     write_manifest,
 )
@@ -56,16 +57,13 @@ def _listing(store: ObjectStore, zarr_id: str) -> Iterator[tuple[str, int, str]]
     prefix = zarr_prefix(zarr_id)
     for info in store.iter_objects(prefix):
         path = info.key[len(prefix) :]
-        if not is_md5(info.etag):  # assembled from parts: the md5 the archive verified
-            recorded = store.recorded_md5(info.key)
-            if recorded is not None and is_md5(recorded):
-                yield path, info.size, recorded
-                continue
+        md5 = content_md5(store, info.key, info.etag)  # parts: the md5 the archive verified
+        if md5 is None:
             raise InvalidInput(
                 f"{info.key}: its ETag {info.etag!r} is not an md5 (a multipart upload?); "
                 "re-upload the file through the API"
             )
-        yield path, info.size, info.etag
+        yield path, info.size, md5
 
 
 def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:

@@ -153,6 +153,19 @@ def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
         return snap, archive.store_for(dandiset.embargoed)
 
 
+def content_md5(
+    store: ObjectStore, key: str, etag: str, version_id: str | None = None
+) -> str | None:
+    """The md5 of an object's content: its ETag when that is an md5, else (an object
+    assembled from parts) the md5 the archive verified and recorded on it; None without
+    one."""
+    if is_md5(etag):
+        return etag
+    known = version_id if version_id not in (None, "", "null") else None
+    recorded = store.recorded_md5(key, known)
+    return recorded if recorded is not None and is_md5(recorded) else None
+
+
 def current_entries(
     store: ObjectStore, zarr_id: str, *, parallel: int | None = None
 ) -> Iterator[ManifestEntry]:
@@ -164,10 +177,7 @@ def current_entries(
     )
     for version in listed:
         assert version.etag is not None
-        etag = version.etag
-        if not is_md5(etag):  # assembled from parts: the md5 the archive verified
-            known = version.version_id if version.version_id not in ("", "null") else None
-            etag = store.recorded_md5(version.key, known) or etag
+        etag = content_md5(store, version.key, version.etag, version.version_id) or version.etag
         yield ManifestEntry(
             version.key[len(prefix) :],
             version.version_id,
