@@ -61,6 +61,20 @@ def make_files(root: Path, big: int, big_size: int, small: int, small_size: int)
     return big * big_size + small * small_size + len('{"zarr_format": 2}')
 
 
+def evict(root: Path) -> None:
+    """Drop the local files' pages from the page cache (written back first), so that each side
+    reads them from disk: without this, the side measured first reads files just written,
+    partly from memory, and the order decides the ratio."""
+    os.sync()
+    for path in root.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
 def cpu_of(pid: int) -> float:
     """User + system CPU seconds of process *pid* so far."""
     with open(f"/proc/{pid}/stat") as f:
@@ -198,8 +212,14 @@ def main() -> None:
     parser.add_argument(
         "--floor-first",
         action="store_true",
-        help="measure the floor first (by default `zarrchive upload` goes first, reading the "
-        "files just written, partly from the page cache)",
+        help="measure the floor first (by default `zarrchive upload` goes first)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure both sides this many times, alternating which goes first; the local "
+        "files are evicted from the page cache before each side",
     )
     args = parser.parse_args()
     import logging
@@ -283,37 +303,47 @@ def main() -> None:
                 print(f"    floor: {base:.1f} s; load {os.getloadavg()}", file=sys.stderr)
             return base, cpu
 
-        if args.floor_first:
-            base, floor_cpu = run_floor()
+        rounds = []
+        for round_ in range(args.rounds):
+            floor_first = args.floor_first != (round_ % 2 == 1)
+            if floor_first:
+                evict(local)
+                base, floor_cpu = run_floor()
+            evict(local)
             ours, client_rss, server_peak, ours_cpu = run_ours()
-        else:
-            ours, client_rss, server_peak, ours_cpu = run_ours()
-            base, floor_cpu = run_floor()
+            if not floor_first:
+                evict(local)
+                base, floor_cpu = run_floor()
+            rounds.append((floor_first, base, ours, client_rss, server_peak, ours_cpu, floor_cpu))
     finally:
         shutil.rmtree(files, ignore_errors=True)
     print(
-        "\n| files | big files | MiB | boto3 multipart PUT + copy into place | "
+        "\n| first | files | big files | MiB | boto3 multipart PUT + copy into place | "
         "`zarrchive upload` | ratio | client peak RSS | server peak RSS |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    print(
-        f"| {count} | {args.big_files} x {args.big_mib} MiB | {total / MIB:.0f} "
-        f"| {total / base / MIB:.0f} MiB/s ({base:.1f} s) "
-        f"| {total / ours / MIB:.0f} MiB/s ({ours:.1f} s) | **{base / ours:.2f}** "
-        f"| {client_rss / MIB:.0f} MiB | {server_peak / MIB:.0f} MiB |"
-    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    for floor_first, base, ours, client_rss, server_peak, _, _ in rounds:
+        print(
+            f"| {'floor' if floor_first else 'ours'} | {count} "
+            f"| {args.big_files} x {args.big_mib} MiB | {total / MIB:.0f} "
+            f"| {total / base / MIB:.0f} MiB/s ({base:.1f} s) "
+            f"| {total / ours / MIB:.0f} MiB/s ({ours:.1f} s) | **{base / ours:.2f}** "
+            f"| {client_rss / MIB:.0f} MiB | {server_peak / MIB:.0f} MiB |"
+        )
     gib = total / 1024**3
     print("\nCPU seconds per GiB (user + system):\n")
-    print("| | client | archive | SeaweedFS | total |")
-    print("|---|---:|---:|---:|---:|")
-    print(
-        f"| `zarrchive upload` | {ours_cpu[0] / gib:.2f} | {ours_cpu[1] / gib:.2f} "
-        f"| {ours_cpu[2] / gib:.2f} | {sum(ours_cpu) / gib:.2f} |"
-    )
-    print(
-        f"| floor (boto3) | {floor_cpu[0] / gib:.2f} | - | {floor_cpu[1] / gib:.2f} "
-        f"| {sum(floor_cpu) / gib:.2f} |"
-    )
+    print("| first | side | client | archive | SeaweedFS | total |")
+    print("|---|---|---:|---:|---:|---:|")
+    for floor_first, _, _, _, _, ours_cpu, floor_cpu in rounds:
+        first = "floor" if floor_first else "ours"
+        print(
+            f"| {first} | `zarrchive upload` | {ours_cpu[0] / gib:.2f} "
+            f"| {ours_cpu[1] / gib:.2f} | {ours_cpu[2] / gib:.2f} | {sum(ours_cpu) / gib:.2f} |"
+        )
+        print(
+            f"| {first} | floor (boto3) | {floor_cpu[0] / gib:.2f} | - "
+            f"| {floor_cpu[1] / gib:.2f} | {sum(floor_cpu) / gib:.2f} |"
+        )
 
 
 if __name__ == "__main__":

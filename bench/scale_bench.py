@@ -18,11 +18,26 @@ presigned URL (``--jobs`` at once), ``POST /upload/complete/``.  Then, in order:
   ``zarrchive download`` of a subtree (``arr/0`` removed locally first, the rest identical:
   the downloader skips identical subtrees); ``zarrchive publish``.
 
+With ``--floor-every N`` (default: a tenth of the Zarr), the write stops every N files for a
+floor sample: ``--floor-files`` files of the same size PUT to presigned URLs (with
+``Content-MD5``, ``--jobs`` at once) and each copied into place (``CopyObject``): the S3 work
+of any path that verifies a file before it becomes visible, measured on the same SeaweedFS,
+as full as the Zarr is at that moment, between the write's segments (the sample's objects
+are deleted after it).  Each segment ends when its files are applied (the write rate is that
+of the verified path, copies included), and its rate is printed beside its floor sample.
+
+The archive publishes in snapshot mode (``ZARRCHIVE_PUBLISHED_ZARRS=snapshot``), and after the
+first manifest the run times what issue #23 asks of records-based manifests: a 500-file batch
+(half overwrites, half new files) and the manifest of its checksum after the Zarr is at rest;
+another such batch, then ``zarrchive publish`` (which makes that manifest first).  The no-op
+commands run with the client's digest cache in the bench's work directory: ``--no-cache``
+first, then the first run (empty cache), then cached.
+
 Peak RSS: the server's ``VmHWM`` (reset before each phase through ``/proc/PID/clear_refs``);
 each client command's own ``ru_maxrss`` (``os.wait4``); the write driver's (this process).
 
     .venv/bin/python bench/scale_bench.py --files 100000 [--file-size 1024] [--jobs 16]
-        [--database-url URL] [--json FILE]
+        [--floor-every N] [--floor-files 2000] [--database-url URL] [--json FILE]
 """
 
 from __future__ import annotations
@@ -126,6 +141,8 @@ class Results:
     machine: str
     complete: list[dict[str, Any]] = field(default_factory=list)
     phases: list[Phase] = field(default_factory=list)
+    #: per write segment: files before it, its files/s, the floor sample's files/s after it
+    segments: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_client(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
@@ -166,6 +183,9 @@ class Bench:
             ZARRCHIVE_S3_SECRET_ACCESS_KEY=SECRET_KEY,
             # the bench publishes minimal metadata: it measures the Zarr, not the metadata
             ZARRCHIVE_PUBLISH_REQUIRES_VALID="false",
+            ZARRCHIVE_PUBLISHED_ZARRS="snapshot",
+            ZARRCHIVE_CACHE_DIR=str(self.work / "client-cache"),
+            ZARRCHIVE_STATE_DIR=str(self.work / "client-state"),
             ZARRCHIVE_HOST="127.0.0.1",
             ZARRCHIVE_PORT=str(self.port),
             ZARRCHIVE_URL=f"http://127.0.0.1:{self.port}",
@@ -238,47 +258,135 @@ class Bench:
         return self.phase(results, name, run)
 
 
+class FloorSample:
+    """The S3 work alone of the verified path: presigned PUT (with ``Content-MD5``) to a
+    staging key, then ``CopyObject`` into place, *jobs* files at once; the sample's objects
+    are deleted afterwards (their versions too: the bucket is versioned)."""
+
+    def __init__(self, bench: Bench, files: int, size: int, jobs: int) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.s3 = boto3.client(
+            "s3",
+            endpoint_url=bench.s3.endpoint_url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="us-east-1",
+            config=Config(max_pool_connections=2 * jobs, retries={"max_attempts": 3}),
+        )
+        self.files, self.size, self.jobs, self.rounds = files, size, jobs, 0
+
+    def measure(self) -> float:
+        """files/s of one sample."""
+        self.rounds += 1
+        prefix = f"floor-sample/{self.rounds}/"
+        work = []
+        for i in range(self.files):
+            relative = f"{i // 100}/{i % 100}"
+            body = content(prefix + relative, self.size)
+            md5 = md5_to_content_md5(hashlib.md5(body).hexdigest())
+            key = f"{prefix}staging/{relative}"
+            url = self.s3.generate_presigned_url(
+                "put_object",
+                Params={"Bucket": BUCKET, "Key": key, "ContentMD5": md5},
+                ExpiresIn=3600,
+            )
+            work.append((body, url, md5, key, f"{prefix}final/{relative}"))
+        limits = httpx.Limits(max_connections=self.jobs, max_keepalive_connections=self.jobs)
+        with (
+            httpx.Client(timeout=120, limits=limits) as http,
+            concurrent.futures.ThreadPoolExecutor(self.jobs) as pool,
+        ):
+
+            def put(item: tuple[bytes, str, str, str, str]) -> None:
+                body, url, md5, key, final = item
+                http.put(url, content=body, headers={"Content-MD5": md5}).raise_for_status()
+                self.s3.copy_object(
+                    Bucket=BUCKET, Key=final, CopySource={"Bucket": BUCKET, "Key": key}
+                )
+
+            started = time.perf_counter()
+            list(pool.map(put, work))
+            rate = self.files / (time.perf_counter() - started)
+        self.drop(prefix)
+        return rate
+
+    def drop(self, prefix: str) -> None:
+        paginator = self.s3.get_paginator("list_object_versions")
+        for page in paginator.paginate(Bucket=BUCKET, Prefix=prefix):
+            doomed: list[Any] = [
+                {"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
+            for first in range(0, len(doomed), 1000):
+                self.s3.delete_objects(
+                    Bucket=BUCKET, Delete={"Objects": doomed[first : first + 1000], "Quiet": True}
+                )
+
+
+def put_batch(
+    api: httpx.Client,
+    s3: httpx.Client,
+    pool: concurrent.futures.ThreadPoolExecutor,
+    zarr_id: str,
+    chunk: list[str],
+    body_of: Any,
+) -> float:
+    """One batch of the write path (open, PUT every file, complete); complete's seconds."""
+
+    def put(item: dict[str, str]) -> None:
+        body = body_of(item["path"])
+        digest = md5_to_content_md5(hashlib.md5(body).hexdigest())
+        for attempt in range(5):
+            try:
+                s3.put(
+                    item["upload_url"], content=body, headers={"Content-MD5": digest}
+                ).raise_for_status()
+                return
+            except httpx.HTTPError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+
+    files = [{"path": p, "etag": hashlib.md5(body_of(p)).hexdigest()} for p in chunk]
+    while True:  # 409 while the previous batch is still being applied
+        opened = api.post(f"/api/zarr/{zarr_id}/upload/", json=files)
+        if opened.status_code not in (409, 503):
+            break
+        time.sleep(0.2)
+    opened.raise_for_status()
+    list(pool.map(put, opened.json()))
+    t0 = time.perf_counter()
+    api.post(f"/api/zarr/{zarr_id}/upload/complete/").raise_for_status()
+    return time.perf_counter() - t0
+
+
 def write_zarr(
-    api: httpx.Client, zarr_id: str, paths: list[str], size: int, batch: int, jobs: int
+    api: httpx.Client,
+    zarr_id: str,
+    paths: list[str],
+    size: int,
+    batch: int,
+    jobs: int,
+    floor: FloorSample | None = None,
+    floor_every: int = 0,
+    segments: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The write path; one record per batch: files before it, complete's seconds."""
+    """The write path; one record per batch: files before it, complete's seconds.  Every
+    *floor_every* files (rounded to whole batches) the write pauses for a *floor* sample."""
     records = []
     limits = httpx.Limits(max_connections=jobs, max_keepalive_connections=jobs)
     with (
         httpx.Client(timeout=120, limits=limits) as s3,
         concurrent.futures.ThreadPoolExecutor(jobs) as pool,
     ):
-
-        def put(item: dict[str, str]) -> None:
-            body = content(item["path"], size)
-            digest = md5_to_content_md5(hashlib.md5(body).hexdigest())
-            for attempt in range(5):
-                try:
-                    s3.put(
-                        item["upload_url"], content=body, headers={"Content-MD5": digest}
-                    ).raise_for_status()
-                    return
-                except httpx.HTTPError:
-                    if attempt == 4:
-                        raise
-                    time.sleep(0.5 * (attempt + 1))
-
         done = 0
-        started = time.perf_counter()
+        started = segment_started = time.perf_counter()
+        segment_first = 0
         for first in range(0, len(paths), batch):
             chunk = paths[first : first + batch]
-            files = [{"path": p, "etag": hashlib.md5(content(p, size)).hexdigest()} for p in chunk]
-            while True:  # 409 while the previous batch is still being applied
-                opened = api.post(f"/api/zarr/{zarr_id}/upload/", json=files)
-                if opened.status_code not in (409, 503):
-                    break
-                time.sleep(0.2)
-            opened.raise_for_status()
-            list(pool.map(put, opened.json()))
-            t0 = time.perf_counter()
-            completed = api.post(f"/api/zarr/{zarr_id}/upload/complete/")
-            seconds = time.perf_counter() - t0
-            completed.raise_for_status()
+            seconds = put_batch(api, s3, pool, zarr_id, chunk, lambda p: content(p, size))
             records.append({"files_before": done, "batch": len(chunk), "seconds": seconds})
             done += len(chunk)
             if len(records) % 20 == 0:
@@ -288,7 +396,38 @@ def write_zarr(
                     f"{seconds:.2f} s",
                     flush=True,
                 )
+            if floor is not None and (done - segment_first >= floor_every or done == len(paths)):
+                # the segment ends when its files are applied (copied into place, in the tree):
+                # the floor's work includes the copies, and its sample must not share S3 with
+                # the apply's backlog
+                wait_at_rest(api, zarr_id)
+                wrote = (done - segment_first) / (time.perf_counter() - segment_started)
+                sample = floor.measure()
+                print(
+                    f"  segment {segment_first}-{done}: {wrote:.0f} files/s written, "
+                    f"floor sample {sample:.0f} files/s ({wrote / sample:.2f}x)",
+                    flush=True,
+                )
+                if segments is not None:
+                    segments.append(
+                        {
+                            "files_before": segment_first,
+                            "files": done - segment_first,
+                            "files_per_s": wrote,
+                            "floor_files_per_s": sample,
+                        }
+                    )
+                segment_first, segment_started = done, time.perf_counter()
     return records
+
+
+def wait_at_rest(api: httpx.Client, zarr_id: str) -> dict[str, Any]:
+    """The Zarr's info once every batch is applied."""
+    while True:
+        state: dict[str, Any] = api.get(f"/api/zarr/{zarr_id}/").raise_for_status().json()
+        if state.get("upload_state", "at_rest") == "at_rest":
+            return state
+        time.sleep(0.1)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -332,6 +471,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--file-size", type=int, default=1024)
     parser.add_argument("--jobs", type=int, default=16, help="parallel PUTs")
+    parser.add_argument(
+        "--floor-every", type=int, default=0, help="files between floor samples (0: files/10)"
+    )
+    parser.add_argument("--floor-files", type=int, default=2000, help="files per floor sample")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--work-dir", type=Path, default=None, help="kept after the run")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
@@ -370,10 +513,31 @@ def main() -> None:
 
         records: list[dict[str, Any]] = []
 
+        floor = FloorSample(bench, min(args.floor_files, args.files), args.file_size, args.jobs)
+        floor_every = args.floor_every or max(batch, args.files // 10)
+
         def write() -> tuple[None, str]:
-            t0 = time.perf_counter()
-            records.extend(write_zarr(api, zarr_id, paths, args.file_size, batch, args.jobs))
-            return None, f"{len(paths) / (time.perf_counter() - t0):.0f} files/s"
+            records.extend(
+                write_zarr(
+                    api,
+                    zarr_id,
+                    paths,
+                    args.file_size,
+                    batch,
+                    args.jobs,
+                    floor,
+                    floor_every,
+                    results.segments,
+                )
+            )
+            written = sum(s["files"] for s in results.segments)
+            writing = sum(s["files"] / s["files_per_s"] for s in results.segments)
+            floor_rate = statistics.mean(s["floor_files_per_s"] for s in results.segments)
+            return None, (
+                f"{written / writing:.0f} files/s written and applied (floor samples between "
+                "segments excluded); "
+                f"floor {floor_rate:.0f} files/s (mean of {len(results.segments)} samples)"
+            )
 
         bench.phase(results, "write (open, PUT, complete)", write)
         finished_at = time.perf_counter()
@@ -381,11 +545,7 @@ def main() -> None:
         def at_rest() -> tuple[None, str]:
             # complete answers once the batch is verified; the batch is applied in the
             # background (in order): wait until the last one is
-            while True:
-                state = api.get(f"/api/zarr/{zarr_id}/").raise_for_status().json()
-                if state.get("upload_state", "at_rest") == "at_rest":
-                    return None, f"{state['file_count']} files at rest"
-                time.sleep(0.1)
+            return None, f"{wait_at_rest(api, zarr_id)['file_count']} files at rest"
 
         bench.phase(results, "applied (from the last complete until at rest)", at_rest)
         results.complete = complete_summary(records)
@@ -445,12 +605,13 @@ def main() -> None:
             f"/api/dandisets/{dandiset}/versions/draft/assets/",
             json={"metadata": {"path": ZARR_NAME}, "zarr_id": zarr_id},
         ).raise_for_status()
-        bench.client_phase(
-            results,
-            "zarrchive upload (no-op)",
-            [*cli, "upload", str(local), "--dandiset", dandiset],
-        )
-        bench.client_phase(results, "zarrchive verify", [*cli, "verify", zarr_id, str(local)])
+        upload = [*cli, "upload", str(local), "--dandiset", dandiset]
+        verify = [*cli, "verify", zarr_id, str(local)]
+        bench.client_phase(results, "zarrchive upload --no-cache (no-op)", [*upload, "--no-cache"])
+        bench.client_phase(results, "zarrchive upload (no-op, first run: empty cache)", upload)
+        bench.client_phase(results, "zarrchive upload (no-op, cached)", upload)
+        bench.client_phase(results, "zarrchive verify --no-cache", [*verify, "--no-cache"])
+        bench.client_phase(results, "zarrchive verify (cached)", verify)
         removed = sum(1 for p in paths if p.startswith("arr/0/"))
         shutil.rmtree(local / "arr" / "0", ignore_errors=True)
         bench.client_phase(
@@ -458,8 +619,43 @@ def main() -> None:
             f"zarrchive download (subtree arr/0: {removed} files)",
             [*cli, "download", zarr_id, str(local)],
         )
-        bench.client_phase(results, "zarrchive publish", [*cli, "publish", dandiset, "--yes"])
 
+        # records-based manifests (issue #23 item 1): a 500-file batch, then its manifest
+        def change_batch(round_: int) -> list[str]:
+            step = max(1, len(paths) // 250)
+            return [*paths[1::step][:250], *(f"new/{round_}/{i}" for i in range(250))]
+
+        def body_of(round_: int) -> Any:
+            return lambda p: content(f"v{round_}/{p}", args.file_size)
+
+        limits = httpx.Limits(max_connections=args.jobs, max_keepalive_connections=args.jobs)
+        with (
+            httpx.Client(timeout=120, limits=limits) as s3,
+            concurrent.futures.ThreadPoolExecutor(args.jobs) as pool,
+        ):
+            put_batch(api, s3, pool, zarr_id, change_batch(1), body_of(1))
+            bench.phase(results, "500-file batch: applied", at_rest)
+            checksum = api.get(f"/api/zarr/{zarr_id}/").raise_for_status().json()["checksum"]
+            bench.phase(
+                results,
+                "500-file batch: its manifest after at rest",
+                lambda: (None, f"{wait_for_manifest(api, zarr_id, checksum, 7200)} entries"),
+            )
+            put_batch(api, s3, pool, zarr_id, change_batch(2), body_of(2))
+            bench.phase(results, "another 500-file batch: applied", at_rest)
+        bench.client_phase(
+            results,
+            "zarrchive publish (snapshot mode, its manifest included)",
+            [*cli, "publish", dandiset, "--yes"],
+        )
+
+        print("write segments beside the floor samples:")
+        for row in results.segments:
+            print(
+                f"  {row['files_before']:>9} + {row['files']:>7}: "
+                f"{row['files_per_s']:6.0f} files/s, floor {row['floor_files_per_s']:6.0f} "
+                f"files/s, {row['files_per_s'] / row['floor_files_per_s']:.2f}x"
+            )
         print("complete, by the Zarr's size before the batch:")
         for row in results.complete:
             print(

@@ -28,9 +28,15 @@ PHASES = [
     "listing at the leaf (cold)",
     "listing at the leaf (warm)",
     "zarrchive admin fsck",
-    "zarrchive upload (no-op)",
-    "zarrchive verify",
-    "zarrchive publish",
+    "zarrchive upload --no-cache (no-op)",
+    "zarrchive upload (no-op, first run: empty cache)",
+    "zarrchive upload (no-op, cached)",
+    "zarrchive verify --no-cache",
+    "zarrchive verify (cached)",
+    "500-file batch: applied",
+    "500-file batch: its manifest after at rest",
+    "another 500-file batch: applied",
+    "zarrchive publish (snapshot mode, its manifest included)",
 ]
 
 
@@ -45,6 +51,8 @@ def test_the_scale_bench_produces_every_figure(tmp_path: Path) -> None:
             str(FILES),
             "--file-size",
             "64",
+            "--floor-files",
+            "100",
             "--json",
             str(out),
         ],
@@ -71,7 +79,15 @@ def test_the_scale_bench_produces_every_figure(tmp_path: Path) -> None:
         "matches the archive"
         in phases[next(n for n in phases if n.startswith("zarrchive download"))]["detail"]
     )
-    assert "published dandiset" in phases["zarrchive publish"]["detail"]
+    publish = phases["zarrchive publish (snapshot mode, its manifest included)"]
+    assert "published dandiset" in publish["detail"]
+    assert (
+        f"{FILES + 250} entries" in phases["500-file batch: its manifest after at rest"]["detail"]
+    )
+    # the write's segments, each beside a floor sample taken right after it
+    segments = figures["segments"]
+    assert sum(s["files"] for s in segments) == FILES
+    assert all(s["files_per_s"] > 0 and s["floor_files_per_s"] > 0 for s in segments)
     # complete's latency by decade of the Zarr's size: every batch counted once
     rows = figures["complete"]
     batches = -(-FILES // figures["batch_files"])
