@@ -46,7 +46,7 @@ from zarrchive.services.uploads.multipart import (
     prepare_verified_copy,
 )
 from zarrchive.services.uploads.records import _has_pending
-from zarrchive.services.uploads.staging import _drop_staging
+from zarrchive.services.uploads.staging import _check_staged, _drop_staging
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
@@ -82,6 +82,9 @@ class _Claimed:
     paths: list[str] = field(default_factory=list)
     #: upload: the files uploaded in parts (path -> part size): their md5 is verified here
     part_sizes: dict[str, int] = field(default_factory=dict)
+    #: upload: queued unverified (``verify_on_apply``): the staged objects are checked here,
+    #: before any copy (:func:`verify_claimed`)
+    verify: bool = False
 
 
 class _Busy:
@@ -128,7 +131,7 @@ def _claim_next(
         batch.claimed_by = token
         batch.claimed_until = now + _lease()
         assert batch.seq is not None
-        claimed = _Claimed(zarr.id, batch.uid, batch.kind, batch.seq)
+        claimed = _Claimed(zarr.id, batch.uid, batch.kind, batch.seq, verify=batch.verify_on_apply)
         for f in batch.files:
             claimed.paths.append(f.path)
             if batch.kind == BatchKind.UPLOAD:
@@ -168,12 +171,29 @@ class _ClaimLost(Exception):
 
 
 class _Refused(Exception):
-    """Files uploaded in parts whose content is not their declared md5."""
+    """Files uploaded in parts whose content is not their declared md5, or files of a batch
+    queued unverified that are missing or differ in the staging area."""
 
     def __init__(self, problems: list[tuple[str, str, str]]) -> None:
         super().__init__(problems)
-        #: ``(path, declared md5, found md5)``
+        #: ``(path, declared md5 or size, found md5 or size or "missing")``
         self.problems = problems
+
+
+def verify_claimed(store: ObjectStore, claimed: _Claimed) -> None:
+    """Check the staged objects of a batch queued unverified (``verify_on_apply``): every
+    file present with its declared md5 and size (one listing of the staging area, as
+    ``complete`` does otherwise), and pin the versions found, which the copies then read.
+    Raises :class:`_Refused` naming every file that is not (nothing was copied yet)."""
+    expected: dict[str, str | None] = {p: md5 for p, (md5, _n, _v) in claimed.files.items()}
+    declared = {p: (size, False) for p, (_m, size, _v) in claimed.files.items()}
+    staged, problems = _check_staged(store, claimed.zarr_id, claimed.uid, expected, declared)
+    if problems:
+        raise _Refused(
+            [(str(p["path"]), str(p["expected"]), p["found"] or "missing") for p in problems]
+        )
+    for path, (size, version) in staged.items():
+        claimed.files[path] = (claimed.files[path][0], size, version)
 
 
 def _copy_into_place(
@@ -325,9 +345,9 @@ def _refuse(archive: Archive, claimed: _Claimed, token: str, refused: _Refused) 
 def refusal_error(zarr_id: str, problems: list[tuple[str, str, str]]) -> UploadVerificationFailed:
     listed = ", ".join(f"{p} (declared {e}, content {f})" for p, e, f in problems[:10])
     message = (
-        f"Zarr {zarr_id}: the batch was refused: the content of {len(problems)} files "
-        f"uploaded in parts is not the md5 declared: {listed}. Nothing of the batch changed "
-        "the Zarr; upload these files again."
+        f"Zarr {zarr_id}: the batch was refused: {len(problems)} of its files are missing "
+        f"in S3 or not the md5 declared (or not the size): {listed}. Nothing of the batch changed "
+        "the Zarr; upload its files again."
     )
     return UploadVerificationFailed(
         message,
@@ -369,6 +389,8 @@ def _apply_claimed(
             changes: dict[str, FileChange] = plan.file_changes
             dropped = plan.directories
         else:
+            if claimed.verify:
+                verify_claimed(store, claimed)
             written = _copy_into_place(archive, store, claimed, token)
             changes = {p: (md5, size) for p, (md5, size, _v) in claimed.files.items()}
         with archive.db.write_session() as session:
