@@ -199,7 +199,7 @@ def main() -> None:
         with archive.db.session() as session:
             token = create_user(session, "bench")[1]
         # batches are applied by the job queue, as `zarrchive serve` runs it (in-process)
-        archive.jobs = InProcessJobQueue()
+        jobs = archive.jobs = InProcessJobQueue()
         set_current_archive(archive)
         app = create_app(archive)
         port = free_port()
@@ -232,6 +232,10 @@ def main() -> None:
                 s3, "bench", f"floor-{size}/", local, paths, args.jobs, copy=True
             )
             ours = zarrchive_upload(local, dandiset, args.jobs, env, trace=args.trace)
+            # the server's work left after the upload (staging drops, the manifest) is done
+            # before the next size's columns are measured
+            if not jobs.join(timeout=300):
+                raise SystemExit("the archive's jobs did not finish")
             rows.append((size, n, total, raw, bare, floor, ours))
             print(
                 f"{size // 1024} KiB x {n}: raw {n / raw:.0f} files/s "

@@ -9,6 +9,7 @@ server side is :func:`trace_server`, called in the bench's own process.
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import threading
 import time
@@ -38,7 +39,10 @@ def _wrap(owner: Any, name: str, side: str, step: str | None = None) -> None:
 
 
 def trace_client() -> None:
-    from zarrchive.client import api, upload
+    api = importlib.import_module("zarrchive.client.api")
+    upload = importlib.import_module(
+        "zarrchive.client.upload"
+    )  # (the package's upload is a function)
 
     for name in ("_open_batch", "_complete", "_wait_at_rest", "_upload_entries"):
         _wrap(upload.Uploader, name, "client")
