@@ -158,3 +158,29 @@ def test_the_refused_listing_asks_for_at_most_100_batches(api: httpx.Client, zar
     response = api.get(f"/api/zarr/{zarr_id}/upload/refused/", params={"batch": many})
     assert response.status_code == 400, response.text
     assert refused(api, zarr_id, *many[:100]) == []
+
+
+def test_a_batch_checked_while_the_one_before_is_copied_is_refused_all_the_same(
+    api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
+) -> None:
+    # three batches queued before the apply runs: the check of each of the last two is
+    # listed while the one before it is copied; the third lacks a file
+    uids = []
+    for files in (FILES, {"arr/2": b"two"}):
+        put_files(open_declared(api, zarr_id, files), files)
+        uids.append(queue(api, zarr_id)[0])
+    bad = {"arr/3": b"three", "arr/4": b"four"}
+    urls = open_declared(api, zarr_id, bad)
+    put_files([u for u in urls if u["path"] != "arr/4"], bad)
+    uids.append(queue(api, zarr_id)[0])
+    held.run(APPLY)
+    assert info(api, zarr_id)["checksum"] == oracle({**FILES, "arr/2": b"two"})
+    assert s3_body(archive, zarr_id, "arr/3") is None
+    rows = refused(api, zarr_id, *uids)
+    assert [(r["batch"], r["path"], r["found_md5"]) for r in rows] == [
+        (uids[2], "arr/4", "missing")
+    ]
+    for uid in uids:  # every staging area dropped before the apply returned
+        assert staged_keys(archive, zarr_id, uid) == []
+    assert batches(archive, zarr_id) == []
+    assert_clean(archive, zarr_id)
