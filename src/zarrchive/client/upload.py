@@ -117,7 +117,9 @@ MAX_REFUSALS = 8
 #: The last batches of an upload shrink to this share of the files left (see _Batcher) ...
 TAIL_SHARE = 0.5
 #: ... down to this many files.
-TAIL_FILES = 64
+TAIL_FILES = 100
+#: The first batches of an upload of more than four full batches: these shares of the limit.
+HEAD_SHARES = (0.25, 0.5)
 
 S3_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 #: For cleaning up after a failure or Ctrl-C: do not keep the user waiting.
@@ -1180,9 +1182,11 @@ class _Batcher:
     between two), or all by iterating.
 
     Given the *total* of files, the last batches shrink (:data:`TAIL_SHARE` of what is left
-    each, down to :data:`TAIL_FILES`): the uploader waits at the end for the apply of what it
+    each, down to :data:`TAIL_FILES`, the rest together under twice that): the uploader waits at the end for the apply of what it
     sent last, so what it sends last is small (the apply of the batches before it overlaps
-    with the PUTs of the small ones)."""
+    with the PUTs of the small ones).  The first batches of a larger upload are a quarter and
+    a half of the limit (no fewer than :data:`TAIL_FILES`): the archive's apply, idle until
+    the first batch is complete, starts sooner."""
 
     def __init__(
         self, entries: Iterable[ZarrEntry], files: int, nbytes: int, *, total: int | None = None
@@ -1192,13 +1196,18 @@ class _Batcher:
         self.nbytes = nbytes
         self.total = total
         self._taken = 0
+        self._batches = 0
         self._held: ZarrEntry | None = None
 
     def _limit(self) -> int:
         if self.total is None:
             return self.files
         left = self.total - self._taken
-        if left > 2 * self.files or left <= TAIL_FILES:
+        if left > 2 * self.files:
+            if self.total > 4 * self.files and self._batches < len(HEAD_SHARES):
+                return max(TAIL_FILES, math.ceil(self.files * HEAD_SHARES[self._batches]))
+            return self.files
+        if left <= 2 * TAIL_FILES:
             return self.files
         return min(self.files, max(TAIL_FILES, math.ceil(left * TAIL_SHARE)))
 
@@ -1219,6 +1228,7 @@ class _Batcher:
             chunk.append(entry)
             size += entry.size
         self._taken += len(chunk)
+        self._batches += 1
         return chunk
 
     def __iter__(self) -> Iterator[list[ZarrEntry]]:
