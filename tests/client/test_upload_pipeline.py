@@ -8,14 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from tests.helpers.upload_batches import batch_count
 from zarrchive.client import ApiClient, Uploader
 from zarrchive.client.upload import BatchRecords
+from zarrchive.db.models import BatchState, UploadBatch
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services.runtime import Archive, set_current_archive
-from zarrchive.storage.keys import staging_zarr_prefix
+from zarrchive.storage.keys import staging_prefix
 
 
 @pytest.fixture
@@ -82,8 +84,14 @@ def test_a_batch_the_apply_refuses_is_sent_again(
 
     def complete(self: Uploader, zarr_id: str, *, queue: bool = False) -> str | None:
         completes.append(queue)
-        if len(completes) == 2:
-            staged = [v for v in archive.store.iter_versions(staging_zarr_prefix(zarr_id))]
+        if len(completes) == 2:  # a file of the open batch (not of one applied before it)
+            with archive.db.session() as session:
+                uid = session.scalars(
+                    select(UploadBatch.uid).where(
+                        UploadBatch.zarr_id == zarr_id, UploadBatch.state == BatchState.OPEN
+                    )
+                ).one()
+            staged = list(archive.store.iter_versions(staging_prefix(zarr_id, uid)))
             victim = sorted(v.key for v in staged if v.is_latest and not v.is_delete_marker)[0]
             archive.store.delete(victim)  # a delete marker: the staged object is gone
         return real(self, zarr_id, queue=queue)
