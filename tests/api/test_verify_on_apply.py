@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.helpers.api_uploads import assert_clean, batches, info, oracle, put_files, s3_body
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.zarr_client import md5
 from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads import apply
 from zarrchive.storage.keys import staging_prefix
 
 APPLY = "apply:"
@@ -184,3 +186,37 @@ def test_a_batch_checked_while_the_one_before_is_copied_is_refused_all_the_same(
         assert staged_keys(archive, zarr_id, uid) == []
     assert batches(archive, zarr_id) == []
     assert_clean(archive, zarr_id)
+
+
+def test_staging_drops_wait_until_no_batch_does(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the drops (seconds of S3 deletes per batch) never run beside the copies of a backlog:
+    # the applier holds them until nothing is queued, then drops every staging area
+    events: list[str] = []
+    copy, drop = apply._copy_into_place, apply._drop_staging
+
+    def copied(*args: Any) -> Any:
+        events.append("copy")
+        return copy(*args)
+
+    def dropped(store: Any, zid: str, uid: str) -> None:
+        events.append("drop")
+        drop(store, zid, uid)
+
+    monkeypatch.setattr(apply, "_copy_into_place", copied)
+    monkeypatch.setattr(apply, "_drop_staging", dropped)
+    uids = []
+    for i in range(3):
+        files = {f"arr/{i}": bytes([i]) * 10}
+        put_files(open_declared(api, zarr_id, files), files)
+        uids.append(queue(api, zarr_id)[0])
+    held.run(APPLY)
+    assert events == ["copy"] * 3 + ["drop"] * 3
+    for uid in uids:
+        assert staged_keys(archive, zarr_id, uid) == []
+    assert info(api, zarr_id)["file_count"] == 3

@@ -519,6 +519,7 @@ def apply_pending(
     held: list[tuple[ObjectStore, str, str]] = []
 
     def release(count: int) -> None:
+        count = max(0, count)
         for item in held[:count]:
             dropping.append(dropper.submit(_drop_staging, *item))
         del held[:count]
