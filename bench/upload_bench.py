@@ -17,7 +17,7 @@ uploaded
 Then a Zarr of ``--noop-files`` small files is uploaded once and re-uploaded unchanged.
 
     .venv/bin/python bench/upload_bench.py [--files 5000] [--jobs 16] [--noop-files 20000]
-        [--batch-files N]
+        [--batch-files N] [--trace]
 """
 
 from __future__ import annotations
@@ -125,10 +125,14 @@ def raw_presigned_put(
     return elapsed
 
 
-def zarrchive_upload(local: Path, dandiset: str, jobs: int, env: dict[str, str]) -> float:
+def zarrchive_upload(
+    local: Path, dandiset: str, jobs: int, env: dict[str, str], *, trace: bool = False
+) -> float:
+    # with *trace*: the CLI through bench/upload_trace.py, which prints a timeline of its steps
+    command = [sys.executable, str(ROOT / "bench" / "upload_trace.py")] if trace else [ZARRCHIVE]
     start = time.perf_counter()
     done = subprocess.run(
-        [ZARRCHIVE, "upload", str(local), "--dandiset", dandiset, "--jobs", str(jobs)],
+        [*command, "upload", str(local), "--dandiset", dandiset, "--jobs", str(jobs)],
         env=env,
         capture_output=True,
         text=True,
@@ -137,6 +141,8 @@ def zarrchive_upload(local: Path, dandiset: str, jobs: int, env: dict[str, str])
     if done.returncode != 0:
         raise SystemExit(f"zarrchive upload failed: {done.stderr.strip()}")
     print("   ", done.stdout.strip(), file=sys.stderr)
+    if trace:
+        print(done.stderr, file=sys.stderr)
     return elapsed
 
 
@@ -149,7 +155,17 @@ def main() -> None:
     parser.add_argument(
         "--batch-files", type=int, default=0, help="the server's max_batch_files (0: default)"
     )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="print a timeline of the client's and the server's upload steps (upload_trace.py)",
+    )
     args = parser.parse_args()
+    if args.trace:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from upload_trace import trace_server
+
+        trace_server()
 
     work = Path(tempfile.mkdtemp(prefix="upload-bench-"))
     seaweed = SeaweedFS(work / "seaweedfs", KEY, SECRET, public_read_buckets=["bench*"])
@@ -183,7 +199,7 @@ def main() -> None:
         with archive.db.session() as session:
             token = create_user(session, "bench")[1]
         # batches are applied by the job queue, as `zarrchive serve` runs it (in-process)
-        archive.jobs = InProcessJobQueue()
+        jobs = archive.jobs = InProcessJobQueue()
         set_current_archive(archive)
         app = create_app(archive)
         port = free_port()
@@ -215,7 +231,11 @@ def main() -> None:
             floor = raw_presigned_put(
                 s3, "bench", f"floor-{size}/", local, paths, args.jobs, copy=True
             )
-            ours = zarrchive_upload(local, dandiset, args.jobs, env)
+            ours = zarrchive_upload(local, dandiset, args.jobs, env, trace=args.trace)
+            # the server's work left after the upload (staging drops, the manifest) is done
+            # before the next size's columns are measured
+            if not jobs.join(timeout=300):
+                raise SystemExit("the archive's jobs did not finish")
             rows.append((size, n, total, raw, bare, floor, ours))
             print(
                 f"{size // 1024} KiB x {n}: raw {n / raw:.0f} files/s "

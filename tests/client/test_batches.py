@@ -31,3 +31,26 @@ def test_the_file_limit_can_be_lowered_between_batches() -> None:
     batcher.files = 2
     assert _names(list(batcher)) == [["f4", "f5"], ["f6", "f7"], ["f8"]]
     assert batcher.next() == []
+
+
+def test_given_the_total_the_last_batches_shrink() -> None:
+    # 3001 files in batches of 500: a quarter and a half of one first (the apply starts
+    # sooner), full ones, then half of what is left each time, down to TAIL_FILES (64): the
+    # apply the uploader waits for at the end is of few files
+    sizes = [len(b) for b in _Batcher(_entries(*[1] * 3001), 500, 10**9, total=3001)]
+    assert sizes == [125, 250, 500, 500, 500, 500, 313, 157, 156]
+    assert sum(sizes) == 3001
+    # not more than four full batches: no smaller first ones
+    sizes = [len(b) for b in _Batcher(_entries(*[1] * 2000), 500, 10**9, total=2000)]
+    assert sizes == [500, 500, 500, 250, 125, 125]
+    # a total within one batch: still split (its apply is the whole wait)
+    assert [len(b) for b in _Batcher(_entries(*[1] * 500), 500, 10**9, total=500)] == [
+        250,
+        125,
+        125,
+    ]
+    # few files: one batch
+    assert [len(b) for b in _Batcher(_entries(*[1] * 200), 500, 10**9, total=200)] == [200]
+    # the byte limit still holds in the tail
+    tail = _Batcher(_entries(*[40] * 10), 8, 100, total=10)
+    assert [len(b) for b in tail] == [2, 2, 2, 2, 2]

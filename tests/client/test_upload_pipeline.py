@@ -8,12 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
+from tests.helpers.upload_batches import batch_count
 from zarrchive.client import ApiClient, Uploader
 from zarrchive.client.upload import BatchRecords
+from zarrchive.db.models import BatchState, UploadBatch
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services.runtime import Archive, set_current_archive
+from zarrchive.storage.keys import staging_prefix
 
 
 @pytest.fixture
@@ -41,7 +45,7 @@ def test_pipelined_upload_ends_at_rest_with_the_local_checksum(
     total = file_count(local)
     uploader = Uploader(client, jobs=8, batch_files=300, records=records)
     first = uploader.upload(local, dandiset=dandiset)
-    assert first.ok and first.batches == -(-total // 300)
+    assert first.ok and first.batches == batch_count(total, 300)
     assert first.remote_checksum == zarr_checksum_of(local)
     assert "apply" in first.timings
     zarr = client.get_zarr(first.zarr_id or "")
@@ -57,3 +61,51 @@ def test_pipelined_upload_ends_at_rest_with_the_local_checksum(
     assert (second.uploaded, second.deleted) == (400, 10)
     assert second.ok and second.remote_checksum == zarr_checksum_of(local)
     assert client.get_zarr(first.zarr_id or "").upload_state == "at_rest"
+
+
+def test_a_batch_the_apply_refuses_is_sent_again(
+    tmp_path: Path,
+    client: ApiClient,
+    dandiset: str,
+    records: BatchRecords,
+    background: InProcessJobQueue,
+    archive: Archive,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each batch is completed with verify=apply (queued at once, checked by its apply).  A
+    # staged file of the second batch vanishes from S3 just before its `complete`: its apply
+    # refuses it whole (nothing of it visible), and the uploader, once the Zarr is at rest,
+    # sends that batch again (verified before its `complete` answers).
+    local = tmp_path / "data.zarr"
+    make_zarr(local)
+    total = file_count(local)
+    completes: list[bool] = []
+    real = Uploader._complete
+
+    def complete(self: Uploader, zarr_id: str, *, queue: bool = False) -> str | None:
+        completes.append(queue)
+        if len(completes) == 2:  # a file of the open batch (not of one applied before it)
+            with archive.db.session() as session:
+                uid = session.scalars(
+                    select(UploadBatch.uid).where(
+                        UploadBatch.zarr_id == zarr_id, UploadBatch.state == BatchState.OPEN
+                    )
+                ).one()
+            staged = list(archive.store.iter_versions(staging_prefix(zarr_id, uid)))
+            victim = sorted(v.key for v in staged if v.is_latest and not v.is_delete_marker)[0]
+            archive.store.delete(victim)  # a delete marker: the staged object is gone
+        return real(self, zarr_id, queue=queue)
+
+    monkeypatch.setattr(Uploader, "_complete", complete)
+    uploader = Uploader(client, jobs=8, batch_files=300, records=records)
+    result = uploader.upload(local, dandiset=dandiset)
+    assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+    assert result.uploaded == total
+    assert any("refused a batch" in note for note in result.notes), result.notes
+    assert completes.count(False) == 1 and completes[-1] is False  # the one sent again
+    refused = client.refused_batches(result.zarr_id or "", [])
+    assert refused == {}
+    rows = client.request("GET", f"/api/zarr/{result.zarr_id}/upload/refused/").json()
+    assert len(rows) == 1 and rows[0]["found_md5"] == "missing"
+    zarr = client.get_zarr(result.zarr_id or "")
+    assert (zarr.upload_state, zarr.file_count) == ("at_rest", total)

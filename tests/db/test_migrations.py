@@ -20,7 +20,6 @@ from zarrchive.db.models import (
     Dandiset,
     EmbargoStatus,
     UploadBatch,
-    UploadBatchFile,
     User,
     Zarr,
 )
@@ -269,15 +268,67 @@ def test_migration_0014_fills_in_the_directories_of_queued_batches(database_url:
             session.flush()
             session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
             session.flush()
-            for state, seq in ((BatchState.QUEUED, 1), (BatchState.OPEN, None)):
-                batch = UploadBatch(zarr_id=ZARR, state=state, seq=seq)
-                batch.files = [UploadBatchFile(path=f"{state}/b/c", etag="0" * 32)]
-                session.add(batch)
+        with db.engine.begin() as connection:  # the tables as of 0013 (not the models')
+            for batch_id, state, seq in ((1, "queued", 1), (2, "open", None)):
+                connection.execute(
+                    text(
+                        "INSERT INTO upload_batches (id, uid, zarr_id, kind, state, seq, "
+                        "created_at) VALUES (:id, :uid, :z, 'upload', :state, :seq, "
+                        "CURRENT_TIMESTAMP)"
+                    ),
+                    {
+                        "id": batch_id,
+                        "uid": f"{batch_id:032x}",
+                        "z": ZARR,
+                        "state": state,
+                        "seq": seq,
+                    },
+                )
+                connection.execute(
+                    text(
+                        "INSERT INTO upload_batch_files (batch_id, path, etag) "
+                        "VALUES (:id, :path, :e)"
+                    ),
+                    {"id": batch_id, "path": f"{state}/b/c", "e": "0" * 32},
+                )
         upgrade(db.engine)
         with db.engine.connect() as connection:
             rows = connection.execute(
                 text("SELECT path FROM upload_batch_directories ORDER BY path")
             ).scalars()
             assert list(rows) == ["queued", "queued/b"]  # the queued batch's, not the open one's
+    finally:
+        db.dispose()
+
+
+def test_migration_0015_keeps_batches_and_their_files(database_url: str) -> None:
+    """0015 adds ``upload_batches.verify_on_apply`` (false) in place: no batch loses its
+    files (rebuilding the table would cascade to them)."""
+    db = Database(database_url)
+    try:
+        _from_scratch(db)
+        upgrade(db.engine, "0014")
+        with db.session() as session:
+            dandiset = Dandiset(name="d")
+            session.add(dandiset)
+            session.flush()
+            session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+        with db.engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO upload_batches (id, uid, zarr_id, kind, state, seq, created_at) "
+                    "VALUES (3, :uid, :z, 'upload', 'queued', 1, CURRENT_TIMESTAMP)"
+                ),
+                {"uid": "3" * 32, "z": ZARR},
+            )
+            connection.execute(
+                text("INSERT INTO upload_batch_files (batch_id, path, etag) VALUES (3, 'a/b', :e)"),
+                {"e": "0" * 32},
+            )
+        upgrade(db.engine)
+        with db.session() as session:
+            batch = session.query(UploadBatch).one()
+            assert (batch.id, batch.state, batch.verify_on_apply) == (3, BatchState.QUEUED, False)
+            assert [(f.path, f.etag) for f in batch.files] == [("a/b", "0" * 32)]
     finally:
         db.dispose()

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -42,6 +42,10 @@ from zarrchive.transport import (
 #: The listing endpoint's largest page.
 MAX_PAGE_SIZE = 1000
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+#: The header of ``complete``'s answer that names the batch it queued.
+BATCH_HEADER = "X-Zarrchive-Batch"
+#: Batches one ``GET .../upload/refused/`` asks about at most (the server's limit).
+MAX_REFUSAL_BATCHES = 100
 
 
 # -- response types ---------------------------------------------------------------------
@@ -520,6 +524,26 @@ class ApiClient:
                 params={"wait": "true"} if wait else None,
             )
         )
+
+    def queue_upload(self, zarr_id: str) -> str | None:
+        """Complete the open batch with ``verify=apply``: queued at once, its files checked
+        when it is applied (a batch that fails is refused whole: :meth:`refused_batches`).
+        The batch's uid, or None (a retried request that found it queued already, or a
+        server that does not name it)."""
+        response = self.request(
+            "POST", f"/api/zarr/{_id(zarr_id)}/upload/complete/", params={"verify": "apply"}
+        )
+        uid = response.headers.get(BATCH_HEADER)
+        return str(uid) if uid else None
+
+    def refused_batches(self, zarr_id: str, uids: Sequence[str]) -> dict[str, list[str]]:
+        """Of the batches *uids*, those refused when applied: ``{uid: [refused paths]}``."""
+        refused: dict[str, list[str]] = {}
+        for start in range(0, len(uids), MAX_REFUSAL_BATCHES):
+            query = urlencode([("batch", u) for u in uids[start : start + MAX_REFUSAL_BATCHES]])
+            for row in self._json("GET", f"/api/zarr/{_id(zarr_id)}/upload/refused/?{query}"):
+                refused.setdefault(str(row["batch"]), []).append(str(row["path"]))
+        return refused
 
     def cancel_upload(self, zarr_id: str, *, retry: RetryPolicy | None = None) -> None:
         self.request("DELETE", f"/api/zarr/{_id(zarr_id)}/upload/", retry=retry)

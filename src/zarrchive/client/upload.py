@@ -49,12 +49,13 @@ converges to batches it can finish before their URLs expire.
 from __future__ import annotations
 
 import base64
+import math
 import os
 import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,12 @@ IN_MEMORY_BYTES = 16 * 1024**2
 MAX_BATCH_BYTES = 2 * 1024**3
 #: Batches re-opened in a row because S3 refused their URLs before giving up.
 MAX_REFUSALS = 8
+#: The last batches of an upload shrink to this share of the files left (see _Batcher) ...
+TAIL_SHARE = 0.5
+#: ... down to this many files.
+TAIL_FILES = 100
+#: The first batches of an upload of more than four full batches: these shares of the limit.
+HEAD_SHARES = (0.25, 0.5)
 
 S3_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 #: For cleaning up after a failure or Ctrl-C: do not keep the user waiting.
@@ -831,8 +838,16 @@ class Uploader:
         batch_files: int,
         result: UploadResult,
     ) -> None:
-        batcher = _Batcher(entries, batch_files, MAX_BATCH_BYTES)
+        """Send *entries* in batches.  Each batch is completed with ``verify=apply`` (queued
+        at once, its files checked by the archive's apply): the next batch opens without
+        waiting for a listing of S3.  At the end, once the Zarr is at rest, a batch the apply
+        refused (a file missing in S3: nothing of the batch became visible) is sent again,
+        verified before its ``complete`` answers."""
+        total = len(entries) if isinstance(entries, Sized) else result.local_files
+        batcher = _Batcher(entries, batch_files, MAX_BATCH_BYTES, total=total)
         retry: deque[tuple[list[ZarrEntry], int]] = deque()
+        #: the batches queued unverified, by uid (until the Zarr is at rest)
+        queued: dict[str, list[ZarrEntry]] = {}
         s3 = http_client(timeout=S3_TIMEOUT, max_connections=2 * self.jobs)
         pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-put")
         # big files' parts (hashed and PUT) on their own threads: a file's sender waits on them
@@ -853,7 +868,7 @@ class Uploader:
                     chunk, refusals = batcher.next(), 0
                     if not chunk:
                         break
-                outcome = self._run_batch(s3, pool, root, zarr_id, chunk, result)
+                outcome = self._run_batch(s3, pool, root, zarr_id, chunk, result, queued)
                 if outcome == "done":
                     continue
                 refusals += 1
@@ -874,10 +889,47 @@ class Uploader:
                 # This batch again in halves; later batches no larger.
                 batcher.files = min(batcher.files, half)
                 retry.extend((c, refusals) for c in _Batcher(chunk, half, MAX_BATCH_BYTES))
+            if queued:
+                self._send_refused(s3, pool, root, zarr_id, queued, result)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             parts_pool.shutdown(wait=True, cancel_futures=True)
             s3.close()
+
+    def _send_refused(
+        self,
+        s3: httpx.Client,
+        pool: ThreadPoolExecutor,
+        root: str,
+        zarr_id: str,
+        queued: dict[str, list[ZarrEntry]],
+        result: UploadResult,
+    ) -> None:
+        """Wait until the batches *queued* unverified are applied; send those the apply
+        refused again, each verified before its ``complete`` answers (a file still missing
+        then is an error that names it)."""
+        self._wait_at_rest(zarr_id, result)
+        refused = self.client.refused_batches(zarr_id, list(queued))
+        for uid, chunk in queued.items():
+            paths = refused.get(uid)
+            if not paths:
+                continue
+            message = (
+                f"the archive refused a batch of {len(chunk)} files when it applied it "
+                f"({len(paths)} missing in S3 or different, e.g. {paths[0]!r}): sending it again"
+            )
+            result.notes.append(message)
+            self.progress.note(message)
+            nbytes = sum(e.size for e in chunk)
+            result.batches -= 1
+            result.uploaded -= len(chunk)
+            result.uploaded_bytes -= nbytes
+            self.progress.advance(-len(chunk), -nbytes)
+            if self._run_batch(s3, pool, root, zarr_id, chunk, result, None) != "done":
+                raise TransferError(
+                    f"S3 refused the upload URLs of a batch sent again (403: {self._refusal}): "
+                    "run the upload again"
+                )
 
     def _open_batch(self, zarr_id: str, chunk: list[ZarrEntry]) -> dict[str, Target]:
         """Open a batch of *chunk* (sizes declared: big files go in parts).  An open batch
@@ -904,7 +956,10 @@ class Uploader:
         zarr_id: str,
         chunk: list[ZarrEntry],
         result: UploadResult,
+        queued: dict[str, list[ZarrEntry]] | None,
     ) -> _Outcome:
+        """Open a batch of *chunk*, PUT its files and complete it: with *queued*, queued at
+        once (checked by the apply; recorded in *queued* by uid), else verified first."""
         started = time.perf_counter()
         urls = self._open_batch(zarr_id, chunk)
         result.add_time("open", started)
@@ -963,7 +1018,9 @@ class Uploader:
             self.progress.advance(-sent[0], -sent[1])
             return "refused"
         started = time.perf_counter()
-        self._complete(zarr_id)
+        uid = self._complete(zarr_id, queue=queued is not None)
+        if uid is not None and queued is not None:
+            queued[uid] = chunk
         result.add_time("complete", started)
         self.records.clear(zarr_id)
         result.batches += 1
@@ -971,12 +1028,17 @@ class Uploader:
         result.uploaded_bytes += sum(e.size for e in chunk)
         return "done"
 
-    def _complete(self, zarr_id: str) -> None:
+    def _complete(self, zarr_id: str, *, queue: bool = False) -> str | None:
+        """Complete the open batch (with *queue*, ``verify=apply``: the uid of the batch
+        queued, None if unknown)."""
         try:
+            if queue:
+                return self.client.queue_upload(zarr_id)
             self.client.complete_upload(zarr_id)
+            return None
         except ApiError as exc:
             if exc.status_code == 404 and self.client.last_retried:
-                return  # the first attempt completed it; its answer was lost
+                return None  # the first attempt completed it; its answer was lost
             if exc.status_code == 404:
                 raise TransferError(
                     "the upload batch was cancelled by someone else while it was being sent; "
@@ -1117,18 +1179,43 @@ def _s3_message(text: str) -> str:
 class _Batcher:
     """Takes batches of at most :attr:`files` files and :attr:`nbytes` bytes (unless one file
     is larger) from *entries*, in order: :meth:`next` one at a time (the limit may be lowered
-    between two), or all by iterating."""
+    between two), or all by iterating.
 
-    def __init__(self, entries: Iterable[ZarrEntry], files: int, nbytes: int) -> None:
+    Given the *total* of files, the last batches shrink (:data:`TAIL_SHARE` of what is left
+    each, down to :data:`TAIL_FILES`, the rest together under twice that): the uploader waits at the end for the apply of what it
+    sent last, so what it sends last is small (the apply of the batches before it overlaps
+    with the PUTs of the small ones).  The first batches of a larger upload are a quarter and
+    a half of the limit (no fewer than :data:`TAIL_FILES`): the archive's apply, idle until
+    the first batch is complete, starts sooner."""
+
+    def __init__(
+        self, entries: Iterable[ZarrEntry], files: int, nbytes: int, *, total: int | None = None
+    ) -> None:
         self.entries = iter(entries)
         self.files = files
         self.nbytes = nbytes
+        self.total = total
+        self._taken = 0
+        self._batches = 0
         self._held: ZarrEntry | None = None
+
+    def _limit(self) -> int:
+        if self.total is None:
+            return self.files
+        left = self.total - self._taken
+        if left > 2 * self.files:
+            if self.total > 4 * self.files and self._batches < len(HEAD_SHARES):
+                return max(TAIL_FILES, math.ceil(self.files * HEAD_SHARES[self._batches]))
+            return self.files
+        if left <= 2 * TAIL_FILES:
+            return self.files
+        return min(self.files, max(TAIL_FILES, math.ceil(left * TAIL_SHARE)))
 
     def next(self) -> list[ZarrEntry]:
         chunk: list[ZarrEntry] = []
         size = 0
-        while len(chunk) < self.files:
+        limit = self._limit()
+        while len(chunk) < limit:
             entry = self._held
             self._held = None
             if entry is None:
@@ -1140,6 +1227,8 @@ class _Batcher:
                 break
             chunk.append(entry)
             size += entry.size
+        self._taken += len(chunk)
+        self._batches += 1
         return chunk
 
     def __iter__(self) -> Iterator[list[ZarrEntry]]:

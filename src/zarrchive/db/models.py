@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.engine import Dialect
@@ -261,6 +262,10 @@ class UploadBatch(Base):
     claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: Queued by a ``complete`` that left the check of the staged objects (present, with
+    #: their md5 and size) to the applier, which lists them before any copy and refuses the
+    #: batch (:class:`RefusedUpload`) if one is not: nothing of it is visible before that.
+    verify_on_apply: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     files: Mapped[list[UploadBatchFile]] = relationship(
         cascade="all, delete-orphan", lazy="selectin", order_by="UploadBatchFile.path"
@@ -305,7 +310,8 @@ class UploadBatchDirectory(Base):
 
 class RefusedUpload(Base):
     """A file of an upload batch refused when its batch was applied: its content's md5 (read
-    by the archive, for multipart uploads) is not the md5 declared.  The whole batch was
+    by the archive, for multipart uploads) is not the md5 declared, or (a batch queued with
+    ``verify_on_apply``) its staged object is missing (``found_md5`` "missing") or differs.  The whole batch was
     dropped (nothing of it became visible); the row says why, to the uploader."""
 
     __tablename__ = "refused_uploads"

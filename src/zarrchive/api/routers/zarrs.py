@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse
@@ -222,9 +222,27 @@ def upload_parts(
     response_model=list[RefusedUploadOut],
     summary="Files refused when their batch was applied (newest first)",
 )
-def refused_uploads(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[RefusedUploadOut]:
-    """A batch whose files uploaded in parts do not have their declared md5 is refused whole
-    when applied (nothing of it changes the Zarr): its files are listed here (owners)."""
+def refused_uploads(
+    zarr_id: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    batch: Annotated[
+        list[str],
+        Query(
+            description="Only these batches (uids, at most 100), every file of them, oldest "
+            "first: how an uploader learns which of its batches completed with "
+            "`verify=apply` were refused"
+        ),
+    ] = [],  # noqa: B006 (FastAPI copies the default)
+) -> list[RefusedUploadOut]:
+    """A batch is refused whole when applied (nothing of it changes the Zarr) if its files
+    uploaded in parts do not have their declared md5, or, completed with `verify=apply`, if
+    a file is missing in S3 or differs: its files are listed here (owners)."""
+    rows = (
+        uploads.batch_refusals(archive, user, zarr_id, batch)
+        if batch
+        else uploads.refusals(archive, user, zarr_id)
+    )
     return [
         RefusedUploadOut(
             batch=r.batch_uid,
@@ -233,8 +251,12 @@ def refused_uploads(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[Re
             found_md5=r.found_md5,
             created_at=r.created_at,
         )
-        for r in uploads.refusals(archive, user, zarr_id)
+        for r in rows
     ]
+
+
+#: The header of ``complete``'s answer that names the batch it queued.
+BATCH_HEADER = "X-Zarrchive-Batch"
 
 
 @router.post(
@@ -246,17 +268,33 @@ def complete_upload(
     zarr_id: str,
     archive: ArchiveDep,
     user: UserDep,
+    response: Response,
     wait: Annotated[
         bool,
         Query(description="Apply the batch before answering (`checksum` is then the new one)"),
     ] = False,
+    verify: Annotated[
+        Literal["now", "apply"],
+        Query(
+            description="`apply`: queue the batch at once and let its apply check its files "
+            "(a batch without files in parts); a batch that fails is refused whole, see "
+            "`GET .../upload/refused/?batch=` with the uid of the `X-Zarrchive-Batch` header"
+        ),
+    ] = "now",
 ) -> ZarrOut:
     """Checks every file of the batch in S3 (present, ETag == md5); on any problem answers
     400 naming each file and leaves the batch open.  Otherwise the batch is queued to be
     applied (in order, after earlier batches) and the answer comes at once with
     `upload_state` `applying`: the next batch may be opened right away; `checksum` changes
-    when the Zarr is `at_rest` again.  With `wait=true` the batch is applied first."""
-    uploads.complete_batch(archive, user, zarr_id, wait=wait)
+    when the Zarr is `at_rest` again.  With `wait=true` the batch is applied first.  With
+    `verify=apply` the check is the apply's (see the parameter).  The header
+    `X-Zarrchive-Batch` names the batch queued (absent when a retried request found it
+    queued already)."""
+    uid = uploads.complete_batch(
+        archive, user, zarr_id, wait=wait, verify_on_apply=verify == "apply"
+    )
+    if uid is not None:
+        response.headers[BATCH_HEADER] = uid
     return zarr_out(archive, zarr_id, user)
 
 

@@ -15,6 +15,12 @@ The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.model
    ``complete`` answers right away (``wait=False``; the Zarr's ``upload_state`` says
    ``applying``) after queueing the apply job (key ``apply:{zarr_id}``: jobs coalesce), or
    applies before answering (``wait=True``, or when the archive has no job queue).
+   With ``verify_on_apply`` (``?verify=apply``, what ``zarrchive upload`` asks: a batch of
+   files with declared sizes, none in parts) nothing is listed here: the batch is queued at
+   once, marked ``verify_on_apply``, and the applier does that same listing and check before
+   any copy (step 3); a batch that fails it is refused whole (``RefusedUpload`` rows, by batch
+   uid: :func:`batch_refusals`) and nothing of it becomes visible.  The Content-MD5 every URL
+   signs already made S3 refuse any other body; what the check adds is that every file came.
 3. ``apply_pending`` applies the Zarr's queued batches **in seq order**, one at a time.  For
    each, under the lock, it claims the lowest one (state ``applying``, ``claimed_by`` a token
    of this call, ``claimed_until`` a lease of :data:`CLAIM_SECONDS`); a batch claimed by
@@ -48,8 +54,8 @@ treats a queued or applying batch like an open one: :func:`open_batch` answers a
 For callers (routers, DANDI's ``files/`` + ``finalize/`` flow):
 
 - ``start_batch(archive, user, zarr_id, [(path, md5), ...]) -> [UploadUrl]``
-- ``complete_batch(archive, user, zarr_id, *, wait=False)`` (raises
-  :class:`~zarrchive.errors.UploadVerificationFailed` with every bad file)
+- ``complete_batch(archive, user, zarr_id, *, wait=False, verify_on_apply=False) -> uid``
+  (raises :class:`~zarrchive.errors.UploadVerificationFailed` with every bad file)
 - ``cancel_batch(archive, user, zarr_id)``; ``delete_files(archive, user, zarr_id, paths)``
 - ``upload_status(session, zarr_id) -> UploadStatus``: ``.state`` is an
   :class:`UploadState` (``at_rest`` | ``open`` | ``applying``): DANDI's Complete | Pending |
@@ -86,6 +92,7 @@ from zarrchive.services.uploads.apply import (
     sweep_pending,
 )
 from zarrchive.services.uploads.batches import (
+    batch_refusals,
     cancel_batch,
     complete_batch,
     delete_files,
@@ -135,6 +142,7 @@ __all__ = [
     "UploadUrl",
     "apply_pending",
     "apply_pending_job",
+    "batch_refusals",
     "cancel_batch",
     "complete_batch",
     "dandi_batch_limit",

@@ -46,7 +46,7 @@ from zarrchive.services.uploads.multipart import (
     prepare_verified_copy,
 )
 from zarrchive.services.uploads.records import _has_pending
-from zarrchive.services.uploads.staging import _drop_staging
+from zarrchive.services.uploads.staging import _check_staged, _drop_staging
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
@@ -62,6 +62,9 @@ CLAIM_SECONDS = 15.0
 COPY_CHUNK = 250
 #: How often an applier waiting for its last staging drops looks for a newly queued batch.
 DROP_POLL_SECONDS = 0.1
+#: Applied batches whose staging areas an applier leaves in place while more batches wait
+#: (they are dropped as soon as none does).
+HELD_DROPS = 16
 #: How long a request that must apply now (``wait``) waits for another applier.
 WAIT_SECONDS = 60.0
 #: The import string of the apply job.
@@ -82,6 +85,9 @@ class _Claimed:
     paths: list[str] = field(default_factory=list)
     #: upload: the files uploaded in parts (path -> part size): their md5 is verified here
     part_sizes: dict[str, int] = field(default_factory=dict)
+    #: upload: queued unverified (``verify_on_apply``): the staged objects are checked here,
+    #: before any copy (:func:`verify_claimed`)
+    verify: bool = False
 
 
 class _Busy:
@@ -128,7 +134,7 @@ def _claim_next(
         batch.claimed_by = token
         batch.claimed_until = now + _lease()
         assert batch.seq is not None
-        claimed = _Claimed(zarr.id, batch.uid, batch.kind, batch.seq)
+        claimed = _Claimed(zarr.id, batch.uid, batch.kind, batch.seq, verify=batch.verify_on_apply)
         for f in batch.files:
             claimed.paths.append(f.path)
             if batch.kind == BatchKind.UPLOAD:
@@ -137,6 +143,31 @@ def _claim_next(
                 if f.part_size is not None:
                     claimed.part_sizes[f.path] = f.part_size
         return claimed
+
+
+def _next_to_check(archive: Archive, claimed: _Claimed) -> _Claimed | None:
+    """The Zarr's batch queued right after *claimed*, if it waits for the check of its
+    staged files (``verify_on_apply``); read, not claimed."""
+    with archive.db.session() as session:
+        batch = session.scalars(
+            select(UploadBatch)
+            .where(
+                UploadBatch.zarr_id == claimed.zarr_id,
+                UploadBatch.state == BatchState.QUEUED,
+                UploadBatch.seq > claimed.seq,
+            )
+            .order_by(UploadBatch.seq)
+            .limit(1)
+        ).first()
+        if batch is None or not batch.verify_on_apply or batch.kind != BatchKind.UPLOAD:
+            return None
+        assert batch.seq is not None
+        ahead = _Claimed(claimed.zarr_id, batch.uid, batch.kind, batch.seq, verify=True)
+        for f in batch.files:
+            if f.etag is None or f.size is None:
+                return None
+            ahead.files[f.path] = (f.etag, f.size, None)
+        return ahead
 
 
 def _renew(archive: Archive, claimed: _Claimed, token: str) -> bool:
@@ -168,12 +199,42 @@ class _ClaimLost(Exception):
 
 
 class _Refused(Exception):
-    """Files uploaded in parts whose content is not their declared md5."""
+    """Files uploaded in parts whose content is not their declared md5, or files of a batch
+    queued unverified that are missing or differ in the staging area."""
 
     def __init__(self, problems: list[tuple[str, str, str]]) -> None:
         super().__init__(problems)
-        #: ``(path, declared md5, found md5)``
+        #: ``(path, declared md5 or size, found md5 or size or "missing")``
         self.problems = problems
+
+
+#: What :func:`_check_staged` answers: ``path -> (size, version id)``, and the problems.
+_Checked = tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]
+
+
+def _check_claimed(store: ObjectStore, claimed: _Claimed) -> _Checked:
+    expected: dict[str, str | None] = {p: md5 for p, (md5, _n, _v) in claimed.files.items()}
+    declared = {p: (size, False) for p, (_m, size, _v) in claimed.files.items()}
+    return _check_staged(store, claimed.zarr_id, claimed.uid, expected, declared)
+
+
+def verify_claimed(
+    store: ObjectStore, claimed: _Claimed, checked: Future[_Checked] | None = None
+) -> None:
+    """Check the staged objects of a batch queued unverified (``verify_on_apply``): every
+    file present with its declared md5 and size (one listing of the staging area, as
+    ``complete`` does otherwise), and pin the versions found, which the copies then read.
+    Raises :class:`_Refused` naming every file that is not (nothing was copied yet).
+
+    *checked*: that listing, made ahead by this applier while it copied the batch before
+    (the batch was queued then: every file of it had been sent)."""
+    staged, problems = checked.result() if checked is not None else _check_claimed(store, claimed)
+    if problems:
+        raise _Refused(
+            [(str(p["path"]), str(p["expected"]), p["found"] or "missing") for p in problems]
+        )
+    for path, (size, version) in staged.items():
+        claimed.files[path] = (claimed.files[path][0], size, version)
 
 
 def _copy_into_place(
@@ -325,9 +386,9 @@ def _refuse(archive: Archive, claimed: _Claimed, token: str, refused: _Refused) 
 def refusal_error(zarr_id: str, problems: list[tuple[str, str, str]]) -> UploadVerificationFailed:
     listed = ", ".join(f"{p} (declared {e}, content {f})" for p, e, f in problems[:10])
     message = (
-        f"Zarr {zarr_id}: the batch was refused: the content of {len(problems)} files "
-        f"uploaded in parts is not the md5 declared: {listed}. Nothing of the batch changed "
-        "the Zarr; upload these files again."
+        f"Zarr {zarr_id}: the batch was refused: {len(problems)} of its files are missing "
+        f"in S3 or not the md5 declared (or not the size): {listed}. Nothing of the batch changed "
+        "the Zarr; upload its files again."
     )
     return UploadVerificationFailed(
         message,
@@ -343,14 +404,18 @@ def _apply_claimed(
     claimed: _Claimed,
     token: str,
     drop: Callable[[ObjectStore, str, str], object] = _drop_staging,
+    look_ahead: Callable[[ObjectStore, _Claimed], Future[_Checked] | None] | None = None,
 ) -> bool:
     """Apply a claimed batch; False if the claim was lost to another applier meanwhile.
-    Its staging objects are then dropped by *drop* (``(store, zarr_id, uid)``)."""
+    Its staging objects are then dropped by *drop* (``(store, zarr_id, uid)``).
+    *look_ahead* (``(store, claimed)``) starts the check of the next batch while this one is
+    copied, and answers the check of this one if it was started so."""
     zarr_id = claimed.zarr_id
     with archive.db.session() as session:
         store = archive.store_for(
             get_zarr(session, None, zarr_id, check_read=False).dandiset.embargoed
         )
+    checked = look_ahead(store, claimed) if look_ahead is not None else None
     plan: directory_delete.Plan | None = None
     expansion: directory_delete.Expansion | None = None
     dropped: list[str] = []
@@ -369,6 +434,8 @@ def _apply_claimed(
             changes: dict[str, FileChange] = plan.file_changes
             dropped = plan.directories
         else:
+            if claimed.verify:
+                verify_claimed(store, claimed, checked)
             written = _copy_into_place(archive, store, claimed, token)
             changes = {p: (md5, size) for p, (md5, size, _v) in claimed.files.items()}
         with archive.db.write_session() as session:
@@ -443,21 +510,40 @@ def apply_pending(
     deadline = time.monotonic() + timeout
     pause = 0.02
     refused: UploadVerificationFailed | None = None
-    # an applied batch's staging objects are dropped while the next batch is copied (the
-    # drop lists and deletes them: seconds per batch that the copies need not wait for);
-    # every drop is done before this call returns
+    # An applied batch's staging objects are dropped once no batch waits (the drop lists
+    # and deletes them, seconds of S3 work per batch that the copies, and the uploader's
+    # PUTs, need not compete with), or once HELD_DROPS batches wait for theirs; every drop
+    # is done before this call returns.
     dropper = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-drop")
-
     dropping: list[Future[None]] = []
+    held: list[tuple[ObjectStore, str, str]] = []
+
+    def release(count: int) -> None:
+        count = max(0, count)
+        for item in held[:count]:
+            dropping.append(dropper.submit(_drop_staging, *item))
+        del held[:count]
 
     def drop(store: ObjectStore, zarr_id: str, uid: str) -> object:
-        dropping.append(dropper.submit(_drop_staging, store, zarr_id, uid))
+        held.append((store, zarr_id, uid))
+        release(len(held) - HELD_DROPS)
         return None
+
+    # The check of a batch queued unverified is made while the batch before it is copied.
+    checker = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-check")
+    checks: dict[str, Future[_Checked]] = {}
+
+    def look_ahead(store: ObjectStore, claimed: _Claimed) -> Future[_Checked] | None:
+        ahead = _next_to_check(archive, claimed)
+        if ahead is not None and ahead.uid not in checks:
+            checks[ahead.uid] = checker.submit(_check_claimed, store, ahead)
+        return checks.pop(claimed.uid, None)
 
     try:
         while True:
             claimed = _claim_next(archive, zarr_id, token, until_seq)
             if claimed is None:
+                release(len(held))
                 if not all(f.done() for f in dropping):
                     # a batch queued while the last drops finish is applied at once
                     futures_wait(dropping, timeout=DROP_POLL_SECONDS)
@@ -478,11 +564,13 @@ def apply_pending(
                 continue
             pause = 0.02
             try:
-                if _apply_claimed(archive, claimed, token, drop):
+                if _apply_claimed(archive, claimed, token, drop, look_ahead):
                     applied += 1
             except UploadVerificationFailed as exc:
                 refused = refused or exc  # the batch is dropped: go on with the next ones
     finally:
+        checker.shutdown(wait=True, cancel_futures=True)
+        release(len(held))
         dropper.shutdown(wait=True)
         for dropped_future in dropping:  # a failed drop leaves staging objects for admin gc
             failure = dropped_future.exception()

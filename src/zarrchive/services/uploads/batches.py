@@ -17,6 +17,7 @@ from zarrchive.db.models import (
     PENDING_STATES,
     BatchKind,
     BatchState,
+    RefusedUpload,
     UploadBatch,
     UploadBatchDirectory,
     UploadBatchFile,
@@ -48,7 +49,7 @@ from zarrchive.services.uploads.directory_delete import (
     parse_targets,
     resolve_targets,
 )
-from zarrchive.services.uploads.multipart import BigFile, abort_uploads, assemble
+from zarrchive.services.uploads.multipart import BigFile, Refusal, abort_uploads, assemble
 from zarrchive.services.uploads.parts import MAX_OBJECT_SIZE, part_count, part_size_for
 from zarrchive.services.uploads.records import (
     UploadUrl,
@@ -62,12 +63,9 @@ from zarrchive.services.uploads.records import (
     _writable,
     upload_status,
 )
-from zarrchive.services.uploads.staging import _drop_staging
+from zarrchive.services.uploads.staging import _check_staged, _drop_staging
 from zarrchive.services.zarrs import get_zarr
-from zarrchive.storage.keys import (
-    staging_object_key,
-    staging_prefix,
-)
+from zarrchive.storage.keys import staging_object_key
 from zarrchive.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -301,9 +299,15 @@ def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[s
 
 
 def complete_batch(
-    archive: Archive, user: Caller | None, zarr_id: str, *, wait: bool = False
-) -> None:
-    """Verify the open batch's staged objects and queue it to be applied (in order).
+    archive: Archive,
+    user: Caller | None,
+    zarr_id: str,
+    *,
+    wait: bool = False,
+    verify_on_apply: bool = False,
+) -> str | None:
+    """Verify the open batch's staged objects and queue it to be applied (in order); returns
+    the batch's uid (None: no batch was open, a retried ``complete`` whose batch was queued).
 
     The staging area is verified without holding the Zarr's lock (only the batch's own URLs
     write it, and only with the announced content); the lock is taken to record the verified
@@ -311,6 +315,14 @@ def complete_batch(
     ``seq``.  Then the apply job is queued and the call returns (the Zarr's
     ``upload_status`` says ``applying``); with *wait* (or without a job queue) the batch and
     every one before it are applied first.
+
+    With *verify_on_apply* (a batch without files uploaded in parts, whose every file's
+    size was declared) the batch is queued at once, unverified: the applier lists its
+    staging area before any copy (:func:`~.apply.verify_claimed`) and refuses it whole,
+    recorded in :class:`~zarrchive.db.models.RefusedUpload`, if a file is missing or differs;
+    nothing of the batch is visible before that.  The answer is then a few database writes,
+    however slow the S3 listing; the uploader learns of a refusal from ``.../upload/refused/``
+    (by the uid returned here) once the Zarr is at rest.
     """
     zarr_id, status = _writable(archive, user, zarr_id)
     if not status.open and status.pending:
@@ -318,7 +330,14 @@ def complete_batch(
         # failed): the batch is queued; apply it (with *wait*) or make sure it will be
         if wait or not _schedule(archive, zarr_id):
             apply_pending(archive, zarr_id, wait=True)
-        return
+        return None
+    if verify_on_apply:
+        queued = _queue_unverified(archive, user, zarr_id)
+        if queued is not None:
+            uid, seq = queued
+            if wait or not _schedule(archive, zarr_id):
+                apply_pending(archive, zarr_id, wait=True, until_seq=seq)
+            return uid
     with archive.db.session() as session:
         batch = _the_open_batch(session, zarr_id)
         if batch is None or batch.kind != BatchKind.UPLOAD:
@@ -347,6 +366,53 @@ def complete_batch(
     # Recorded as verified: from here on the batch is applied, whatever happens to us.
     if wait or not _schedule(archive, zarr_id):
         apply_pending(archive, zarr_id, wait=True, until_seq=seq)
+    return uid
+
+
+def _queue_unverified(
+    archive: Archive, user: Caller | None, zarr_id: str
+) -> tuple[str, int] | None:
+    """Queue the open batch unverified (``verify_on_apply``): ``(uid, seq)``; None if it
+    can't be (a file uploaded in parts, or one without a declared size): it is then
+    verified now."""
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        batch = _the_open_batch(session, zarr.id)
+        if batch is None or batch.kind != BatchKind.UPLOAD:
+            raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
+        if any(f.part_size is not None or f.size is None for f in batch.files):
+            return None
+        clashes = find_file_directory_clashes(sorted(f.path for f in batch.files))
+        if clashes:  # only a batch extended through DANDI's files/ can hold them
+            return None  # (refused by the check now, which names them)
+        batch.state = BatchState.QUEUED
+        batch.verify_on_apply = True
+        batch.seq = _next_seq(session, zarr.id)
+        record_directories(session, batch)
+        return batch.uid, batch.seq
+
+
+#: Batch uids one :func:`batch_refusals` call looks up at most.
+MAX_REFUSAL_BATCHES = 100
+
+
+def batch_refusals(
+    archive: Archive, user: Caller | None, zarr_id: str, uids: Sequence[str]
+) -> list[Refusal]:
+    """The refused files of the Zarr's batches *uids* (owners only), every one of them: how
+    an uploader that queued batches unverified learns which of them were refused."""
+    if len(uids) > MAX_REFUSAL_BATCHES:
+        raise InvalidInput(f"ask for at most {MAX_REFUSAL_BATCHES} batches at a time")
+    zarr_id, _status = _writable(archive, user, zarr_id)
+    with archive.db.session() as session:
+        rows = session.scalars(
+            select(RefusedUpload)
+            .where(RefusedUpload.zarr_id == zarr_id, RefusedUpload.batch_uid.in_(sorted(uids)))
+            .order_by(RefusedUpload.id)
+        )
+        return [
+            Refusal(r.batch_uid, r.path, r.expected_md5, r.found_md5, r.created_at) for r in rows
+        ]
 
 
 def _big_files(batch: UploadBatch) -> list[BigFile]:
@@ -355,48 +421,6 @@ def _big_files(batch: UploadBatch) -> list[BigFile]:
         for f in batch.files
         if f.part_size is not None and f.size is not None
     ]
-
-
-def _check_staged(
-    store: ObjectStore,
-    zarr_id: str,
-    uid: str,
-    expected: dict[str, str | None],
-    declared: Mapping[str, tuple[int | None, bool]] | None = None,
-) -> tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]:
-    """Every file of a batch that is staged with its md5 (``path -> (size, version id)``),
-    and the problems (``{"path", "expected", "found"}``: missing, or another md5).
-
-    *declared* gives files' declared ``(size, uploaded in parts)``: a declared size must be
-    the staged one; a file uploaded in parts is checked by size only here (its ETag is not
-    an md5: the apply step verifies its md5)."""
-    declared = declared or {}
-    prefix = staging_prefix(zarr_id, uid)
-    latest: dict[str, tuple[str | None, int, str | None]] = {}
-    for version in store.iter_versions(prefix):
-        path = version.key[len(prefix) :]
-        if version.is_latest and path in expected:
-            latest[path] = (
-                None if version.is_delete_marker else version.etag,
-                version.size,
-                version.version_id if version.version_id not in ("", "null") else None,
-            )
-    problems: list[dict[str, str | None]] = []
-    staged: dict[str, tuple[int, str | None]] = {}
-    for path, etag in sorted(expected.items()):
-        found = latest.get(path)
-        size, in_parts = declared.get(path, (None, False))
-        if found is None or found[0] is None:
-            problems.append({"path": path, "expected": etag, "found": None})
-        elif size is not None and found[1] != size:
-            problems.append(
-                {"path": path, "expected": f"{size} bytes", "found": f"{found[1]} bytes"}
-            )
-        elif not in_parts and found[0] != etag:
-            problems.append({"path": path, "expected": etag, "found": found[0]})
-        else:
-            staged[path] = (found[1], found[2])
-    return staged, problems
 
 
 def _verify_staged(

@@ -28,7 +28,6 @@ from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads.apply import _kick, _schedule, apply_pending, queue_manifest
 from zarrchive.services.uploads.batches import (
-    _check_staged,
     _refuse_file_directory_clashes,
     record_directories,
 )
@@ -42,7 +41,7 @@ from zarrchive.services.uploads.records import (
     _validate_files,
     _writable,
 )
-from zarrchive.services.uploads.staging import _drop_staging
+from zarrchive.services.uploads.staging import _check_staged, _drop_staging
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,

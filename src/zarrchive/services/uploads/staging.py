@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from sqlalchemy import select
 
@@ -43,3 +44,45 @@ def purge_stale_staging(archive: Archive, zarr_id: str) -> int:
     stale = [p for p in store.iter_prefixes(root) if p[len(root) :].rstrip("/") not in live]
     # (some S3s, SeaweedFS among them, list emptied "directories": count what held objects)
     return sum(1 for prefix in stale if store.purge(prefix) > 0)
+
+
+def _check_staged(
+    store: ObjectStore,
+    zarr_id: str,
+    uid: str,
+    expected: dict[str, str | None],
+    declared: Mapping[str, tuple[int | None, bool]] | None = None,
+) -> tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]:
+    """Every file of a batch that is staged with its md5 (``path -> (size, version id)``),
+    and the problems (``{"path", "expected", "found"}``: missing, or another md5).
+
+    *declared* gives files' declared ``(size, uploaded in parts)``: a declared size must be
+    the staged one; a file uploaded in parts is checked by size only here (its ETag is not
+    an md5: the apply step verifies its md5)."""
+    declared = declared or {}
+    prefix = staging_prefix(zarr_id, uid)
+    latest: dict[str, tuple[str | None, int, str | None]] = {}
+    for version in store.iter_versions(prefix):
+        path = version.key[len(prefix) :]
+        if version.is_latest and path in expected:
+            latest[path] = (
+                None if version.is_delete_marker else version.etag,
+                version.size,
+                version.version_id if version.version_id not in ("", "null") else None,
+            )
+    problems: list[dict[str, str | None]] = []
+    staged: dict[str, tuple[int, str | None]] = {}
+    for path, etag in sorted(expected.items()):
+        found = latest.get(path)
+        size, in_parts = declared.get(path, (None, False))
+        if found is None or found[0] is None:
+            problems.append({"path": path, "expected": etag, "found": None})
+        elif size is not None and found[1] != size:
+            problems.append(
+                {"path": path, "expected": f"{size} bytes", "found": f"{found[1]} bytes"}
+            )
+        elif not in_parts and found[0] != etag:
+            problems.append({"path": path, "expected": etag, "found": found[0]})
+        else:
+            staged[path] = (found[1], found[2])
+    return staged, problems

@@ -1,0 +1,222 @@
+"""Issue #23 item 3: ``complete`` with ``verify=apply`` queues the batch at once and leaves the
+check of its staged objects to the apply, which lists them before any copy: a batch with a
+file missing (or of another size than declared) is refused whole when applied, nothing of it
+becomes visible, and ``GET .../upload/refused/?batch=<uid>`` names its files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers.api_uploads import assert_clean, batches, info, oracle, put_files, s3_body
+from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.zarr_client import md5
+from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads import apply
+from zarrchive.storage.keys import staging_prefix
+
+APPLY = "apply:"
+FILES = {".zgroup": b"{}", "arr/.zarray": b"{...}", "arr/0": b"zero", "arr/1": b"one"}
+
+
+def open_declared(
+    api: httpx.Client, zarr_id: str, files: dict[str, bytes], sizes: dict[str, int] | None = None
+) -> list[dict[str, str]]:
+    """Open a batch declaring every file's size (*sizes* overrides some); its URLs."""
+    sizes = sizes or {}
+    response = api.post(
+        f"/api/zarr/{zarr_id}/upload/",
+        json=[{"path": p, "etag": md5(b), "size": sizes.get(p, len(b))} for p, b in files.items()],
+    )
+    assert response.status_code == 200, response.text
+    urls: list[dict[str, str]] = response.json()
+    return urls
+
+
+def queue(api: httpx.Client, zarr_id: str) -> tuple[str, dict[str, Any]]:
+    """Complete with ``verify=apply``: the batch's uid (header) and the answer."""
+    response = api.post(f"/api/zarr/{zarr_id}/upload/complete/", params={"verify": "apply"})
+    assert response.status_code == 200, response.text
+    uid = response.headers["X-Zarrchive-Batch"]
+    assert len(uid) == 32
+    answer: dict[str, Any] = response.json()
+    return uid, answer
+
+
+def refused(api: httpx.Client, zarr_id: str, *uids: str) -> list[dict[str, Any]]:
+    response = api.get(f"/api/zarr/{zarr_id}/upload/refused/", params={"batch": list(uids)})
+    assert response.status_code == 200, response.text
+    rows: list[dict[str, Any]] = response.json()
+    return rows
+
+
+def staged_keys(archive: Archive, zarr_id: str, uid: str) -> list[str]:
+    return [v.key for v in archive.store.iter_versions(staging_prefix(zarr_id, uid))]
+
+
+def test_a_batch_queued_unverified_is_checked_and_applied(
+    api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
+) -> None:
+    put_files(open_declared(api, zarr_id, FILES), FILES)
+    uid, answer = queue(api, zarr_id)
+    # queued at once: nothing visible, the next batch may open
+    assert answer["upload_state"] == "applying" and not answer["upload_in_progress"]
+    assert answer["file_count"] == 0 and s3_body(archive, zarr_id, "arr/0") is None
+    assert batches(archive, zarr_id) == [("queued", 1)]
+    more = {"arr/2": b"two"}
+    put_files(open_declared(api, zarr_id, more), more)
+    uid2, _answer = queue(api, zarr_id)
+    assert uid2 != uid
+    assert held.run(APPLY) == 1
+    everything = {**FILES, **more}
+    assert info(api, zarr_id)["checksum"] == oracle(everything)
+    assert info(api, zarr_id)["upload_state"] == "at_rest"
+    assert s3_body(archive, zarr_id, "arr/0") == b"zero"
+    assert s3_body(archive, zarr_id, "arr/2") == b"two"
+    assert refused(api, zarr_id, uid, uid2) == []
+    assert staged_keys(archive, zarr_id, uid) == staged_keys(archive, zarr_id, uid2) == []
+    assert_clean(archive, zarr_id)
+
+
+def test_a_missing_file_refuses_the_batch_when_applied_and_nothing_changes(
+    api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
+) -> None:
+    put_files(open_declared(api, zarr_id, FILES), FILES)
+    first, _answer = queue(api, zarr_id)
+    assert held.run(APPLY) == 1
+    before = info(api, zarr_id)
+    assert before["checksum"] == oracle(FILES)
+
+    # a batch whose "arr/0" never reached S3 (its other files did), then a good one
+    bad = {"arr/0": b"ZERO", "arr/1": b"ONE", "new/x": b"x"}
+    urls = open_declared(api, zarr_id, bad)
+    put_files([u for u in urls if u["path"] != "arr/0"], bad)
+    bad_uid, answer = queue(api, zarr_id)  # answered at once: the check is the apply's
+    assert answer["upload_state"] == "applying"
+    good = {"arr/2": b"two"}
+    put_files(open_declared(api, zarr_id, good), good)
+    good_uid, _answer = queue(api, zarr_id)
+    held.run(APPLY)
+
+    # the bad batch changed nothing (not even its files that were there); the next applied
+    after = info(api, zarr_id)
+    assert after["upload_state"] == "at_rest"
+    assert after["checksum"] == oracle({**FILES, **good})
+    assert s3_body(archive, zarr_id, "arr/0") == b"zero"
+    assert s3_body(archive, zarr_id, "arr/1") == b"one"
+    assert s3_body(archive, zarr_id, "new/x") is None
+    assert api.get(f"/api/zarr/{zarr_id}/new/x").status_code == 404
+    rows = refused(api, zarr_id, bad_uid, good_uid, first)
+    assert [(r["batch"], r["path"], r["expected_md5"], r["found_md5"]) for r in rows] == [
+        (bad_uid, "arr/0", md5(b"ZERO"), "missing")
+    ]
+    assert refused(api, zarr_id, good_uid) == []
+    assert staged_keys(archive, zarr_id, bad_uid) == []  # its staging area is gone
+    assert batches(archive, zarr_id) == []
+    assert_clean(archive, zarr_id)
+
+    # sent again, it is applied
+    put_files(open_declared(api, zarr_id, bad), bad)
+    queue(api, zarr_id)
+    held.run(APPLY)
+    assert info(api, zarr_id)["checksum"] == oracle({**FILES, **good, **bad})
+
+
+def test_a_size_other_than_declared_refuses_the_batch(
+    api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
+) -> None:
+    urls = open_declared(api, zarr_id, FILES, sizes={"arr/1": 4})
+    put_files(urls, FILES)
+    uid, _answer = queue(api, zarr_id)
+    held.run(APPLY)
+    assert info(api, zarr_id)["file_count"] == 0
+    assert info(api, zarr_id)["upload_state"] == "at_rest"
+    rows = refused(api, zarr_id, uid)
+    assert [(r["path"], r["expected_md5"], r["found_md5"]) for r in rows] == [
+        ("arr/1", "4 bytes", "3 bytes")
+    ]
+    assert s3_body(archive, zarr_id, ".zgroup") is None
+
+
+def test_without_declared_sizes_the_batch_is_verified_by_complete(
+    api: httpx.Client, zarr_id: str, held: HeldJobQueue
+) -> None:
+    response = api.post(
+        f"/api/zarr/{zarr_id}/upload/",
+        json=[{"path": p, "etag": md5(b)} for p, b in FILES.items()],
+    )
+    assert response.status_code == 200, response.text
+    put_files([u for u in response.json() if u["path"] != "arr/0"], FILES)
+    answer = api.post(f"/api/zarr/{zarr_id}/upload/complete/", params={"verify": "apply"})
+    assert answer.status_code == 400, answer.text
+    assert "arr/0" in answer.text
+    assert info(api, zarr_id)["upload_in_progress"]  # left open, as without verify=apply
+
+
+def test_the_refused_listing_asks_for_at_most_100_batches(api: httpx.Client, zarr_id: str) -> None:
+    many = [f"{i:032x}" for i in range(101)]
+    response = api.get(f"/api/zarr/{zarr_id}/upload/refused/", params={"batch": many})
+    assert response.status_code == 400, response.text
+    assert refused(api, zarr_id, *many[:100]) == []
+
+
+def test_a_batch_checked_while_the_one_before_is_copied_is_refused_all_the_same(
+    api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
+) -> None:
+    # three batches queued before the apply runs: the check of each of the last two is
+    # listed while the one before it is copied; the third lacks a file
+    uids = []
+    for files in (FILES, {"arr/2": b"two"}):
+        put_files(open_declared(api, zarr_id, files), files)
+        uids.append(queue(api, zarr_id)[0])
+    bad = {"arr/3": b"three", "arr/4": b"four"}
+    urls = open_declared(api, zarr_id, bad)
+    put_files([u for u in urls if u["path"] != "arr/4"], bad)
+    uids.append(queue(api, zarr_id)[0])
+    held.run(APPLY)
+    assert info(api, zarr_id)["checksum"] == oracle({**FILES, "arr/2": b"two"})
+    assert s3_body(archive, zarr_id, "arr/3") is None
+    rows = refused(api, zarr_id, *uids)
+    assert [(r["batch"], r["path"], r["found_md5"]) for r in rows] == [
+        (uids[2], "arr/4", "missing")
+    ]
+    for uid in uids:  # every staging area dropped before the apply returned
+        assert staged_keys(archive, zarr_id, uid) == []
+    assert batches(archive, zarr_id) == []
+    assert_clean(archive, zarr_id)
+
+
+def test_staging_drops_wait_until_no_batch_does(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the drops (seconds of S3 deletes per batch) never run beside the copies of a backlog:
+    # the applier holds them until nothing is queued, then drops every staging area
+    events: list[str] = []
+    copy, drop = apply._copy_into_place, apply._drop_staging
+
+    def copied(*args: Any) -> Any:
+        events.append("copy")
+        return copy(*args)
+
+    def dropped(store: Any, zid: str, uid: str) -> None:
+        events.append("drop")
+        drop(store, zid, uid)
+
+    monkeypatch.setattr(apply, "_copy_into_place", copied)
+    monkeypatch.setattr(apply, "_drop_staging", dropped)
+    uids = []
+    for i in range(3):
+        files = {f"arr/{i}": bytes([i]) * 10}
+        put_files(open_declared(api, zarr_id, files), files)
+        uids.append(queue(api, zarr_id)[0])
+    held.run(APPLY)
+    assert events == ["copy"] * 3 + ["drop"] * 3
+    for uid in uids:
+        assert staged_keys(archive, zarr_id, uid) == []
+    assert info(api, zarr_id)["file_count"] == 3
