@@ -496,10 +496,10 @@ class Uploader:
         dandiset: str | None,
         name: str,
     ) -> ZarrInfo | None:
-        """Hash the selected files, compare them with the archive's listings of the
-        directories that hold them, upload the new and changed ones; delete nothing.  A
-        missing *zarr* is created (in *dandiset*, named *name*) if there is a file to send.
-        Returns the Zarr."""
+        """Hash the selected files, compare them with the archive's nodes of the directories
+        that hold them (and their ancestors), predict the Zarr's checksum after the patch,
+        upload the new and changed ones; delete nothing.  A missing *zarr* is created (in
+        *dandiset*, named *name*) if there is a file to send.  Returns the Zarr."""
         from zarrchive.checksum import compute_checksum
         from zarrchive.client.digest_cache import default_cache
         from zarrchive.client.local_selected import hash_selected
