@@ -10,8 +10,9 @@ thread of this process).  The Zarr has ``--files`` chunk files plus metadata:
 
 Seeding is cheap: every file is written locally, hashed once, and the archive's side is
 written directly as its ``.checksum`` nodes (in S3) and root checksum (in the database), as
-``bench/complete_bench.py`` does: a patch reads only listings of the directories it touches
-and never the other objects, so those are not put in S3 (the manifest job afterwards notes
+``bench/complete_bench.py`` does: a patch reads only the ``.checksum`` nodes of the
+directories it touches (each whole, in one request: the flat layout's ``arr`` is one node of
+10^5 entries) and never the other objects, so those are not put in S3 (the manifest job afterwards notes
 the difference in the server's log; it does not change the figure).
 
 Then, ``--repeat`` times: the metadata files are rewritten (new content each time) and the

@@ -1,35 +1,43 @@
 """``zarrchive upload --patch`` and ``--include``/``--exclude`` against the live server.
 
-A patch sends the new and changed local files and deletes nothing; it lists only the
-directories that hold them (and their ancestors); files outside the globs are never read and
-directories no glob can reach never listed (shown by their access times, which reading or
-listing them would move, and, when not run as root, by making them unreadable).
+A patch sends the new and changed local files and deletes nothing; it reads only the nodes
+of the directories that hold them (and their ancestors), each whole in one request however
+wide; files outside the globs are never read and directories no glob can reach never listed
+(shown by their access times, which reading or listing them would move, and, when not run as
+root, by making them unreadable).  The final check compares the archive's checksum with the
+one predicted from those nodes plus the patch: a change by another batch meanwhile, to any
+file, even one of a directory of thousands the patch does not touch, fails it (exit 1).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from typer.testing import CliRunner
 
 from tests.helpers.local_zarr import zarr_checksum_of
+from tests.helpers.seeded_zarr import seed_zarr
+from zarrchive.checksum import ChecksumNode
 from zarrchive.cli import app
-from zarrchive.client import ApiClient, NullProgress, Uploader
+from zarrchive.client import ApiClient, NullProgress, Uploader, remote
 from zarrchive.client.selection import Selection
 from zarrchive.client.upload import BatchRecords
-from zarrchive.errors import InvalidInput
+from zarrchive.errors import InvalidInput, TransferError
+from zarrchive.services.runtime import Archive
 
 #: An access time long past (and before every file's mtime): reading or listing moves it.
 LONG_AGO_NS = 1_000_000_000 * 1_000_000_000
 
 
 class ListingClient(ApiClient):
-    """A real client that also records which directories it listed."""
+    """A real client that also records which directories it listed or read the node of."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -38,6 +46,11 @@ class ListingClient(ApiClient):
     def list_page(self, zarr_id: str, directory: str, **kwargs: Any) -> Any:
         self.listed.append(directory)
         return super().list_page(zarr_id, directory, **kwargs)
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if "/node/" in path:
+            self.listed.append(unquote(path.partition("/node/")[2]).removesuffix("/"))
+        return super().request(method, path, **kwargs)
 
 
 @pytest.fixture
@@ -315,43 +328,189 @@ def test_a_patch_creates_a_missing_zarr(
     assert result.asset_created
 
 
-def test_a_directory_of_many_pages_is_looked_up_name_by_name(
+#: A Zarr v2 group with one array whose 1,200 chunks lie side by side: a directory of more
+#: than one page (1,000 entries) of the listing routes.
+WIDE = {
+    ".zgroup": b'{"zarr_format": 2}',
+    ".zattrs": b"{}",
+    "arr/.zarray": b'{"chunks": [1, 1]}',
+    "arr/.zattrs": b"{}",
+    **{f"arr/{n // 40}.{n % 40}": f"chunk {n}".encode() for n in range(1200)},
+}
+
+
+def wide_zarr(tmp_path: Path, client: ApiClient, archive: Archive, dandiset: str) -> Path:
+    """:data:`WIDE` in the archive (seeded) and whole in a local copy ``full/wide.zarr``."""
+    full = tmp_path / "full" / "wide.zarr"
+    for path, content in WIDE.items():
+        (full / path).parent.mkdir(parents=True, exist_ok=True)
+        (full / path).write_bytes(content)
+    zarr_id = client.create_zarr("wide.zarr", dandiset).zarr_id
+    assert seed_zarr(archive, zarr_id, WIDE) == zarr_checksum_of(full)
+    return full
+
+
+def metadata_patch(tmp_path: Path, full: Path) -> Path:
+    """A partial copy ``part/wide.zarr``: the array's metadata changed (on *full* too)."""
+    part = tmp_path / "part" / "wide.zarr"
+    (part / "arr").mkdir(parents=True)
+    for path, content in (("arr/.zattrs", b'{"units": "mV"}'), ("arr/.zarray", b"{}")):
+        (part / path).write_bytes(content)
+        (full / path).write_bytes(content)
+    return part
+
+
+def test_a_wide_directory_is_read_in_one_request_and_the_checksum_predicted(
     tmp_path: Path,
     listing_client: ListingClient,
+    archive: Archive,
     client_env: dict[str, str],
     dandiset: str,
     records: BatchRecords,
 ) -> None:
-    """With pages of 3 entries, directories of more than one page holding few of the patch's
-    files are not listed whole; the final check then looks at what the patch changed."""
     client = listing_client
-    full = uploaded_copy(tmp_path, client, dandiset, records)
-    part = tmp_path / "part" / "data.zarr"
-    (part / "arr0" / "c" / "0").mkdir(parents=True)
-    for path, content in ((".zattrs", b"{}"), ("arr0/c/0/5", b"five"), ("arr0/c/0/new", b"n")):
-        (part / path).write_bytes(content)
-        (full / path).write_bytes(content)
-    shutil.copy(full / "arr0" / "zarr.json", part / "arr0" / "zarr.json")
-    uploader = Uploader(client, jobs=4, records=records)
-    uploader.listing_page_size, uploader.probe_limit = 3, 4
+    full = wide_zarr(tmp_path, client, archive, dandiset)
+    part = metadata_patch(tmp_path, full)
     client.listed.clear()
-    result = uploader.upload(part, dandiset=dandiset, patch=True)
-    assert (result.uploaded, result.new, result.skipped) == (3, 1, 1)
-    assert result.partly_listed == ["", "arr0/c", "arr0/c/0"]
-    assert result.expected_checksum is None and result.verified and result.ok
-    assert result.remote_checksum == zarr_checksum_of(full)
-    # one page of each partly listed directory; arr0 (one page) listed whole
-    assert sorted(client.listed) == ["", "arr0", "arr0/c", "arr0/c/0"]
-
-    (part / "arr0" / "c" / "0" / "5").write_bytes(b"five again")
-    (full / "arr0" / "c" / "0" / "5").write_bytes(b"five again")
-    out = CliRunner().invoke(
-        app,
-        ["upload", str(part), "--dandiset", dandiset, "--patch", "--dry-run"],
-        env=client_env,
+    result = Uploader(client, jobs=4, records=records).upload(
+        part, dandiset=dandiset, patch=True, dry_run=True
     )
-    assert out.exit_code == 0, out.stderr  # default pages: every directory listed whole
-    assert out.stdout.splitlines()[-1].startswith("the Zarr's checksum would become ")
+    assert client.listed == ["", "arr"]  # one request each, the 1,204 entries of arr in one
+    assert result.expected_checksum == zarr_checksum_of(full)  # the oracle, on the whole tree
+    assert result.base_checksum == client.get_zarr(result.zarr_id or "").checksum
+
+    out = CliRunner().invoke(
+        app, ["upload", str(part), "--dandiset", dandiset, "--patch"], env=client_env
+    )
+    assert out.exit_code == 0, out.stderr
+    assert f"checksum {zarr_checksum_of(full)} (the one predicted: the Zarr as read before " in (
+        out.stdout
+    )
+    assert "so nothing else in it changed meanwhile" in out.stdout
+    assert "a local checksum of the Zarr would need its whole tree here" in out.stdout
+
+
+def another_client_changes(client: ApiClient, tmp_path: Path, dandiset: str, path: str) -> None:
+    """Another client's patch (its own batch, applied before it returns) changes *path*."""
+    other = tmp_path / f"other-{len(list(tmp_path.glob('other-*')))}" / "wide.zarr"
+    (other / path).parent.mkdir(parents=True, exist_ok=True)
+    (other / path).write_bytes(b"changed by someone else: " + other.parent.name.encode())
+    result = Uploader(client, records=BatchRecords(tmp_path / "other-state")).upload(
+        other, dandiset=dandiset, patch=True
+    )
+    assert result.ok and result.uploaded == 1
+
+
+def test_another_batch_changing_an_untouched_file_of_a_wide_directory_fails_the_check(
+    tmp_path: Path,
+    client: ApiClient,
+    archive: Archive,
+    client_env: dict[str, str],
+    dandiset: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between the patch's reading of the archive and its batch, another client's batch
+    changes ``arr/7.7``, a file of the 1,204 of ``arr`` the patch does not touch: the final
+    check fails (exit 1) and says so; both changes are in the archive."""
+    full = wide_zarr(tmp_path, client, archive, dandiset)
+    part = metadata_patch(tmp_path, full)
+    read_affected = remote.read_affected
+    changes = ["arr/7.7"]
+
+    def read_then_someone_else_changes(*args: Any, **kwargs: Any) -> Any:
+        nodes = read_affected(*args, **kwargs)
+        if changes:  # once (the other client reads too)
+            another_client_changes(client, tmp_path, dandiset, changes.pop())
+        return nodes
+
+    monkeypatch.setattr(remote, "read_affected", read_then_someone_else_changes)
+    out = CliRunner().invoke(
+        app, ["upload", str(part), "--dandiset", dandiset, "--patch"], env=client_env
+    )
+    assert out.exit_code == 1, out.stdout + out.stderr
+    zarr = client.find_zarr(dandiset, "wide.zarr")
+    assert zarr is not None
+    predicted = zarr_checksum_of(full)  # the Zarr as read plus the patch
+    assert out.stderr.startswith(
+        f"zarrchive upload: CHECKSUM MISMATCH: the archive's checksum {zarr.checksum} "
+        f"differs from {predicted}, the one predicted from the Zarr as read before this patch "
+        "(checksum "
+    )
+    assert "another upload or deletion changed the Zarr meanwhile" in out.stderr
+    assert "Run the same command again" in out.stderr
+    (full / "arr" / "7.7").write_bytes(b"changed by someone else: other-0")
+    assert zarr.checksum == zarr_checksum_of(full)  # the patch and the other change
+
+    # run again: nothing to send, and the check passes on the Zarr as it now is
+    monkeypatch.setattr(remote, "read_affected", read_affected)
+    again = CliRunner().invoke(
+        app, ["upload", str(part), "--dandiset", dandiset, "--patch"], env=client_env
+    )
+    assert again.exit_code == 0, again.stderr
+    assert "uploaded 0 files" in again.stdout and f"checksum {zarr.checksum}" in again.stdout
+
+
+def test_nodes_read_while_another_batch_is_applied_are_read_again(
+    tmp_path: Path,
+    client: ApiClient,
+    listing_client: ListingClient,
+    archive: Archive,
+    dandiset: str,
+    records: BatchRecords,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another batch applied between the reading of the root's node and of ``arr``'s: the two
+    disagree, so both are read again, and the patch is checked against the Zarr with that
+    change (which happened before it was read)."""
+    full = wide_zarr(tmp_path, client, archive, dandiset)
+    part = metadata_patch(tmp_path, full)
+    fetch_node = remote.fetch_node
+    changes = ["arr/3.3"]
+
+    def fetch(client_: ApiClient, zarr_id: str, directory: str) -> ChecksumNode | None:
+        if directory == "arr" and changes:
+            another_client_changes(client, tmp_path, dandiset, changes.pop())
+        return fetch_node(client_, zarr_id, directory)
+
+    monkeypatch.setattr(remote, "fetch_node", fetch)
+    result = Uploader(listing_client, jobs=4, records=records).upload(
+        part, dandiset=dandiset, patch=True
+    )
+    assert listing_client.listed == ["", "arr", "", "arr"]
+    assert result.ok and result.uploaded == 2
+    (full / "arr" / "3.3").write_bytes(b"changed by someone else: other-0")
+    assert result.remote_checksum == zarr_checksum_of(full)
+
+
+def test_a_zarr_that_keeps_changing_is_not_patched(
+    tmp_path: Path,
+    client: ApiClient,
+    archive: Archive,
+    dandiset: str,
+    records: BatchRecords,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    full = wide_zarr(tmp_path, client, archive, dandiset)
+    part = metadata_patch(tmp_path, full)
+    fetch_node = remote.fetch_node
+    other: list[bool] = []  # the other client is patching (it reads too)
+
+    def fetch(client_: ApiClient, zarr_id: str, directory: str) -> ChecksumNode | None:
+        if directory == "arr" and not other:
+            other.append(True)
+            try:
+                another_client_changes(client, tmp_path, dandiset, "arr/0.0")
+            finally:
+                other.clear()
+        return fetch_node(client_, zarr_id, directory)
+
+    monkeypatch.setattr(remote, "fetch_node", fetch)
+    with pytest.raises(TransferError, match=r"kept changing .* nothing was sent"):
+        Uploader(client, records=records).upload(part, dandiset=dandiset, patch=True)
+    zarr = client.find_zarr(dandiset, "wide.zarr")
+    assert zarr is not None
+    found = client.get_file(zarr.zarr_id, "arr/.zattrs")
+    assert found is not None and found["md5"] == hashlib.md5(b"{}").hexdigest()  # not sent
 
 
 def test_a_patch_selecting_nothing_creates_no_zarr(

@@ -256,6 +256,7 @@ ROWS = [
     ),
     Row("GET", Z + "refs.json", "read", lambda w: f"/api/zarr/{w.zarr_id}/refs.json"),
     Row("GET", Z + "read/{path}", "read", lambda w: f"/api/zarr/{w.zarr_id}/read/arr/0"),
+    Row("GET", Z + "node/{path}", "read", lambda w: f"/api/zarr/{w.zarr_id}/node/arr"),
     Row("GET", Z + "files/", "read", lambda w: f"/api/zarr/{w.zarr_id}/files/"),
     Row("HEAD", Z + "files/", "read", lambda w: f"/api/zarr/{w.zarr_id}/files/?prefix=arr/0"),
     Row(

@@ -45,8 +45,9 @@ PATCH_HELP = (
     "Send the new and changed local files and delete nothing: for a partial local copy (the "
     "root's Zarr metadata is not required). Compares with the archive's listings of the "
     "directories that hold the local files only, never the whole Zarr, and checks the "
-    "archive's new checksum against the one expected after the patch (a local checksum "
-    "would need the whole Zarr here)."
+    "archive's new checksum against the one predicted from those listings plus the patch, "
+    "which fails if anything else in the Zarr changed meanwhile (a local checksum would "
+    "need the whole Zarr here)."
 )
 
 
@@ -72,12 +73,9 @@ def summary(result: UploadResult, seconds: float | None = None) -> str:
         lines += _paths("upload", result.planned_upload_paths, result.planned_uploads)
         lines += _paths("delete", result.planned_delete_paths, result.planned_deletes)
         if result.patch and result.expected_checksum:
-            lines.append(f"the Zarr's checksum would become {result.expected_checksum}")
-        elif result.patch and result.partly_listed:
             lines.append(
-                "the Zarr's checksum after it is not predicted: "
-                f"{_names(result.partly_listed)} {_have(result.partly_listed)} many entries, "
-                "looked up name by name rather than listed whole"
+                f"the Zarr's checksum would become {result.expected_checksum} (from "
+                f"{result.base_checksum} now)"
             )
         return "\n".join(lines)
     rate = ""
@@ -85,17 +83,11 @@ def summary(result: UploadResult, seconds: float | None = None) -> str:
         rate = f" at {human_size(int(result.uploaded_bytes / seconds))}/s"
     if result.patch:
         said = ""
-        if result.ok and result.expected_checksum is not None:
+        if result.ok:
             said = (
-                " (as expected: the archive's files before the patch plus the patch's; a local "
-                "checksum of the Zarr would need its whole tree here)"
-            )
-        elif result.ok:
-            said = (
-                " (every directory and file the patch changed is as expected; the Zarr's "
-                f"checksum was not predicted, as {_names(result.partly_listed)} "
-                f"{_have(result.partly_listed)} too many entries to list, and a local checksum "
-                "of the Zarr would need its whole tree here)"
+                " (the one predicted: the Zarr as read before the patch, checksum "
+                f"{result.base_checksum}, plus the patch's files, so nothing else in it changed "
+                "meanwhile; a local checksum of the Zarr would need its whole tree here)"
             )
         return (
             f"Zarr {result.zarr_id}: uploaded {result.uploaded} files "
@@ -109,15 +101,6 @@ def summary(result: UploadResult, seconds: float | None = None) -> str:
         f"{result.skipped}; checksum {result.remote_checksum}"
         + (" (matches the local one)" if result.ok else "")
     )
-
-
-def _names(directories: list[str]) -> str:
-    shown = ", ".join(repr(d) if d else "the root" for d in directories[:3])
-    return shown + (f" and {len(directories) - 3} more" if len(directories) > 3 else "")
-
-
-def _have(directories: list[str]) -> str:
-    return "has" if len(directories) == 1 else "have"
 
 
 def _paths(verb: str, shown: list[tuple[str, int]], total: int) -> list[str]:
@@ -224,23 +207,14 @@ def upload(
                 f"NOTE: publishing dandiset {dandiset} makes this Zarr immutable: after "
                 "publication it can never change again"
             )
-    if not result.ok and result.patch and result.expected_checksum is None:
-        shown = ", ".join(repr(p) for p in result.differing[:5])
-        print(
-            f"zarrchive upload: MISMATCH: after this patch the archive's {shown} differ from "
-            "what its state before the patch plus the patch's files give: another upload or "
-            "deletion may have changed the Zarr meanwhile. Run the same command again (it "
-            "compares again and sends what differs).",
-            file=sys.stderr,
-        )
-        raise typer.Exit(1)
     if not result.ok and result.patch:
         print(
             "zarrchive upload: CHECKSUM MISMATCH: the archive's checksum "
             f"{result.remote_checksum} differs from {result.expected_checksum}, the one "
-            "expected from its state before this patch plus the patch's files: another upload "
-            "or deletion may have changed the Zarr meanwhile. Run the same command again (it "
-            "compares again and sends what differs).",
+            f"predicted from the Zarr as read before this patch (checksum "
+            f"{result.base_checksum}) plus the patch's files: another upload or deletion "
+            "changed the Zarr meanwhile (this patch's files were sent and applied). Run the "
+            "same command again (it compares again and sends what differs).",
             file=sys.stderr,
         )
         raise typer.Exit(1)

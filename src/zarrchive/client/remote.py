@@ -4,6 +4,10 @@
 digest equals the local directory's digest (the Dandi Zarr checksum covers every
 file below it), so comparing an unchanged Zarr costs one request, and a Zarr
 with a few changed files costs one listing per directory on their paths.
+
+:func:`read_affected` reads what a patch upload (``--patch``) compares with: the whole
+``.checksum`` node of each directory it touches (:func:`fetch_node`, one request each), and
+checks that they are one state of the Zarr.
 """
 
 from __future__ import annotations
@@ -12,16 +16,13 @@ import os
 from collections.abc import Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from zarrchive.checksum import ZarrEntry, iter_directory_digests
-from zarrchive.client.api import MAX_PAGE_SIZE, ApiClient, DirectoryListing, ListingEntry
-from zarrchive.errors import ApiError, InvalidPath, TransferError
+from zarrchive.checksum import ChecksumNode, ZarrEntry, iter_directory_digests
+from zarrchive.client.api import ApiClient, DirectoryListing
+from zarrchive.client.patch import affected_directories, parent_of
+from zarrchive.errors import ApiError, InvalidChecksumNode, InvalidPath, TransferError
 from zarrchive.paths import validate_path
-
-if TYPE_CHECKING:
-    from zarrchive.client.patch import Listing
 
 
 @dataclass
@@ -129,122 +130,94 @@ def walk_remote(
     return state
 
 
-#: A directory of more than one page holding at most this many of a patch's files and
-#: subdirectories is not listed whole: each of them is looked up.
-PROBE_LIMIT = 32
+#: How many times the affected directories are read again when their nodes disagree (another
+#: upload changed the Zarr while they were being read) before giving up.
+READ_ATTEMPTS = 3
 
 
-def list_affected(
-    client: ApiClient,
-    zarr_id: str,
-    paths: Iterable[str],
-    *,
-    jobs: int = 8,
-    page_size: int = MAX_PAGE_SIZE,
-    probe_limit: int = PROBE_LIMIT,
-) -> dict[str, Listing | None]:
+def fetch_node(client: ApiClient, zarr_id: str, directory: str) -> ChecksumNode | None:
+    """The archive's ``.checksum`` node of *directory* (``""``: the root): every child's
+    digest and size, in one request whatever the directory's width; ``None`` if the Zarr has
+    no such directory.  Its digest is checked against its listing (the md5 of its bytes)."""
+    path = f"/api/zarr/{quote(zarr_id, safe='')}/node/" + (
+        quote(directory, safe="/~") + "/" if directory else ""
+    )
+    try:
+        response = client.request("GET", path)
+    except ApiError as exc:
+        if exc.status_code != 404:
+            raise
+        if directory == "":  # the root always has a node: this archive has no such route
+            raise TransferError(
+                "the archive does not serve directory nodes (GET /api/zarr/{id}/node/): it is "
+                "older than this client; upgrade it, or upload a full copy without --patch"
+            ) from None
+        return None
+    try:
+        return ChecksumNode.from_json(response.content)
+    except InvalidChecksumNode as exc:
+        raise TransferError(
+            f"the archive's node of {directory or 'the root'!r} is not valid: {exc.message}"
+        ) from None
+
+
+def read_affected(
+    client: ApiClient, zarr_id: str, paths: Iterable[str], *, jobs: int = 8
+) -> dict[str, ChecksumNode | None]:
     """What the archive has in the directories a patch of the files *paths* touches: each of
-    :func:`~zarrchive.client.patch.affected_directories` ``(paths)`` with its listing (every
-    page), or ``None`` for one the archive does not have.
+    :func:`~zarrchive.client.patch.affected_directories` ``(paths)`` with its whole node
+    (:func:`fetch_node`: one request, whatever its width), or ``None`` for one the archive
+    does not have.
 
-    They are listed from the root down, a level at a time (the levels' listings in
-    parallel): a directory is listed only if its parent's listing names it as a directory,
-    so a directory the archive lacks, and everything below it, costs no request.  A
-    directory of more than one page (*page_size* entries) in which the patch has at most
-    *probe_limit* files and subdirectories is not listed further: each of those names is
-    looked up instead (a :class:`~zarrchive.client.patch.PartialListing`).
+    They are read from the root down, a level at a time (the levels' nodes in parallel): a
+    directory is read only if its parent's node names it as a directory, so a directory the
+    archive lacks, and everything below it, costs no request.  The nodes read must agree: each
+    one's digest is the one its parent's node gives it.  Then they are one state of the Zarr,
+    the one whose checksum is the root node's digest, and not a mix of states before and
+    after another upload applied meanwhile; if they disagree, they are read again (at most
+    :data:`READ_ATTEMPTS` times, then :class:`TransferError`).
     """
-    from zarrchive.client.patch import PartialListing, affected_directories
-
-    paths = list(paths)
     directories = affected_directories(paths)
-    names: dict[str, set[str]] = {}
-    for path in [*paths, *directories]:
-        if path:
-            parent, _, name = path.rpartition("/")
-            names.setdefault(parent, set()).add(name)
     by_depth: dict[int, list[str]] = {}
     for directory in directories:
         by_depth.setdefault(directory.count("/") + 1 if directory else 0, []).append(directory)
-    found: dict[str, Listing | None] = {}
-    subdirectories: dict[str, set[str]] = {}
-
-    def look(directory: str) -> Listing:
-        page = client.list_page(zarr_id, directory, page_size=page_size)
-        wanted = names.get(directory, set())
-        files, dirs = list(page.files), list(page.directories)
-        if page.next is None or len(wanted) > probe_limit:
-            while page.next:
-                page = client.list_page(zarr_id, directory, cursor=page.next, page_size=page_size)
-                files.extend(page.files)
-                dirs.extend(page.directories)
-            listing = DirectoryListing(directory, page.digest, dirs, files)
-            _check_listing(listing)
-            return listing
-        seen = {e.path for e in (*files, *dirs)}
-        prefix = f"{directory}/" if directory else ""
-        todo = [prefix + name for name in sorted(wanted) if prefix + name not in seen]
-        with ThreadPoolExecutor(min(8, max(1, len(todo))), "zarrchive-look") as lookers:
-            for kind, entry in lookers.map(lambda path: look_up(client, zarr_id, path), todo):
-                if kind == "file":
-                    files.append(entry)
-                elif kind == "directory":
-                    dirs.append(entry)
-        partial = PartialListing(directory, page.digest, dirs, files)
-        _check_listing(partial)
-        return partial
-
     jobs = max(1, min(jobs, 16))
     with ThreadPoolExecutor(jobs, thread_name_prefix="zarrchive-list") as pool:
-        for depth in sorted(by_depth):
-            to_list: list[str] = []
-            for directory in by_depth[depth]:
-                if directory == "" or directory in subdirectories.get(
-                    directory.rpartition("/")[0], ()
-                ):
-                    to_list.append(directory)
-                else:
-                    found[directory] = None
-            for directory, listing in zip(to_list, pool.map(look, to_list), strict=True):
-                found[directory] = listing
-                subdirectories[directory] = {d.path for d in listing.directories}
-    return found
-
-
-def look_up(client: ApiClient, zarr_id: str, path: str) -> tuple[str | None, ListingEntry]:
-    """``("file" | "directory" | None, entry)``: what the archive has at *path* (None:
-    nothing; the entry is then a placeholder)."""
-    name = path.rpartition("/")[2]
-    try:
-        data = client.request(
-            "GET",
-            f"/api/zarr/{quote(zarr_id, safe='')}.zarr/{quote(path, safe='/~')}",
-            params={"page_size": 1},
-        ).json()
-    except ApiError as exc:
-        if exc.status_code == 404:
-            return None, ListingEntry(name, path, "", 0)
-        raise
-    except ValueError:
-        raise TransferError(f"the archive answered a look-up of {path!r} with no JSON") from None
-    kind = data.get("type") if isinstance(data, dict) else None
-    try:
-        if kind == "file":
-            return "file", ListingEntry(name, path, str(data["md5"]), int(data["size"]))
-        if kind == "directory":
-            return "directory", ListingEntry(name, path, str(data["digest"]), int(data["size"]))
-    except (KeyError, TypeError, ValueError):
-        raise TransferError(
-            f"the archive answered a look-up of {path!r} without its digest and size"
-        ) from None
+        for _ in range(READ_ATTEMPTS):
+            found = _read_levels(pool, client, zarr_id, by_depth)
+            if found is not None:
+                return found
     raise TransferError(
-        f"the archive answered a look-up of {path!r} with neither a file nor a directory"
+        "the Zarr kept changing while the directories this patch touches were read (another "
+        "upload or deletion is being applied): nothing was sent; try again later"
     )
 
 
-def _check_listing(listing: Listing) -> None:
-    for entry in (*listing.files, *listing.directories):
-        check_listed_path(listing.path, entry.path)
+def _read_levels(
+    pool: ThreadPoolExecutor, client: ApiClient, zarr_id: str, by_depth: dict[int, list[str]]
+) -> dict[str, ChecksumNode | None] | None:
+    """One reading of the directories *by_depth*, from the root down; ``None`` as soon as a
+    node disagrees with its parent's (the Zarr changed between the two reads)."""
+    found: dict[str, ChecksumNode | None] = {}
+    for depth in sorted(by_depth):
+        to_read: list[str] = []
+        for directory in by_depth[depth]:
+            parent = found.get(parent_of(directory)) if directory else None
+            if directory == "" or (
+                parent is not None and directory.rpartition("/")[2] in parent.directories
+            ):
+                to_read.append(directory)
+            else:
+                found[directory] = None
+        nodes = pool.map(lambda d: fetch_node(client, zarr_id, d), to_read)
+        for directory, node in zip(to_read, nodes, strict=True):
+            parent = found.get(parent_of(directory)) if directory else None
+            if parent is not None:
+                listed = parent.directories[directory.rpartition("/")[2]]
+                if node is None or node.digest != listed.digest:
+                    return None
+            found[directory] = node
+    return found
 
 
 def check_listed_path(directory: str, path: str) -> None:
@@ -273,14 +246,14 @@ def os_path(root: str | os.PathLike[str], path: str) -> str:
 
 
 __all__ = [
-    "PROBE_LIMIT",
+    "READ_ATTEMPTS",
     "RemoteState",
     "SubtreeFilter",
     "check_listed_path",
+    "fetch_node",
     "in_subtrees",
-    "list_affected",
     "local_digests",
-    "look_up",
     "os_path",
+    "read_affected",
     "walk_remote",
 ]

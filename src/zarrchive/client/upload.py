@@ -32,11 +32,12 @@ blocks every upload.
 Patch uploads (``patch=True``, ``zarrchive upload --patch``): for a partial local copy.
 Only the selected local files (``selection``: ``--include``/``--exclude`` globs,
 :mod:`zarrchive.client.selection`) are walked and hashed
-(:mod:`zarrchive.client.local_selected`), compared with the archive through the listings of
-the directories that hold them and their ancestors (:func:`~zarrchive.client.remote.list_affected`),
-and the new and changed ones are sent; nothing is deleted.  The final check compares the
-archive's checksum with the one expected from its listings plus the patch
-(:func:`~zarrchive.client.patch.plan_patch`): a checksum of the local directory would need
+(:mod:`zarrchive.client.local_selected`), compared with the archive through the whole nodes
+of the directories that hold them and their ancestors, read as one state of the Zarr
+(:func:`~zarrchive.client.remote.read_affected`), and the new and changed ones are sent;
+nothing is deleted.  The final check compares the archive's checksum with the one predicted
+from that state plus the patch (:func:`~zarrchive.client.patch.plan_patch`): a change by
+anyone else meanwhile, to any file, fails it.  A checksum of the local directory would need
 the whole Zarr here.
 
 Expired URLs: S3 answers 403 to a PUT with an expired presigned URL.  The server
@@ -64,7 +65,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
-from zarrchive.client.api import MAX_PAGE_SIZE, ApiClient, UploadState, ZarrInfo
+from zarrchive.client.api import ApiClient, UploadState, ZarrInfo
 from zarrchive.client.local import (
     default_jobs,
     hash_local,
@@ -76,7 +77,6 @@ from zarrchive.client.multipart import PartSender, Target, declared, start_uploa
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.records import BatchRecords
 from zarrchive.client.remote import (
-    PROBE_LIMIT,
     SubtreeFilter,
     local_digests,
     os_path,
@@ -101,7 +101,6 @@ from zarrchive.transport import (
 
 if TYPE_CHECKING:
     from zarrchive.client.local_tree import LocalTree
-    from zarrchive.client.patch import PatchPlan
 
 #: S3's limit for a single PUT.
 #: S3's largest object (5 TiB): bigger files are refused before anything is sent; files
@@ -191,20 +190,13 @@ class UploadResult:
     patch: bool = False
     #: A patch's files not in the archive before it (the others replaced a different file).
     new: int = 0
-    #: A patch's final check: the checksum the archive must have after it (its listings of
-    #: the affected directories, plus the patch's files).
+    #: A patch's final check: the checksum the archive must have after it (the Zarr as read,
+    #: :attr:`base_checksum`, the affected directories' nodes whole, plus the patch's files).
     expected_checksum: str | None = None
-    #: Directory listings read to compare (a patch: the affected directories only).
+    #: A patch's base: the Zarr's checksum when the affected directories were read.
+    base_checksum: str | None = None
+    #: Directory listings read to compare (a patch: the affected directories' nodes only).
     listed: int = 0
-    #: A patch's directories of many pages that were looked up name by name instead of
-    #: listed whole: then no expected checksum of the Zarr, and the final check compares the
-    #: digests of the directories below them and the files sent into them instead
-    #: (:attr:`verified`).
-    partly_listed: list[str] = field(default_factory=list)
-    #: That check's outcome (None: not needed, the checksum was compared).
-    verified: bool | None = None
-    #: What differed in that check (paths of directories or files).
-    differing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: Seconds spent per phase: hash, plan, open (batches), put, complete.
     timings: dict[str, float] = field(default_factory=dict)
@@ -219,8 +211,6 @@ class UploadResult:
         if self.dry_run:
             return True
         if self.patch:
-            if self.expected_checksum is None:
-                return bool(self.verified)
             return self.remote_checksum == self.expected_checksum
         return self.remote_checksum == self.local_checksum
 
@@ -316,12 +306,6 @@ class Uploader:
         self.on_batch_open = on_batch_open
         #: S3's explanation of its last 403 to a PUT.
         self._refusal = ""
-        #: A patch's listings: entries per page, and the most files and subdirectories of a
-        #: directory of several pages that are looked up one by one instead of listing it all
-        #: (:func:`~zarrchive.client.remote.list_affected`).
-        self.listing_page_size = MAX_PAGE_SIZE
-        self.probe_limit = PROBE_LIMIT
-        self._patch_plan: PatchPlan | None = None
 
     # -- public -------------------------------------------------------------------------
     def upload(
@@ -438,22 +422,13 @@ class Uploader:
         # complete answers before its batch is applied (the server applies while we PUT the
         # next one): the checksum to compare is the one at rest
         result.remote_checksum = self._wait_at_rest(zarr.zarr_id, result).checksum
-        if patch and result.expected_checksum is None:
-            self._check_parts(zarr.zarr_id, result)
         if patch and not result.ok:
-            if result.expected_checksum is None:
-                shown = ", ".join(repr(p) for p in result.differing[:5])
-                message = (
-                    f"after this patch the archive's {shown} differ from what was expected: "
-                    "another upload or deletion may have changed the Zarr meanwhile"
-                )
-            else:
-                message = (
-                    f"the archive's checksum {result.remote_checksum} is not the one expected "
-                    f"after this patch, {result.expected_checksum}: another upload or deletion "
-                    "may have changed the Zarr meanwhile"
-                )
-            result.notes.append(message)
+            result.notes.append(
+                f"the archive's checksum {result.remote_checksum} is not the one expected "
+                f"after this patch, {result.expected_checksum} (its checksum "
+                f"{result.base_checksum} as read, plus the patch's files): another upload or "
+                "deletion changed the Zarr meanwhile"
+            )
         if dandiset is not None and zarr_id is None and result.ok:
             try:
                 result.asset_id, result.asset_created = _ensure_asset(
@@ -528,15 +503,15 @@ class Uploader:
         dandiset: str | None,
         name: str,
     ) -> ZarrInfo | None:
-        """Hash the selected files, compare them with the archive's listings of the
-        directories that hold them, upload the new and changed ones; delete nothing.  A
-        missing *zarr* is created (in *dandiset*, named *name*) if there is a file to send.
-        Returns the Zarr."""
+        """Hash the selected files, compare them with the archive's nodes of the directories
+        that hold them (and their ancestors), predict the Zarr's checksum after the patch,
+        upload the new and changed ones; delete nothing.  A missing *zarr* is created (in
+        *dandiset*, named *name*) if there is a file to send.  Returns the Zarr."""
         from zarrchive.checksum import compute_checksum
         from zarrchive.client.digest_cache import default_cache
         from zarrchive.client.local_selected import hash_selected
-        from zarrchive.client.patch import PartialListing, plan_patch
-        from zarrchive.client.remote import list_affected
+        from zarrchive.client.patch import plan_patch
+        from zarrchive.client.remote import read_affected
 
         started = time.perf_counter()
         self.progress.start("hashing", None, None)
@@ -563,6 +538,7 @@ class Uploader:
             # a new Zarr: every selected file is new (and with none, no Zarr is created)
             result.plan_upload(entries)
             result.new = len(entries)
+            result.base_checksum = EMPTY_CHECKSUM
             result.expected_checksum = compute_checksum(entries, grouped=True)
             if not dry_run:
                 raise InvalidInput(
@@ -577,51 +553,20 @@ class Uploader:
             result.zarr_id = zarr.zarr_id
         started = time.perf_counter()
         self.progress.start("comparing", None, None)
-        listings = list_affected(
-            self.client,
-            zarr.zarr_id,
-            [e.path for e in entries],
-            jobs=self.jobs,
-            page_size=self.listing_page_size,
-            probe_limit=self.probe_limit,
-        )
-        plan = plan_patch(entries, listings)
-        self._patch_plan = plan
+        nodes = read_affected(self.client, zarr.zarr_id, [e.path for e in entries], jobs=self.jobs)
+        plan = plan_patch(entries, nodes)
         result.timings["plan"] = time.perf_counter() - started
         result.listed = plan.listed
         result.skipped = plan.skipped
         result.new = plan.new
+        result.base_checksum = plan.base_checksum
         result.expected_checksum = plan.expected_checksum
-        if plan.expected_checksum is None:
-            result.partly_listed = sorted(
-                d for d, listing in listings.items() if isinstance(listing, PartialListing)
-            )
         result.plan_upload(plan.upload)
         if dry_run or not plan.upload:
             return zarr
         self.progress.start("uploading", len(plan.upload), plan.upload_bytes)
         self._upload_entries(root, zarr.zarr_id, plan.upload, batch_files, result)
         return zarr
-
-    def _check_parts(self, zarr_id: str, result: UploadResult) -> None:
-        """A patch's final check when a directory was listed in part: the digest of each
-        directory whose expected digest is known, and each file sent into a partly listed
-        directory, as the archive has them now."""
-        from zarrchive.client.remote import look_up
-
-        plan = self._patch_plan
-        assert plan is not None
-        differing: list[str] = []
-        for directory, digest in sorted(plan.expected.items()):
-            page = self.client.list_page(zarr_id, directory, page_size=1)
-            if page.digest != digest:
-                differing.append(directory + "/")
-        for entry in plan.check_files:
-            kind, found = look_up(self.client, zarr_id, entry.path)
-            if kind != "file" or (found.digest, found.size) != (entry.md5, entry.size):
-                differing.append(entry.path)
-        result.differing = differing
-        result.verified = not differing
 
     def _cached_tree(self, root: str) -> LocalTree | None:
         """The directory's tree from the digest cache's directory digests (see

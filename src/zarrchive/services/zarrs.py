@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from zarrchive.checksum.node import ChildDigest
+from zarrchive.checksum.node import ChecksumNode, ChildDigest
 from zarrchive.db.models import (
     Dandiset,
     Version,
@@ -260,6 +260,24 @@ def list_directory(
         else:
             raise NotFound(f"Zarr {zarr.id} has no file or directory {directory!r}")
     return directory_page(directory, node, after, page_size)
+
+
+def checksum_node(archive: Archive, zarr: ZarrRef, path: str) -> Iterator[bytes]:
+    """The ``.checksum`` node of the directory *path* (``""``: the root) exactly as the archive
+    stores and hashes it: every child's name, digest and size in one answer, whatever the
+    directory's width (its digest is the md5 of the ``checksums`` bytes).  Streamed from S3 in
+    chunks, never parsed nor held whole here.  :class:`NotFound` for a directory the Zarr
+    does not have (the root always has one: empty)."""
+    directory = validate_directory_path(path)
+    store = archive.store_for(zarr.embargoed)
+    key = checksum_node_key(zarr.id, directory)
+    if store.head(key) is None:
+        if directory == "":
+            return iter([ChecksumNode().to_json()])
+        raise NotFound(f"Zarr {zarr.id} has no directory {directory!r}")
+    # a node rewritten meanwhile is read whole in its new version (S3 PUTs are atomic); one
+    # removed meanwhile (its directory deleted) breaks the answer off, and the client retries
+    return store.iter_content(key)
 
 
 def directory_page(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import RedirectResponse
+from fastapi.responses import RedirectResponse, StreamingResponse
 from sqlalchemy.orm import Session
 
 from zarrchive.api.bodies import JsonBody, batch_limit
@@ -440,6 +440,31 @@ def delete_files(
         return Response(status_code=204)
     info = zarr_out(archive, deletion.zarr_id, user)
     return Response(content=info.model_dump_json(), status_code=202, media_type="application/json")
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/node/{path:path}",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": '`{"checksums": {"directories": [...], "files": [...]}, "digest"}`',
+            "content": {"application/json": {}},
+        },
+        404: {"description": "The Zarr has no such directory"},
+    },
+    summary="A directory's .checksum node: every child's digest in one answer",
+)
+def checksum_node(zarr_id: str, path: str, archive: ArchiveDep, user: UserDep) -> Response:
+    """The directory's `.checksum` node (`path`, empty: the root) exactly as the archive
+    stores and hashes it: each child's `name`, `digest` and `size`, directories then files,
+    by name, in one answer whatever the directory's width (a page of the listing routes holds
+    at most 1,000); `digest` is the directory's, whose md5 part is the md5 of the
+    `checksums` bytes as sent.  `zarrchive upload --patch` reads the directories it changes
+    here to predict the Zarr's checksum after it."""
+    zarr = zarrs.zarr_ref(archive, user, zarr_id)
+    return StreamingResponse(
+        zarrs.checksum_node(archive, zarr, path), media_type="application/json"
+    )
 
 
 @tree_router.get(
