@@ -94,7 +94,6 @@ MAX_PENDING_DIRECTORIES = 4096
 
 _mode_of = attrgetter("st_mode")
 _md5_of = itemgetter(1)
-_MAX_INT = (1 << 63) - 1
 _record = attrgetter(*("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns"))
 _size_of = itemgetter(2)
 _by_name = itemgetter(0)
@@ -731,16 +730,14 @@ def _read_batch(
             except OSError as exc:
                 raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
             append((name, digest.hexdigest(), size))
-            if (
-                st.st_mtime_ns < settled_ns
-                and st.st_ctime_ns < settled_ns
-                and size == st.st_size
-                and 0 <= st.st_dev <= _MAX_INT
-                and 0 <= st.st_ino <= _MAX_INT
-            ):
-                keep((st.st_dev, st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns))
-            else:
-                keep(None)
+            # (dev, ino, size, mtime_ns, ctime_ns); a device or inode number beyond 64 bits
+            # makes the directory's row unpackable: not cached (pack_records)
+            record = _record(st)
+            keep(
+                record
+                if record[3] < settled_ns and record[4] < settled_ns and record[2] == size
+                else None
+            )
         result.append((prefix, (rows, records)))
     return result
 
@@ -812,13 +809,7 @@ def _read_surveyed_batch(
             except OSError as exc:
                 raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
             append((name, digest.hexdigest(), size))
-            keep(
-                size == expected
-                and values[j + 3] < settled_ns
-                and values[j + 4] < settled_ns
-                and values[j] >= 0
-                and values[j + 1] >= 0
-            )
+            keep(size == expected and values[j + 3] < settled_ns and values[j + 4] < settled_ns)
             j += 5
         result.append((prefix, (rows, kept)))
     return result
