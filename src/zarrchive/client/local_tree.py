@@ -323,7 +323,8 @@ class _Scan:
         packed = None
         if file_stats is not None:
             frame.records = records = _records(file_stats)
-            packed = None if records is None else _stored(records)
+            if records is not None and row is not None and row.digest is not None:
+                packed = _stored(records)
             if self.stat_files and file_stats:
                 sizes = list(map(_st_size, file_stats))
                 self.files += len(sizes)
