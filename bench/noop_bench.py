@@ -14,9 +14,9 @@ cache does not keep files changed in the last 3 s), then times whole processes:
 - the local part of ``zarrchive verify``: before (``hash_local`` of every file, then the
   directory digests from the entries) and now (``scan_tree``: the cached directory digests,
   :mod:`zarrchive.client.local_tree`), cached;
-- the local part of a no-op ``zarrchive upload``: as ``client/upload.py`` does it today
-  (``scan_local``, ``hash_local``, the directory digests) and as it would with the tree
-  (``scan_local`` and ``scan_tree``), cached;
+- the local part of a no-op ``zarrchive upload``: as ``client/upload.py`` did it before the
+  cache (``scan_local``, ``hash_local``, the directory digests) and as it does now (the
+  survey, ``survey_tree``, finished into the tree), cached;
 - with ``--zarrsum``, ``zarrsum local`` (zarr-checksum's CLI) for reference.
 
 Each row runs once to warm up (page cache; for the cached rows, the cache), then
@@ -68,10 +68,10 @@ print(scan_tree(sys.argv[1], cache=default_cache(), jobs=int(sys.argv[2])).check
 UPLOAD_TREE = """
 import sys
 from zarrchive.client.digest_cache import default_cache
-from zarrchive.client.local_tree import scan_tree
-from zarrchive.client.upload import scan_local
-scan_local(sys.argv[1])
-print(scan_tree(sys.argv[1], cache=default_cache(), jobs=int(sys.argv[2])).checksum)
+from zarrchive.client.local_tree import survey_tree
+from zarrchive.client.upload import MAX_FILE_BYTES
+survey = survey_tree(sys.argv[1], cache=default_cache(), jobs=int(sys.argv[2]), limit=MAX_FILE_BYTES)
+print(survey.tree().checksum)
 """
 
 UPLOAD_LOCAL = """
@@ -155,13 +155,13 @@ def main() -> None:
                 False,
             ),
             (
-                "upload no-op local part, today's `client/upload.py`, cached",
+                "upload no-op local part, before (`scan_local` + `hash_local`), cached",
                 [python, "-c", UPLOAD_LOCAL, str(root), jobs],
                 cached_env,
                 False,
             ),
             (
-                "upload no-op local part with `scan_tree`, cached",
+                "upload no-op local part now (`survey_tree`), cached",
                 [python, "-c", UPLOAD_TREE, str(root), jobs],
                 cached_env,
                 False,

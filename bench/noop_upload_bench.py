@@ -7,12 +7,17 @@ Usage (from the repository root)::
 Makes (or reuses) ``--tree``, a directory of small files (``bench/checksum_bench.py``'s
 layout), starts a throwaway archive (``bench/local_archive.py``) and seeds its Zarr from the
 local files' md5s (its ``.checksum`` nodes and root checksum; no object is stored: a no-op
-never reads one).  Then, as whole CLI processes with an empty digest cache:
+never reads one), and the draft's asset for it (so that no timed run creates it).  Then, as
+whole CLI processes:
 
-- ``zarrchive upload`` once (the first run: every file read, the cache filled), then
-  ``--repeat`` times each, interleaved: ``zarrchive upload`` (nothing changed), ``zarrchive
-  verify`` and ``zarrchive download`` into the same directory (nothing to fetch);
-- the same three with ``--no-cache`` once (every file read) unless ``--skip-no-cache``.
+- ``--first-runs`` rounds (default 1) of the first runs, each with an empty digest cache
+  (every file read, the cache filled), beside the same command with ``--no-cache`` (every
+  file read, nothing cached: the commands before the cache), in alternating order:
+  ``zarrchive upload`` (a no-op: the Zarr is the directory), ``zarrchive verify`` and
+  ``zarrchive checksum`` (the ``--no-cache`` ones left out with ``--skip-no-cache``);
+- then ``--repeat`` times each, interleaved, with the cache of the last first upload:
+  ``zarrchive upload`` (nothing changed), ``zarrchive verify`` and ``zarrchive download``
+  into the same directory (nothing to fetch); with the ``--no-cache`` download once.
 
 Wall and CPU (user + system) seconds of each process; the load average before and after.
 """
@@ -39,6 +44,7 @@ def main() -> None:
     parser.add_argument("--tree", required=True, help="the files' directory (made if missing)")
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--first-runs", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--skip-no-cache", action="store_true")
     args = parser.parse_args()
@@ -67,30 +73,46 @@ def main() -> None:
             f"seeded {nodes} directories in {time.perf_counter() - t0:.1f} s; {checksum}",
             flush=True,
         )
+        api.post(
+            f"/api/dandisets/{dandiset}/versions/draft/assets/",
+            json={"metadata": {"path": root.name}, "zarr_id": zarr_id},
+        ).raise_for_status()
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRCHIVE_")}
-        cache = tempfile.mkdtemp(prefix="noop-bench-cache-", dir=work)
-        env.update(ZARRCHIVE_URL=url, ZARRCHIVE_TOKEN=token, ZARRCHIVE_CACHE_DIR=cache)
+        env.update(ZARRCHIVE_URL=url, ZARRCHIVE_TOKEN=token)
         jobs = ["--jobs", str(args.jobs)]
         cli = zarrchive_command()
         upload = [*cli, "upload", str(root), "--dandiset", dandiset, *jobs]
         verify = [*cli, "verify", zarr_id, str(root), *jobs]
         download = [*cli, "download", zarr_id, str(root), *jobs]
+        checksum_command = [*cli, "checksum", str(root), *jobs]
         rows: dict[str, list[tuple[float, float]]] = {}
 
-        def timed(name: str, command: list[str]) -> None:
-            wall, cpu, last = run(command, env)
+        def timed(name: str, command: list[str], cache: str) -> None:
+            wall, cpu, last = run(command, {**env, "ZARRCHIVE_CACHE_DIR": cache})
             rows.setdefault(name, []).append((wall, cpu))
             print(f"{name}: {wall:.2f} s wall, {cpu:.2f} s CPU; {last}", flush=True)
 
-        timed("`zarrchive upload`, first run (empty cache)", upload)
+        cache = upload_cache = tempfile.mkdtemp(prefix="noop-bench-cache-", dir=work)
+        for round_ in range(args.first_runs):
+            for command, what in (
+                (upload, "upload"),
+                (verify, "verify"),
+                (checksum_command, "checksum"),
+            ):
+                cache = tempfile.mkdtemp(prefix="noop-bench-cache-", dir=work)
+                first = (f"`zarrchive {what}`, first run (empty cache)", command, cache)
+                nocache = (f"`zarrchive {what} --no-cache`", [*command, "--no-cache"], cache)
+                pair = [first] if args.skip_no_cache else [first, nocache]
+                for name, argv, where in pair if round_ % 2 == 0 else pair[::-1]:
+                    timed(name, argv, where)
+                if what == "upload":
+                    upload_cache = cache
         for _ in range(args.repeat):
-            timed("`zarrchive upload`, no-op, cached", upload)
-            timed("`zarrchive verify`, cached", verify)
-            timed("`zarrchive download`, no-op, cached", download)
+            timed("`zarrchive upload`, no-op, cached", upload, upload_cache)
+            timed("`zarrchive verify`, cached", verify, upload_cache)
+            timed("`zarrchive download`, no-op, cached", download, upload_cache)
         if not args.skip_no_cache:
-            timed("`zarrchive upload --no-cache`, no-op", [*upload, "--no-cache"])
-            timed("`zarrchive verify --no-cache`", [*verify, "--no-cache"])
-            timed("`zarrchive download --no-cache`, no-op", [*download, "--no-cache"])
+            timed("`zarrchive download --no-cache`, no-op", [*download, "--no-cache"], cache)
         api.close()
 
     print(f"\nload average at the end: {os.getloadavg()}\n")

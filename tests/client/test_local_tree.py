@@ -17,6 +17,7 @@ just written count as settled; a mutation waits for the file system's timestamp 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -34,7 +35,7 @@ from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
 from zarrchive.client import digest_cache, local
 from zarrchive.client.digest_cache import DigestCache, pack_records, unpack_records
 from zarrchive.client.local import local_checksum, local_directory_digests
-from zarrchive.client.local_tree import scan_tree
+from zarrchive.client.local_tree import scan_tree, survey_tree
 from zarrchive.errors import InvalidPath, LocalFileError
 
 LATER = 10 * 1_000_000_000
@@ -82,6 +83,11 @@ def truth(root: Path) -> dict[str, str]:
 
 def scanned(root: Path, cache: DigestCache) -> dict[str, str]:
     return scan_tree(root, cache=cache, jobs=2).digests
+
+
+def surveyed(root: Path, cache: DigestCache) -> dict[str, str]:
+    """The tree by a survey (every file stat-ed first, then read), as an upload does."""
+    return survey_tree(root, cache=cache, jobs=2).tree().digests
 
 
 def poison(cache: DigestCache) -> int:
@@ -394,6 +400,102 @@ def test_records_round_trip() -> None:
     assert unpack_records(packed[:-8]) is None
 
 
+# -- the survey: the walk first, the reading after (an upload's check) --------------------------
+def files_of(root: Path) -> list[tuple[str, int]]:
+    return sorted(
+        (p.relative_to(root).as_posix(), p.stat().st_size) for p in root.rglob("*") if p.is_file()
+    )
+
+
+def test_a_survey_finishes_as_the_scan_does(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    expected = truth(root)
+    found = files_of(root)
+    survey = survey_tree(root, cache=cache, jobs=2, limit=1 << 40)
+    assert (survey.files, survey.size, survey.too_big) == (
+        len(found),
+        sum(n for _, n in found),
+        [],
+    )
+    tree = survey.tree()
+    assert tree.digests == expected
+    assert (tree.files, tree.size) == (survey.files, survey.size)
+    with pytest.raises(RuntimeError):
+        survey.tree()
+    # its rows are the scan's: a scan, then a survey, take every digest from the cache
+    assert poison(cache) == len(expected)
+    assert poisoned(scanned(root, cache)) == set(expected)
+    again = survey_tree(root, cache=cache, jobs=1)
+    assert (again.files, again.size) == (len(found), sum(n for _, n in found))
+    assert poisoned(again.tree().digests) == set(expected)
+
+
+def test_a_survey_reads_nothing_and_lists_the_big_files(
+    tmp_path: Path, cache: DigestCache, settled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    write(root, "a/0/1/zzz", b"0123456789" * 10)
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path: str, flags: int, *args: int, **kwargs: object) -> int:
+        opened.append(path)
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", spy)
+    survey = survey_tree(root, cache=cache, jobs=2, limit=20)
+    assert survey.too_big == [(p, n) for p, n in files_of(root) if n > 20]
+    assert ("a/0/1/zzz", 100) in survey.too_big
+    survey.close()
+    survey.close()
+    assert [p for p in opened if not p.startswith(str(tmp_path / "cache"))] == []
+    assert cache.keys_below(os.fsencode(os.path.abspath(root))) == set()  # no row written
+
+
+def test_the_survey_refuses_what_the_walk_refuses(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    root = tmp_path / "z"
+    make_tree(root)
+    os.symlink("nowhere", root / "a/0/0/broken")
+    with pytest.raises(LocalFileError, match="broken symbolic link"):
+        survey_tree(root, cache=cache)
+    os.unlink(root / "a/0/0/broken")
+    os.symlink("../..", root / "a/0/loop")
+    with pytest.raises(LocalFileError, match="symbolic link loop"):
+        survey_tree(root, cache=cache)
+    os.unlink(root / "a/0/loop")
+    write(root, "a/0/bad\\name", b"x")
+    with pytest.raises(InvalidPath):
+        survey_tree(root, cache=cache)
+    with pytest.raises(LocalFileError, match="no such file"):
+        survey_tree(tmp_path / "missing", cache=cache)
+
+
+def test_a_change_after_the_survey_is_never_stale(
+    tmp_path: Path, cache: DigestCache, settled: None
+) -> None:
+    """The records kept are the survey's, taken before the files are read: a file rewritten
+    in between (same size, mtime restored; or another size) is read as it is then, and its
+    record is never trusted again."""
+    root = tmp_path / "z"
+    make_tree(root)
+    victims = [p for p in sorted(root.rglob("*")) if p.is_file() and p.stat().st_size > 2]
+    survey = survey_tree(root, cache=cache, jobs=2)
+    tick()
+    rewrite_in_place(victims[0], b"#" * victims[0].stat().st_size)
+    victims[1].write_bytes(b"longer than it was" * 5)
+    assert survey.tree().digests == truth(root)  # read as they are now
+    assert scanned(root, cache) == truth(root)
+    tick()
+    rewrite_in_place(victims[0], b"%" * victims[0].stat().st_size)
+    assert surveyed(root, cache) == scanned(root, cache) == truth(root)
+
+
 # -- never stale: any sequence of changes (property) --------------------------------------------
 NAMES = ["a", "b", "c"]
 paths = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
@@ -467,6 +569,46 @@ def test_never_stale_after_any_changes(
             for operation in operations:
                 tick()
                 _apply(root, operation)
+                assert scanned(root, cache) == truth(root), operation
+        finally:
+            cache.close()
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(st.tuples(st.booleans(), operations), min_size=1, max_size=6))
+def test_never_stale_with_changes_between_survey_and_reading(
+    settled: None, steps: list[tuple[bool, tuple[str, str, object]]]
+) -> None:
+    """Any change, made after a survey stat-ed the files and before they are read, or
+    between two scans: every later scan or survey gives the truth."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "z"
+        root.mkdir()
+        write(root, "a/a/a", b"xyz")
+        write(root, "b", b"xy")
+        cache = DigestCache.open(Path(tmp) / "cache.sqlite3")
+        assert cache is not None
+        try:
+            assert surveyed(root, cache) == truth(root)
+            for in_between, operation in steps:
+                tick()
+                if in_between:
+                    try:
+                        survey = survey_tree(root, cache=cache, jobs=1)
+                    except (LocalFileError, InvalidPath):
+                        continue
+                    tick()
+                    _apply(root, operation)
+                    with contextlib.suppress(LocalFileError):  # a file removed meanwhile
+                        survey.tree()
+                else:
+                    _apply(root, operation)
+                tick()
+                assert surveyed(root, cache) == truth(root), operation
                 assert scanned(root, cache) == truth(root), operation
         finally:
             cache.close()

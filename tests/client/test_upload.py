@@ -149,3 +149,72 @@ def test_the_asset_at_the_path_decides_the_zarr(
         asset["asset_id"],
     )
     assert result.ok and client.find_zarr(dandiset, "sub/renamed.zarr") is None
+
+
+def test_a_first_run_with_an_empty_cache_walks_once(
+    tmp_path: Path,
+    client: ApiClient,
+    dandiset: str,
+    records: BatchRecords,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An upload whose Zarr is already in the archive, with an empty digest cache: its check
+    is the first half of the cached tree's walk (no scan_local), every file is read once,
+    and the cache is filled for the next run, which reads nothing."""
+    from zarrchive.client import local_tree
+    from zarrchive.client.digest_cache import default_cache
+
+    monkeypatch.setattr(
+        sys.modules["zarrchive.client.local"], "_time_ns", lambda: time.time_ns() + 10**10
+    )
+    local = tmp_path / "once.zarr"
+    make_zarr(local)
+    total = file_count(local)
+    uploader = Uploader(client, jobs=4, records=records)
+    first = uploader.upload(local, dandiset=dandiset)
+    assert first.ok and first.uploaded == total
+    cache = default_cache()
+    assert cache is not None
+    cache.forget()
+
+    def no_second_walk(root: str) -> tuple[int, int]:
+        raise AssertionError(f"scan_local({root!r}) walked the directory a second time")
+
+    read: list[int] = []
+    original = local_tree._read_surveyed_batch
+
+    def counted(batch: list[Any], settled_ns: int) -> Any:
+        read.append(sum(len(run[2]) for run in batch))
+        return original(batch, settled_ns)
+
+    monkeypatch.setattr(sys.modules["zarrchive.client.upload"], "scan_local", no_second_walk)
+    monkeypatch.setattr(local_tree, "_read_surveyed_batch", counted)
+    again = uploader.upload(local, dandiset=dandiset)
+    assert (again.uploaded, again.deleted, again.skipped) == (0, 0, total)
+    assert again.ok and again.local_checksum == first.remote_checksum
+    assert "plan" not in again.timings and sum(read) == total
+    read.clear()
+    assert uploader.upload(local, dandiset=dandiset).skipped == total
+    assert read == []
+
+
+def test_a_too_big_file_is_refused_before_anything_is_sent(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords
+) -> None:
+    from zarrchive.client.upload import MAX_FILE_BYTES
+    from zarrchive.errors import InvalidInput
+
+    local = tmp_path / "big.zarr"
+    local.mkdir()
+    (local / "zarr.json").write_bytes(b"{}")
+    for name in ("b", "a/x"):
+        (local / name).parent.mkdir(parents=True, exist_ok=True)
+        with open(local / name, "wb") as f:
+            f.truncate(MAX_FILE_BYTES + 1)  # sparse
+    with pytest.raises(InvalidInput) as raised:
+        Uploader(client, jobs=2, records=records).upload(local, dandiset=dandiset)
+    assert str(raised.value) == (
+        "2 file(s) larger than 5 TiB, the largest object S3 can hold: "
+        f"a/x ({MAX_FILE_BYTES + 1} bytes), b ({MAX_FILE_BYTES + 1} bytes)"
+    )
+    assert client.find_zarr(dandiset, "big.zarr") is None

@@ -45,8 +45,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 import time
+from array import array
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
@@ -63,7 +66,6 @@ from zarrchive.client.digest_cache import (
     DirectoryRow,
     pack_md5s,
     pack_records,
-    unpack_records,
 )
 from zarrchive.client.local import (
     _OPEN_FLAGS,
@@ -92,7 +94,6 @@ MAX_PENDING_DIRECTORIES = 4096
 
 _mode_of = attrgetter("st_mode")
 _md5_of = itemgetter(1)
-_MAX_INT = (1 << 63) - 1
 _record = attrgetter(*("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns"))
 _size_of = itemgetter(2)
 _by_name = itemgetter(0)
@@ -144,6 +145,7 @@ class _Pending:
         "known",
         "os_prefix",
         "path",
+        "read_records",
         "records",
         "storable",
         "to_read",
@@ -153,6 +155,10 @@ class _Pending:
         self.path = ""
         self.key = b""
         self.os_prefix = ""
+        #: The stat records the walk took of :attr:`to_read` (5 integers a file, in
+        #: :class:`~zarrchive.client.digest_cache.StatKey` order), when it stat-ed every file
+        #: (a survey): they are kept, not an ``fstat`` of each file as it is read.
+        self.read_records: array[int] | None = None
         #: ``(name, md5, size)`` of the files whose record is the cached one.
         self.known: list[ChildRow] = []
         #: Their records, by name, for the row to write.
@@ -186,6 +192,7 @@ class _Frame:
         "os_prefix",
         "path",
         "position",
+        "records",
         "row",
         "trusted",
         "unchanged",
@@ -202,6 +209,8 @@ class _Frame:
         self.dir_stats: list[os.stat_result] = []
         #: The files' stats, if taken by the listing (when the directory has a row).
         self.file_stats: list[os.stat_result] | None = None
+        #: Their records (5 integers a file, native order), if taken.
+        self.records: array[int] | None = None
         self.position = 0
         self.row: DirectoryRow | None = None
         self.trusted = True
@@ -211,18 +220,38 @@ class _Frame:
 
 
 class _Scan:
+    """One walk.  *stat_files* (a survey, :func:`survey_tree`): every file is ``stat``-ed by
+    the walk (its count, size and the files over *limit* are known before any is read, and
+    its record is the one kept, no ``fstat``); *defer*: no file is read during the walk,
+    :meth:`flush_all` reads them after it."""
+
     def __init__(
-        self, cache: DigestCache, jobs: int, progress: ProgressCallback | None, now_ns: int
+        self,
+        cache: DigestCache,
+        jobs: int,
+        progress: ProgressCallback | None,
+        now_ns: int,
+        *,
+        stat_files: bool = False,
+        defer: bool = False,
+        limit: int | None = None,
     ) -> None:
         self.cache = cache
         self.jobs = jobs
         self.progress = progress
         self.now_ns = now_ns
+        self.stat_files = stat_files
+        self.defer = defer
+        self.limit = limit
         self.digests: dict[str, str] = {}
         self.pending: list[_Pending] = []
         self.pending_files = 0
         self.done_files = 0
         self.done_bytes = 0
+        #: With *stat_files*: the files found and their bytes, and those over *limit*.
+        self.files = 0
+        self.size = 0
+        self.too_big: list[tuple[str, int]] = []
         self.executor: ThreadPoolExecutor | None = None
         self.last_report = 0.0
         self.root_key = b""
@@ -232,6 +261,37 @@ class _Scan:
         self.writer: RowWriter | None = None
 
     # -- the walk ---------------------------------------------------------------------------
+    def walk(self, root: str | os.PathLike[str]) -> None:
+        """Walk the tree below *root* (files are read as it goes unless *defer*)."""
+        top = _check_root(root)
+        from zarrchive.client.digest_cache import directory_key
+
+        self.root_key = directory_key(top)
+        self.known_keys = self.cache.keys_below(self.root_key)
+        identity = os.stat(top)
+        stack = [self.enter("", top, (identity.st_dev, identity.st_ino), True)]
+        ancestors = {stack[0].identity: ""}
+        while stack:
+            frame = stack[-1]
+            if frame.position < len(frame.dirs):
+                i = frame.position
+                frame.position += 1
+                name = frame.dirs[i]
+                path = f"{frame.path}/{name}" if frame.path else name
+                os_path = frame.os_prefix + name
+                child_identity = frame.identities[i]
+                if child_identity in ancestors:
+                    raise LocalFileError(
+                        f"symbolic link loop: {_display(os_path)} leads back to its ancestor "
+                        f"{_display(ancestors[child_identity] or '.')} (relative to the Zarr root)"
+                    )
+                ancestors[child_identity] = path
+                stack.append(self.enter(path, os_path, child_identity, frame.trusted))
+                continue
+            stack.pop()
+            del ancestors[frame.identity]
+            self.finish(frame, stack[-1] if stack else None)
+
     def enter(self, path: str, os_path: str, identity: tuple[int, int], trusted: bool) -> _Frame:
         frame = _Frame()
         frame.path = path
@@ -240,14 +300,16 @@ class _Scan:
         frame.key = key = self.root_key + os.fsencode(os.sep + path) if path else self.root_key
         row = frame.row = self.cache.row(key, self.now_ns) if key in self.known_keys else None
         listing = None
-        if row is not None and row.digest is not None:
-            # Worth a stat of every entry: they decide whether the row is still true.
+        if self.stat_files or (row is not None and row.digest is not None):
+            # Worth a stat of every entry: they decide whether the row is still true (and a
+            # survey needs every file's size).
             listing = self._stat_listing(frame, os_path)
         if listing is None:
             listing = _list_directory(os_path)
             frame.files = listing[0]
             frame.dirs = sorted(name[:-1] for name in listing[1])
             frame.dir_stats = self._stat_all(os_prefix, frame.dirs)
+            frame.file_stats = self._stat_all(os_prefix, frame.files) if self.stat_files else None
         files, dirs = frame.files, frame.dirs
         prefix = path + "/" if path else ""
         frame.trusted = trusted and _names_are_valid(
@@ -257,14 +319,31 @@ class _Scan:
             for name in files:
                 _validate(prefix + name)
         frame.identities = [(st.st_dev, st.st_ino) for st in frame.dir_stats]
+        file_stats = frame.file_stats
+        packed = None
+        if file_stats is not None:
+            frame.records = records = _records(file_stats)
+            if records is not None and row is not None and row.digest is not None:
+                packed = _stored(records)
+            if self.stat_files and file_stats:
+                sizes = list(map(_st_size, file_stats))
+                self.files += len(sizes)
+                self.size += sum(sizes)
+                limit = self.limit
+                if limit is not None and max(sizes) > limit:
+                    self.too_big.extend(
+                        (prefix + name, size)
+                        for name, size in zip(files, sizes, strict=True)
+                        if size > limit
+                    )
         frame.unchanged = (
             row is not None
             and row.digest is not None
-            and frame.file_stats is not None
+            and packed is not None
             and row.names == "\0".join(files)
             and row.dirs == "\0".join(dirs)
-            and list(map(_record, frame.file_stats)) == unpack_records(row.stats)
-            and list(map(_record, frame.dir_stats)) == unpack_records(row.dir_stats)
+            and packed == row.stats
+            and _pack_stats(frame.dir_stats) == row.dir_stats
         )
         return frame
 
@@ -352,13 +431,19 @@ class _Scan:
             if file_stats is None:
                 file_stats = self._stat_all(frame.os_prefix, frame.files)
             self._sort_known(frame, row, file_stats, pending)
+            if self.stat_files and frame.records is not None and pending.to_read:
+                pending.read_records = _subset(frame.records, frame.files, pending.to_read)
         else:
             pending.to_read = frame.files
+            if self.stat_files:
+                pending.read_records = frame.records
         self.pending.append(pending)
         self.pending_files += len(pending.to_read)
         if parent is not None:
             parent.children.append((frame.path.rpartition("/")[2], pending))
-        if self.pending_files >= CHUNK_FILES or len(self.pending) >= MAX_PENDING_DIRECTORIES:
+        if not self.defer and (
+            self.pending_files >= CHUNK_FILES or len(self.pending) >= MAX_PENDING_DIRECTORIES
+        ):
             self.flush()
 
     @staticmethod
@@ -391,33 +476,82 @@ class _Scan:
         """Read the pending directories' files, compute their digests, write their rows."""
         pending, self.pending = self.pending, []
         self.pending_files = 0
+        self._flush(pending)
+
+    def flush_all(self) -> None:
+        """:meth:`flush` by chunks of :data:`~zarrchive.client.local.CHUNK_FILES` files (after a
+        walk that deferred the reading): the pending directories are in the walk's order, a
+        directory after its subdirectories."""
+        pending, self.pending = self.pending, []
+        self.pending_files = 0
+        chunk: list[_Pending] = []
+        count = 0
+        for item in pending:
+            chunk.append(item)
+            count += len(item.to_read)
+            if count >= CHUNK_FILES or len(chunk) >= MAX_PENDING_DIRECTORIES:
+                self._flush(chunk)
+                chunk, count = [], 0
+        self._flush(chunk)
+
+    def _flush(self, pending: list[_Pending]) -> None:
         if not pending:
             return
         started = _local._time_ns()  # before any file of the chunk is opened
-        runs: list[_Run] = [(p.path, p.os_prefix, p.to_read) for p in pending if p.to_read]
+        runs: list[_Run] = []
+        surveyed: list[_SurveyedRun] = []
+        for p in pending:
+            if p.to_read:
+                if p.read_records is None:
+                    runs.append((p.path, p.os_prefix, p.to_read))
+                else:
+                    surveyed.append((p.path, p.os_prefix, p.to_read, p.read_records, 0))
         read = dict(self._read(runs, started - SETTLE_NS))
+        # Their records were taken by the walk, after the clock's now_ns: settled since then.
+        read_surveyed = dict(self._read_surveyed(surveyed, self.now_ns - SETTLE_NS))
         rows: list[tuple[bytes, DirectoryRow]] = []
         for item in pending:
             files = item.known
+            hashed_ns = started
+            packed: bytes | None = None
+            records: list[tuple[int, ...] | None] | None = None
             fresh = read.get(item.path)
-            records: list[tuple[int, ...] | None]
-            if fresh is None:
-                records = [item.records[name] for name, _, _ in files]
-            else:
-                fresh_files, fresh_records = fresh
-                if files:
-                    known_records = item.records
-                    merged = sorted(
-                        [
-                            *((row, known_records[row[0]]) for row in files),
-                            *zip(fresh_files, fresh_records, strict=True),
-                        ],
-                        key=_name_of_pair,
-                    )
-                    files = [row for row, _ in merged]
-                    records = [record for _, record in merged]
+            got = read_surveyed.get(item.path)
+            if got is not None:
+                hashed_ns = self.now_ns
+                fresh_rows, kept = got
+                assert item.read_records is not None
+                if not files and 0 not in kept:
+                    # every file read, each as it was when the walk stat-ed it
+                    files = fresh_rows
+                    packed = _stored(item.read_records)
                 else:
-                    files, records = fresh_files, fresh_records
+                    values = item.read_records
+                    fresh = (
+                        fresh_rows,
+                        [
+                            tuple(values[5 * i : 5 * i + 5]) if keep else None
+                            for i, keep in enumerate(kept)
+                        ],
+                    )
+            if packed is None:
+                if fresh is None:
+                    records = [item.records[name] for name, _, _ in files]
+                else:
+                    fresh_files, fresh_records = fresh
+                    if files:
+                        known_records = item.records
+                        merged = sorted(
+                            [
+                                *((row, known_records[row[0]]) for row in files),
+                                *zip(fresh_files, fresh_records, strict=True),
+                            ],
+                            key=_name_of_pair,
+                        )
+                        files = [row for row, _ in merged]
+                        records = [record for _, record in merged]
+                    else:
+                        files, records = fresh_files, fresh_records
             directories: list[ChildRow] = []
             own_size = sum(map(_size_of, files))
             count, size = len(files), own_size
@@ -443,12 +577,15 @@ class _Scan:
             item.digest = digest
             self._advance(len(files), own_size)
             # The row: the files with a settled record, and the digest if they all are.
-            if None in records:
-                storable = False
-                kept = [(row, r) for row, r in zip(files, records, strict=True) if r is not None]
-                files = [row for row, _ in kept]
-                records = [r for _, r in kept]
-            packed = pack_records(chain.from_iterable(records))  # type: ignore[arg-type]
+            if records is not None:
+                if None in records:
+                    storable = False
+                    kept_pairs = [
+                        (row, r) for row, r in zip(files, records, strict=True) if r is not None
+                    ]
+                    files = [row for row, _ in kept_pairs]
+                    records = [r for _, r in kept_pairs]
+                packed = pack_records(chain.from_iterable(records))  # type: ignore[arg-type]
             item.storable = storable and packed is not None
             if packed is None or item.dir_records is None:
                 continue
@@ -459,13 +596,41 @@ class _Scan:
                 "\0".join(item.dirs),
                 item.dir_records,
                 digest if item.storable else None,
-                started,
+                hashed_ns,
             )
             rows.append((item.key, row))
         if rows:
             if self.writer is None:
                 self.writer = self.cache.writer()
             self.writer.submit(rows)
+
+    def _read_surveyed(
+        self, runs: list[_SurveyedRun], settled_ns: int
+    ) -> list[tuple[str, tuple[list[ChildRow], bytearray]]]:
+        """Read and md5 the files of *runs* (whose records the walk took), on the thread
+        pool unless they are few."""
+        count = sum(len(run[2]) for run in runs)
+        if count == 0:
+            return []
+        if count < FEW_FILES or self.jobs == 1:
+            return _read_surveyed_batch(runs, settled_ns)
+        if self.executor is None:
+            self.executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-md5")
+        size = max(1, min(64, -(-count // (4 * self.jobs))))
+        futures = [
+            self.executor.submit(_read_surveyed_batch, batch, settled_ns)
+            for batch in _surveyed_batches(runs, size)
+        ]
+        merged: dict[str, tuple[list[ChildRow], bytearray]] = {}
+        for future in futures:
+            for prefix, (rows, kept) in future.result():
+                found = merged.get(prefix)
+                if found is None:
+                    merged[prefix] = (rows, kept)
+                else:
+                    found[0].extend(rows)
+                    found[1].extend(kept)
+        return list(merged.items())
 
     def _read(
         self, runs: list[_Run], settled_ns: int
@@ -510,6 +675,15 @@ class _Scan:
             self.writer.close()
             self.writer = None
         self.cache.flush()
+
+    def tree(self) -> LocalTree:
+        """The digests found (after the last flush)."""
+        if self.progress is not None:
+            self.progress(self.done_files, self.done_bytes)
+        digests = self.digests
+        if "" not in digests:
+            digests[""] = EMPTY_CHECKSUM
+        return LocalTree(digests)
 
 
 _buffers = threading.local()
@@ -557,18 +731,120 @@ def _read_batch(
             except OSError as exc:
                 raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
             append((name, digest.hexdigest(), size))
-            if (
-                st.st_mtime_ns < settled_ns
-                and st.st_ctime_ns < settled_ns
-                and size == st.st_size
-                and 0 <= st.st_dev <= _MAX_INT
-                and 0 <= st.st_ino <= _MAX_INT
-            ):
-                keep((st.st_dev, st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns))
-            else:
-                keep(None)
+            # (dev, ino, size, mtime_ns, ctime_ns); a device or inode number beyond 64 bits
+            # makes the directory's row unpackable: not cached (pack_records)
+            record = _record(st)
+            keep(
+                record
+                if record[3] < settled_ns and record[4] < settled_ns and record[2] == size
+                else None
+            )
         result.append((prefix, (rows, records)))
     return result
+
+
+#: ``(prefix, os_prefix, names, records, offset)``: files of one directory whose stat
+#: records the walk took: ``names[k]``'s is ``records[5 * (offset + k) : 5 * (offset + k) + 5]``.
+_SurveyedRun: TypeAlias = tuple[str, str, list[str], "array[int]", int]
+
+
+def _surveyed_batches(runs: list[_SurveyedRun], size: int) -> Iterator[list[_SurveyedRun]]:
+    """The files of *runs* in batches of *size* files (runs split where needed)."""
+    batch: list[_SurveyedRun] = []
+    count = 0
+    for prefix, os_prefix, names, records, offset in runs:
+        start, end = 0, len(names)
+        while start < end:
+            take = min(size - count, end - start)
+            piece = names if take == end else names[start : start + take]
+            batch.append((prefix, os_prefix, piece, records, offset + start))
+            start += take
+            count += take
+            if count == size:
+                yield batch
+                batch, count = [], 0
+    if batch:
+        yield batch
+
+
+def _read_surveyed_batch(
+    batch: list[_SurveyedRun], settled_ns: int
+) -> list[tuple[str, tuple[list[ChildRow], bytearray]]]:
+    """md5 every file of *batch*, the hot loop of a survey's first run: as
+    :func:`_read_batch`, but each file's stat record is the one the walk took (no
+    ``fstat``).  It is kept (``1`` in the mask) if settled before *settled_ns* (the clock
+    before the walk's ``stat``) and as many bytes were read as it gave: a file written
+    since that ``stat`` then has a later mtime or ctime, so the record kept is never
+    that of the content read unless the two are the same."""
+    try:
+        buffers: list[memoryview] = _buffers.buffers
+    except AttributeError:
+        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
+    view = buffers[0]
+    open_, readv, close, md5 = os.open, os.readv, os.close, hashlib.md5
+    flags, block = _OPEN_FLAGS, len(view)
+    result: list[tuple[str, tuple[list[ChildRow], bytearray]]] = []
+    for prefix, os_prefix, names, values, offset in batch:
+        rows: list[ChildRow] = []
+        kept = bytearray()
+        append, keep = rows.append, kept.append
+        j = 5 * offset
+        for name in names:
+            path = os_prefix + name
+            expected = values[j + 2]
+            try:
+                fd = open_(path, flags)
+                try:
+                    size = n = readv(fd, buffers)
+                    digest = md5(view[:n], usedforsecurity=False)
+                    # A small file of the size the walk's stat gave, read whole in one call.
+                    if n == expected and n < block:
+                        n = 0
+                    while n:
+                        n = readv(fd, buffers)
+                        if n:
+                            digest.update(view[:n])
+                            size += n
+                finally:
+                    close(fd)
+            except OSError as exc:
+                raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
+            append((name, digest.hexdigest(), size))
+            keep(size == expected and values[j + 3] < settled_ns and values[j + 4] < settled_ns)
+            j += 5
+        result.append((prefix, (rows, kept)))
+    return result
+
+
+_st_size = attrgetter("st_size")
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+def _records(stats: list[os.stat_result]) -> array[int] | None:
+    """The stat records of *stats* (5 integers each, native order); ``None`` if a value
+    does not fit a signed 64-bit integer (such a directory is not cached)."""
+    try:
+        return array("q", chain.from_iterable(map(_record, stats)))
+    except OverflowError:
+        return None
+
+
+def _stored(records: array[int]) -> bytes:
+    """*records* as a row stores them (:func:`~zarrchive.client.digest_cache.pack_records`)."""
+    if _BIG_ENDIAN:
+        records = array("q", records)
+        records.byteswap()
+    return records.tobytes()
+
+
+def _subset(records: array[int], names: list[str], subset: list[str]) -> array[int]:
+    """The records of the files *subset* of *names* (whose records are *records*)."""
+    where = {name: i for i, name in enumerate(names)}
+    chosen = array("q")
+    for name in subset:
+        i = 5 * where[name]
+        chosen.extend(records[i : i + 5])
+    return chosen
 
 
 def _name_of_pair(pair: tuple[ChildRow, object]) -> str:
@@ -598,45 +874,76 @@ def scan_tree(
 
         completed = local_directory_digests(root, jobs=jobs, progress=progress)
         return LocalTree({d.path: d.digest for d in completed if d.count or not d.path})
-    top = _check_root(root)
     scan = _Scan(cache, jobs, progress, _local._time_ns())
-    from zarrchive.client.digest_cache import directory_key
-
-    scan.root_key = directory_key(top)
-    scan.known_keys = cache.keys_below(scan.root_key)
     try:
-        identity = os.stat(top)
-        stack = [scan.enter("", top, (identity.st_dev, identity.st_ino), True)]
-        ancestors = {stack[0].identity: ""}
-        while stack:
-            frame = stack[-1]
-            if frame.position < len(frame.dirs):
-                i = frame.position
-                frame.position += 1
-                name = frame.dirs[i]
-                path = f"{frame.path}/{name}" if frame.path else name
-                os_path = frame.os_prefix + name
-                child_identity = frame.identities[i]
-                if child_identity in ancestors:
-                    raise LocalFileError(
-                        f"symbolic link loop: {_display(os_path)} leads back to its ancestor "
-                        f"{_display(ancestors[child_identity] or '.')} (relative to the Zarr root)"
-                    )
-                ancestors[child_identity] = path
-                stack.append(scan.enter(path, os_path, child_identity, frame.trusted))
-                continue
-            stack.pop()
-            del ancestors[frame.identity]
-            scan.finish(frame, stack[-1] if stack else None)
+        scan.walk(root)
         scan.flush()
     finally:
         scan.close()
-    if scan.progress is not None:
-        scan.progress(scan.done_files, scan.done_bytes)
-    digests = scan.digests
-    if "" not in digests:
-        digests[""] = EMPTY_CHECKSUM
-    return LocalTree(digests)
+    return scan.tree()
 
 
-__all__ = ["LocalTree", "scan_tree"]
+class Survey:
+    """A walk of a local Zarr that ``stat``-ed every file and read none yet
+    (:func:`survey_tree`): what it found, and :meth:`tree` to finish it.
+
+    The upload's check before anything is sent, and its first walk: a directory the digest
+    cache knows was compared with its row as :func:`scan_tree` does; the others' files are
+    read by :meth:`tree` with the records taken now (no second walk, no ``fstat``).  An
+    upload that does not need the tree (a new Zarr: its files are hashed as they are sent)
+    closes it instead (:meth:`close`)."""
+
+    def __init__(self, scan: _Scan) -> None:
+        self._scan: _Scan | None = scan
+        #: The files below the root and their bytes.
+        self.files = scan.files
+        self.size = scan.size
+        #: ``(path, size)`` of the files above the survey's *limit*, in path order.
+        self.too_big = sorted(scan.too_big)
+
+    def tree(self) -> LocalTree:
+        """Read what the survey did not find in the cache (the rows written), and return
+        every directory's checksum, as :func:`scan_tree` would have."""
+        scan, self._scan = self._scan, None
+        if scan is None:
+            raise RuntimeError("the survey was finished or closed")
+        try:
+            scan.flush_all()
+        finally:
+            scan.close()
+        return scan.tree()
+
+    def close(self) -> None:
+        """Forget the survey without reading anything."""
+        scan, self._scan = self._scan, None
+        if scan is not None:
+            scan.pending = []
+            scan.close()
+
+
+def survey_tree(
+    root: str | os.PathLike[str],
+    *,
+    cache: DigestCache,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    limit: int | None = None,
+) -> Survey:
+    """Walk *root* and ``stat`` every file (nothing is read yet): its count and size, and
+    the files larger than *limit* (:attr:`Survey.too_big`), then :meth:`Survey.tree`.
+
+    Raises as :func:`scan_tree`'s walk does (names, links, entries neither file nor
+    directory, unreadable directories), and :class:`LocalFileError` for a file that cannot
+    be ``stat``-ed, before any file is read.  *cache* must be usable.
+    """
+    jobs = _check_jobs(jobs)
+    scan = _Scan(cache, jobs, progress, _local._time_ns(), stat_files=True, defer=True, limit=limit)
+    try:
+        scan.walk(root)
+    except BaseException:
+        scan.close()
+        raise
+    return Survey(scan)
+
+
+__all__ = ["LocalTree", "Survey", "scan_tree", "survey_tree"]

@@ -100,7 +100,7 @@ from zarrchive.transport import (
 )
 
 if TYPE_CHECKING:
-    from zarrchive.client.local_tree import LocalTree
+    from zarrchive.client.local_tree import Survey
 
 #: S3's limit for a single PUT.
 #: S3's largest object (5 TiB): bigger files are refused before anything is sent; files
@@ -347,21 +347,46 @@ class Uploader:
             raise LocalFileError(f"{root!r}: no such file or directory")
         if name is None:
             name = Path(root).resolve().name
-        cached_tree: LocalTree | None = None
+        survey: Survey | None = None
         if patch:
             count = nbytes = 0  # the walk of the selected files counts them
         else:
-            # bad input fails here, before any change: from the digest cache when it knows
-            # the directory (the walk checks names and links as scan_local does; a total
-            # within 5 TiB has no file over it), else by a walk that stats every file
-            cached_tree = self._cached_tree(root)
-            if cached_tree is not None and cached_tree.size <= MAX_FILE_BYTES:
-                count, nbytes = cached_tree.files, cached_tree.size
-            else:
-                cached_tree = None
+            # bad input fails here, before anything is sent: with the digest cache, by the
+            # first half of the cached tree's walk (every file stat-ed, nothing read yet; the
+            # sync below finishes it, no second walk), else by a walk that stats every file
+            survey = self._survey(root)
+            if survey is None:
                 count, nbytes = scan_local(root)
-            if require_zarr:
+            else:
+                count, nbytes = survey.files, survey.size
+                if survey.too_big:
+                    survey.close()
+                    _refuse_sizes(survey.too_big)
+        try:
+            if require_zarr and not patch:
                 require_zarr_root(root, count)
+            return self._upload_checked(
+                root, survey, count, nbytes, dandiset, name, zarr_id, dry_run, patch, selection
+            )
+        finally:
+            if survey is not None:
+                survey.close()
+
+    def _upload_checked(
+        self,
+        root: str,
+        survey: Survey | None,
+        count: int,
+        nbytes: int,
+        dandiset: str | None,
+        name: str,
+        zarr_id: str | None,
+        dry_run: bool,
+        patch: bool,
+        selection: Selection | None,
+    ) -> UploadResult:
+        """:meth:`upload` once the local directory is checked (*survey*: its walk so far,
+        with a usable digest cache)."""
         server = self.client.info()
         limit = server.max_batch_files
         batch_files = min(self.batch_files or limit, limit)
@@ -408,6 +433,8 @@ class Uploader:
         elif zarr is not None and zarr.file_count == 0 and not dry_run:
             # A new (or empty) Zarr: every file goes up, so batches start while the
             # rest is still being hashed.
+            if survey is not None:
+                survey.close()  # its files are hashed as they are sent, not before
             entries: list[ZarrEntry] = []
             self.progress.start("uploading", count, nbytes)
             self._upload_entries(
@@ -415,7 +442,7 @@ class Uploader:
             )
             self._set_local(result, entries, local_digests(entries))
         else:
-            self._sync(root, zarr, result, count, nbytes, limit, batch_files, dry_run, cached_tree)
+            self._sync(root, zarr, result, count, nbytes, limit, batch_files, dry_run, survey)
             if zarr is None or dry_run:
                 return result
         self.progress.stop()
@@ -456,11 +483,11 @@ class Uploader:
         limit: int,
         batch_files: int,
         dry_run: bool,
-        cached_tree: LocalTree | None = None,
+        survey: Survey | None = None,
     ) -> None:
         """Hash everything, compare with the remote tree, delete and upload the difference."""
         started = time.perf_counter()
-        if zarr is not None and self._unchanged(root, zarr, result, cached_tree):
+        if zarr is not None and self._unchanged(root, zarr, result, survey):
             result.timings["hash"] = time.perf_counter() - started
             return
         entries = self._hash_local(root, count, nbytes)
@@ -568,33 +595,40 @@ class Uploader:
         self._upload_entries(root, zarr.zarr_id, plan.upload, batch_files, result)
         return zarr
 
-    def _cached_tree(self, root: str) -> LocalTree | None:
-        """The directory's tree from the digest cache's directory digests (see
-        :meth:`_unchanged`), if the cache has a row for it (a directory uploaded, checked or
-        downloaded before); None otherwise (a first run hashes as it uploads)."""
-        from zarrchive.client.digest_cache import default_cache, directory_key
-        from zarrchive.client.local_tree import scan_tree
+    def _survey(self, root: str) -> Survey | None:
+        """The first half of the walk of the directory's tree from the digest cache's
+        directory digests (see :meth:`_unchanged`): every file stat-ed (the upload's checks:
+        names, links, sizes), the directories the cache knows compared with their rows,
+        nothing read yet.  None without a usable cache."""
+        from zarrchive.client.digest_cache import default_cache
+        from zarrchive.client.local_tree import survey_tree
 
         cache = default_cache()
-        if cache is None or not cache.usable or not cache.has_row(directory_key(root)):
+        if cache is None or not cache.usable:
             return None
-        return scan_tree(root, cache=cache, jobs=min(self.jobs, default_jobs()))
+        jobs = min(self.jobs, default_jobs())
+        return survey_tree(root, cache=cache, jobs=jobs, limit=MAX_FILE_BYTES)
 
     def _unchanged(
-        self, root: str, zarr: ZarrInfo, result: UploadResult, tree: LocalTree | None = None
+        self, root: str, zarr: ZarrInfo, result: UploadResult, survey: Survey | None = None
     ) -> bool:
         """True (with *result* filled in) when the directory equals the Zarr: its tree from
         the digest cache's directory digests (an unchanged directory costs its entries' stats,
         never a stale digest: :mod:`~zarrchive.client.local_tree`) has the Zarr's checksum.
         Without a usable cache, or when they differ, the full comparison follows (its files'
-        md5s are cached by then).  *tree*: the one :meth:`_cached_tree` already scanned."""
+        md5s are cached by then).  *survey*: the walk :meth:`_survey` began, finished here
+        (its other files read, the cache's rows written)."""
         from zarrchive.client.digest_cache import default_cache
         from zarrchive.client.local_tree import scan_tree
 
-        cache = default_cache()
-        if cache is None or zarr.file_count == 0:
+        if zarr.file_count == 0:
             return False
-        if tree is None:
+        if survey is not None:
+            tree = survey.tree()
+        else:
+            cache = default_cache()
+            if cache is None:
+                return False
             tree = scan_tree(root, cache=cache, jobs=min(self.jobs, default_jobs()))
         if tree.checksum != zarr.checksum:
             return False
@@ -1051,7 +1085,12 @@ def require_zarr_root(root: str, files: int) -> None:
 
 
 def _refuse_too_big(entries: Iterable[ZarrEntry]) -> None:
-    too_big = [(e.path, e.size) for e in entries if e.size > MAX_FILE_BYTES]
+    _refuse_sizes([(e.path, e.size) for e in entries if e.size > MAX_FILE_BYTES])
+
+
+def _refuse_sizes(too_big: list[tuple[str, int]]) -> None:
+    """Refuse (:class:`InvalidInput`) the files *too_big* ``(path, size)`` (in path order), if
+    any: larger than S3's largest object."""
     if too_big:
         listed = ", ".join(f"{p} ({n} bytes)" for p, n in too_big[:5])
         raise InvalidInput(
@@ -1063,7 +1102,9 @@ def scan_local(root: str) -> tuple[int, int]:
     """Files and bytes below *root*, checked before anything is hashed or sent.
 
     Raises at once (not after hours of hashing) for what the archive would refuse:
-    bad names, symbolic link loops, unreadable entries, files over 5 TiB.
+    bad names, symbolic link loops, unreadable entries, files over 5 TiB.  (With a digest
+    cache, :meth:`Uploader.upload` checks the same by the first half of its walk,
+    :func:`~zarrchive.client.local_tree.survey_tree`.)
     """
     count = nbytes = 0
     too_big: list[tuple[str, int]] = []
@@ -1076,11 +1117,7 @@ def scan_local(root: str) -> tuple[int, int]:
         nbytes += size
         if size > MAX_FILE_BYTES:
             too_big.append((found.path, size))
-    if too_big:
-        listed = ", ".join(f"{p} ({n} bytes)" for p, n in too_big[:5])
-        raise InvalidInput(
-            f"{len(too_big)} file(s) larger than 5 TiB, the largest object S3 can hold: {listed}"
-        )
+    _refuse_sizes(too_big)
     return count, nbytes
 
 
