@@ -220,3 +220,30 @@ def test_staging_drops_wait_until_no_batch_does(
     for uid in uids:
         assert staged_keys(archive, zarr_id, uid) == []
     assert info(api, zarr_id)["file_count"] == 3
+
+
+def test_the_manifest_job_is_queued_at_rest_before_the_staging_drops_end(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a backlog's drops take seconds each: the manifest of the Zarr at rest must not wait for
+    # them (a second job thread, or another worker, makes it meanwhile)
+    queued_while_dropping: list[list[str]] = []
+    drop = apply._drop_staging
+
+    def dropped(store: Any, zid: str, uid: str) -> None:
+        queued_while_dropping.append(held.queued("manifest:"))
+        drop(store, zid, uid)
+
+    monkeypatch.setattr(apply, "_drop_staging", dropped)
+    for i in range(2):
+        files = {f"arr/{i}": bytes([i]) * 10}
+        put_files(open_declared(api, zarr_id, files), files)
+        queue(api, zarr_id)
+    assert held.queued("manifest:") == []
+    held.run(APPLY)
+    assert queued_while_dropping == [[f"manifest:{zarr_id}"]] * 2
+    assert held.queued("manifest:") == [f"manifest:{zarr_id}"]  # once: no second job

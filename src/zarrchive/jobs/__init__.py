@@ -5,7 +5,7 @@ A job is a module-level function named by an import string
 JSON-serialisable keyword arguments.  Jobs must be idempotent: they are retried
 when they raise and may run again after a crash.
 
-- :class:`InProcessJobQueue`: background thread in this process (``make serve``).
+- :class:`InProcessJobQueue`: background threads in this process (``make serve``).
 - :class:`RedisJobQueue`: RQ on Redis, consumed by ``zarrchive worker``.
 - :func:`job_queue_from_settings`: Redis when ``ZARRCHIVE_REDIS_URL`` is set, else in-process.
 """
@@ -23,7 +23,10 @@ def job_queue_from_settings(settings: Settings, *, queue_name: str | None = None
     ``settings.redis_queue`` unless *queue_name* is given), else in-process."""
     if settings.redis_url:
         return RedisJobQueue(settings.redis_url, queue_name=queue_name or settings.redis_queue)
-    return InProcessJobQueue()
+    # two threads: a Zarr's manifest job (key ``manifest:``) is made while its apply job
+    # (key ``apply:``) still drops the applied batches' staging objects, and one Zarr's long
+    # job does not hold up every other; jobs of one key never run at once
+    return InProcessJobQueue(threads=2)
 
 
 __all__ = [

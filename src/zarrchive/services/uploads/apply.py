@@ -510,6 +510,7 @@ def apply_pending(
     deadline = time.monotonic() + timeout
     pause = 0.02
     refused: UploadVerificationFailed | None = None
+    manifest_for = 0  # how many of the applied batches the queued manifest job follows
     # An applied batch's staging objects are dropped once no batch waits (the drop lists
     # and deletes them, seconds of S3 work per batch that the copies, and the uploader's
     # PUTs, need not compete with), or once HELD_DROPS batches wait for theirs; every drop
@@ -543,6 +544,11 @@ def apply_pending(
         while True:
             claimed = _claim_next(archive, zarr_id, token, until_seq)
             if claimed is None:
+                if applied > manifest_for:
+                    # at rest: the manifest need not wait for the staging drops (with a
+                    # second job thread, or another worker, it is made while they run)
+                    queue_manifest(archive, zarr_id)
+                    manifest_for = applied
                 release(len(held))
                 if not all(f.done() for f in dropping):
                     # a batch queued while the last drops finish is applied at once
@@ -578,7 +584,7 @@ def apply_pending(
                 log.warning(
                     "Zarr %s: dropping a batch's staging objects failed: %s", zarr_id, failure
                 )
-        if applied:
+        if applied > manifest_for:
             queue_manifest(archive, zarr_id)
 
 
