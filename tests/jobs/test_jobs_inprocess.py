@@ -18,6 +18,7 @@ from zarrchive.jobs import InProcessJobQueue, import_string, job_queue_from_sett
 APPEND = "tests.helpers.job_functions:append_line"
 FLAKY = "tests.helpers.job_functions:fail_then_append"
 SLOW = "tests.helpers.job_functions:slow_append"
+SPAN = "tests.helpers.job_functions:span"
 
 
 @pytest.fixture
@@ -163,3 +164,26 @@ def test_worker_command_is_registered() -> None:
 
     entry = COMMANDS["worker"]  # the CLI imports a command's module when it runs
     assert getattr(importlib.import_module(entry.module), entry.attribute) is worker.worker
+
+
+def test_the_archives_queue_runs_jobs_of_two_keys_at_once(tmp_path: Path) -> None:
+    # `zarrchive serve`'s queue: a Zarr's manifest job runs while its apply job still drops
+    # staging objects; jobs of one key still never overlap
+    q = job_queue_from_settings(Settings.from_env({}))
+    out = tmp_path / "out"
+    try:
+        q.enqueue(SPAN, {"path": str(out), "text": "apply", "seconds": 0.5}, key="apply:z")
+        time.sleep(0.1)
+        q.enqueue(SPAN, {"path": str(out), "text": "manifest", "seconds": 0.0}, key="manifest:z")
+        q.enqueue(SPAN, {"path": str(out), "text": "apply2", "seconds": 0.0}, key="apply:z")
+        assert q.join(timeout=10)
+    finally:
+        q.close(wait=False, timeout=5)
+    assert lines(out) == [
+        "start apply",
+        "start manifest",
+        "end manifest",
+        "end apply",
+        "start apply2",
+        "end apply2",
+    ]
