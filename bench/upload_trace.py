@@ -65,7 +65,7 @@ def trace_server() -> None:
         "_queued_clashes",
         "_verify_staged",
         "_urls",
-        "_check_staged",
+        "check_staged",
     ):
         if hasattr(batches, name):
             _wrap(batches, name, "server")

@@ -359,10 +359,9 @@ class Uploader:
                 count, nbytes = scan_local(root)
             else:
                 count, nbytes = survey.files, survey.size
-                if survey.too_big:
-                    survey.close()
-                    _refuse_sizes(survey.too_big)
         try:
+            if survey is not None:
+                _refuse_sizes(survey.too_big)
             if require_zarr and not patch:
                 require_zarr_root(root, count)
             return self._upload_checked(

@@ -238,11 +238,6 @@ def refused_uploads(
     """A batch is refused whole when applied (nothing of it changes the Zarr) if its files
     uploaded in parts do not have their declared md5, or, completed with `verify=apply`, if
     a file is missing in S3 or differs: its files are listed here (owners)."""
-    rows = (
-        uploads.batch_refusals(archive, user, zarr_id, batch)
-        if batch
-        else uploads.refusals(archive, user, zarr_id)
-    )
     return [
         RefusedUploadOut(
             batch=r.batch_uid,
@@ -251,7 +246,7 @@ def refused_uploads(
             found_md5=r.found_md5,
             created_at=r.created_at,
         )
-        for r in rows
+        for r in uploads.refusals(archive, user, zarr_id, batches=batch)
     ]
 
 

@@ -19,7 +19,7 @@ The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.model
    files with declared sizes, none in parts) nothing is listed here: the batch is queued at
    once, marked ``verify_on_apply``, and the applier does that same listing and check before
    any copy (step 3); a batch that fails it is refused whole (``RefusedUpload`` rows, by batch
-   uid: :func:`batch_refusals`) and nothing of it becomes visible.  The Content-MD5 every URL
+   uid: :func:`refusals`) and nothing of it becomes visible.  The Content-MD5 every URL
    signs already made S3 refuse any other body; what the check adds is that every file came.
 3. ``apply_pending`` applies the Zarr's queued batches **in seq order**, one at a time.  For
    each, under the lock, it claims the lowest one (state ``applying``, ``claimed_by`` a token
@@ -92,7 +92,6 @@ from zarrchive.services.uploads.apply import (
     sweep_pending,
 )
 from zarrchive.services.uploads.batches import (
-    batch_refusals,
     cancel_batch,
     complete_batch,
     delete_files,
@@ -142,7 +141,6 @@ __all__ = [
     "UploadUrl",
     "apply_pending",
     "apply_pending_job",
-    "batch_refusals",
     "cancel_batch",
     "complete_batch",
     "dandi_batch_limit",

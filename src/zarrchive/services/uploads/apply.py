@@ -46,7 +46,7 @@ from zarrchive.services.uploads.multipart import (
     prepare_verified_copy,
 )
 from zarrchive.services.uploads.records import _has_pending
-from zarrchive.services.uploads.staging import _check_staged, _drop_staging
+from zarrchive.services.uploads.staging import _drop_staging, check_staged
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
@@ -208,14 +208,14 @@ class _Refused(Exception):
         self.problems = problems
 
 
-#: What :func:`_check_staged` answers: ``path -> (size, version id)``, and the problems.
+#: What :func:`check_staged` answers: ``path -> (size, version id)``, and the problems.
 _Checked = tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]
 
 
 def _check_claimed(store: ObjectStore, claimed: _Claimed) -> _Checked:
     expected: dict[str, str | None] = {p: md5 for p, (md5, _n, _v) in claimed.files.items()}
     declared = {p: (size, False) for p, (_m, size, _v) in claimed.files.items()}
-    return _check_staged(store, claimed.zarr_id, claimed.uid, expected, declared)
+    return check_staged(store, claimed.zarr_id, claimed.uid, expected, declared)
 
 
 def verify_claimed(

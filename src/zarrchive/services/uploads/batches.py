@@ -17,7 +17,6 @@ from zarrchive.db.models import (
     PENDING_STATES,
     BatchKind,
     BatchState,
-    RefusedUpload,
     UploadBatch,
     UploadBatchDirectory,
     UploadBatchFile,
@@ -49,7 +48,7 @@ from zarrchive.services.uploads.directory_delete import (
     parse_targets,
     resolve_targets,
 )
-from zarrchive.services.uploads.multipart import BigFile, Refusal, abort_uploads, assemble
+from zarrchive.services.uploads.multipart import BigFile, abort_uploads, assemble
 from zarrchive.services.uploads.parts import MAX_OBJECT_SIZE, part_count, part_size_for
 from zarrchive.services.uploads.records import (
     UploadUrl,
@@ -63,7 +62,7 @@ from zarrchive.services.uploads.records import (
     _writable,
     upload_status,
 )
-from zarrchive.services.uploads.staging import _check_staged, _drop_staging
+from zarrchive.services.uploads.staging import _drop_staging, check_staged
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import staging_object_key
 from zarrchive.storage.objects import ObjectStore
@@ -392,29 +391,6 @@ def _queue_unverified(
         return batch.uid, batch.seq
 
 
-#: Batch uids one :func:`batch_refusals` call looks up at most.
-MAX_REFUSAL_BATCHES = 100
-
-
-def batch_refusals(
-    archive: Archive, user: Caller | None, zarr_id: str, uids: Sequence[str]
-) -> list[Refusal]:
-    """The refused files of the Zarr's batches *uids* (owners only), every one of them: how
-    an uploader that queued batches unverified learns which of them were refused."""
-    if len(uids) > MAX_REFUSAL_BATCHES:
-        raise InvalidInput(f"ask for at most {MAX_REFUSAL_BATCHES} batches at a time")
-    zarr_id, _status = _writable(archive, user, zarr_id)
-    with archive.db.session() as session:
-        rows = session.scalars(
-            select(RefusedUpload)
-            .where(RefusedUpload.zarr_id == zarr_id, RefusedUpload.batch_uid.in_(sorted(uids)))
-            .order_by(RefusedUpload.id)
-        )
-        return [
-            Refusal(r.batch_uid, r.path, r.expected_md5, r.found_md5, r.created_at) for r in rows
-        ]
-
-
 def _big_files(batch: UploadBatch) -> list[BigFile]:
     return [
         BigFile(f.path, f.size, f.part_size, f.multipart_upload_id)
@@ -432,7 +408,7 @@ def _verify_staged(
     part_problems: list[dict[str, str | None]] | None = None,
 ) -> dict[str, tuple[int, str | None]]:
     """Check every file of a batch is staged with its md5; ``path -> (size, version id)``."""
-    staged, problems = _check_staged(store, zarr_id, uid, expected, declared)
+    staged, problems = check_staged(store, zarr_id, uid, expected, declared)
     if part_problems:
         named = {p["path"] for p in part_problems}
         problems = sorted(

@@ -41,7 +41,7 @@ from zarrchive.services.uploads.records import (
     _validate_files,
     _writable,
 )
-from zarrchive.services.uploads.staging import _check_staged, _drop_staging
+from zarrchive.services.uploads.staging import _drop_staging, check_staged
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
@@ -209,7 +209,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
         if current is None:
             return FinalizeReport(zarr_id, None, 0, [])
         _batch_id, uid, expected = current
-        staged, problems = _check_staged(store, zarr_id, uid, dict(expected))
+        staged, problems = check_staged(store, zarr_id, uid, dict(expected))
         dropped = [
             DroppedFile(
                 str(p["path"]),

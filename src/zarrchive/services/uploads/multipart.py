@@ -368,18 +368,32 @@ class Refusal:
     created_at: datetime
 
 
+#: Batch uids one :func:`refusals` call looks up at most.
+MAX_REFUSAL_BATCHES = 100
+
+
 def refusals(
-    archive: Archive, user: Caller | None, zarr_id: str, limit: int = 100
+    archive: Archive,
+    user: Caller | None,
+    zarr_id: str,
+    limit: int = 100,
+    *,
+    batches: Sequence[str] = (),
 ) -> list[Refusal]:
-    """The Zarr's files refused when their batch was applied, newest first (owners only)."""
+    """The Zarr's files refused when their batch was applied, newest first (owners only).
+    With *batches* (uids, at most :data:`MAX_REFUSAL_BATCHES`): every refused file of those
+    batches, oldest first, how an uploader that queued batches unverified learns which of
+    them were refused."""
+    if len(batches) > MAX_REFUSAL_BATCHES:
+        raise InvalidInput(f"ask for at most {MAX_REFUSAL_BATCHES} batches at a time")
     zarr_id, _status = _writable(archive, user, zarr_id)
+    query = select(RefusedUpload).where(RefusedUpload.zarr_id == zarr_id)
+    if batches:
+        query = query.where(RefusedUpload.batch_uid.in_(sorted(batches))).order_by(RefusedUpload.id)
+    else:
+        query = query.order_by(RefusedUpload.id.desc()).limit(limit)
     with archive.db.session() as session:
-        rows = session.scalars(
-            select(RefusedUpload)
-            .where(RefusedUpload.zarr_id == zarr_id)
-            .order_by(RefusedUpload.id.desc())
-            .limit(limit)
-        )
+        rows = session.scalars(query)
         return [
             Refusal(r.batch_uid, r.path, r.expected_md5, r.found_md5, r.created_at) for r in rows
         ]

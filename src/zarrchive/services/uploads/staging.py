@@ -46,7 +46,7 @@ def purge_stale_staging(archive: Archive, zarr_id: str) -> int:
     return sum(1 for prefix in stale if store.purge(prefix) > 0)
 
 
-def _check_staged(
+def check_staged(
     store: ObjectStore,
     zarr_id: str,
     uid: str,
