@@ -44,7 +44,8 @@ def _wait_for(url: str, process: subprocess.Popen[Any], timeout: float = 60) -> 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"serve exited with {process.returncode}")
+            output = process.stdout.read() if process.stdout is not None else ""
+            raise AssertionError(f"serve exited with {process.returncode}: {output[-2000:]}")
         try:
             if httpx.get(url, timeout=1).status_code == 200:
                 return
