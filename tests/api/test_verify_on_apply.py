@@ -5,6 +5,7 @@ becomes visible, and ``GET .../upload/refused/?batch=<uid>`` names its files."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import httpx
@@ -12,10 +13,14 @@ import pytest
 
 from tests.helpers.api_uploads import assert_clean, batches, info, oracle, put_files, s3_body
 from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.manifest_records import manifest_as_listed
 from tests.helpers.zarr_client import md5
+from zarrchive.errors import StorageError
+from zarrchive.services.manifests import ManifestSource
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import apply
 from zarrchive.storage.keys import staging_prefix
+from zarrchive.storage.objects import ObjectStore
 
 APPLY = "apply:"
 FILES = {".zgroup": b"{}", "arr/.zarray": b"{...}", "arr/0": b"zero", "arr/1": b"one"}
@@ -247,3 +252,146 @@ def test_the_manifest_job_is_queued_at_rest_before_the_staging_drops_end(
     held.run(APPLY)
     assert queued_while_dropping == [[f"manifest:{zarr_id}"]] * 2
     assert held.queued("manifest:") == [f"manifest:{zarr_id}"]  # once: no second job
+
+
+class CopySpy:
+    """Counts the staged objects copied into place, by batch uid, and lets a test wait until
+    every file of a batch was copied."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.copied: dict[str, int] = {}
+        self.changed = threading.Condition()
+        copy = ObjectStore.copy_within
+
+        def spy(store: ObjectStore, source: str, *args: Any, **kwargs: Any) -> Any:
+            written = copy(store, source, *args, **kwargs)
+            uid = source.split("/")[2]  # zarr-staging/{zarr_id}/{uid}/{path}
+            with self.changed:
+                self.copied[uid] = self.copied.get(uid, 0) + 1
+                self.changed.notify_all()
+            return written
+
+        monkeypatch.setattr(ObjectStore, "copy_within", spy)
+
+    def wait_for(self, uid: str, count: int, timeout: float = 20) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.copied.get(uid, 0) >= count, timeout)
+
+
+def test_the_next_batch_is_copied_while_the_one_before_commits(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    batches_ = [{f"arr/{i}/{j}": bytes([i, j]) * 50 for j in range(3)} for i in range(3)]
+    uids = []
+    for files in batches_:
+        put_files(open_declared(api, zarr_id, files), files)
+        uids.append(queue(api, zarr_id)[0])
+    spy = CopySpy(monkeypatch)
+    apply_changes = apply.apply_changes
+    overlapped: list[bool] = []
+
+    def commit(store: ObjectStore, zid: str, changes: dict[str, Any], *args: Any) -> Any:
+        # batch k's tree update: batch k+1's copies are made meanwhile, not after
+        k = next(i for i, files in enumerate(batches_) if set(changes) == set(files))
+        if k + 1 < len(uids):
+            overlapped.append(spy.wait_for(uids[k + 1], len(batches_[k + 1])))
+        return apply_changes(store, zid, changes, *args)
+
+    monkeypatch.setattr(apply, "apply_changes", commit)
+    assert held.run(APPLY) == 1
+    assert overlapped == [True, True]
+    everything = {p: b for files in batches_ for p, b in files.items()}
+    assert info(api, zarr_id)["checksum"] == oracle(everything)
+    for path, body in everything.items():
+        assert s3_body(archive, zarr_id, path) == body
+    # the records of the batches copied ahead are their copies': the manifest made from
+    # them is the one a listing gives
+    manifest_as_listed(archive, zarr_id, info(api, zarr_id)["checksum"], ManifestSource.RECORDS)
+    assert refused(api, zarr_id, *uids) == []
+    assert_clean(archive, zarr_id)
+
+
+def test_a_batch_rewriting_a_path_of_the_one_before_is_copied_after_its_commit(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = {"arr/0": b"first", "arr/1": b"one"}
+    second = {"arr/0": b"second", "arr/2": b"two"}
+    uids = []
+    for files in (first, second):
+        put_files(open_declared(api, zarr_id, files), files)
+        uids.append(queue(api, zarr_id)[0])
+    spy = CopySpy(monkeypatch)
+    apply_changes = apply.apply_changes
+    copied_before_commit: list[int] = []
+
+    def commit(store: ObjectStore, zid: str, changes: dict[str, Any], *args: Any) -> Any:
+        copied_before_commit.append(spy.copied.get(uids[1], 0))
+        return apply_changes(store, zid, changes, *args)
+
+    monkeypatch.setattr(apply, "apply_changes", commit)
+    held.run(APPLY)
+    assert copied_before_commit == [0, 2]  # nothing of the second before the first's commit
+    assert s3_body(archive, zarr_id, "arr/0") == b"second"
+    checksum = info(api, zarr_id)["checksum"]
+    assert checksum == oracle({**first, **second})
+    manifest_as_listed(archive, zarr_id, checksum, ManifestSource.RECORDS)
+    assert_clean(archive, zarr_id)
+
+
+def test_a_commit_that_fails_after_the_next_batch_was_copied_ahead_loses_nothing(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = {"a/0": b"zero", "a/1": b"one"}
+    second = {"b/0": b"b zero", "b/1": b"b one"}
+    uids = []
+    for files in (first, second):
+        put_files(open_declared(api, zarr_id, files), files)
+        uids.append(queue(api, zarr_id)[0])
+    spy = CopySpy(monkeypatch)
+    apply_changes = apply.apply_changes
+    failures = [0]
+
+    def fails_once(*args: Any) -> Any:
+        if not failures[0]:
+            failures[0] += 1
+            assert spy.wait_for(uids[1], len(second))  # the second batch is in S3 by key
+            raise StorageError("injected: S3 failed the first batch's tree update")
+        return apply_changes(*args)
+
+    monkeypatch.setattr(apply, "apply_changes", fails_once)
+    with pytest.raises(StorageError):
+        apply.apply_pending(archive, zarr_id, wait=True)
+    assert info(api, zarr_id)["file_count"] == 0
+    assert batches(archive, zarr_id) == [("queued", 1), ("queued", 2)]
+    # the next apply (the job's retry) applies both, in order, and records its own copies
+    assert held.run(APPLY) == 1
+    checksum = info(api, zarr_id)["checksum"]
+    assert checksum == oracle({**first, **second})
+    manifest_as_listed(archive, zarr_id, checksum, ManifestSource.RECORDS)
+    assert_clean(archive, zarr_id)
+
+
+def test_open_names_the_batch_that_complete_queues(
+    api: httpx.Client, zarr_id: str, held: HeldJobQueue
+) -> None:
+    # the uploader knows a batch's uid from its open, even if complete's answer is lost
+    body = [{"path": p, "etag": md5(b), "size": len(b)} for p, b in FILES.items()]
+    opened = api.post(f"/api/zarr/{zarr_id}/upload/", json=body)
+    assert opened.status_code == 200, opened.text
+    uid = opened.headers["X-Zarrchive-Batch"]
+    again = api.post(f"/api/zarr/{zarr_id}/upload/", json=body, params={"resume": "true"})
+    assert again.status_code == 200 and again.headers["X-Zarrchive-Batch"] == uid
+    put_files(again.json(), FILES)
+    assert queue(api, zarr_id)[0] == uid

@@ -433,6 +433,30 @@ def test_a_survey_finishes_as_the_scan_does(
     assert poisoned(again.tree().digests) == set(expected)
 
 
+def test_a_first_scan_keeps_the_records_its_walk_took(
+    tmp_path: Path, cache: DigestCache, settled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan stats every file as a survey does: the first run (nothing cached) hashes
+    every file without an ``fstat`` of it, and the records it kept are the files' own (a
+    second run takes every digest from the cache)."""
+    root = tmp_path / "z"
+    make_tree(root)
+    expected = truth(root)
+    real_fstat = os.fstat
+    fstatted: list[int] = []
+
+    def spy(fd: int) -> os.stat_result:
+        fstatted.append(fd)
+        return real_fstat(fd)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "fstat", spy)
+        assert scan_tree(root, cache=cache, jobs=2).digests == expected
+        assert fstatted == []
+    assert poison(cache) == len(expected)
+    assert poisoned(scanned(root, cache)) == set(expected)
+
+
 def test_a_survey_reads_nothing_and_lists_the_big_files(
     tmp_path: Path, cache: DigestCache, settled: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -63,6 +63,7 @@ def test_pipelined_upload_ends_at_rest_with_the_local_checksum(
     assert client.get_zarr(first.zarr_id or "").upload_state == "at_rest"
 
 
+@pytest.mark.parametrize("answer_lost", [False, True], ids=["answered", "answer_lost"])
 def test_a_batch_the_apply_refuses_is_sent_again(
     tmp_path: Path,
     client: ApiClient,
@@ -71,11 +72,14 @@ def test_a_batch_the_apply_refuses_is_sent_again(
     background: InProcessJobQueue,
     archive: Archive,
     monkeypatch: pytest.MonkeyPatch,
+    answer_lost: bool,
 ) -> None:
     # Each batch is completed with verify=apply (queued at once, checked by its apply).  A
     # staged file of the second batch vanishes from S3 just before its `complete`: its apply
     # refuses it whole (nothing of it visible), and the uploader, once the Zarr is at rest,
-    # sends that batch again (verified before its `complete` answers).
+    # sends that batch again (verified before its `complete` answers).  *answer_lost*: that
+    # `complete`'s answer does not name the batch (its retry found it queued already): the
+    # uploader knows the uid from the batch's `open`.
     local = tmp_path / "data.zarr"
     make_zarr(local)
     total = file_count(local)
@@ -97,6 +101,14 @@ def test_a_batch_the_apply_refuses_is_sent_again(
         return real(self, zarr_id, queue=queue)
 
     monkeypatch.setattr(Uploader, "_complete", complete)
+    if answer_lost:
+        queue_upload = ApiClient.queue_upload
+
+        def lost(self: ApiClient, zarr_id: str) -> str | None:
+            uid = queue_upload(self, zarr_id)
+            return None if len(completes) == 2 else uid
+
+        monkeypatch.setattr(ApiClient, "queue_upload", lost)
     uploader = Uploader(client, jobs=8, batch_files=300, records=records)
     result = uploader.upload(local, dandiset=dandiset)
     assert result.ok and result.remote_checksum == zarr_checksum_of(local)

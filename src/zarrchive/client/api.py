@@ -268,6 +268,12 @@ class ApiClient:
         """True if this thread's last request needed more than one attempt."""
         return bool(getattr(self._local, "retried", False))
 
+    @property
+    def opened_batch(self) -> str | None:
+        """The uid of the batch this thread's last :meth:`open_upload` opened (or answered
+        again), if the server named it."""
+        return getattr(self._local, "opened", None)
+
     def request(
         self,
         method: str,
@@ -324,7 +330,9 @@ class ApiClient:
         json: Any = None,
         params: Mapping[str, str | int] | None = None,
     ) -> Any:
-        response = self.request(method, path, json=json, params=params)
+        return self._decoded(self.request(method, path, json=json, params=params), method, path)
+
+    def _decoded(self, response: httpx.Response, method: str, path: str) -> Any:
         if response.status_code == 204 or not response.content:
             return None
         try:
@@ -507,12 +515,15 @@ class ApiClient:
         part_count}`` (``upload_url`` None: send it in parts, see
         :mod:`zarrchive.client.multipart`).  With *resume*, an open batch of exactly these
         files opened by us is answered again instead of 409."""
-        rows: list[dict[str, Any]] = self._json(
+        path = f"/api/zarr/{_id(zarr_id)}/upload/"
+        response = self.request(
             "POST",
-            f"/api/zarr/{_id(zarr_id)}/upload/",
+            path,
             json=[{"path": p, "etag": m, "size": n} for p, m, n in files],
             params={"resume": "true"} if resume else None,
         )
+        self._local.opened = response.headers.get(BATCH_HEADER) or None
+        rows: list[dict[str, Any]] = self._decoded(response, "POST", path)
         return rows
 
     def complete_upload(self, zarr_id: str, *, wait: bool = False) -> ZarrInfo:

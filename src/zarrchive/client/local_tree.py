@@ -37,8 +37,10 @@ written (all rows of a chunk in one transaction, by a
 :class:`~zarrchive.client.digest_cache.RowWriter` on its own thread: SQLite's work overlaps
 the hashing).  Which directories have a row is read once, by one range query
 (:meth:`~zarrchive.client.digest_cache.DigestCache.keys_below`): a directory without one is
-neither looked up nor ``stat``-ed file by file (its files are ``fstat``-ed as they are
-read), so a first run costs what a run without the cache costs, plus packing the rows.
+not looked up.  The walk ``stat``-s every file once (:func:`survey_tree` stops there, before
+any file is read); the record it took is the one kept (no ``fstat`` as the file is read,
+see :func:`_read_surveyed_batch`), so a first run costs what a run without the cache costs,
+plus those stats and packing the rows.
 """
 
 from __future__ import annotations
@@ -874,7 +876,9 @@ def scan_tree(
 
         completed = local_directory_digests(root, jobs=jobs, progress=progress)
         return LocalTree({d.path: d.digest for d in completed if d.count or not d.path})
-    scan = _Scan(cache, jobs, progress, _local._time_ns())
+    # Every file is stat-ed by the walk, as a survey does: its record is the one kept, no
+    # fstat as it is read (a first run then costs about what a run without the cache does).
+    scan = _Scan(cache, jobs, progress, _local._time_ns(), stat_files=True)
     try:
         scan.walk(root)
         scan.flush()

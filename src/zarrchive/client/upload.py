@@ -909,14 +909,17 @@ class Uploader:
                     "run the upload again"
                 )
 
-    def _open_batch(self, zarr_id: str, chunk: list[ZarrEntry]) -> dict[str, Target]:
-        """Open a batch of *chunk* (sizes declared: big files go in parts).  An open batch
-        of exactly these files of ours (a retried request that went through, or the batch of
-        an interrupted run) is taken up again: what reached S3 stays."""
+    def _open_batch(
+        self, zarr_id: str, chunk: list[ZarrEntry]
+    ) -> tuple[dict[str, Target], str | None]:
+        """Open a batch of *chunk* (sizes declared: big files go in parts): its files' targets
+        and its uid (if the server names it).  An open batch of exactly these files of ours
+        (a retried request that went through, or the batch of an interrupted run) is taken up
+        again: what reached S3 stays."""
         files = declared(chunk)
         self.records.mark(self.client.url, zarr_id, len(files))
         try:
-            return start_upload(self.client, zarr_id, files, resume=True)
+            return start_upload(self.client, zarr_id, files, resume=True), self.client.opened_batch
         except ApiError as exc:
             if exc.status_code != 409:
                 self.records.clear(zarr_id)
@@ -924,7 +927,7 @@ class Uploader:
         # Another batch is open (opened meanwhile, or of other files).  Cancel it, open ours.
         self.progress.note("an upload batch was already open on this Zarr: cancelled it")
         self._cancel(zarr_id)
-        return start_upload(self.client, zarr_id, files, resume=False)
+        return start_upload(self.client, zarr_id, files, resume=False), self.client.opened_batch
 
     def _run_batch(
         self,
@@ -939,7 +942,7 @@ class Uploader:
         """Open a batch of *chunk*, PUT its files and complete it: with *queued*, queued at
         once (checked by the apply; recorded in *queued* by uid), else verified first."""
         started = time.perf_counter()
-        urls = self._open_batch(zarr_id, chunk)
+        urls, opened = self._open_batch(zarr_id, chunk)
         result.add_time("open", started)
         missing = [e.path for e in chunk if e.path not in urls]
         if missing:
@@ -996,7 +999,9 @@ class Uploader:
             self.progress.advance(-sent[0], -sent[1])
             return "refused"
         started = time.perf_counter()
-        uid = self._complete(zarr_id, queue=queued is not None)
+        # (the uid the open named, if complete's answer was lost and its retry found the
+        # batch queued already: a refusal of it is then still seen and the batch sent again)
+        uid = self._complete(zarr_id, queue=queued is not None) or opened
         if uid is not None and queued is not None:
             queued[uid] = chunk
         result.add_time("complete", started)

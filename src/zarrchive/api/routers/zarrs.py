@@ -37,6 +37,8 @@ from zarrchive.services import manifests, uploads, zarr_info, zarrs
 from zarrchive.services.runtime import Archive
 
 router = APIRouter(tags=["zarr"])
+#: Names the batch that ``open`` opened and ``complete`` queued.
+BATCH_HEADER = "X-Zarrchive-Batch"
 NEW_ZARR = JsonBody(ZarrCreate, login=True)
 PATHS = JsonBody(list[DeleteFile], login=False, max_items=batch_limit)
 DELETED_PATHS = JsonBody(list[DeleteFile], login=True, max_items=batch_limit)
@@ -161,6 +163,7 @@ def start_upload(
     body: Annotated[list[UploadFile], Depends(UPLOAD_FILES)],
     archive: ArchiveDep,
     user: UserDep,
+    response: Response,
     resume: Annotated[
         bool,
         Query(
@@ -172,16 +175,18 @@ def start_upload(
     """Each URL signs `Content-MD5`: send that header with the file's md5 (base64), and S3
     refuses any other body.  At most `max_batch_files` files; one open batch per Zarr.
     A file declared (`size`) above the archive's multipart threshold gets no URL but a
-    `part_size` and `part_count`: ask `POST .../upload/parts/` for its parts' URLs."""
+    `part_size` and `part_count`: ask `POST .../upload/parts/` for its parts' URLs.  The
+    header `X-Zarrchive-Batch` names the batch (as `complete` does)."""
     sizes = {f.path: f.size for f in body if f.size is not None}
-    urls = uploads.start_batch(
+    opened = uploads.start_batch(
         archive, user, zarr_id, [(f.path, f.etag) for f in body], sizes, resume=resume
     )
+    response.headers[BATCH_HEADER] = opened.uid
     return [
         UploadUrlOut(
             path=u.path, upload_url=u.upload_url, part_size=u.part_size, part_count=u.part_count
         )
-        for u in urls
+        for u in opened.urls
     ]
 
 
@@ -251,7 +256,6 @@ def refused_uploads(
 
 
 #: The header of ``complete``'s answer that names the batch it queued.
-BATCH_HEADER = "X-Zarrchive-Batch"
 
 
 @router.post(

@@ -31,7 +31,11 @@ The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.model
    batch row; after the commit it drops the staging objects (best effort: leftovers are
    garbage that :func:`purge_stale_staging` removes).  Readers see a batch's effect (objects,
    nodes, root) only once it is applied, exactly as before: the copies overwrite only keys
-   the batch changes, and the tree and root change in the commit.  Every step is idempotent:
+   the batch changes, and the tree and root change in the commit.  While a batch's tree
+   update commits, the applier copies the next queued batch ahead, if it was queued
+   ``verify_on_apply``, its check found every file and it writes none of the paths of the
+   batch being committed; it takes those copies' answers once it claims that batch
+   (:class:`~.apply._Ahead`).  Every step is idempotent:
    a crash anywhere leaves the claim to expire, and the batch is finished by the job's retry,
    by the next write to the Zarr (which queues the job again), by
    :func:`sweep_pending` when a server or worker starts, or by ``admin fsck``.  The database
@@ -53,7 +57,7 @@ treats a queued or applying batch like an open one: :func:`open_batch` answers a
 
 For callers (routers, DANDI's ``files/`` + ``finalize/`` flow):
 
-- ``start_batch(archive, user, zarr_id, [(path, md5), ...]) -> [UploadUrl]``
+- ``start_batch(archive, user, zarr_id, [(path, md5), ...]) -> OpenedBatch`` (uid, URLs)
 - ``complete_batch(archive, user, zarr_id, *, wait=False, verify_on_apply=False) -> uid``
   (raises :class:`~zarrchive.errors.UploadVerificationFailed` with every bad file)
 - ``cancel_batch(archive, user, zarr_id)``; ``delete_files(archive, user, zarr_id, paths)``
@@ -116,6 +120,7 @@ from zarrchive.services.uploads.multipart import (
     refusals,
 )
 from zarrchive.services.uploads.records import (
+    OpenedBatch,
     UploadState,
     UploadStatus,
     UploadUrl,
@@ -133,6 +138,7 @@ __all__ = [
     "WAIT_SECONDS",
     "DroppedFile",
     "FinalizeReport",
+    "OpenedBatch",
     "PartUrl",
     "PartUrls",
     "Refusal",

@@ -218,17 +218,15 @@ def _check_claimed(store: ObjectStore, claimed: _Claimed) -> _Checked:
     return check_staged(store, claimed.zarr_id, claimed.uid, expected, declared)
 
 
-def verify_claimed(
-    store: ObjectStore, claimed: _Claimed, checked: Future[_Checked] | None = None
-) -> None:
+def verify_claimed(store: ObjectStore, claimed: _Claimed, checked: _Checked | None = None) -> None:
     """Check the staged objects of a batch queued unverified (``verify_on_apply``): every
     file present with its declared md5 and size (one listing of the staging area, as
     ``complete`` does otherwise), and pin the versions found, which the copies then read.
     Raises :class:`_Refused` naming every file that is not (nothing was copied yet).
 
-    *checked*: that listing, made ahead by this applier while it copied the batch before
-    (the batch was queued then: every file of it had been sent)."""
-    staged, problems = checked.result() if checked is not None else _check_claimed(store, claimed)
+    *checked*: that listing, made ahead by this applier (:class:`_Ahead`) while it copied
+    the batch before (the batch was queued then: every file of it had been sent)."""
+    staged, problems = checked if checked is not None else _check_claimed(store, claimed)
     if problems:
         raise _Refused(
             [(str(p["path"]), str(p["expected"]), p["found"] or "missing") for p in problems]
@@ -238,7 +236,7 @@ def verify_claimed(
 
 
 def _copy_into_place(
-    archive: Archive, store: ObjectStore, claimed: _Claimed, token: str
+    archive: Archive, store: ObjectStore, claimed: _Claimed, token: str | None
 ) -> list[WrittenObject] | None:
     """Copy every staged object of the batch to its key in the Zarr (idempotent), renewing
     the claim between chunks; returns each new version as S3 answered (for the manifest
@@ -257,7 +255,10 @@ def _copy_into_place(
     in flight when its claim was taken over may land after the taker's: the key's current
     version is then the stalled one's, with the same bytes, while the manifest names the
     taker's, which exists with the same bytes; ``zarrchive manifest audit`` and fsck report
-    such a difference, and ``fsck --repair`` rewrites an unpinned manifest from a listing.)"""
+    such a difference, and ``fsck --repair`` rewrites an unpinned manifest from a listing.)
+
+    *token* ``None``: the batch is copied ahead (:class:`_Ahead`), not claimed yet: no
+    claim to renew."""
 
     def copy(item: tuple[str, tuple[str, int, str | None]]) -> WrittenObject | None:
         path, (md5, size, version) = item
@@ -273,10 +274,11 @@ def _copy_into_place(
 
     answers: list[WrittenObject | None] = []
     if claimed.part_sizes:
+        assert token is not None  # (never copied ahead)
         answers.extend(_copy_big_files(archive, store, claimed, token))
     items = [(p, f) for p, f in claimed.files.items() if p not in claimed.part_sizes]
     for start in range(0, len(items), COPY_CHUNK):
-        if start and not _renew(archive, claimed, token):
+        if start and token is not None and not _renew(archive, claimed, token):
             raise _ClaimLost
         answers.extend(store.map(copy, items[start : start + COPY_CHUNK]))
     if any(answer is None for answer in answers):
@@ -354,6 +356,101 @@ def _copy_big_files(
     return store.map(finish, paths)
 
 
+#: ``(its check, its copies' answers)``: a batch copied ahead (:class:`_Ahead`).
+_Copied = tuple[_Checked, list[WrittenObject] | None]
+
+
+class _Ahead:
+    """An applier's work on the Zarr's next batch before it claims it, on threads of its own
+    (only batches queued ``verify_on_apply``: every file of them sent, none in parts).
+
+    - **The check**: when a batch is claimed, the listing of the next one's staging area
+      starts while this one is copied (:meth:`check_next`).
+    - **The copies**: once a batch's copies are done, its tree update and commit take a few
+      tenths of a second during which S3 copies nothing; the next batch is then copied ahead
+      (:meth:`copy_next`), if its check found every file (a batch to refuse is copied by
+      nobody: its apply refuses it, nothing of it visible), it writes none of the paths of
+      the batch being committed (so no copy of either can undo the other's) and it is within
+      the apply's *until_seq*.  When the batch is claimed, its apply takes those answers
+      (:meth:`take`) instead of copying again, waiting for them under its renewed claim; if
+      they failed, it copies as usual.  The copies are those the apply makes (same staged
+      versions, same keys, idempotent): made before the claim, they show early in S3 by key,
+      as any batch's copies do before its commit; if the claim on the batch before is lost,
+      the applier that takes over copies both again, in order.
+    """
+
+    def __init__(self, archive: Archive, until_seq: int | None) -> None:
+        self.archive = archive
+        self.until_seq = until_seq
+        self.checker = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-check")
+        self.copier = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-copy-ahead")
+        self.checks: dict[str, Future[_Checked]] = {}
+        self.copies: dict[str, Future[_Copied | None]] = {}
+
+    def _check(self, store: ObjectStore, ahead: _Claimed) -> Future[_Checked]:
+        check = self.checks.get(ahead.uid)
+        if check is None:
+            check = self.checks[ahead.uid] = self.checker.submit(_check_claimed, store, ahead)
+        return check
+
+    def check_next(self, store: ObjectStore, claimed: _Claimed) -> None:
+        """Start the check of the batch queued after *claimed* (if it waits for one)."""
+        ahead = _next_to_check(self.archive, claimed)
+        if ahead is not None:
+            self._check(store, ahead)
+
+    def copy_next(self, store: ObjectStore, claimed: _Claimed) -> None:
+        """*claimed*'s copies are done: copy the next batch ahead, if it may be."""
+        ahead = _next_to_check(self.archive, claimed)
+        if (
+            ahead is None
+            or ahead.uid in self.copies
+            or (self.until_seq is not None and ahead.seq > self.until_seq)
+            or not ahead.files.keys().isdisjoint(claimed.files)
+        ):
+            return
+        check = self._check(store, ahead)
+        self.copies[ahead.uid] = self.copier.submit(self._copy, store, ahead, check)
+
+    def _copy(self, store: ObjectStore, ahead: _Claimed, check: Future[_Checked]) -> _Copied | None:
+        try:
+            checked = check.result()
+            if checked[1]:
+                return None  # refused when claimed: copied by nobody
+            verify_claimed(store, ahead, checked)
+            return checked, _copy_into_place(self.archive, store, ahead, None)
+        except Exception as exc:  # checked (or refused) and copied as usual once claimed
+            log.warning("Zarr %s: copying batch %s ahead failed: %s", ahead.zarr_id, ahead.uid, exc)
+            return None
+
+    def checked(self, claimed: _Claimed) -> _Checked | None:
+        """The check of *claimed* made ahead, if one was (waited for)."""
+        check = self.checks.pop(claimed.uid, None)
+        return check.result() if check is not None else None
+
+    def take(self, claimed: _Claimed, token: str) -> _Copied | None:
+        """The copies of *claimed* made ahead, if they were (waited for, the claim renewed
+        meanwhile); ``None``: copy it now."""
+        copy = self.copies.pop(claimed.uid, None)
+        if copy is None:
+            return None
+        while True:
+            try:
+                copied = copy.result(timeout=CLAIM_SECONDS / 3)
+            except TimeoutError:
+                if not _renew(self.archive, claimed, token):
+                    raise _ClaimLost from None
+                continue
+            if copied is not None:
+                self.checks.pop(claimed.uid, None)
+            return copied
+
+    def close(self) -> None:
+        """Wait for the work in flight (no copy of this applier lands after it returns)."""
+        self.checker.shutdown(wait=True, cancel_futures=True)
+        self.copier.shutdown(wait=True, cancel_futures=True)
+
+
 def _refuse(archive: Archive, claimed: _Claimed, token: str, refused: _Refused) -> bool:
     """Drop a batch whose files uploaded in parts are not what was declared (nothing of it
     was made visible) and record why; False if the claim was lost meanwhile."""
@@ -404,18 +501,19 @@ def _apply_claimed(
     claimed: _Claimed,
     token: str,
     drop: Callable[[ObjectStore, str, str], object] = _drop_staging,
-    look_ahead: Callable[[ObjectStore, _Claimed], Future[_Checked] | None] | None = None,
+    ahead: _Ahead | None = None,
 ) -> bool:
     """Apply a claimed batch; False if the claim was lost to another applier meanwhile.
     Its staging objects are then dropped by *drop* (``(store, zarr_id, uid)``).
-    *look_ahead* (``(store, claimed)``) starts the check of the next batch while this one is
-    copied, and answers the check of this one if it was started so."""
+    *ahead*: the work on the next batch made while this one is applied (its check, its
+    copies), and on this one, made while the one before was."""
     zarr_id = claimed.zarr_id
     with archive.db.session() as session:
         store = archive.store_for(
             get_zarr(session, None, zarr_id, check_read=False).dandiset.embargoed
         )
-    checked = look_ahead(store, claimed) if look_ahead is not None else None
+    if ahead is not None:
+        ahead.check_next(store, claimed)
     plan: directory_delete.Plan | None = None
     expansion: directory_delete.Expansion | None = None
     dropped: list[str] = []
@@ -434,9 +532,16 @@ def _apply_claimed(
             changes: dict[str, FileChange] = plan.file_changes
             dropped = plan.directories
         else:
-            if claimed.verify:
-                verify_claimed(store, claimed, checked)
-            written = _copy_into_place(archive, store, claimed, token)
+            copied = ahead.take(claimed, token) if ahead is not None else None
+            if copied is not None:
+                verify_claimed(store, claimed, copied[0])
+                written = copied[1]
+            else:
+                if claimed.verify:
+                    verify_claimed(store, claimed, ahead.checked(claimed) if ahead else None)
+                written = _copy_into_place(archive, store, claimed, token)
+            if ahead is not None:
+                ahead.copy_next(store, claimed)
             changes = {p: (md5, size) for p, (md5, size, _v) in claimed.files.items()}
         with archive.db.write_session() as session:
             zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
@@ -530,15 +635,8 @@ def apply_pending(
         release(len(held) - HELD_DROPS)
         return None
 
-    # The check of a batch queued unverified is made while the batch before it is copied.
-    checker = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-check")
-    checks: dict[str, Future[_Checked]] = {}
-
-    def look_ahead(store: ObjectStore, claimed: _Claimed) -> Future[_Checked] | None:
-        ahead = _next_to_check(archive, claimed)
-        if ahead is not None and ahead.uid not in checks:
-            checks[ahead.uid] = checker.submit(_check_claimed, store, ahead)
-        return checks.pop(claimed.uid, None)
+    # The next batch is checked, and copied, while the one before it is applied.
+    ahead = _Ahead(archive, until_seq)
 
     try:
         while True:
@@ -570,12 +668,12 @@ def apply_pending(
                 continue
             pause = 0.02
             try:
-                if _apply_claimed(archive, claimed, token, drop, look_ahead):
+                if _apply_claimed(archive, claimed, token, drop, ahead):
                     applied += 1
             except UploadVerificationFailed as exc:
                 refused = refused or exc  # the batch is dropped: go on with the next ones
     finally:
-        checker.shutdown(wait=True, cancel_futures=True)
+        ahead.close()
         release(len(held))
         dropper.shutdown(wait=True)
         for dropped_future in dropping:  # a failed drop leaves staging objects for admin gc

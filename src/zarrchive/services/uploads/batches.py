@@ -51,6 +51,7 @@ from zarrchive.services.uploads.directory_delete import (
 from zarrchive.services.uploads.multipart import BigFile, abort_uploads, assemble
 from zarrchive.services.uploads.parts import MAX_OBJECT_SIZE, part_count, part_size_for
 from zarrchive.services.uploads.records import (
+    OpenedBatch,
     UploadUrl,
     _check_batch_size,
     _has_pending,
@@ -86,8 +87,8 @@ def start_batch(
     sizes: Mapping[str, int] | None = None,
     *,
     resume: bool = False,
-) -> list[UploadUrl]:
-    """Open a batch for *files* (``(path, md5)``) and return presigned PUT URLs.
+) -> OpenedBatch:
+    """Open a batch for *files* (``(path, md5)``) and return its uid and presigned PUT URLs.
 
     *sizes* declares files' sizes (bytes): those above the archive's multipart threshold
     are uploaded in parts (their answer gives the part size and count; the part URLs come
@@ -128,7 +129,7 @@ def start_batch(
             raise UploadInProgress(f"Zarr {zarr.id} already has an upload batch open") from exc
         uid = batch.uid
         store = archive.store_for(zarr.dandiset.embargoed)
-    return _urls(archive, store, zarr_id, uid, checked, declared)
+    return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
 
 
 def _declared_sizes(
@@ -181,9 +182,9 @@ def _same_open_batch(
     zarr_id: str,
     checked: list[tuple[str, str]],
     declared: Mapping[str, tuple[int, int | None]],
-) -> list[UploadUrl] | None:
-    """The URLs of the open batch again, if it holds exactly *checked* with the same declared
-    sizes and *user* opened it; else None."""
+) -> OpenedBatch | None:
+    """The open batch again (fresh URLs), if it holds exactly *checked* with the same
+    declared sizes and *user* opened it; else None."""
     with archive.db.session() as session:
         batch = _the_open_batch(session, zarr_id)
         if batch is None or batch.kind != BatchKind.UPLOAD:
@@ -196,7 +197,7 @@ def _same_open_batch(
             return None
         uid = batch.uid
         store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
-    return _urls(archive, store, zarr_id, uid, checked, declared)
+    return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
 
 
 #: Paths checked against the queued batches per query.

@@ -45,6 +45,15 @@ class UploadUrl:
     part_count: int | None = None
 
 
+@dataclass(frozen=True)
+class OpenedBatch:
+    """The batch :func:`~.batches.start_batch` opened (or answered again): its uid, and its
+    files' URLs."""
+
+    uid: str
+    urls: list[UploadUrl]
+
+
 class UploadState(StrEnum):
     """Where a Zarr is in its uploads (DANDI's Complete / Pending / Ingesting)."""
 
