@@ -457,6 +457,37 @@ def test_a_first_scan_keeps_the_records_its_walk_took(
     assert poisoned(scanned(root, cache)) == set(expected)
 
 
+def test_chunks_read_while_the_walk_goes_on_give_the_scans_tree(
+    tmp_path: Path, cache: DigestCache, settled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk starts the reads of a chunk and goes on (the chunk before is finished
+    first): many small chunks on the thread pool give the same digests, and rows, as one."""
+    from zarrchive.client import local_tree
+
+    root = tmp_path / "z"
+    make_tree(root)
+    for i in range(12):
+        write(root, f"c/{i % 3}/{i}/f", bytes([i]) * (i + 1))
+    expected = truth(root)
+    monkeypatch.setattr(local_tree, "CHUNK_FILES", 3)
+    monkeypatch.setattr(local_tree, "FEW_FILES", 1)
+    in_flight: list[int] = []
+    start = local_tree._Scan._start
+
+    def spy(self: local_tree._Scan, pending: list[local_tree._Pending]) -> None:
+        start(self, pending)
+        in_flight.append(len(self.reading))
+
+    monkeypatch.setattr(local_tree._Scan, "_start", spy)
+    assert scan_tree(root, cache=cache, jobs=3).digests == expected
+    assert max(in_flight) == 2  # a chunk was read while the walk went on
+    assert poison(cache) == len(expected)
+    assert poisoned(scanned(root, cache)) == set(expected)
+    tick()
+    rewrite_in_place(root / "c/1/7/f", b"changed!")
+    assert poisoned(scanned(root, cache)) == set(expected) - ancestors("c/1/7/f")
+
+
 def test_a_survey_reads_nothing_and_lists_the_big_files(
     tmp_path: Path, cache: DigestCache, settled: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

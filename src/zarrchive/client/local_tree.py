@@ -51,13 +51,14 @@ import sys
 import threading
 import time
 from array import array
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, itemgetter
 from stat import S_ISDIR, S_ISREG
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from zarrchive.checksum import DirectoryDigest
 from zarrchive.checksum.digest import EMPTY_CHECKSUM
@@ -93,6 +94,8 @@ FEW_FILES = 64
 #: At most this many directories wait for their files to be read (bounds memory when
 #: many directories change without files to read).
 MAX_PENDING_DIRECTORIES = 4096
+#: Chunks of files being read while the walk goes on (see :meth:`_Scan.flush`).
+READS_IN_FLIGHT = 1
 
 _mode_of = attrgetter("st_mode")
 _md5_of = itemgetter(1)
@@ -261,6 +264,15 @@ class _Scan:
         self.known_keys: set[bytes] = set()
         #: Writes the rows on its own thread (made by the first :meth:`flush` with rows).
         self.writer: RowWriter | None = None
+        #: The chunks being read: ``(pending, started, read, read_surveyed)``, oldest first.
+        self.reading: deque[
+            tuple[
+                list[_Pending],
+                int,
+                Callable[[], list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]]],
+                Callable[[], list[tuple[str, tuple[list[ChildRow], bytearray]]]],
+            ]
+        ] = deque()
 
     # -- the walk ---------------------------------------------------------------------------
     def walk(self, root: str | os.PathLike[str]) -> None:
@@ -446,7 +458,7 @@ class _Scan:
         if not self.defer and (
             self.pending_files >= CHUNK_FILES or len(self.pending) >= MAX_PENDING_DIRECTORIES
         ):
-            self.flush()
+            self.flush(wait=False)
 
     @staticmethod
     def _sort_known(
@@ -474,11 +486,18 @@ class _Scan:
             read(name)
 
     # -- hashing and the rows -----------------------------------------------------------------
-    def flush(self) -> None:
-        """Read the pending directories' files, compute their digests, write their rows."""
+    def flush(self, *, wait: bool = True) -> None:
+        """Read the pending directories' files, compute their digests, write their rows.
+
+        Without *wait* (the walk's own flushes), the reads are started on the thread pool
+        and the walk goes on: the chunk before is finished first (at most
+        :data:`READS_IN_FLIGHT` chunks read at once), so the walk's ``stat`` calls (which
+        release the GIL) overlap with the hashing.  Chunks are finished in the walk's order:
+        a directory's digest is always computed after its subdirectories'."""
         pending, self.pending = self.pending, []
         self.pending_files = 0
-        self._flush(pending)
+        self._start(pending)
+        self._finish_reads(0 if wait else READS_IN_FLIGHT)
 
     def flush_all(self) -> None:
         """:meth:`flush` by chunks of :data:`~zarrchive.client.local.CHUNK_FILES` files (after a
@@ -492,11 +511,14 @@ class _Scan:
             chunk.append(item)
             count += len(item.to_read)
             if count >= CHUNK_FILES or len(chunk) >= MAX_PENDING_DIRECTORIES:
-                self._flush(chunk)
+                self._start(chunk)
+                self._finish_reads(READS_IN_FLIGHT)
                 chunk, count = [], 0
-        self._flush(chunk)
+        self._start(chunk)
+        self._finish_reads(0)
 
-    def _flush(self, pending: list[_Pending]) -> None:
+    def _start(self, pending: list[_Pending]) -> None:
+        """Start reading the files of *pending* (finished by :meth:`_finish_reads`)."""
         if not pending:
             return
         started = _local._time_ns()  # before any file of the chunk is opened
@@ -508,9 +530,26 @@ class _Scan:
                     runs.append((p.path, p.os_prefix, p.to_read))
                 else:
                     surveyed.append((p.path, p.os_prefix, p.to_read, p.read_records, 0))
-        read = dict(self._read(runs, started - SETTLE_NS))
+        read = self._read(runs, started - SETTLE_NS)
         # Their records were taken by the walk, after the clock's now_ns: settled since then.
-        read_surveyed = dict(self._read_surveyed(surveyed, self.now_ns - SETTLE_NS))
+        read_surveyed = self._read_surveyed(surveyed, self.now_ns - SETTLE_NS)
+        self.reading.append((pending, started, read, read_surveyed))
+
+    def _finish_reads(self, keep: int) -> None:
+        """Finish the chunks being read, oldest first, until at most *keep* are left."""
+        while len(self.reading) > keep:
+            pending, started, read, read_surveyed = self.reading.popleft()
+            self._flush(pending, started, dict(read()), dict(read_surveyed()))
+
+    def _flush(
+        self,
+        pending: list[_Pending],
+        started: int,
+        read: dict[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]],
+        read_surveyed: dict[str, tuple[list[ChildRow], bytearray]],
+    ) -> None:
+        """Compute the digests of *pending* (their files read: *read*, *read_surveyed*, from
+        *started*) and write their rows."""
         rows: list[tuple[bytes, DirectoryRow]] = []
         for item in pending:
             files = item.known
@@ -608,57 +647,39 @@ class _Scan:
 
     def _read_surveyed(
         self, runs: list[_SurveyedRun], settled_ns: int
-    ) -> list[tuple[str, tuple[list[ChildRow], bytearray]]]:
-        """Read and md5 the files of *runs* (whose records the walk took), on the thread
-        pool unless they are few."""
+    ) -> Callable[[], list[tuple[str, tuple[list[ChildRow], bytearray]]]]:
+        """Start reading and md5-ing the files of *runs* (whose records the walk took), on
+        the thread pool unless they are few; returns what waits for the results."""
         count = sum(len(run[2]) for run in runs)
-        if count == 0:
-            return []
         if count < FEW_FILES or self.jobs == 1:
-            return _read_surveyed_batch(runs, settled_ns)
-        if self.executor is None:
-            self.executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-md5")
+            done = _read_surveyed_batch(runs, settled_ns) if count else []
+            return lambda: done
         size = max(1, min(64, -(-count // (4 * self.jobs))))
-        futures = [
-            self.executor.submit(_read_surveyed_batch, batch, settled_ns)
-            for batch in _surveyed_batches(runs, size)
-        ]
-        merged: dict[str, tuple[list[ChildRow], bytearray]] = {}
-        for future in futures:
-            for prefix, (rows, kept) in future.result():
-                found = merged.get(prefix)
-                if found is None:
-                    merged[prefix] = (rows, kept)
-                else:
-                    found[0].extend(rows)
-                    found[1].extend(kept)
-        return list(merged.items())
+        return _merged(
+            [
+                self._pool().submit(_read_surveyed_batch, batch, settled_ns)
+                for batch in _surveyed_batches(runs, size)
+            ]
+        )
 
     def _read(
         self, runs: list[_Run], settled_ns: int
-    ) -> list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]]:
-        """Read and md5 the files of *runs*, on the thread pool unless they are few."""
+    ) -> Callable[[], list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]]]:
+        """Start reading and md5-ing the files of *runs*, on the thread pool unless they are
+        few; returns what waits for the results."""
         count = sum(len(names) for _, _, names in runs)
-        if count == 0:
-            return []
         if count < FEW_FILES or self.jobs == 1:
-            return _read_batch(runs, settled_ns)
+            done = _read_batch(runs, settled_ns) if count else []
+            return lambda: done
+        size = max(1, min(64, -(-count // (4 * self.jobs))))
+        return _merged(
+            [self._pool().submit(_read_batch, batch, settled_ns) for batch in _batches(runs, size)]
+        )
+
+    def _pool(self) -> ThreadPoolExecutor:
         if self.executor is None:
             self.executor = ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-md5")
-        size = max(1, min(64, -(-count // (4 * self.jobs))))
-        futures = [
-            self.executor.submit(_read_batch, batch, settled_ns) for batch in _batches(runs, size)
-        ]
-        merged: dict[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]] = {}
-        for future in futures:
-            for prefix, (rows, records) in future.result():
-                found = merged.get(prefix)
-                if found is None:
-                    merged[prefix] = (rows, records)
-                else:
-                    found[0].extend(rows)
-                    found[1].extend(records)
-        return list(merged.items())
+        return self.executor
 
     def _advance(self, files: int, nbytes: int) -> None:
         self.done_files += files
@@ -670,6 +691,7 @@ class _Scan:
                 self.progress(self.done_files, self.done_bytes)
 
     def close(self) -> None:
+        self.reading.clear()
         if self.executor is not None:
             self.executor.shutdown(wait=True, cancel_futures=True)
             self.executor = None
@@ -686,6 +708,30 @@ class _Scan:
         if "" not in digests:
             digests[""] = EMPTY_CHECKSUM
         return LocalTree(digests)
+
+
+_Row = TypeVar("_Row", bytearray, list[tuple[int, ...] | None])
+
+
+def _merged(
+    futures: list[Future[list[tuple[str, tuple[list[ChildRow], _Row]]]]],
+) -> Callable[[], list[tuple[str, tuple[list[ChildRow], _Row]]]]:
+    """What waits for *futures* (batches of runs, in order) and joins the pieces of a
+    directory split between batches."""
+
+    def collect() -> list[tuple[str, tuple[list[ChildRow], _Row]]]:
+        merged: dict[str, tuple[list[ChildRow], _Row]] = {}
+        for future in futures:
+            for prefix, (rows, extra) in future.result():
+                found = merged.get(prefix)
+                if found is None:
+                    merged[prefix] = (rows, extra)
+                else:
+                    found[0].extend(rows)
+                    found[1].extend(extra)
+        return list(merged.items())
+
+    return collect
 
 
 _buffers = threading.local()
