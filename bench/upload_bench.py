@@ -17,7 +17,10 @@ uploaded
 Then a Zarr of ``--noop-files`` small files is uploaded once and re-uploaded unchanged.
 
     .venv/bin/python bench/upload_bench.py [--files 5000] [--jobs 16] [--noop-files 20000]
-        [--batch-files N] [--trace]
+        [--batch-files N] [--rounds N] [--trace]
+
+With ``--rounds N`` the floor (presigned PUT + CopyObject) and ``zarrchive upload`` are
+measured N times per size, alternating which goes first; the table shows the last round.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import base64
 import hashlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -156,6 +160,13 @@ def main() -> None:
         "--batch-files", type=int, default=0, help="the server's max_batch_files (0: default)"
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="floor and zarrchive measured N times per size, alternating which goes first "
+        "(a new Zarr each round); prints each round's ratio and their median",
+    )
+    parser.add_argument(
         "--trace",
         action="store_true",
         help="print a timeline of the client's and the server's upload steps (upload_trace.py)",
@@ -228,14 +239,42 @@ def main() -> None:
             total = sum(p.stat().st_size for p in paths)
             raw = raw_put(s3, "bench", f"raw-{size}/", local, paths, args.jobs)
             bare = raw_presigned_put(s3, "bench", f"bare-{size}/", local, paths, args.jobs)
-            floor = raw_presigned_put(
-                s3, "bench", f"floor-{size}/", local, paths, args.jobs, copy=True
-            )
-            ours = zarrchive_upload(local, dandiset, args.jobs, env, trace=args.trace)
-            # the server's work left after the upload (staging drops, the manifest) is done
-            # before the next size's columns are measured
-            if not jobs.join(timeout=300):
-                raise SystemExit("the archive's jobs did not finish")
+            ratios = []
+            for r in range(args.rounds):
+                if r:  # a new Zarr each round (the asset path is the directory's name)
+                    moved = local.with_name(f"files-{size}-round{r}.zarr")
+                    local.rename(moved)
+                    paths = [moved / p.relative_to(local) for p in paths]
+                    local = moved
+
+                took: dict[str, float] = {}
+                for side in ("ours", "floor") if r % 2 else ("floor", "ours"):  # alternating
+                    if side == "floor":
+                        took[side] = raw_presigned_put(
+                            s3, "bench", f"floor-{size}-{r}/", local, paths, args.jobs, copy=True
+                        )
+                        continue
+                    took[side] = zarrchive_upload(local, dandiset, args.jobs, env, trace=args.trace)
+                    # the server's work left after the upload (staging drops, the manifest)
+                    # is done before anything else is measured
+                    if not jobs.join(timeout=300):
+                        raise SystemExit("the archive's jobs did not finish")
+                floor, ours = took["floor"], took["ours"]
+                ratios.append(floor / ours)
+                if args.rounds > 1:
+                    print(
+                        f"{size // 1024} KiB round {r + 1} ({'ours' if r % 2 else 'floor'} "
+                        f"first, load {os.getloadavg()[0]:.1f}): floor {n / floor:.0f} files/s, "
+                        f"zarrchive {n / ours:.0f} files/s, ratio {floor / ours:.2f}",
+                        file=sys.stderr,
+                    )
+            if args.rounds > 1:
+                print(
+                    f"{size // 1024} KiB: ratio to PUT + copy, median of {args.rounds} rounds: "
+                    f"{statistics.median(ratios):.2f} (rounds: "
+                    f"{', '.join(f'{x:.2f}' for x in ratios)})",
+                    file=sys.stderr,
+                )
             rows.append((size, n, total, raw, bare, floor, ours))
             print(
                 f"{size // 1024} KiB x {n}: raw {n / raw:.0f} files/s "
