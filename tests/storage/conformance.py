@@ -457,7 +457,7 @@ class ObjectStoreTests:
         bulk.start()
         try:
             with ThreadPoolExecutor(1) as caller:
-                reads = caller.submit(store.map_reads, lambda i: i + 1, range(20))
+                reads = caller.submit(store.map_small, lambda i: i + 1, range(20))
                 assert reads.result(timeout=20) == list(range(1, 21))
         finally:
             release.set()

@@ -65,9 +65,9 @@ def read_node(store: ObjectStore, zarr_id: str, directory: str) -> ChecksumNode 
 def read_nodes(
     store: ObjectStore, zarr_id: str, directories: list[str]
 ) -> dict[str, ChecksumNode | None]:
-    """Several nodes, read concurrently (on the store's pool for small reads: never behind
+    """Several nodes, read concurrently (on the store's pool for small requests: never behind
     an apply's queued copies)."""
-    nodes = store.map_reads(lambda d: read_node(store, zarr_id, d), directories)
+    nodes = store.map_small(lambda d: read_node(store, zarr_id, d), directories)
     return dict(zip(directories, nodes, strict=True))
 
 
@@ -170,7 +170,10 @@ def apply_changes(
                 writes[key] = node.to_json()
                 written[key] = node
 
-    store.map(lambda item: store.put(item[0], item[1], "application/json"), list(writes.items()))
+    # (on the pool of small requests: never behind the next batch's copies, made ahead)
+    store.map_small(
+        lambda item: store.put(item[0], item[1], "application/json"), list(writes.items())
+    )
     if deletes:
         store.delete_many(deletes)
     for key, data in writes.items():

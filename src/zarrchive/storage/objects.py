@@ -233,7 +233,7 @@ class ObjectStore:
         )
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3")
         self._group_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-groups")
-        self._read_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-reads")
+        self._small_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-small")
 
     # -- bucket ---------------------------------------------------------------
     def ensure_bucket(self, *, versioned: bool = True) -> None:
@@ -640,16 +640,17 @@ class ObjectStore:
         """Run *fn* over *items* concurrently on the store's thread pool, in order."""
         return list(self._pool.map(fn, items))
 
-    def map_reads(self, fn: Any, items: Iterable[Any]) -> list[Any]:
-        """Like :meth:`map`, for small reads (``.checksum`` nodes, HEADs) on a pool of their
-        own: a request that needs a few never queues behind the hundreds of copies or
-        deletes an apply may have queued on the main pool."""
-        return list(self._read_pool.map(fn, items))
+    def map_small(self, fn: Any, items: Iterable[Any]) -> list[Any]:
+        """Like :meth:`map`, for small requests (``.checksum`` nodes read and written, HEADs)
+        on a pool of their own: a request that needs a few never queues behind the hundreds
+        of copies or deletes an apply may have queued on the main pool (nor does the tree
+        update of a batch behind the copies of the next, made ahead)."""
+        return list(self._small_pool.map(fn, items))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._group_pool.shutdown(wait=False, cancel_futures=True)
-        self._read_pool.shutdown(wait=False, cancel_futures=True)
+        self._small_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- multipart uploads and streamed reads (blobs) -------------------------------
     def create_multipart_upload(

@@ -202,8 +202,9 @@ class ObjectStoreProtocol(Protocol):
         """*fn* over *items*, concurrently, results in order."""
         ...
 
-    def map_reads(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
-        """The same for small reads, never queued behind :meth:`map`'s bulk work."""
+    def map_small(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
+        """The same for small requests (``.checksum`` nodes read and written, HEADs), never
+        queued behind :meth:`map`'s bulk work."""
         ...
 
     def close(self) -> None:
