@@ -549,13 +549,20 @@ def in_process_child(n: int, changes: int, rounds: int, trace: bool) -> None:
     from zarrchive.services.publish import publish
     from zarrchive.services.runtime import Archive, set_current_archive
 
+    try:  # what `zarrchive serve` sets at its start (a tree from before it has none)
+        from zarrchive.allocator import map_large_blocks
+    except ImportError:
+        allocator = "glibc's default"
+    else:
+        allocator = "large blocks mapped apart" if map_large_blocks() else "glibc's default"
     archive = Archive.from_settings(Settings.from_env(), migrate=False)
     set_current_archive(archive)
     jobs = InProcessJobQueue(threads=2)
     zarr_id = os.environ["BENCH_ZARR_ID"]
     caller = Caller(int(os.environ["BENCH_USER_ID"]), "bench", True)
     sampler = _Sampler()
-    print(json.dumps({"phase": "started", "rss_mib": _status_kib("VmRSS") / 1024}), flush=True)
+    started = {"phase": "started", "rss_mib": _status_kib("VmRSS") / 1024, "allocator": allocator}
+    print(json.dumps(started), flush=True)
     for round_ in range(rounds):
         for mode in ("manifest", "publish"):
             index = 2 * round_ + (mode == "publish")
@@ -646,8 +653,8 @@ def in_process_run(n: int, changes: int, rounds: int, trace: bool) -> None:
                 r = json.loads(line)
                 if r["phase"] == "started":
                     print(
-                        f"in one process, {n} entries (MALLOC_ARENA_MAX {arena}): "
-                        f"{r['rss_mib']:.0f} MiB after its imports",
+                        f"in one process, {n} entries (MALLOC_ARENA_MAX {arena}, allocator: "
+                        f"{r['allocator']}): {r['rss_mib']:.0f} MiB after its imports",
                         flush=True,
                     )
                     continue
