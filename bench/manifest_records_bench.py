@@ -20,14 +20,28 @@
    its own process (its manifest made from records, then the publication).  The manifest
    must be made from records and hash to the archive's checksum; the batches' real
    objects must appear in it as a listing of S3 shows them.
+3. In one process that stays alive, as ``zarrchive serve`` does, at ``--in-process``
+   entries (issue #23 item 5: the server's peak RSS while it makes a manifest): the same
+   seeding (by the bench's own process), then a "server" child that applies the batches
+   itself and, ``--rounds`` times, makes the manifest in the real in-process job queue
+   (``InProcessJobQueue(threads=2)``, the job ``generate_manifest_job``), then a
+   snapshot-mode publish in a thread of its own.  Around each: the resting RSS (after the
+   batch, before the job), the peak (a thread sampling ``VmRSS`` every 5 ms, and ``VmHWM``
+   reset through ``/proc/self/clear_refs``), the RSS right after and a few seconds later,
+   and glibc's view (``mallinfo2``: bytes in use, bytes free but kept).  ``--tracemalloc``
+   adds the Python heap's peak and its biggest allocation sites at that peak.  Run it with
+   ``MALLOC_ARENA_MAX=2`` in the environment to test the allocator's arenas.
 
-Command (from the repository root):
+Commands (from the repository root):
 ``.venv/bin/python bench/manifest_records_bench.py --entries 1000000 --changes 500 --e2e 1000000``
+``.venv/bin/python bench/manifest_records_bench.py --entries 0 --e2e 0 --in-process 1000000``
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import hashlib
 import json
 import os
@@ -35,6 +49,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -302,67 +317,70 @@ def _upload_batch(archive: Any, caller: Any, zarr_id: str, files: dict[str, byte
     return time.perf_counter() - start
 
 
-def e2e_run(n: int, changes: int) -> None:
-    from zarrchive.config import Settings
+def _bench_env(tmp: str, endpoint_url: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "ZARRCHIVE_DATA_DIR": tmp,
+        "ZARRCHIVE_DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3",
+        "ZARRCHIVE_S3_ENDPOINT_URL": endpoint_url,
+        "ZARRCHIVE_S3_ACCESS_KEY_ID": "bench",
+        "ZARRCHIVE_S3_SECRET_ACCESS_KEY": "bench-secret",
+        "ZARRCHIVE_PUBLISHED_ZARRS": "snapshot",
+        "ZARRCHIVE_PUBLISH_REQUIRES_VALID": "false",
+    }
+
+
+def _bench_setup(archive: Any, env: dict[str, str], n: int) -> dict[str, str]:
+    """A user, a dandiset and its Zarr seeded with *n* entries; the children's environment."""
     from zarrchive.db.models import User
-    from zarrchive.manifest import manifest_key, read_manifest
-    from zarrchive.manifest.writer import chunk_stream
     from zarrchive.services.assets import create_asset
     from zarrchive.services.auth import Caller
     from zarrchive.services.dandisets import create_dandiset
+    from zarrchive.services.zarrs import create_zarr
+
+    with archive.db.write_session() as session:
+        user = User(username="bench", is_admin=True)
+        session.add(user)
+        session.flush()
+        caller = Caller.of(user)
+        identifier = create_dandiset(session, caller, "bench").identifier
+        zarr_id = create_zarr(session, caller, "bench.zarr", identifier).id
+        create_asset(session, caller, identifier, "draft", {"path": "bench.zarr"}, zarr_id=zarr_id)
+    start = time.perf_counter()
+    first = _seed(archive, zarr_id, n)
+    print(
+        f"seeded a synthetic {n}-entry state ({first}: .checksum nodes, manifest) in "
+        f"{time.perf_counter() - start:.0f} s",
+        flush=True,
+    )
+    return {
+        **env,
+        "BENCH_ZARR_ID": zarr_id,
+        "BENCH_DANDISET": identifier,
+        "BENCH_USER_ID": str(caller.id),
+    }
+
+
+def e2e_run(n: int, changes: int) -> None:
+    from zarrchive.config import Settings
+    from zarrchive.manifest import manifest_key, read_manifest
+    from zarrchive.manifest.writer import chunk_stream
+    from zarrchive.services.auth import Caller
     from zarrchive.services.manifests import current_entries
     from zarrchive.services.runtime import Archive
-    from zarrchive.services.zarrs import create_zarr
     from zarrchive.storage.seaweedfs import SeaweedFS
 
     with tempfile.TemporaryDirectory() as tmp:
         server = SeaweedFS(Path(tmp) / "s3", "bench", "bench-secret")
         server.start()
         try:
-            env = {
-                **os.environ,
-                "ZARRCHIVE_DATA_DIR": tmp,
-                "ZARRCHIVE_DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3",
-                "ZARRCHIVE_S3_ENDPOINT_URL": server.endpoint_url,
-                "ZARRCHIVE_S3_ACCESS_KEY_ID": "bench",
-                "ZARRCHIVE_S3_SECRET_ACCESS_KEY": "bench-secret",
-                "ZARRCHIVE_PUBLISHED_ZARRS": "snapshot",
-                "ZARRCHIVE_PUBLISH_REQUIRES_VALID": "false",
-            }
+            env = _bench_env(tmp, server.endpoint_url)
             archive = Archive.from_settings(Settings.from_env(env))
-            with archive.db.write_session() as session:
-                user = User(username="bench", is_admin=True)
-                session.add(user)
-                session.flush()
-                caller = Caller.of(user)
-                identifier = create_dandiset(session, caller, "bench").identifier
-                zarr_id = create_zarr(session, caller, "bench.zarr", identifier).id
-                create_asset(
-                    session, caller, identifier, "draft", {"path": "bench.zarr"}, zarr_id=zarr_id
-                )
-            start = time.perf_counter()
-            first = _seed(archive, zarr_id, n)
-            print(
-                f"seeded a synthetic {n}-entry state ({first}: .checksum nodes, manifest) in "
-                f"{time.perf_counter() - start:.0f} s",
-                flush=True,
-            )
-            child_env = {
-                **env,
-                "BENCH_ZARR_ID": zarr_id,
-                "BENCH_DANDISET": identifier,
-                "BENCH_USER_ID": str(caller.id),
-            }
+            child_env = _bench_setup(archive, env, n)
+            zarr_id = child_env["BENCH_ZARR_ID"]
+            caller = Caller(int(child_env["BENCH_USER_ID"]), "bench", True)
             for round_, mode in enumerate(("manifest", "publish")):
-                delta = change_set(n, changes)
-                overwrites = [c.path for c in delta if c.entry is not None][: changes // 2]
-                files = {p: f"round {round_} {p}".encode() for p in overwrites}
-                files.update(
-                    {
-                        f"arr/new{round_}/{i}": f"new {i}".encode()
-                        for i in range(changes - len(files))
-                    }
-                )
+                files = _batch(n, changes, round_)
                 apply_seconds = _upload_batch(archive, caller, zarr_id, files)
                 load = os.getloadavg()[0]
                 r = _run_child(mode, child_env)
@@ -412,6 +430,254 @@ def e2e_run(n: int, changes: int) -> None:
             server.stop()
 
 
+# -- in one long-lived process (--in-process) -----------------------------------------------
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _mallinfo() -> tuple[float, float]:
+    """glibc's bytes in use and bytes free but kept by the allocator (MiB), every arena."""
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    libc = ctypes.CDLL(None)
+    try:
+        call = libc.mallinfo2
+    except AttributeError:
+        return (0.0, 0.0)
+    call.restype = MallInfo2
+    info = call()
+    return ((info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20)
+
+
+class _Sampler:
+    """A thread sampling this process's VmRSS every *interval* seconds: the peak since
+    :meth:`reset` (with glibc's view at that peak)."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.peak_kib = 0
+        self.at_peak: tuple[float, float] = (0.0, 0.0)
+        self.trace: Any = None  # a tracemalloc snapshot at the traced peak (--tracemalloc)
+        self._traced_best = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+        self._thread.start()
+
+    def reset(self) -> None:
+        self.peak_kib = 0
+        self.trace = None
+        self._traced_best = 0
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+
+    def _run(self) -> None:
+        import tracemalloc
+
+        last_trace = 0.0
+        while not self._stop.wait(self.interval):
+            rss = _status_kib("VmRSS")
+            if rss > self.peak_kib:
+                if rss > 1.02 * self.peak_kib:  # glibc's view, not at every KiB
+                    self.at_peak = _mallinfo()
+                self.peak_kib = rss
+            if tracemalloc.is_tracing() and time.monotonic() - last_trace > 0.5:
+                current, _peak = tracemalloc.get_traced_memory()
+                if current > 1.1 * self._traced_best:
+                    self._traced_best = current
+                    self.trace = tracemalloc.take_snapshot()
+                last_trace = time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _batch(n: int, changes: int, index: int) -> dict[str, bytes]:
+    delta = change_set(n, changes)
+    overwrites = [c.path for c in delta if c.entry is not None][: changes // 2]
+    files = {p: f"round {index} {p}".encode() for p in overwrites}
+    files.update({f"arr/new{index}/{i}": f"new {i}".encode() for i in range(changes - len(files))})
+    return files
+
+
+def _in_thread(fn: Any) -> None:
+    """Run *fn* in a thread of its own (as a request of the server); raise what it raised."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as error:  # raised below
+            failed.append(error)
+
+    thread = threading.Thread(target=run, name="request")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+
+
+def in_process_child(n: int, changes: int, rounds: int, trace: bool) -> None:
+    """The "server": applies the batches, makes the manifests in the in-process job queue
+    and publishes, in this one process; prints one JSON line a phase."""
+    import tracemalloc
+
+    from sqlalchemy import select
+
+    from zarrchive.config import Settings
+    from zarrchive.db.models import Zarr, ZarrManifest
+    from zarrchive.jobs import InProcessJobQueue
+    from zarrchive.services.auth import Caller
+    from zarrchive.services.publish import publish
+    from zarrchive.services.runtime import Archive, set_current_archive
+
+    try:  # what `zarrchive serve` sets at its start (a tree from before it has none)
+        from zarrchive.allocator import map_large_blocks
+    except ImportError:
+        allocator = "glibc's default"
+    else:
+        allocator = "large blocks mapped apart" if map_large_blocks() else "glibc's default"
+    archive = Archive.from_settings(Settings.from_env(), migrate=False)
+    set_current_archive(archive)
+    jobs = InProcessJobQueue(threads=2)
+    zarr_id = os.environ["BENCH_ZARR_ID"]
+    caller = Caller(int(os.environ["BENCH_USER_ID"]), "bench", True)
+    sampler = _Sampler()
+    started = {"phase": "started", "rss_mib": _status_kib("VmRSS") / 1024, "allocator": allocator}
+    print(json.dumps(started), flush=True)
+    for round_ in range(rounds):
+        for mode in ("manifest", "publish"):
+            index = 2 * round_ + (mode == "publish")
+            _upload_batch(archive, caller, zarr_id, _batch(n, changes, index))
+            gc.collect()
+            time.sleep(1)
+            resting = _status_kib("VmRSS") / 1024
+            if trace:
+                tracemalloc.start(8)
+            sampler.reset()
+            start = time.perf_counter()
+            if mode == "manifest":
+                jobs.enqueue(
+                    "zarrchive.services.manifests:generate_manifest_job",
+                    {"zarr_id": zarr_id},
+                    key=f"manifest:{zarr_id}",
+                )
+                assert jobs.join(timeout=600), "the manifest job did not end"
+                assert jobs.failed == 0, "the manifest job failed"
+            else:  # in a request thread of the server
+                _in_thread(lambda: publish(archive, caller, os.environ["BENCH_DANDISET"]))
+            seconds = time.perf_counter() - start
+            peak = max(sampler.peak_kib, _status_kib("VmHWM")) / 1024
+            after = _status_kib("VmRSS") / 1024
+            result: dict[str, Any] = {
+                "phase": mode,
+                "round": round_,
+                "seconds": round(seconds, 1),
+                "load": round(os.getloadavg()[0], 1),
+                "resting_mib": round(resting, 1),
+                "peak_mib": round(peak, 1),
+                "after_mib": round(after, 1),
+                "malloc_at_peak_used_free_mib": [round(x, 1) for x in sampler.at_peak],
+            }
+            if trace:
+                _current, traced_peak = tracemalloc.get_traced_memory()
+                result["traced_peak_mib"] = round(traced_peak / 2**20, 1)
+                if sampler.trace is not None:
+                    top = sampler.trace.statistics("traceback")[:6]
+                    result["traced_top"] = [
+                        f"{s.size / 2**20:.1f} MiB in {s.count}: "
+                        + " <- ".join(
+                            f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}" for f in s.traceback[:4]
+                        )
+                        for s in top
+                    ]
+                tracemalloc.stop()
+            gc.collect()
+            time.sleep(3)
+            result["after_3s_mib"] = round(_status_kib("VmRSS") / 1024, 1)
+            result["malloc_after_used_free_mib"] = [round(x, 1) for x in _mallinfo()]
+            with archive.db.session() as session:
+                zarr = session.get(Zarr, zarr_id)
+                assert zarr is not None
+                row = session.scalar(
+                    select(ZarrManifest).where(
+                        ZarrManifest.zarr_id == zarr_id, ZarrManifest.checksum == zarr.checksum
+                    )
+                )
+                # from records: a listing of S3 (the batches' objects only) would not match
+                assert row is not None and row.listing_checksum == zarr.checksum, mode
+            print(json.dumps(result), flush=True)
+    sampler.stop()
+    jobs.close(wait=True, timeout=30)
+    archive.close()
+
+
+def in_process_run(n: int, changes: int, rounds: int, trace: bool) -> None:
+    from zarrchive.config import Settings
+    from zarrchive.storage.seaweedfs import SeaweedFS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = SeaweedFS(Path(tmp) / "s3", "bench", "bench-secret")
+        server.start()
+        try:
+            env = _bench_env(tmp, server.endpoint_url)
+            from zarrchive.services.runtime import Archive
+
+            archive = Archive.from_settings(Settings.from_env(env))
+            child_env = _bench_setup(archive, env, n)
+            archive.close()
+            command = [sys.executable, __file__, "--in-process-child", str(n), str(changes)]
+            command += [str(rounds), "trace" if trace else "-"]
+            proc = subprocess.Popen(command, env=child_env, stdout=subprocess.PIPE, text=True)
+            assert proc.stdout is not None
+            arena = os.environ.get("MALLOC_ARENA_MAX", "unset")
+            for line in proc.stdout:
+                r = json.loads(line)
+                if r["phase"] == "started":
+                    print(
+                        f"in one process, {n} entries (MALLOC_ARENA_MAX {arena}, allocator: "
+                        f"{r['allocator']}): {r['rss_mib']:.0f} MiB after its imports",
+                        flush=True,
+                    )
+                    continue
+                what = "manifest job" if r["phase"] == "manifest" else "snapshot publish"
+                print(
+                    f"  round {r['round']}, {what}: {r['seconds']} s (load {r['load']}), RSS "
+                    f"resting {r['resting_mib']:.0f}, peak {r['peak_mib']:.0f} "
+                    f"(+{r['peak_mib'] - r['resting_mib']:.0f}), after {r['after_mib']:.0f}, "
+                    f"{r['after_3s_mib']:.0f} 3 s later MiB; malloc in use/free at the peak "
+                    f"{r['malloc_at_peak_used_free_mib']}, after "
+                    f"{r['malloc_after_used_free_mib']}",
+                    flush=True,
+                )
+                if "traced_peak_mib" in r:
+                    print(f"    Python heap (tracemalloc) peak {r['traced_peak_mib']} MiB")
+                    for top in r.get("traced_top", []):
+                        print(f"      {top}")
+            if proc.wait():
+                raise SystemExit(f"the in-process child failed ({proc.returncode})")
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=1_000_000)
@@ -419,6 +685,14 @@ def main() -> None:
     parser.add_argument(
         "--e2e", type=int, default=1_000_000, help="entries of the SeaweedFS Zarr (0: skip)"
     )
+    parser.add_argument(
+        "--in-process", type=int, default=0, help="entries of the one-process run (0: skip)"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="manifest+publish rounds in it")
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="the Python heap's peak in the one process"
+    )
+    parser.add_argument("--in-process-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--merge-child", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--e2e-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -429,10 +703,16 @@ def main() -> None:
     if args.e2e_child:
         e2e_child(args.e2e_child)
         return
+    if args.in_process_child:
+        n, changes, rounds, trace = args.in_process_child
+        in_process_child(int(n), int(changes), int(rounds), trace == "trace")
+        return
     if args.entries:
         merge_run(args.entries, args.changes)
     if args.e2e:
         e2e_run(args.e2e, args.changes)
+    if args.in_process:
+        in_process_run(args.in_process, args.changes, args.rounds, args.tracemalloc)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -385,3 +386,79 @@ def test_entry_from_an_s3_version() -> None:
     )
     with pytest.raises(InvalidManifest, match="not an entry below 'zarr/other/'"):
         ManifestEntry.from_s3_version(item, "zarr/other/")
+
+
+# -- chunk_stream: a streamed GET read as a file ---------------------------------------------
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [],
+        [b""],
+        [b"a"],
+        [b"", b"ab\ncd", b"", b"\n", b"efg\n\nh"],
+        [bytes([i % 256]) * (100_000 + i) for i in range(30)],
+        [bytearray(b"xy\n"), memoryview(b"z\nw")],
+    ],
+)
+def test_chunk_stream_reads_the_chunks_back_in_lines_and_reads(chunks: list[bytes]) -> None:
+    from zarrchive.manifest.writer import chunk_stream
+
+    whole = b"".join(bytes(c) for c in chunks)
+    assert chunk_stream(iter(chunks)).read() == whole
+    assert b"".join(chunk_stream(iter(chunks))) == whole  # line by line
+    stream = chunk_stream(iter(chunks))
+    pieces = []
+    while piece := stream.read(777):
+        pieces.append(piece)
+    assert b"".join(pieces) == whole
+
+
+def test_chunk_stream_takes_a_chunk_only_once_the_last_is_read_through() -> None:
+    """Memory bounded by the chunk size, whatever the file's: never more than the reader's
+    buffer and one chunk taken from the iterator ahead of what was read."""
+    from zarrchive.manifest.writer import _COPY_CHUNK, chunk_stream
+
+    size = 256 * 1024
+    taken = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal taken
+        for i in range(40):
+            taken += 1
+            yield (b"%07d\n" % i) * (size // 8)
+
+    stream = chunk_stream(chunks())
+    read = 0
+    lines = 0
+    for line in stream:
+        read += len(line)
+        lines += 1
+        assert taken * size <= read + _COPY_CHUNK + size
+    assert (lines, read, taken) == (40 * size // 8, 40 * size, 40)
+
+
+def test_chunk_stream_holds_one_chunk_never_a_copy_of_its_rest() -> None:
+    """The Python memory of reading a stream of 4 MiB chunks line by line: one chunk and the
+    reader's buffer (slicing off what was read, as it once did, held a second, near-whole
+    copy of each chunk)."""
+    import tracemalloc
+
+    from zarrchive.manifest.writer import _COPY_CHUNK, chunk_stream
+
+    size = 4 * 1024 * 1024
+
+    def chunks() -> Iterator[bytes]:
+        for i in range(6):
+            yield (b"%07d\n" % i) * (size // 8)
+
+    tracemalloc.start()
+    try:
+        stream = chunk_stream(chunks())
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        read = sum(len(line) for line in stream)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert read == 6 * size
+    assert peak < size + _COPY_CHUNK + 256 * 1024

@@ -68,10 +68,12 @@ def app_from_env() -> FastAPI:
 
     The parent process has migrated the database already.
     """
+    from zarrchive.allocator import map_large_blocks
     from zarrchive.api import create_app
     from zarrchive.jobs import job_queue_from_settings
     from zarrchive.services.runtime import Archive, set_current_archive
 
+    map_large_blocks()  # a long-lived process: see zarrchive.allocator
     settings = Settings.from_env()
     archive = Archive.from_settings(settings, migrate=False)
     archive.jobs = job_queue_from_settings(settings)
@@ -96,11 +98,13 @@ def serve(
     """Start the archive: the API, background jobs and (by default) an embedded S3."""
     import uvicorn
 
+    from zarrchive.allocator import map_large_blocks
     from zarrchive.services.runtime import Archive
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    map_large_blocks()  # a long-lived process: see zarrchive.allocator
     settings = Settings.from_env()
     if host is not None:
         settings = settings.with_overrides(host=host)

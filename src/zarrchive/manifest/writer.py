@@ -364,7 +364,10 @@ class GeneratedManifest:
 
 
 def chunk_stream(chunks: Iterator[bytes]) -> io.BufferedReader:
-    """A readable binary file object over an iterator of byte chunks (e.g. a streamed GET)."""
+    """A readable binary file object over an iterator of byte chunks (e.g. a streamed GET).
+
+    It holds one chunk at a time (the next is taken once the last is read through, never
+    copied: the memory of a streamed read is its chunk size, whatever the file's size)."""
     return io.BufferedReader(_ChunkReader(chunks), buffer_size=_COPY_CHUNK)
 
 
@@ -373,21 +376,24 @@ class _ChunkReader(io.RawIOBase):
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks = chunks
-        self._pending = b""
+        self._pending = memoryview(b"")
+        self._offset = 0
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
-        while not self._pending:
+        while self._offset >= len(self._pending):
+            self._pending.release()
+            self._pending, self._offset = memoryview(b""), 0  # the last chunk let go first
             try:
-                self._pending = next(self._chunks)
+                self._pending = memoryview(next(self._chunks)).cast("B")
             except StopIteration:
                 return 0
-        n = min(len(view), len(self._pending))
-        view[:n] = self._pending[:n]
-        self._pending = self._pending[n:]
+        n = min(len(view), len(self._pending) - self._offset)
+        view[:n] = self._pending[self._offset : self._offset + n]
+        self._offset += n
         return n
 
 

@@ -77,7 +77,13 @@ from zarrchive.storage.objects import ObjectStore
 
 log = logging.getLogger(__name__)
 
-_SPOOL_BYTES = 16 * 1024 * 1024
+#: The manifest being made is kept in memory up to this size, then in a temporary file
+#: (a 10^6-entry manifest is over 100 MiB; a BytesIO growing to 16 MiB held two copies of
+#: itself at its last resize).
+_SPOOL_BYTES = 2 * 1024 * 1024
+#: The chunks in which a manifest is read from S3 (botocore's read of 8 MiB held two or
+#: three copies of it at once; the merge reads line by line).
+READ_CHUNK = 1024 * 1024
 #: Prefixes of a Zarr listed at once by the manifest job (S3 serves prefixes in parallel).
 LIST_PARALLELISM = 8
 
@@ -326,7 +332,9 @@ def _from_records(
                     merge_changes((), changes), body, database_checksum=checksum
                 )
             else:
-                chunks = store.iter_content(manifest_key(zarr_id, chain.base_checksum))
+                chunks = store.iter_content(
+                    manifest_key(zarr_id, chain.base_checksum), chunk_size=READ_CHUNK
+                )
                 try:
                     # not verified on reading: the merged tree hash is checked against
                     # the archive's checksum below (a wrong base or record fails it)
@@ -443,7 +451,7 @@ def audit_manifest(
         return ManifestAudit(zarr_id, before.checksum, AuditStatus.NO_MANIFEST)
     kept: list[ManifestDifference] = []
     count = 0
-    chunks = store.iter_content(manifest_key(zarr_id, before.checksum))
+    chunks = store.iter_content(manifest_key(zarr_id, before.checksum), chunk_size=READ_CHUNK)
     try:
         stored = read_manifest(chunk_stream(chunks), verify=False).entries
         for difference in diff_manifests(stored, current_entries(store, zarr_id)):

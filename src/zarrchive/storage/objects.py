@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import boto3
 import botocore.session
 import botocore.utils
+from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -62,6 +63,28 @@ READ_TIMEOUT = 8
 #: Server-side copies (``CopyObject``, ``UploadPartCopy``) answer only once the data is copied:
 #: their wait scales with the size (a 64 MiB part took over 8 s on a loaded SeaweedFS).
 COPY_READ_TIMEOUT = 300
+
+#: Uploads of a stream (:meth:`ObjectStore.upload_fileobj`: manifests of 10^6 entries are
+#: over 100 MiB): parts of :data:`UPLOAD_PART_SIZE`, :data:`UPLOAD_CONCURRENCY` PUTs at once,
+#: at most :data:`UPLOAD_PARTS_IN_MEMORY` parts read and not yet stored by S3 (boto3's
+#: default, 10 parts of 8 MiB held at once, took a long-lived server's RSS ~80 MiB up per
+#: upload, and its allocator kept much of it), plus the one being read.
+UPLOAD_PART_SIZE = 8 * 1024 * 1024
+UPLOAD_CONCURRENCY = 4
+UPLOAD_PARTS_IN_MEMORY = 4
+
+
+def upload_transfer_config() -> TransferConfig:
+    """boto3's transfer settings of :meth:`ObjectStore.upload_fileobj` (see
+    :data:`UPLOAD_PART_SIZE`)."""
+    config = TransferConfig(
+        multipart_threshold=UPLOAD_PART_SIZE,
+        multipart_chunksize=UPLOAD_PART_SIZE,
+        max_concurrency=UPLOAD_CONCURRENCY,
+    )
+    # s3transfer's bound on the parts held in memory (not a TransferConfig argument in boto3)
+    config.max_in_memory_upload_chunks = UPLOAD_PARTS_IN_MEMORY
+    return config
 
 
 @contextmanager
@@ -441,10 +464,15 @@ class ObjectStore:
         return version
 
     def upload_fileobj(self, key: str, fileobj: IO[bytes], content_type: str) -> None:
-        """Stream a file object to *key* (multipart when large)."""
+        """Stream a file object to *key* (multipart when large: memory bounded by
+        :func:`upload_transfer_config`, whatever the size)."""
         with s3_errors(f"upload of {key!r}"):
             self.client.upload_fileobj(
-                fileobj, self.bucket, key, ExtraArgs={"ContentType": content_type}
+                fileobj,
+                self.bucket,
+                key,
+                ExtraArgs={"ContentType": content_type},
+                Config=upload_transfer_config(),
             )
 
     def delete(self, key: str) -> None:
