@@ -57,6 +57,15 @@ def refused(api: httpx.Client, zarr_id: str, *uids: str) -> list[dict[str, Any]]
     return rows
 
 
+def queue_batches(api: httpx.Client, zarr_id: str, *batches: dict[str, bytes]) -> list[str]:
+    """Open, send and queue (``verify=apply``) each batch in turn: their uids."""
+    uids = []
+    for files in batches:
+        put_files(open_declared(api, zarr_id, files), files)
+        uids.append(queue(api, zarr_id)[0])
+    return uids
+
+
 def staged_keys(archive: Archive, zarr_id: str, uid: str) -> list[str]:
     return [v.key for v in archive.store.iter_versions(staging_prefix(zarr_id, uid))]
 
@@ -172,10 +181,7 @@ def test_a_batch_checked_while_the_one_before_is_copied_is_refused_all_the_same(
 ) -> None:
     # three batches queued before the apply runs: the check of each of the last two is
     # listed while the one before it is copied; the third lacks a file
-    uids = []
-    for files in (FILES, {"arr/2": b"two"}):
-        put_files(open_declared(api, zarr_id, files), files)
-        uids.append(queue(api, zarr_id)[0])
+    uids = queue_batches(api, zarr_id, FILES, {"arr/2": b"two"})
     bad = {"arr/3": b"three", "arr/4": b"four"}
     urls = open_declared(api, zarr_id, bad)
     put_files([u for u in urls if u["path"] != "arr/4"], bad)
@@ -215,11 +221,7 @@ def test_staging_drops_wait_until_no_batch_does(
 
     monkeypatch.setattr(apply, "_copy_into_place", copied)
     monkeypatch.setattr(apply, "_drop_staging", dropped)
-    uids = []
-    for i in range(3):
-        files = {f"arr/{i}": bytes([i]) * 10}
-        put_files(open_declared(api, zarr_id, files), files)
-        uids.append(queue(api, zarr_id)[0])
+    uids = queue_batches(api, zarr_id, *({f"arr/{i}": bytes([i]) * 10} for i in range(3)))
     held.run(APPLY)
     assert events == ["copy"] * 3 + ["drop"] * 3
     for uid in uids:
@@ -286,10 +288,7 @@ def test_the_next_batch_is_copied_while_the_one_before_commits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     batches_ = [{f"arr/{i}/{j}": bytes([i, j]) * 50 for j in range(3)} for i in range(3)]
-    uids = []
-    for files in batches_:
-        put_files(open_declared(api, zarr_id, files), files)
-        uids.append(queue(api, zarr_id)[0])
+    uids = queue_batches(api, zarr_id, *batches_)
     spy = CopySpy(monkeypatch)
     apply_changes = apply.apply_changes
     overlapped: list[bool] = []
@@ -324,10 +323,7 @@ def test_a_batch_rewriting_a_path_of_the_one_before_is_copied_after_its_commit(
 ) -> None:
     first = {"arr/0": b"first", "arr/1": b"one"}
     second = {"arr/0": b"second", "arr/2": b"two"}
-    uids = []
-    for files in (first, second):
-        put_files(open_declared(api, zarr_id, files), files)
-        uids.append(queue(api, zarr_id)[0])
+    uids = queue_batches(api, zarr_id, first, second)
     spy = CopySpy(monkeypatch)
     apply_changes = apply.apply_changes
     copied_before_commit: list[int] = []
@@ -355,10 +351,7 @@ def test_a_commit_that_fails_after_the_next_batch_was_copied_ahead_loses_nothing
 ) -> None:
     first = {"a/0": b"zero", "a/1": b"one"}
     second = {"b/0": b"b zero", "b/1": b"b one"}
-    uids = []
-    for files in (first, second):
-        put_files(open_declared(api, zarr_id, files), files)
-        uids.append(queue(api, zarr_id)[0])
+    uids = queue_batches(api, zarr_id, first, second)
     spy = CopySpy(monkeypatch)
     apply_changes = apply.apply_changes
     failures = [0]

@@ -62,7 +62,9 @@ def check_staged(
     declared = declared or {}
     prefix = staging_prefix(zarr_id, uid)
     latest: dict[str, tuple[str | None, int, str | None]] = {}
-    for version in store.iter_versions(prefix):
+    # the current versions only (a deleted file is missing), its directories listed in
+    # parallel: on the apply's path, under the uploads' and copies' load
+    for version in store.iter_current_versions(prefix):
         path = version.key[len(prefix) :]
         if version.is_latest and path in expected:
             latest[path] = (
