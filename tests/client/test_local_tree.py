@@ -488,6 +488,31 @@ def test_chunks_read_while_the_walk_goes_on_give_the_scans_tree(
     assert poisoned(scanned(root, cache)) == set(expected) - ancestors("c/1/7/f")
 
 
+def test_a_directory_whose_records_do_not_fit_is_read_and_gets_no_row(
+    tmp_path: Path, cache: DigestCache, settled: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A device or inode number beyond 64 bits (``_records`` gives none): its files are read
+    every run, its row is never written, the others are cached as usual."""
+    from zarrchive.client import local_tree
+
+    root = tmp_path / "z"
+    make_tree(root)
+    expected = truth(root)
+    records = local_tree._records
+    odd = (root / "a/0/1/10").stat().st_ino  # its directory's records "overflow"
+
+    def overflowing(stats: list[os.stat_result]) -> object:
+        return None if any(st.st_ino == odd for st in stats) else records(stats)
+
+    monkeypatch.setattr(local_tree, "_records", overflowing)
+    assert scan_tree(root, cache=cache, jobs=2).digests == expected
+    key = os.fsencode(os.path.abspath(root))
+    assert key + b"/a/0/1" not in cache.keys_below(key)
+    assert key + b"/a/0/2" in cache.keys_below(key)
+    poison(cache)
+    assert poisoned(scanned(root, cache)) == set(expected) - ancestors("a/0/1/10")
+
+
 def test_a_survey_reads_nothing_and_lists_the_big_files(
     tmp_path: Path, cache: DigestCache, settled: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

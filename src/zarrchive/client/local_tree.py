@@ -40,7 +40,8 @@ the hashing).  Which directories have a row is read once, by one range query
 not looked up.  The walk ``stat``-s every file once (:func:`survey_tree` stops there, before
 any file is read); the record it took is the one kept (no ``fstat`` as the file is read,
 see :func:`_read_surveyed_batch`), so a first run costs what a run without the cache costs,
-plus those stats and packing the rows.
+plus those stats and packing the rows.  A directory whose records don't fit 64-bit integers
+(a device or inode number beyond them) is read the same way and gets no row.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, itemgetter
 from stat import S_ISDIR, S_ISREG
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, TypeAlias
 
 from zarrchive.checksum import DirectoryDigest
 from zarrchive.checksum.digest import EMPTY_CHECKSUM
@@ -75,13 +76,11 @@ from zarrchive.client.local import (
     BLOCK_SIZE,
     CHUNK_FILES,
     ProgressCallback,
-    _batches,
     _check_jobs,
     _check_root,
     _display,
     _list_directory,
     _names_are_valid,
-    _Run,
     _validate,
 )
 from zarrchive.errors import LocalFileError
@@ -161,8 +160,8 @@ class _Pending:
         self.key = b""
         self.os_prefix = ""
         #: The stat records the walk took of :attr:`to_read` (5 integers a file, in
-        #: :class:`~zarrchive.client.digest_cache.StatKey` order), when it stat-ed every file
-        #: (a survey): they are kept, not an ``fstat`` of each file as it is read.
+        #: :class:`~zarrchive.client.digest_cache.StatKey` order): they are kept, not an
+        #: ``fstat`` of each file as it is read.
         self.read_records: array[int] | None = None
         #: ``(name, md5, size)`` of the files whose record is the cached one.
         self.known: list[ChildRow] = []
@@ -225,9 +224,9 @@ class _Frame:
 
 
 class _Scan:
-    """One walk.  *stat_files* (a survey, :func:`survey_tree`): every file is ``stat``-ed by
-    the walk (its count, size and the files over *limit* are known before any is read, and
-    its record is the one kept, no ``fstat``); *defer*: no file is read during the walk,
+    """One walk.  Every file is ``stat``-ed by the walk: its count, size and the files over
+    *limit* are known before any is read, and its record is the one kept (no ``fstat`` as
+    it is read).  *defer* (a survey, :func:`survey_tree`): no file is read during the walk,
     :meth:`flush_all` reads them after it."""
 
     def __init__(
@@ -237,7 +236,6 @@ class _Scan:
         progress: ProgressCallback | None,
         now_ns: int,
         *,
-        stat_files: bool = False,
         defer: bool = False,
         limit: int | None = None,
     ) -> None:
@@ -245,7 +243,6 @@ class _Scan:
         self.jobs = jobs
         self.progress = progress
         self.now_ns = now_ns
-        self.stat_files = stat_files
         self.defer = defer
         self.limit = limit
         self.digests: dict[str, str] = {}
@@ -253,7 +250,7 @@ class _Scan:
         self.pending_files = 0
         self.done_files = 0
         self.done_bytes = 0
-        #: With *stat_files*: the files found and their bytes, and those over *limit*.
+        #: The files found and their bytes, and those over *limit*.
         self.files = 0
         self.size = 0
         self.too_big: list[tuple[str, int]] = []
@@ -264,15 +261,9 @@ class _Scan:
         self.known_keys: set[bytes] = set()
         #: Writes the rows on its own thread (made by the first :meth:`flush` with rows).
         self.writer: RowWriter | None = None
-        #: The chunks being read: ``(pending, started, read, read_surveyed)``, oldest first.
-        self.reading: deque[
-            tuple[
-                list[_Pending],
-                int,
-                Callable[[], list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]]],
-                Callable[[], list[tuple[str, tuple[list[ChildRow], bytearray]]]],
-            ]
-        ] = deque()
+        #: The chunks being read: ``(pending, started, what waits for the reads)``, oldest
+        #: first.
+        self.reading: deque[tuple[list[_Pending], int, Callable[[], list[_Read]]]] = deque()
 
     # -- the walk ---------------------------------------------------------------------------
     def walk(self, root: str | os.PathLike[str]) -> None:
@@ -313,17 +304,13 @@ class _Scan:
         frame.identity = identity
         frame.key = key = self.root_key + os.fsencode(os.sep + path) if path else self.root_key
         row = frame.row = self.cache.row(key, self.now_ns) if key in self.known_keys else None
-        listing = None
-        if self.stat_files or (row is not None and row.digest is not None):
-            # Worth a stat of every entry: they decide whether the row is still true (and a
-            # survey needs every file's size).
-            listing = self._stat_listing(frame, os_path)
+        listing = self._stat_listing(frame, os_path)
         if listing is None:
             listing = _list_directory(os_path)
             frame.files = listing[0]
             frame.dirs = sorted(name[:-1] for name in listing[1])
             frame.dir_stats = self._stat_all(os_prefix, frame.dirs)
-            frame.file_stats = self._stat_all(os_prefix, frame.files) if self.stat_files else None
+            frame.file_stats = self._stat_all(os_prefix, frame.files)
         files, dirs = frame.files, frame.dirs
         prefix = path + "/" if path else ""
         frame.trusted = trusted and _names_are_valid(
@@ -339,7 +326,7 @@ class _Scan:
             frame.records = records = _records(file_stats)
             if records is not None and row is not None and row.digest is not None:
                 packed = _stored(records)
-            if self.stat_files and file_stats:
+            if file_stats:
                 sizes = list(map(_st_size, file_stats))
                 self.files += len(sizes)
                 self.size += sum(sizes)
@@ -440,17 +427,21 @@ class _Scan:
         pending.children = frame.children
         pending.dirs = frame.dirs
         pending.dir_records = _pack_stats(frame.dir_stats)
+        file_stats = frame.file_stats
+        assert file_stats is not None  # (the walk stats every file)
+        records = frame.records
+        if records is None:
+            # a device or inode number beyond 64 bits: the directory gets no row, its files
+            # are read with records that are never kept
+            records = _unkept_records(file_stats)
+            pending.dir_records = None
         if row is not None and row.names and frame.files:
-            file_stats = frame.file_stats
-            if file_stats is None:
-                file_stats = self._stat_all(frame.os_prefix, frame.files)
             self._sort_known(frame, row, file_stats, pending)
-            if self.stat_files and frame.records is not None and pending.to_read:
-                pending.read_records = _subset(frame.records, frame.files, pending.to_read)
+            if pending.to_read:
+                pending.read_records = _subset(records, frame.files, pending.to_read)
         else:
             pending.to_read = frame.files
-            if self.stat_files:
-                pending.read_records = frame.records
+            pending.read_records = records
         self.pending.append(pending)
         self.pending_files += len(pending.to_read)
         if parent is not None:
@@ -521,34 +512,28 @@ class _Scan:
         """Start reading the files of *pending* (finished by :meth:`_finish_reads`)."""
         if not pending:
             return
-        started = _local._time_ns()  # before any file of the chunk is opened
-        runs: list[_Run] = []
+        started = _local._time_ns()
         surveyed: list[_SurveyedRun] = []
         for p in pending:
             if p.to_read:
-                if p.read_records is None:
-                    runs.append((p.path, p.os_prefix, p.to_read))
-                else:
-                    surveyed.append((p.path, p.os_prefix, p.to_read, p.read_records, 0))
-        read = self._read(runs, started - SETTLE_NS)
+                assert p.read_records is not None
+                surveyed.append((p.path, p.os_prefix, p.to_read, p.read_records, 0))
         # Their records were taken by the walk, after the clock's now_ns: settled since then.
-        read_surveyed = self._read_surveyed(surveyed, self.now_ns - SETTLE_NS)
-        self.reading.append((pending, started, read, read_surveyed))
+        self.reading.append((pending, started, self._read(surveyed, self.now_ns - SETTLE_NS)))
 
     def _finish_reads(self, keep: int) -> None:
         """Finish the chunks being read, oldest first, until at most *keep* are left."""
         while len(self.reading) > keep:
-            pending, started, read, read_surveyed = self.reading.popleft()
-            self._flush(pending, started, dict(read()), dict(read_surveyed()))
+            pending, started, read = self.reading.popleft()
+            self._flush(pending, started, dict(read()))
 
     def _flush(
         self,
         pending: list[_Pending],
         started: int,
-        read: dict[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]],
-        read_surveyed: dict[str, tuple[list[ChildRow], bytearray]],
+        read: dict[str, tuple[list[ChildRow], bytearray]],
     ) -> None:
-        """Compute the digests of *pending* (their files read: *read*, *read_surveyed*, from
+        """Compute the digests of *pending* (their files read: *read*; the chunk started at
         *started*) and write their rows."""
         rows: list[tuple[bytes, DirectoryRow]] = []
         for item in pending:
@@ -556,8 +541,8 @@ class _Scan:
             hashed_ns = started
             packed: bytes | None = None
             records: list[tuple[int, ...] | None] | None = None
-            fresh = read.get(item.path)
-            got = read_surveyed.get(item.path)
+            fresh: tuple[list[ChildRow], list[tuple[int, ...] | None]] | None = None
+            got = read.get(item.path)
             if got is not None:
                 hashed_ns = self.now_ns
                 fresh_rows, kept = got
@@ -645,7 +630,7 @@ class _Scan:
                 self.writer = self.cache.writer()
             self.writer.submit(rows)
 
-    def _read_surveyed(
+    def _read(
         self, runs: list[_SurveyedRun], settled_ns: int
     ) -> Callable[[], list[tuple[str, tuple[list[ChildRow], bytearray]]]]:
         """Start reading and md5-ing the files of *runs* (whose records the walk took), on
@@ -660,20 +645,6 @@ class _Scan:
                 self._pool().submit(_read_surveyed_batch, batch, settled_ns)
                 for batch in _surveyed_batches(runs, size)
             ]
-        )
-
-    def _read(
-        self, runs: list[_Run], settled_ns: int
-    ) -> Callable[[], list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]]]:
-        """Start reading and md5-ing the files of *runs*, on the thread pool unless they are
-        few; returns what waits for the results."""
-        count = sum(len(names) for _, _, names in runs)
-        if count < FEW_FILES or self.jobs == 1:
-            done = _read_batch(runs, settled_ns) if count else []
-            return lambda: done
-        size = max(1, min(64, -(-count // (4 * self.jobs))))
-        return _merged(
-            [self._pool().submit(_read_batch, batch, settled_ns) for batch in _batches(runs, size)]
         )
 
     def _pool(self) -> ThreadPoolExecutor:
@@ -710,17 +681,12 @@ class _Scan:
         return LocalTree(digests)
 
 
-_Row = TypeVar("_Row", bytearray, list[tuple[int, ...] | None])
-
-
-def _merged(
-    futures: list[Future[list[tuple[str, tuple[list[ChildRow], _Row]]]]],
-) -> Callable[[], list[tuple[str, tuple[list[ChildRow], _Row]]]]:
+def _merged(futures: list[Future[list[_Read]]]) -> Callable[[], list[_Read]]:
     """What waits for *futures* (batches of runs, in order) and joins the pieces of a
     directory split between batches."""
 
-    def collect() -> list[tuple[str, tuple[list[ChildRow], _Row]]]:
-        merged: dict[str, tuple[list[ChildRow], _Row]] = {}
+    def collect() -> list[_Read]:
+        merged: dict[str, tuple[list[ChildRow], bytearray]] = {}
         for future in futures:
             for prefix, (rows, extra) in future.result():
                 found = merged.get(prefix)
@@ -737,63 +703,12 @@ def _merged(
 _buffers = threading.local()
 
 
-def _read_batch(
-    batch: list[_Run], settled_ns: int
-) -> list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]]:
-    """md5 every file of *batch* (the hot loop of a first run, as
-    :func:`zarrchive.client.local._hash_batch`), with each file's stat record (``fstat``
-    on the open file) if it may be cached: its mtime and ctime before *settled_ns*, and as
-    many bytes read as it had (see :func:`~zarrchive.client.digest_cache.may_store`)."""
-    try:
-        buffers: list[memoryview] = _buffers.buffers
-    except AttributeError:
-        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
-    view = buffers[0]
-    open_, readv, close, fstat, md5 = os.open, os.readv, os.close, os.fstat, hashlib.md5
-    flags, block = _OPEN_FLAGS, len(view)
-    result: list[tuple[str, tuple[list[ChildRow], list[tuple[int, ...] | None]]]] = []
-    for prefix, os_prefix, names in batch:
-        rows: list[ChildRow] = []
-        records: list[tuple[int, ...] | None] = []
-        append, keep = rows.append, records.append
-        for name in names:
-            path = os_prefix + name
-            try:
-                fd = open_(path, flags)
-                try:
-                    st = fstat(fd)
-                    size = n = readv(fd, buffers)
-                    digest = md5(view[:n], usedforsecurity=False)
-                    # A small file whose size the fstat just gave, read whole in one call:
-                    # no second call to find its end (the first one's shortness says it).
-                    # Grown since the fstat, it is read on and its record not kept.
-                    if n == st.st_size and n < block:
-                        n = 0
-                    while n:
-                        n = readv(fd, buffers)
-                        if n:
-                            digest.update(view[:n])
-                            size += n
-                finally:
-                    close(fd)
-            except OSError as exc:
-                raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
-            append((name, digest.hexdigest(), size))
-            # (dev, ino, size, mtime_ns, ctime_ns); a device or inode number beyond 64 bits
-            # makes the directory's row unpackable: not cached (pack_records)
-            record = _record(st)
-            keep(
-                record
-                if record[3] < settled_ns and record[4] < settled_ns and record[2] == size
-                else None
-            )
-        result.append((prefix, (rows, records)))
-    return result
-
-
 #: ``(prefix, os_prefix, names, records, offset)``: files of one directory whose stat
 #: records the walk took: ``names[k]``'s is ``records[5 * (offset + k) : 5 * (offset + k) + 5]``.
 _SurveyedRun: TypeAlias = tuple[str, str, list[str], "array[int]", int]
+#: ``(prefix, (rows, kept))``: a directory's files read, their ``(name, md5, size)`` and,
+#: per file, whether its record may be kept (``1``).
+_Read: TypeAlias = tuple[str, tuple[list[ChildRow], bytearray]]
 
 
 def _surveyed_batches(runs: list[_SurveyedRun], size: int) -> Iterator[list[_SurveyedRun]]:
@@ -818,9 +733,8 @@ def _surveyed_batches(runs: list[_SurveyedRun], size: int) -> Iterator[list[_Sur
 def _read_surveyed_batch(
     batch: list[_SurveyedRun], settled_ns: int
 ) -> list[tuple[str, tuple[list[ChildRow], bytearray]]]:
-    """md5 every file of *batch*, the hot loop of a survey's first run: as
-    :func:`_read_batch`, but each file's stat record is the one the walk took (no
-    ``fstat``).  It is kept (``1`` in the mask) if settled before *settled_ns* (the clock
+    """md5 every file of *batch*, the hot loop of a first run; each file's stat record is
+    the one the walk took (no ``fstat``).  It is kept (``1`` in the mask) if settled before *settled_ns* (the clock
     before the walk's ``stat``) and as many bytes were read as it gave: a file written
     since that ``stat`` then has a later mtime or ctime, so the record kept is never
     that of the content read unless the two are the same."""
@@ -877,6 +791,19 @@ def _records(stats: list[os.stat_result]) -> array[int] | None:
         return None
 
 
+#: A time no record is settled before: a record with it is never kept.
+_NEVER_SETTLED = (1 << 63) - 1
+
+
+def _unkept_records(stats: list[os.stat_result]) -> array[int]:
+    """Records of *stats* to read their files by (their sizes), never kept (see
+    :func:`_read_surveyed_batch`): for files whose own records don't fit (:func:`_records`)."""
+    return array(
+        "q",
+        chain.from_iterable((0, 0, st.st_size, _NEVER_SETTLED, _NEVER_SETTLED) for st in stats),
+    )
+
+
 def _stored(records: array[int]) -> bytes:
     """*records* as a row stores them (:func:`~zarrchive.client.digest_cache.pack_records`)."""
     if _BIG_ENDIAN:
@@ -922,9 +849,7 @@ def scan_tree(
 
         completed = local_directory_digests(root, jobs=jobs, progress=progress)
         return LocalTree({d.path: d.digest for d in completed if d.count or not d.path})
-    # Every file is stat-ed by the walk, as a survey does: its record is the one kept, no
-    # fstat as it is read (a first run then costs about what a run without the cache does).
-    scan = _Scan(cache, jobs, progress, _local._time_ns(), stat_files=True)
+    scan = _Scan(cache, jobs, progress, _local._time_ns())
     try:
         scan.walk(root)
         scan.flush()
@@ -987,7 +912,7 @@ def survey_tree(
     be ``stat``-ed, before any file is read.  *cache* must be usable.
     """
     jobs = _check_jobs(jobs)
-    scan = _Scan(cache, jobs, progress, _local._time_ns(), stat_files=True, defer=True, limit=limit)
+    scan = _Scan(cache, jobs, progress, _local._time_ns(), defer=True, limit=limit)
     try:
         scan.walk(root)
     except BaseException:
