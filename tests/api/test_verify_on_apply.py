@@ -6,6 +6,7 @@ becomes visible, and ``GET .../upload/refused/?batch=<uid>`` names its files."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -280,6 +281,17 @@ class CopySpy:
             return self.changed.wait_for(lambda: self.copied.get(uid, 0) >= count, timeout)
 
 
+def before_each_commit(monkeypatch: pytest.MonkeyPatch, hook: Callable[[set[str]], None]) -> None:
+    """Call *hook* with the paths of each batch's tree update, just before it is made."""
+    apply_changes = apply.apply_changes
+
+    def commit(store: ObjectStore, zid: str, changes: dict[str, Any], *args: Any) -> Any:
+        hook(set(changes))
+        return apply_changes(store, zid, changes, *args)
+
+    monkeypatch.setattr(apply, "apply_changes", commit)
+
+
 def test_the_next_batch_is_copied_while_the_one_before_commits(
     api: httpx.Client,
     zarr_id: str,
@@ -290,17 +302,15 @@ def test_the_next_batch_is_copied_while_the_one_before_commits(
     batches_ = [{f"arr/{i}/{j}": bytes([i, j]) * 50 for j in range(3)} for i in range(3)]
     uids = queue_batches(api, zarr_id, *batches_)
     spy = CopySpy(monkeypatch)
-    apply_changes = apply.apply_changes
     overlapped: list[bool] = []
 
-    def commit(store: ObjectStore, zid: str, changes: dict[str, Any], *args: Any) -> Any:
+    def commit(changed: set[str]) -> None:
         # batch k's tree update: batch k+1's copies are made meanwhile, not after
-        k = next(i for i, files in enumerate(batches_) if set(changes) == set(files))
+        k = next(i for i, files in enumerate(batches_) if changed == set(files))
         if k + 1 < len(uids):
             overlapped.append(spy.wait_for(uids[k + 1], len(batches_[k + 1])))
-        return apply_changes(store, zid, changes, *args)
 
-    monkeypatch.setattr(apply, "apply_changes", commit)
+    before_each_commit(monkeypatch, commit)
     assert held.run(APPLY) == 1
     assert overlapped == [True, True]
     everything = {p: b for files in batches_ for p, b in files.items()}
@@ -325,14 +335,10 @@ def test_a_batch_rewriting_a_path_of_the_one_before_is_copied_after_its_commit(
     second = {"arr/0": b"second", "arr/2": b"two"}
     uids = queue_batches(api, zarr_id, first, second)
     spy = CopySpy(monkeypatch)
-    apply_changes = apply.apply_changes
     copied_before_commit: list[int] = []
-
-    def commit(store: ObjectStore, zid: str, changes: dict[str, Any], *args: Any) -> Any:
-        copied_before_commit.append(spy.copied.get(uids[1], 0))
-        return apply_changes(store, zid, changes, *args)
-
-    monkeypatch.setattr(apply, "apply_changes", commit)
+    before_each_commit(
+        monkeypatch, lambda _: copied_before_commit.append(spy.copied.get(uids[1], 0))
+    )
     held.run(APPLY)
     assert copied_before_commit == [0, 2]  # nothing of the second before the first's commit
     assert s3_body(archive, zarr_id, "arr/0") == b"second"
@@ -353,17 +359,15 @@ def test_a_commit_that_fails_after_the_next_batch_was_copied_ahead_loses_nothing
     second = {"b/0": b"b zero", "b/1": b"b one"}
     uids = queue_batches(api, zarr_id, first, second)
     spy = CopySpy(monkeypatch)
-    apply_changes = apply.apply_changes
     failures = [0]
 
-    def fails_once(*args: Any) -> Any:
+    def fails_once(_: set[str]) -> None:
         if not failures[0]:
             failures[0] += 1
             assert spy.wait_for(uids[1], len(second))  # the second batch is in S3 by key
             raise StorageError("injected: S3 failed the first batch's tree update")
-        return apply_changes(*args)
 
-    monkeypatch.setattr(apply, "apply_changes", fails_once)
+    before_each_commit(monkeypatch, fails_once)
     with pytest.raises(StorageError):
         apply.apply_pending(archive, zarr_id, wait=True)
     assert info(api, zarr_id)["file_count"] == 0
