@@ -21,6 +21,9 @@ Then a Zarr of ``--noop-files`` small files is uploaded once and re-uploaded unc
 
 With ``--rounds N`` the floor (presigned PUT + CopyObject) and ``zarrchive upload`` are
 measured N times per size, alternating which goes first; the table shows the last round.
+Each round also prints the CPU seconds each side spent, split into SeaweedFS, this process
+(the floor's PUTs and copies, or the archive's server) and the ``zarrchive`` client: equal CPU
+at a lower rate means the cores idled (waits, not work, are what the path loses).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import argparse
 import base64
 import hashlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -54,6 +58,29 @@ from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 KEY, SECRET = "bench", "bench-secret"
 ROOT = Path(__file__).resolve().parents[1]
 ZARRCHIVE = str(ROOT / ".venv" / "bin" / "zarrchive")
+
+
+class CpuMeter:
+    """CPU seconds (user + system) spent by SeaweedFS, this process (the archive's server, or
+    the floor's PUTs and copies) and the ``zarrchive`` subprocesses since :meth:`start`."""
+
+    def __init__(self, s3_pid: int) -> None:
+        self.s3_pid = s3_pid
+        self.since = self._now()
+
+    def _now(self) -> tuple[float, float, float]:
+        fields = Path(f"/proc/{self.s3_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        s3 = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        own = os.times()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return s3, own.user + own.system, children.ru_utime + children.ru_stime
+
+    def start(self) -> None:
+        self.since = self._now()
+
+    def spent(self) -> str:
+        s3, here, client = (b - a for a, b in zip(self.since, self._now(), strict=True))
+        return f"CPU s3 {s3:.1f} s, here {here:.1f} s, client {client:.1f} s ({s3 + here + client:.1f} s)"
 
 
 def make_files(root: Path, count: int, size: int) -> list[Path]:
@@ -231,6 +258,8 @@ def main() -> None:
             headers={"Authorization": f"token {token}"},
         ).json()["identifier"]
 
+        assert seaweed.process is not None
+        meter = CpuMeter(seaweed.process.pid)
         rows = []
         for size in (int(s) for s in args.sizes.split(",")):
             local = work / f"files-{size}.zarr"
@@ -248,13 +277,17 @@ def main() -> None:
                     local = moved
 
                 took: dict[str, float] = {}
+                cpu: dict[str, str] = {}
                 for side in ("ours", "floor") if r % 2 else ("floor", "ours"):  # alternating
+                    meter.start()
                     if side == "floor":
                         took[side] = raw_presigned_put(
                             s3, "bench", f"floor-{size}-{r}/", local, paths, args.jobs, copy=True
                         )
+                        cpu[side] = meter.spent()
                         continue
                     took[side] = zarrchive_upload(local, dandiset, args.jobs, env, trace=args.trace)
+                    cpu[side] = meter.spent()
                     # the server's work left after the upload (staging drops, the manifest)
                     # is done before anything else is measured
                     if not jobs.join(timeout=300):
@@ -268,6 +301,7 @@ def main() -> None:
                         f"zarrchive {n / ours:.0f} files/s, ratio {floor / ours:.2f}",
                         file=sys.stderr,
                     )
+                print(f"    floor: {cpu['floor']}; zarrchive: {cpu['ours']}", file=sys.stderr)
             if args.rounds > 1:
                 print(
                     f"{size // 1024} KiB: ratio to PUT + copy, median of {args.rounds} rounds: "
