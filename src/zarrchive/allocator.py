@@ -1,4 +1,6 @@
-"""The C allocator of the archive's long-lived processes (``zarrchive serve``, ``worker``).
+"""The C allocator of the archive's long-lived processes: ``zarrchive serve`` and its API
+worker processes (``zarrchive worker`` runs each job in a forked child, whose memory goes
+back to the system when it exits).
 
 glibc's ``malloc`` gives a block of 128 KiB or more a mapping of its own, returned to the
 system when the block is freed.  But when such a block is freed, glibc raises that threshold
