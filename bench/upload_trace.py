@@ -44,9 +44,16 @@ def trace_client() -> None:
         "zarrchive.client.upload"
     )  # (the package's upload is a function)
 
-    for name in ("_open_batch", "_complete", "_wait_at_rest", "_upload_entries"):
+    for name in (
+        "_open_batch",
+        "_open_ahead",
+        "_finish",
+        "_complete",
+        "_wait_at_rest",
+        "_upload_entries",
+    ):
         _wrap(upload.Uploader, name, "client")
-    for name in ("complete_upload", "open_upload", "get_zarr", "info"):
+    for name in ("complete_upload", "queue_upload", "open_upload", "get_zarr", "info"):
         _wrap(api.ApiClient, name, "client", f"http.{name}")
 
 

@@ -16,6 +16,7 @@ from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from zarrchive.client import ApiClient, NullProgress, Uploader
 from zarrchive.client.upload import BatchRecords
 from zarrchive.services.runtime import Archive
+from zarrchive.storage.keys import staging_zarr_prefix
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 
@@ -139,6 +140,51 @@ def test_expired_urls_are_reminted(
         assert result.uploaded == 24 and result.batches == len(opened) - result.reopened
         assert result.ok and result.remote_checksum == zarr_checksum_of(local)
         assert not client.upload_in_progress(result.zarr_id or "")
+    finally:
+        live_server.app.state.archive = archive
+        short.close()
+
+
+def test_expired_urls_of_a_batch_opened_ahead_cancel_both_and_resend(
+    tmp_path: Path,
+    seaweedfs: SeaweedFS,
+    bucket: str,
+    database_url: str,
+    archive: Archive,
+    live_server: LiveServer,
+    client: ApiClient,
+    dandiset: str,
+    records: BatchRecords,
+) -> None:
+    # Batches of 20: the second is opened ahead while the first is sent, and its URLs
+    # expire before it is sent.  When it is refused, the third (opened ahead of it) is
+    # cancelled with it; both are sent again in halves, and nothing is lost or left open.
+    settings = make_settings(seaweedfs, bucket, database_url, tmp_path / "short", presign_expiry=2)
+    short = Archive.from_settings(settings)
+    live_server.app.state.archive = short
+    try:
+        local = tmp_path / "ahead.zarr"
+        local.mkdir()
+        for i in range(60):
+            (local / f"{i:02d}").write_bytes(os.urandom(1000 + i))
+        opened: list[int] = []
+
+        def slow_second(files: int) -> None:
+            opened.append(files)
+            if len(opened) == 2:
+                time.sleep(3.5)  # the second batch's URLs expire before any of its PUTs
+
+        uploader = Uploader(
+            client, jobs=4, batch_files=20, records=records, on_batch_open=slow_second
+        )
+        result = uploader.upload(local, dandiset=dandiset)
+        assert opened[:4] == [20, 20, 20, 10]  # the 2nd and the 3rd again, in halves
+        assert result.reopened == 1 and sum(opened) == 60 + 40
+        assert result.uploaded == 60 and result.batches == len(opened) - 2
+        assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+        zarr_id = result.zarr_id or ""
+        assert not client.upload_in_progress(zarr_id)
+        assert not list(short.store.iter_objects(staging_zarr_prefix(zarr_id)))
     finally:
         live_server.app.state.archive = archive
         short.close()

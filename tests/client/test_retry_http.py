@@ -66,9 +66,14 @@ class UploadsThrough(ApiClient):
         self.proxy = proxy
 
     def open_upload(
-        self, zarr_id: str, files: Sequence[tuple[str, str, int]], *, resume: bool = False
+        self,
+        zarr_id: str,
+        files: Sequence[tuple[str, str, int]],
+        *,
+        resume: bool = False,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
-        rows = super().open_upload(zarr_id, files, resume=resume)
+        rows = super().open_upload(zarr_id, files, resume=resume, after=after)
         return [
             {**r, "upload_url": self.proxy.rewrite(r["upload_url"]) if r["upload_url"] else None}
             for r in rows

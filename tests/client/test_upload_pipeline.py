@@ -4,8 +4,9 @@ compares checksums only once the Zarr is at rest."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -92,7 +93,9 @@ def test_a_batch_the_apply_refuses_is_sent_again(
             with archive.db.session() as session:
                 uid = session.scalars(
                     select(UploadBatch.uid).where(
-                        UploadBatch.zarr_id == zarr_id, UploadBatch.state == BatchState.OPEN
+                        UploadBatch.zarr_id == zarr_id,
+                        UploadBatch.state == BatchState.OPEN,
+                        UploadBatch.follows.is_(None),  # not the next batch, opened ahead
                     )
                 ).one()
             staged = list(archive.store.iter_versions(staging_prefix(zarr_id, uid)))
@@ -121,3 +124,54 @@ def test_a_batch_the_apply_refuses_is_sent_again(
     assert len(rows) == 1 and rows[0]["found_md5"] == "missing"
     zarr = client.get_zarr(result.zarr_id or "")
     assert (zarr.upload_state, zarr.file_count) == ("at_rest", total)
+
+
+def test_each_batch_is_opened_ahead_while_the_one_before_is_sent(
+    tmp_path: Path,
+    client: ApiClient,
+    dandiset: str,
+    records: BatchRecords,
+    background: InProcessJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No PUT waits on a batch boundary: every batch after the first is opened `after` the
+    # one before, before that one is completed (its files follow the one before's at once).
+    local = tmp_path / "data.zarr"
+    make_zarr(local)
+    total = file_count(local)
+    events: list[tuple[str, str | None, str | None]] = []  # (what, uid, after)
+    open_upload, queue_upload = ApiClient.open_upload, ApiClient.queue_upload
+
+    def opening(
+        self: ApiClient,
+        zarr_id: str,
+        files: Sequence[tuple[str, str, int]],
+        *,
+        resume: bool = False,
+        after: str | None = None,
+    ) -> list[dict[str, Any]]:
+        rows = open_upload(self, zarr_id, files, resume=resume, after=after)
+        events.append(("open", self.opened_batch, after))
+        return rows
+
+    def queueing(self: ApiClient, zarr_id: str) -> str | None:
+        uid = queue_upload(self, zarr_id)
+        events.append(("complete", uid, None))
+        return uid
+
+    monkeypatch.setattr(ApiClient, "open_upload", opening)
+    monkeypatch.setattr(ApiClient, "queue_upload", queueing)
+    result = Uploader(client, jobs=8, batch_files=300, records=records).upload(
+        local, dandiset=dandiset
+    )
+    assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+    assert result.uploaded == total and result.batches == batch_count(total, 300) > 2
+    opens = [(uid, after) for what, uid, after in events if what == "open"]
+    completes = [uid for what, uid, _ in events if what == "complete"]
+    assert [uid for uid, _ in opens] == completes  # each batch once, completed in order
+    assert [after for _, after in opens] == [None, *completes[:-1]]
+    for (uid, after), position in zip(opens[1:], range(1, len(opens)), strict=True):
+        opened_at = events.index(("open", uid, after))
+        assert opened_at < events.index(("complete", after, None)), (position, events)
+    assert not client.upload_in_progress(result.zarr_id or "")
+    assert not records.get(client.url, result.zarr_id or "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -330,5 +331,49 @@ def test_migration_0015_keeps_batches_and_their_files(database_url: str) -> None
             batch = session.query(UploadBatch).one()
             assert (batch.id, batch.state, batch.verify_on_apply) == (3, BatchState.QUEUED, False)
             assert [(f.path, f.etag) for f in batch.files] == [("a/b", "0" * 32)]
+    finally:
+        db.dispose()
+
+
+def test_migration_0016_keeps_the_open_batch_and_allows_one_batch_ahead(database_url: str) -> None:
+    """0016 adds ``upload_batches.follows`` in place (the open batch keeps its files and stays
+    the open one); then a Zarr holds one open batch plus at most one batch that follows it."""
+    db = Database(database_url)
+    insert = text(
+        "INSERT INTO upload_batches (id, uid, zarr_id, kind, state, created_at{follows}) "
+        "VALUES (:id, :uid, :z, 'upload', 'open', CURRENT_TIMESTAMP{value})"
+    )
+
+    def add(connection: Any, batch_id: int, follows: int | None = None) -> None:
+        sql = str(insert).format(
+            follows="" if follows is None else ", follows",
+            value="" if follows is None else f", {follows}",
+        )
+        connection.execute(text(sql), {"id": batch_id, "uid": str(batch_id) * 32, "z": ZARR})
+
+    try:
+        _from_scratch(db)
+        upgrade(db.engine, "0015")
+        with db.session() as session:
+            dandiset = Dandiset(name="d")
+            session.add(dandiset)
+            session.flush()
+            session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+        with db.engine.begin() as connection:
+            add(connection, 3)
+            connection.execute(
+                text("INSERT INTO upload_batch_files (batch_id, path, etag) VALUES (3, 'a/b', :e)"),
+                {"e": "0" * 32},
+            )
+        upgrade(db.engine)
+        with db.session() as session:
+            batch = session.query(UploadBatch).one()
+            assert (batch.id, batch.state, batch.follows) == (3, BatchState.OPEN, None)
+            assert [(f.path, f.etag) for f in batch.files] == [("a/b", "0" * 32)]
+        with db.engine.begin() as connection:
+            add(connection, 4, follows=3)  # the batch opened ahead of it
+        for second in ((5, None), (6, 3)):  # a second open batch; a second one ahead
+            with pytest.raises(IntegrityError), db.engine.begin() as connection:
+                add(connection, *second)
     finally:
         db.dispose()

@@ -509,18 +509,29 @@ class ApiClient:
         return {str(r["path"]): str(r["upload_url"]) for r in rows}
 
     def open_upload(
-        self, zarr_id: str, files: Sequence[tuple[str, str, int]], *, resume: bool = False
+        self,
+        zarr_id: str,
+        files: Sequence[tuple[str, str, int]],
+        *,
+        resume: bool = False,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
         """Open a batch of ``(path, md5, size)``: per file ``{path, upload_url, part_size,
         part_count}`` (``upload_url`` None: send it in parts, see
         :mod:`zarrchive.client.multipart`).  With *resume*, an open batch of exactly these
-        files opened by us is answered again instead of 409."""
+        files opened by us is answered again instead of 409.  With *after* (the uid of our
+        open batch), the batch is opened ahead as its next one."""
         path = f"/api/zarr/{_id(zarr_id)}/upload/"
+        params: dict[str, str] = {}
+        if resume:
+            params["resume"] = "true"
+        if after is not None:
+            params["after"] = after
         response = self.request(
             "POST",
             path,
             json=[{"path": p, "etag": m, "size": n} for p, m, n in files],
-            params={"resume": "true"} if resume else None,
+            params=params or None,
         )
         self._local.opened = response.headers.get(BATCH_HEADER) or None
         rows: list[dict[str, Any]] = self._decoded(response, "POST", path)

@@ -50,13 +50,19 @@ class Target:
 
 
 def start_upload(
-    client: ApiClient, zarr_id: str, files: Sequence[tuple[str, str, int]], *, resume: bool
+    client: ApiClient,
+    zarr_id: str,
+    files: Sequence[tuple[str, str, int]],
+    *,
+    resume: bool,
+    after: str | None = None,
 ) -> dict[str, Target]:
     """Open a batch of ``(path, md5, size)``: ``{path: Target}``.  With *resume*, an open
-    batch of exactly these files opened by us is answered again (parts sent stay)."""
+    batch of exactly these files opened by us is answered again (parts sent stay); with
+    *after*, it is opened ahead as the next batch of our open batch *after*."""
     return {
         str(r["path"]): Target(r.get("upload_url"), r.get("part_size"), r.get("part_count"))
-        for r in client.open_upload(zarr_id, files, resume=resume)
+        for r in client.open_upload(zarr_id, files, resume=resume, after=after)
     }
 
 

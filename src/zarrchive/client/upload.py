@@ -12,9 +12,11 @@
    files in batches of at most the server's ``max_batch_files``: open a batch,
    PUT its files in parallel to their presigned URLs (``Content-MD5`` signed),
    complete it.  Files are taken in path order, so a batch touches few
-   directories of the tree hash.  ``complete`` answers once the batch is verified
-   and queued; the server copies it into place while the next batch is opened and
-   PUT (pipelining: the server applies completed batches strictly in order).
+   directories of the tree hash.  ``complete`` answers once the batch is queued;
+   the server copies it into place while the next batch is PUT (pipelining: the
+   server applies completed batches strictly in order).  The next batch is opened
+   *ahead* (``after`` the open one) while the open one is still being sent, and its
+   files follow at once: no PUT waits on a batch's ``complete`` or the next ``open``.
 5. Wait until the Zarr is at rest (no completed batch left to apply), then compare
    the server's checksum with the local one.
 
@@ -42,14 +44,16 @@ the whole Zarr here.
 
 Expired URLs: S3 answers 403 to a PUT with an expired presigned URL.  The server
 allows one open batch and has no way to re-sign the URLs of an open batch, so
-the engine cancels the batch (which removes what it uploaded) and opens it again
-with half as many files (and makes later batches no larger), so a slow link
-converges to batches it can finish before their URLs expire.
+the engine cancels the batch (which removes what it uploaded, and cancels the batch
+opened ahead of it too) and opens it again with half as many files (and makes later
+batches no larger), so a slow link converges to batches it can finish before their
+URLs expire.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 import os
 import queue
@@ -272,6 +276,43 @@ def _ensure_asset(client: ApiClient, dandiset: str, path: str, zarr_id: str) -> 
 _Outcome = Literal["done", "refused"]
 
 
+@dataclass
+class _Sending:
+    """A batch opened by the uploader: its files, their targets, its uid (if the archive
+    names it) and, once handed to the senders, their futures and what they sent."""
+
+    chunk: list[ZarrEntry]
+    urls: dict[str, Target]
+    uid: str | None
+    #: how many times in a row S3 refused the URLs of these files
+    refusals: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+    futures: list[Future[bool]] = field(default_factory=list)
+    #: files and bytes sent
+    sent: list[int] = field(default_factory=lambda: [0, 0])
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def in_parts(self) -> bool:
+        """True if a file goes in parts (their URLs are given only while it is open)."""
+        return any(t.in_parts for t in self.urls.values())
+
+    def count(self, nbytes: int) -> None:
+        with self._lock:
+            self.sent[0] += 1
+            self.sent[1] += nbytes
+
+    def halt(self) -> None:
+        """Send no more of its files; wait for those being sent."""
+        self.stop.set()
+        for f in self.futures:
+            f.cancel()
+        for f in self.futures:
+            if not f.cancelled():
+                with contextlib.suppress(BaseException):
+                    f.result()
+
+
 class Uploader:
     """Uploads local directories to the archive of *client*.
 
@@ -306,6 +347,8 @@ class Uploader:
         self.on_batch_open = on_batch_open
         #: S3's explanation of its last 403 to a PUT.
         self._refusal = ""
+        #: False once the archive did not open a batch ahead (see :meth:`_open_ahead`).
+        self._ahead = True
 
     # -- public -------------------------------------------------------------------------
     def upload(
@@ -818,9 +861,12 @@ class Uploader:
     ) -> None:
         """Send *entries* in batches.  Each batch is completed with ``verify=apply`` (queued
         at once, its files checked by the archive's apply): the next batch opens without
-        waiting for a listing of S3.  At the end, once the Zarr is at rest, a batch the apply
-        refused (a file missing in S3: nothing of the batch became visible) is sent again,
-        verified before its ``complete`` answers."""
+        waiting for a listing of S3.  The next batch is opened *ahead* (``after`` the open
+        one) as soon as the open one's files are all handed to the senders, and its files
+        follow them at once: no sender waits on a batch boundary (the ``complete`` of one
+        batch and the ``open`` of the next).  At the end, once the Zarr is at rest, a batch
+        the apply refused (a file missing in S3: nothing of the batch became visible) is
+        sent again, verified before its ``complete`` answers."""
         total = len(entries) if isinstance(entries, Sized) else result.local_files
         batcher = _Batcher(entries, batch_files, MAX_BATCH_BYTES, total=total)
         retry: deque[tuple[list[ZarrEntry], int]] = deque()
@@ -838,18 +884,50 @@ class Uploader:
             on_retry=self.on_retry,
             on_bytes=lambda n: self.progress.advance(0, n),
         )
+        self._ahead = True  # until the archive refuses to open a batch ahead
+
+        def take() -> tuple[list[ZarrEntry], int]:
+            return retry.popleft() if retry else (batcher.next(), 0)
+
+        current: _Sending | None = None
         try:
             while True:
-                if retry:
-                    chunk, refusals = retry.popleft()
-                else:
-                    chunk, refusals = batcher.next(), 0
+                if current is None:
+                    chunk, refusals = take()
                     if not chunk:
                         break
-                outcome = self._run_batch(s3, pool, root, zarr_id, chunk, result, queued)
+                    current = self._open(zarr_id, chunk, refusals, result)
+                    self._submit(s3, pool, root, zarr_id, current)
+                chunk, refusals = take() if self._ahead else ([], 0)
+                ahead = self._open_ahead(zarr_id, chunk, refusals, current, result)
+                if ahead is not None and not ahead.in_parts:
+                    self._submit(s3, pool, root, zarr_id, ahead)
+                elif ahead is None and chunk:
+                    retry.appendleft((chunk, refusals))  # opened once this one is completed
+                try:
+                    outcome = self._finish(zarr_id, current, result, queued)
+                except BaseException:
+                    if ahead is not None:
+                        ahead.halt()
+                    raise
                 if outcome == "done":
+                    if ahead is None:
+                        self.records.clear(zarr_id)
+                    elif ahead.in_parts:  # its parts' URLs are given once it is open
+                        self._submit(s3, pool, root, zarr_id, ahead)
+                    current = ahead
                     continue
-                refusals += 1
+                # S3 refused the URLs of *current*: cancel it (and the batch opened ahead of
+                # it, with it), send both again, *current* in halves.
+                again = [current] if ahead is None else [current, ahead]
+                for sending in again:
+                    sending.halt()
+                self._cancel(zarr_id)
+                self.records.clear(zarr_id)
+                for sending in again:
+                    self.progress.advance(-sending.sent[0], -sending.sent[1])
+                current = None
+                refusals = again[0].refusals + 1
                 if refusals >= MAX_REFUSALS:
                     raise TransferError(
                         f"S3 refused the upload URLs of a batch {refusals} times in a row "
@@ -857,16 +935,23 @@ class Uploader:
                         "this network path may be broken"
                     )
                 result.reopened += 1
-                half = max(1, len(chunk) // 2)
+                failed = again[0].chunk
+                half = max(1, len(failed) // 2)
                 message = (
                     f"S3 refused expired upload URLs: cancelled the batch and re-requesting "
                     f"URLs in batches of {half} files"
                 )
                 result.notes.append(message)
                 self.progress.note(message)
-                # This batch again in halves; later batches no larger.
+                # This batch again in halves (and the one opened ahead); later ones no larger.
                 batcher.files = min(batcher.files, half)
-                retry.extend((c, refusals) for c in _Batcher(chunk, half, MAX_BATCH_BYTES))
+                redo = [(c, refusals) for c in _Batcher(failed, half, MAX_BATCH_BYTES)]
+                redo.extend(
+                    (c, a.refusals)
+                    for a in again[1:]
+                    for c in _Batcher(a.chunk, half, MAX_BATCH_BYTES)
+                )
+                retry.extendleft(reversed(redo))
             if queued:
                 self._send_refused(s3, pool, root, zarr_id, queued, result)
         finally:
@@ -929,35 +1014,77 @@ class Uploader:
         self._cancel(zarr_id)
         return start_upload(self.client, zarr_id, files, resume=False), self.client.opened_batch
 
-    def _run_batch(
+    def _open(
+        self, zarr_id: str, chunk: list[ZarrEntry], refusals: int, result: UploadResult
+    ) -> _Sending:
+        """Open a batch of *chunk* (the Zarr's open batch from now on)."""
+        started = time.perf_counter()
+        urls, uid = self._open_batch(zarr_id, chunk)
+        result.add_time("open", started)
+        return self._opened(zarr_id, chunk, refusals, urls, uid)
+
+    def _open_ahead(
         self,
-        s3: httpx.Client,
-        pool: ThreadPoolExecutor,
-        root: str,
         zarr_id: str,
         chunk: list[ZarrEntry],
+        refusals: int,
+        current: _Sending,
         result: UploadResult,
-        queued: dict[str, list[ZarrEntry]] | None,
-    ) -> _Outcome:
-        """Open a batch of *chunk*, PUT its files and complete it: with *queued*, queued at
-        once (checked by the apply; recorded in *queued* by uid), else verified first."""
+    ) -> _Sending | None:
+        """Open a batch of *chunk* ahead, as the next one of *current* (still being sent);
+        None if there is no *chunk*, or the archive did not (it knows no ``after`` or
+        *current* is no longer its open batch: 409; the batch is refused: 4xx; or it can't
+        be reached): the batch is then opened the plain way once *current* is completed
+        (which reports a refusal as it would have), and none is opened ahead for the rest of
+        the upload."""
+        if not chunk or current.uid is None or not self._ahead:
+            return None
+        files = declared(chunk)
         started = time.perf_counter()
-        urls, opened = self._open_batch(zarr_id, chunk)
+        self.records.mark(self.client.url, zarr_id, len(files))
+        try:
+            urls = start_upload(self.client, zarr_id, files, resume=True, after=current.uid)
+        except (ApiError, NetworkError):
+            self._ahead = False
+            return None
+        uid = self.client.opened_batch
         result.add_time("open", started)
+        try:
+            return self._opened(zarr_id, chunk, refusals, urls, uid)
+        except BaseException:
+            current.halt()
+            raise
+
+    def _opened(
+        self,
+        zarr_id: str,
+        chunk: list[ZarrEntry],
+        refusals: int,
+        urls: dict[str, Target],
+        uid: str | None,
+    ) -> _Sending:
         missing = [e.path for e in chunk if e.path not in urls]
         if missing:
             self._abort(zarr_id)
             raise TransferError(f"the archive returned no upload URL for {missing[0]!r}")
         if self.on_batch_open is not None:
             self.on_batch_open(len(chunk))
-        stop = threading.Event()
-        sent = [0, 0]
-        sent_lock = threading.Lock()
+        return _Sending(chunk, urls, uid, refusals)
+
+    def _submit(
+        self,
+        s3: httpx.Client,
+        pool: ThreadPoolExecutor,
+        root: str,
+        zarr_id: str,
+        sending: _Sending,
+    ) -> None:
+        """Hand the files of *sending* to the senders (PUTs, or parts for big files)."""
 
         def put(entry: ZarrEntry) -> bool:
-            if stop.is_set():
+            if sending.stop.is_set():
                 return False
-            target = urls[entry.path]
+            target = sending.urls[entry.path]
             if target.url is None:
                 assert target.part_size is not None and target.part_count is not None
                 self._parts.send(
@@ -968,48 +1095,71 @@ class Uploader:
                     target.part_size,
                     target.part_count,
                 )
-                with sent_lock:
-                    sent[0] += 1
+                sending.count(0)
                 self.progress.advance(1, 0)  # its bytes were counted part by part
                 return True
             ok = self._put(s3, target.url, entry, os_path(root, entry.path))
             if ok:
-                with sent_lock:
-                    sent[0] += 1
-                    sent[1] += entry.size
+                sending.count(entry.size)
                 self.progress.advance(1, entry.size)
             else:
-                stop.set()  # the URLs have expired: no point sending the others
+                sending.stop.set()  # the URLs have expired: no point sending the others
             return ok
 
-        futures: list[Future[bool]] = [pool.submit(put, e) for e in chunk]
+        sending.futures = [pool.submit(put, e) for e in sending.chunk]
+
+    def _finish(
+        self,
+        zarr_id: str,
+        sending: _Sending,
+        result: UploadResult,
+        queued: dict[str, list[ZarrEntry]] | None,
+    ) -> _Outcome:
+        """Wait for the files of *sending* (the open batch) and complete it: with *queued*,
+        queued at once (checked by the apply; recorded in *queued* by uid), else verified
+        first.  ``refused``: S3 refused its URLs (expired); the batch is still open."""
         try:
             started = time.perf_counter()
-            _wait_all(futures)
+            _wait_all(sending.futures)
             result.add_time("put", started)
         except BaseException:
-            stop.set()
-            for f in futures:
-                f.cancel()
+            sending.halt()
             self._abort(zarr_id)
             raise
-        if not all(f.result() for f in futures):
-            self._cancel(zarr_id)
-            self.records.clear(zarr_id)
-            self.progress.advance(-sent[0], -sent[1])
+        if not all(f.result() for f in sending.futures):
             return "refused"
         started = time.perf_counter()
         # (the uid the open named, if complete's answer was lost and its retry found the
         # batch queued already: a refusal of it is then still seen and the batch sent again)
-        uid = self._complete(zarr_id, queue=queued is not None) or opened
+        uid = self._complete(zarr_id, queue=queued is not None) or sending.uid
         if uid is not None and queued is not None:
-            queued[uid] = chunk
+            queued[uid] = sending.chunk
         result.add_time("complete", started)
-        self.records.clear(zarr_id)
         result.batches += 1
-        result.uploaded += len(chunk)
-        result.uploaded_bytes += sum(e.size for e in chunk)
+        result.uploaded += len(sending.chunk)
+        result.uploaded_bytes += sum(e.size for e in sending.chunk)
         return "done"
+
+    def _run_batch(
+        self,
+        s3: httpx.Client,
+        pool: ThreadPoolExecutor,
+        root: str,
+        zarr_id: str,
+        chunk: list[ZarrEntry],
+        result: UploadResult,
+        queued: dict[str, list[ZarrEntry]] | None,
+    ) -> _Outcome:
+        """Open a batch of *chunk*, PUT its files and complete it, alone (nothing opened
+        ahead): with *queued*, queued at once, else verified first."""
+        sending = self._open(zarr_id, chunk, 0, result)
+        self._submit(s3, pool, root, zarr_id, sending)
+        outcome = self._finish(zarr_id, sending, result, queued)
+        if outcome == "refused":
+            self._cancel(zarr_id)
+            self.progress.advance(-sending.sent[0], -sending.sent[1])
+        self.records.clear(zarr_id)
+        return outcome
 
     def _complete(self, zarr_id: str, *, queue: bool = False) -> str | None:
         """Complete the open batch (with *queue*, ``verify=apply``: the uid of the batch

@@ -3,8 +3,9 @@
 Only the root checksum (with file count and size) of a Zarr lives in the
 database; every directory's node lives in S3 next to the Zarr.  An upload batch
 or a deletion is a row of ``upload_batches``: at most one ``open`` per Zarr (a partial
-unique index: the database, not luck, keeps a second one out), plus any number of verified
-ones queued to be applied in the order of their ``seq``.
+unique index: the database, not luck, keeps a second one out) and the uploader's next batch
+opened ahead of its completion (at most one, following the open one), plus any number of
+verified ones queued to be applied in the order of their ``seq``.
 """
 
 from __future__ import annotations
@@ -222,6 +223,11 @@ class Zarr(Base):
     dandiset: Mapped[Dandiset] = relationship(lazy="joined", innerjoin=True)
 
 
+#: The rows of ``upload_batches`` that are a Zarr's open batch (at most one per Zarr: a
+#: partial unique index); an open batch that ``follows`` another is that one's next batch.
+OPEN_BATCH_WHERE = "state = 'open' AND follows IS NULL"
+
+
 class UploadBatch(Base):
     """An upload batch (kind ``upload``) or a file deletion (kind ``delete``).
 
@@ -242,8 +248,15 @@ class UploadBatch(Base):
             "uq_one_open_batch",
             "zarr_id",
             unique=True,
-            sqlite_where=text("state = 'open'"),
-            postgresql_where=text("state = 'open'"),
+            sqlite_where=text(OPEN_BATCH_WHERE),
+            postgresql_where=text(OPEN_BATCH_WHERE),
+        ),
+        Index(
+            "uq_one_next_batch",
+            "follows",
+            unique=True,
+            sqlite_where=text("follows IS NOT NULL"),
+            postgresql_where=text("follows IS NOT NULL"),
         ),
         {"sqlite_autoincrement": True},
     )
@@ -262,6 +275,12 @@ class UploadBatch(Base):
     claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: Set while the batch is the uploader's *next* batch, opened ahead (``open`` with
+    #: ``after``): the id of the Zarr's open batch it follows.  Its rows, clash check and
+    #: URLs are ready and its files may be PUT, but it is not the open batch: ``complete``
+    #: and ``cancel`` act on the batch it follows, and completing that one makes this one the
+    #: open batch (``follows`` cleared, in the same transaction); cancelling it cancels both.
+    follows: Mapped[int | None] = mapped_column(Integer, nullable=True)
     #: Queued by a ``complete`` that left the check of the staged objects (present, with
     #: their md5 and size) to the applier, which lists them before any copy and refuses the
     #: batch (:class:`RefusedUpload`) if one is not: nothing of it is visible before that.

@@ -171,15 +171,37 @@ def start_upload(
             "its URLs again instead of 409: parts already sent stay"
         ),
     ] = False,
+    after: Annotated[
+        str | None,
+        Query(
+            description="The uid of your open batch: open this one ahead, as its next batch "
+            "(its URLs work at once; it becomes the open batch when that one is completed, "
+            "and cancelling that one cancels it too)",
+            min_length=32,
+            max_length=32,
+            pattern="^[0-9a-f]{32}$",
+        ),
+    ] = None,
 ) -> list[UploadUrlOut]:
     """Each URL signs `Content-MD5`: send that header with the file's md5 (base64), and S3
     refuses any other body.  At most `max_batch_files` files; one open batch per Zarr.
     A file declared (`size`) above the archive's multipart threshold gets no URL but a
     `part_size` and `part_count`: ask `POST .../upload/parts/` for its parts' URLs.  The
-    header `X-Zarrchive-Batch` names the batch (as `complete` does)."""
+    header `X-Zarrchive-Batch` names the batch (as `complete` does).
+
+    With `after`, the batch is opened ahead of the completion of the open batch it names
+    (yours; at most one batch follows it): checked and signed now, so its files can be sent
+    while the batch before drains; `complete` and `DELETE` still act on the batch before,
+    and completing it makes this one the open batch."""
     sizes = {f.path: f.size for f in body if f.size is not None}
     opened = uploads.start_batch(
-        archive, user, zarr_id, [(f.path, f.etag) for f in body], sizes, resume=resume
+        archive,
+        user,
+        zarr_id,
+        [(f.path, f.etag) for f in body],
+        sizes,
+        resume=resume,
+        after=after,
     )
     response.headers[BATCH_HEADER] = opened.uid
     return [

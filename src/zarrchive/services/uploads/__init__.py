@@ -7,6 +7,14 @@ The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.model
    and answer presigned PUT URLs for its **staging keys**
    ``zarr-staging/{zarr_id}/{uid}/{path}`` (signing ``Content-MD5``).  No URL ever names a
    key of the Zarr itself, so no URL, late or replayed, can change what a Zarr shows.
+   ``start_next_batch`` (``open`` with ``after=<uid of the open batch>``) opens the
+   uploader's *next* batch ahead: recorded now (``follows`` the open batch's id; at most
+   one, by a second partial unique index), its file/directory clash check run against the
+   tree, the queued batches and the files of the batch it follows, its URLs signed for its
+   own staging keys, so its files are PUT while the batch before drains.  It is not the
+   open batch: ``complete`` and ``cancel`` act on the one it follows; queueing that one
+   clears ``follows`` in the same transaction (it is then the open batch), cancelling it
+   cancels both.
 2. ``complete_batch``: list the batch's staging prefix (one listing, no lock) and check every
    file is there with its md5 (any problem: 400, nothing changes); then, under the lock and
    only if the open batch is still the one verified (same uid), record each staging object's
@@ -40,8 +48,9 @@ The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.model
    by the next write to the Zarr (which queues the job again), by
    :func:`sweep_pending` when a server or worker starts, or by ``admin fsck``.  The database
    decides order (``seq``) and ownership (the claim): nothing process-local is needed.
-4. ``cancel_batch`` cancels only the ``open`` batch: delete its row under the lock, then its
-   staging objects; queued batches stay queued and are applied.
+4. ``cancel_batch`` cancels only the ``open`` batch (and the batch opened ahead to follow
+   it): delete their rows under the lock, then their staging objects; queued batches stay
+   queued and are applied.
 5. ``delete_files`` is allowed while a batch is open (the open batch has not touched the
    Zarr): it first applies every queued batch (waiting for an applier that holds one), then,
    under the lock with nothing queued, checks each path is a file or a directory (its parent's
@@ -57,7 +66,8 @@ treats a queued or applying batch like an open one: :func:`open_batch` answers a
 
 For callers (routers, DANDI's ``files/`` + ``finalize/`` flow):
 
-- ``start_batch(archive, user, zarr_id, [(path, md5), ...]) -> OpenedBatch`` (uid, URLs)
+- ``start_batch(archive, user, zarr_id, [(path, md5), ...], after=None) -> OpenedBatch``
+  (uid, URLs; with *after*, the next batch opened ahead)
 - ``complete_batch(archive, user, zarr_id, *, wait=False, verify_on_apply=False) -> uid``
   (raises :class:`~zarrchive.errors.UploadVerificationFailed` with every bad file)
 - ``cancel_batch(archive, user, zarr_id)``; ``delete_files(archive, user, zarr_id, paths)``

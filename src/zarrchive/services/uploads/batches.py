@@ -58,6 +58,8 @@ from zarrchive.services.uploads.records import (
     _lock_for_write,
     _new_upload_batch,
     _next_seq,
+    _promote_next,
+    _the_next_batch,
     _the_open_batch,
     _validate_files,
     _writable,
@@ -87,6 +89,7 @@ def start_batch(
     sizes: Mapping[str, int] | None = None,
     *,
     resume: bool = False,
+    after: str | None = None,
 ) -> OpenedBatch:
     """Open a batch for *files* (``(path, md5)``) and return its uid and presigned PUT URLs.
 
@@ -97,10 +100,15 @@ def start_batch(
     md5s and sizes) opened by the same user is answered again (fresh URLs; parts already
     sent stay) instead of refused.  Allowed while earlier batches are queued (verified, not
     applied yet): they are applied in order, before this one.
+
+    With *after* (the uid of the Zarr's open batch, opened by the same user) the batch is
+    opened ahead as that batch's *next* batch (see :func:`start_next_batch`).
     """
     _check_batch_size(archive, len(files), "batch")
     checked = _validate_files(files)
     declared = _declared_sizes(archive, [p for p, _ in checked], sizes or {})
+    if after is not None:
+        return start_next_batch(archive, user, zarr_id, after, checked, declared, resume=resume)
     zarr_id, status = _writable(archive, user, zarr_id)
     if status.open and resume:
         again = _same_open_batch(archive, user, zarr_id, checked, declared)
@@ -130,6 +138,96 @@ def start_batch(
         uid = batch.uid
         store = archive.store_for(zarr.dandiset.embargoed)
     return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
+
+
+def start_next_batch(
+    archive: Archive,
+    user: Caller | None,
+    zarr_id: str,
+    after: str,
+    checked: list[tuple[str, str]],
+    declared: Mapping[str, tuple[int, int | None]],
+    *,
+    resume: bool = False,
+) -> OpenedBatch:
+    """Open a batch ahead, as the next one of the open batch *after*: the uploader PUTs its
+    files while the batch before drains and is completed, and no PUT waits on a batch
+    boundary.
+
+    Everything ``open`` does is done now: the rows, the file/directory clash check (against
+    the tree, the queued batches and the files of the batch it follows) and the URLs, under
+    its own uid.  But it is not the Zarr's open batch until *after* is completed (queued):
+    ``complete`` and ``cancel`` act on *after*, and cancelling *after* cancels it too.  At
+    most one batch follows the open batch; *after* must be the open batch and opened by the
+    same user (else 409: open it again once *after* is completed).  With *resume*, a next
+    batch of exactly these files is answered again.
+    """
+    zarr_id, status = _writable(archive, user, zarr_id)
+    if status.pending:
+        _kick(archive, zarr_id)
+    with archive.db.session() as session:
+        before = _followed_batch(session, user, zarr_id, after)
+        following = _the_next_batch(session, before)
+        if following is not None:
+            if resume and _holds_exactly(following, user, checked, declared):
+                uid = following.uid
+                store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
+                return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
+            raise UploadInProgress(
+                f"Zarr {zarr_id}: a next batch already follows batch {after}: complete "
+                f"{after} first, then open again"
+            )
+        theirs = [f.path for f in before.files]
+    ours = [p for p, _ in checked]
+    _refuse_file_directory_clashes(archive, zarr_id, ours, following=theirs)
+    with archive.db.write_session() as session:
+        zarr = _lock_for_write(session, user, zarr_id)
+        before = _followed_batch(session, user, zarr.id, after)
+        if _the_next_batch(session, before) is not None:
+            raise UploadInProgress(f"Zarr {zarr.id}: a next batch already follows batch {after}")
+        batch = _new_upload_batch(session, zarr, user, checked, declared)
+        batch.follows = before.id
+        zarr.modified_at = utcnow()
+        try:
+            session.flush()
+        except IntegrityError as exc:  # a concurrent request won the race
+            raise UploadInProgress(
+                f"Zarr {zarr.id}: a next batch already follows batch {after}"
+            ) from exc
+        uid = batch.uid
+        store = archive.store_for(zarr.dandiset.embargoed)
+    return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
+
+
+def _followed_batch(session: Session, user: Caller | None, zarr_id: str, uid: str) -> UploadBatch:
+    """The open batch *uid* a next batch may follow (opened by *user*), else 409."""
+    batch = _the_open_batch(session, zarr_id)
+    if batch is None or batch.uid != uid or batch.kind != BatchKind.UPLOAD:
+        raise UploadInProgress(
+            f"Zarr {zarr_id}: batch {uid} is not its open upload batch (completed, cancelled "
+            "or never opened): open the next batch without 'after'"
+        )
+    if batch.created_by != (user.id if user else None):
+        raise UploadInProgress(
+            f"Zarr {zarr_id}: the open batch {uid} was opened by someone else: only its "
+            "uploader may open a batch after it"
+        )
+    return batch
+
+
+def _holds_exactly(
+    batch: UploadBatch,
+    user: Caller | None,
+    checked: list[tuple[str, str]],
+    declared: Mapping[str, tuple[int, int | None]],
+) -> bool:
+    """True if *user* opened *batch* and it holds exactly *checked* with the same declared
+    sizes (a retried ``open`` that went through, or an interrupted run's batch)."""
+    if batch.kind != BatchKind.UPLOAD or batch.created_by != (user.id if user else None):
+        return False
+    theirs = {(f.path, f.etag, f.size, f.part_size) for f in batch.files}
+    ours = {(p, e, *declared.get(p, (None, None))) for p, e in checked}
+    return theirs == ours
 
 
 def _declared_sizes(
@@ -187,13 +285,7 @@ def _same_open_batch(
     declared sizes and *user* opened it; else None."""
     with archive.db.session() as session:
         batch = _the_open_batch(session, zarr_id)
-        if batch is None or batch.kind != BatchKind.UPLOAD:
-            return None
-        if batch.created_by != (user.id if user else None):
-            return None
-        theirs = {(f.path, f.etag, f.size, f.part_size) for f in batch.files}
-        ours = {(p, e, *declared.get(p, (None, None))) for p, e in checked}
-        if theirs != ours:
+        if batch is None or not _holds_exactly(batch, user, checked, declared):
             return None
         uid = batch.uid
         store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
@@ -263,13 +355,30 @@ def record_directories(session: Session, batch: UploadBatch) -> None:
     session.add_all(UploadBatchDirectory(batch_id=batch.id, path=d) for d in sorted(directories))
 
 
-def _refuse_file_directory_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> None:
+def _refuse_file_directory_clashes(
+    archive: Archive, zarr_id: str, paths: list[str], *, following: Sequence[str] = ()
+) -> None:
     """A file and a directory of one name (``a`` and ``a/b``), in the batch or against the
-    Zarr's tree, are refused: S3 would hold both, but no tree (or manifest) can."""
+    Zarr's tree, are refused: S3 would hold both, but no tree (or manifest) can.  A batch
+    opened ahead is also checked against the files of the batch it follows (*following*),
+    which will be queued before it."""
     problems = [
         f"{p!r} is both a file and a directory in the batch"
         for p in find_file_directory_clashes(paths)
     ]
+    if following:
+        ours = set(paths)
+        theirs = set(following)
+        for path in find_file_directory_clashes(sorted(ours | theirs)):
+            # a file of one batch that is a directory of a file of the other
+            if path in theirs and any(p.startswith(path + "/") for p in ours):
+                problems.append(
+                    f"{path!r} is a file of the batch this one follows: it can't be a directory"
+                )
+            if path in ours and any(p.startswith(path + "/") for p in theirs):
+                problems.append(
+                    f"{path!r} is a directory of the batch this one follows: it can't be a file"
+                )
     # the verified batches not applied yet count as the Zarr's (read before the tree: a
     # batch applied in between is then in the tree)
     problems.extend(_queued_clashes(archive, zarr_id, paths))
@@ -362,6 +471,7 @@ def complete_batch(
         batch.state = BatchState.QUEUED
         batch.seq = _next_seq(session, zarr.id)
         record_directories(session, batch)
+        _promote_next(session, batch)
         seq = batch.seq
     # Recorded as verified: from here on the batch is applied, whatever happens to us.
     if wait or not _schedule(archive, zarr_id):
@@ -389,6 +499,7 @@ def _queue_unverified(
         batch.verify_on_apply = True
         batch.seq = _next_seq(session, zarr.id)
         record_directories(session, batch)
+        _promote_next(session, batch)
         return batch.uid, batch.seq
 
 
@@ -437,7 +548,8 @@ def _verify_staged(
 
 
 def cancel_batch(archive: Archive, user: Caller | None, zarr_id: str) -> None:
-    """Cancel the open batch: forget it and drop its staging objects.
+    """Cancel the open batch (and the next batch opened ahead to follow it): forget them
+    and drop their staging objects.
 
     Only the ``open`` (unverified) batch is cancelled: verified batches stay queued and are
     applied.  The Zarr's own objects are never touched (the batch wrote only its staging
@@ -452,14 +564,17 @@ def cancel_batch(archive: Archive, user: Caller | None, zarr_id: str) -> None:
         batch = _the_open_batch(session, zarr.id)
         if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
-        uid = batch.uid
-        big = _big_files(batch)
+        cancelled = [b for b in (_the_next_batch(session, batch), batch) if b is not None]
+        dropped = [(b.uid, _big_files(b)) for b in cancelled]
         store = archive.store_for(zarr.dandiset.embargoed)
-        session.delete(batch)
+        for b in cancelled:
+            session.delete(b)
+            session.flush()  # the next batch first: it names the open one
         zarr.modified_at = utcnow()
         at_rest = not _has_pending(session, zarr.id)
-    abort_uploads(store, zarr_id, uid, big)
-    _drop_staging(store, zarr_id, uid)
+    for uid, big in dropped:
+        abort_uploads(store, zarr_id, uid, big)
+        _drop_staging(store, zarr_id, uid)
     if at_rest:  # the Zarr is at rest again: its checksum may still lack a manifest
         queue_manifest(archive, zarr_id)
 

@@ -37,6 +37,7 @@ from zarrchive.services.uploads.records import (
     _lock_for_write,
     _new_upload_batch,
     _next_seq,
+    _promote_next,
     _the_open_batch,
     _validate_files,
     _writable,
@@ -104,7 +105,9 @@ def _open_batch_files(session: Session, zarr_id: str) -> tuple[int, str, dict[st
     """The open batch's id, uid and ``path -> md5`` (without loading ORM rows per file)."""
     row = session.execute(
         select(UploadBatch.id, UploadBatch.uid).where(
-            UploadBatch.zarr_id == zarr_id, UploadBatch.state == BatchState.OPEN
+            UploadBatch.zarr_id == zarr_id,
+            UploadBatch.state == BatchState.OPEN,
+            UploadBatch.follows.is_(None),
         )
     ).first()
     if row is None:
@@ -241,6 +244,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
             else:
                 session.delete(batch)
                 at_rest = not _has_pending(session, zarr.id)
+            _promote_next(session, batch)  # (a batch our uploader opened ahead of it)
         break
     else:
         raise Conflict(

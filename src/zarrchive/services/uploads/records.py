@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import validate_md5
@@ -156,12 +156,27 @@ def open_batch(session: Session, zarr: Zarr) -> UploadBatch | None:
 
 
 def _the_open_batch(session: Session, zarr_id: str) -> UploadBatch | None:
-    """The Zarr's ``open`` upload batch (at most one: the database says so)."""
+    """The Zarr's ``open`` upload batch (at most one: the database says so); a next batch
+    opened ahead is not it (see :func:`_the_next_batch`)."""
     return session.scalar(
         select(UploadBatch).where(
-            UploadBatch.zarr_id == zarr_id, UploadBatch.state == BatchState.OPEN
+            UploadBatch.zarr_id == zarr_id,
+            UploadBatch.state == BatchState.OPEN,
+            UploadBatch.follows.is_(None),
         )
     )
+
+
+def _the_next_batch(session: Session, batch: UploadBatch) -> UploadBatch | None:
+    """The batch opened ahead to follow the open *batch* (at most one), or None."""
+    return session.scalar(select(UploadBatch).where(UploadBatch.follows == batch.id))
+
+
+def _promote_next(session: Session, batch: UploadBatch) -> None:
+    """*batch*, the open batch, has just been queued: the batch opened ahead to follow it
+    (if any) becomes the Zarr's open batch, in the same transaction."""
+    session.flush()  # the open batch is no longer open before its successor is
+    session.execute(update(UploadBatch).where(UploadBatch.follows == batch.id).values(follows=None))
 
 
 def _has_pending(session: Session, zarr_id: str) -> bool:
