@@ -24,7 +24,9 @@ def _emit(side: str, step: str, started: float, seconds: float) -> None:
         print(f"TRACE {started:.3f} {side} {step} {seconds:.3f}", file=sys.stderr, flush=True)
 
 
-def _wrap(owner: Any, name: str, side: str, step: str | None = None) -> None:
+def _wrap(
+    owner: Any, name: str, side: str, step: str | None = None, *, slower_than: float = 0.0
+) -> None:
     inner: Callable[..., Any] = getattr(owner, name)
 
     @functools.wraps(inner)
@@ -33,7 +35,9 @@ def _wrap(owner: Any, name: str, side: str, step: str | None = None) -> None:
         try:
             return inner(*args, **kwargs)
         finally:
-            _emit(side, step or name, wall, time.perf_counter() - started)
+            took = time.perf_counter() - started
+            if took >= slower_than:
+                _emit(side, step or name, wall, took)
 
     setattr(owner, name, traced)
 
@@ -78,6 +82,12 @@ def trace_server() -> None:
             _wrap(batches, name, "server")
     for name in ("_copy_into_place", "_apply_claimed", "_claim_next", "apply_pending"):
         _wrap(apply, name, "server")
+    from zarrchive.storage.objects import ObjectStore
+
+    # single requests: only the slow ones (a straggler holds its batch's copies back)
+    for name in ("copy_within", "get", "put"):
+        _wrap(ObjectStore, name, "server", f"slow.{name}", slower_than=0.15)
+    _wrap(apply, "_renew", "server", "slow._renew", slower_than=0.05)
     _wrap(apply, "_drop_staging", "server")
 
 
