@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -100,58 +101,67 @@ def test_foreign_open_batch_is_cancelled_with_a_message(
     assert client.get_file(zarr.zarr_id, "other") is None
 
 
-def test_expired_urls_are_reminted(
+@pytest.fixture
+def short_lived_urls(
     tmp_path: Path,
     seaweedfs: SeaweedFS,
     bucket: str,
     database_url: str,
     archive: Archive,
     live_server: LiveServer,
-    client: ApiClient,
-    dandiset: str,
-    records: BatchRecords,
-) -> None:
+) -> Iterator[Archive]:
+    """The live server answers with an archive whose presigned URLs expire after 2 s."""
     settings = make_settings(seaweedfs, bucket, database_url, tmp_path / "short", presign_expiry=2)
     short = Archive.from_settings(settings)
     live_server.app.state.archive = short
     try:
-        local = tmp_path / "slow.zarr"
-        local.mkdir()
-        for i in range(24):
-            (local / f"{i:02d}").write_bytes(os.urandom(1000 + i))
-        opened: list[int] = []
-
-        def slow_start(files: int) -> None:
-            opened.append(files)
-            if len(opened) == 1:
-                time.sleep(3.5)  # the first batch's URLs expire before any PUT
-
-        progress = NullProgress()
-        uploader = Uploader(
-            client, jobs=4, records=records, progress=progress, on_batch_open=slow_start
-        )
-        result = uploader.upload(local, dandiset=dandiset)
-        assert opened[:2] == [24, 12]
-        assert result.reopened >= 1
-        assert progress.notes[0] == (
-            "S3 refused expired upload URLs: cancelled the batch and re-requesting URLs in "
-            "batches of 12 files"
-        )
-        assert result.uploaded == 24 and result.batches == len(opened) - result.reopened
-        assert result.ok and result.remote_checksum == zarr_checksum_of(local)
-        assert not client.upload_in_progress(result.zarr_id or "")
+        yield short
     finally:
         live_server.app.state.archive = archive
         short.close()
 
 
+def _random_files(local: Path, count: int) -> None:
+    local.mkdir()
+    for i in range(count):
+        (local / f"{i:02d}").write_bytes(os.urandom(1000 + i))
+
+
+def test_expired_urls_are_reminted(
+    tmp_path: Path,
+    short_lived_urls: Archive,
+    client: ApiClient,
+    dandiset: str,
+    records: BatchRecords,
+) -> None:
+    local = tmp_path / "slow.zarr"
+    _random_files(local, 24)
+    opened: list[int] = []
+
+    def slow_start(files: int) -> None:
+        opened.append(files)
+        if len(opened) == 1:
+            time.sleep(3.5)  # the first batch's URLs expire before any PUT
+
+    progress = NullProgress()
+    uploader = Uploader(
+        client, jobs=4, records=records, progress=progress, on_batch_open=slow_start
+    )
+    result = uploader.upload(local, dandiset=dandiset)
+    assert opened[:2] == [24, 12]
+    assert result.reopened >= 1
+    assert progress.notes[0] == (
+        "S3 refused expired upload URLs: cancelled the batch and re-requesting URLs in "
+        "batches of 12 files"
+    )
+    assert result.uploaded == 24 and result.batches == len(opened) - result.reopened
+    assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+    assert not client.upload_in_progress(result.zarr_id or "")
+
+
 def test_expired_urls_of_a_batch_opened_ahead_cancel_both_and_resend(
     tmp_path: Path,
-    seaweedfs: SeaweedFS,
-    bucket: str,
-    database_url: str,
-    archive: Archive,
-    live_server: LiveServer,
+    short_lived_urls: Archive,
     client: ApiClient,
     dandiset: str,
     records: BatchRecords,
@@ -159,35 +169,24 @@ def test_expired_urls_of_a_batch_opened_ahead_cancel_both_and_resend(
     # Batches of 20: the second is opened ahead while the first is sent, and its URLs
     # expire before it is sent.  When it is refused, the third (opened ahead of it) is
     # cancelled with it; both are sent again in halves, and nothing is lost or left open.
-    settings = make_settings(seaweedfs, bucket, database_url, tmp_path / "short", presign_expiry=2)
-    short = Archive.from_settings(settings)
-    live_server.app.state.archive = short
-    try:
-        local = tmp_path / "ahead.zarr"
-        local.mkdir()
-        for i in range(60):
-            (local / f"{i:02d}").write_bytes(os.urandom(1000 + i))
-        opened: list[int] = []
+    local = tmp_path / "ahead.zarr"
+    _random_files(local, 60)
+    opened: list[int] = []
 
-        def slow_second(files: int) -> None:
-            opened.append(files)
-            if len(opened) == 2:
-                time.sleep(3.5)  # the second batch's URLs expire before any of its PUTs
+    def slow_second(files: int) -> None:
+        opened.append(files)
+        if len(opened) == 2:
+            time.sleep(3.5)  # the second batch's URLs expire before any of its PUTs
 
-        uploader = Uploader(
-            client, jobs=4, batch_files=20, records=records, on_batch_open=slow_second
-        )
-        result = uploader.upload(local, dandiset=dandiset)
-        assert opened[:4] == [20, 20, 20, 10]  # the 2nd and the 3rd again, in halves
-        assert result.reopened == 1 and sum(opened) == 60 + 40
-        assert result.uploaded == 60 and result.batches == len(opened) - 2
-        assert result.ok and result.remote_checksum == zarr_checksum_of(local)
-        zarr_id = result.zarr_id or ""
-        assert not client.upload_in_progress(zarr_id)
-        assert not list(short.store.iter_objects(staging_zarr_prefix(zarr_id)))
-    finally:
-        live_server.app.state.archive = archive
-        short.close()
+    uploader = Uploader(client, jobs=4, batch_files=20, records=records, on_batch_open=slow_second)
+    result = uploader.upload(local, dandiset=dandiset)
+    assert opened[:4] == [20, 20, 20, 10]  # the 2nd and the 3rd again, in halves
+    assert result.reopened == 1 and sum(opened) == 60 + 40
+    assert result.uploaded == 60 and result.batches == len(opened) - 2
+    assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+    zarr_id = result.zarr_id or ""
+    assert not client.upload_in_progress(zarr_id)
+    assert not list(short_lived_urls.store.iter_objects(staging_zarr_prefix(zarr_id)))
 
 
 def _default_sigint() -> None:

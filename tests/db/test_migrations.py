@@ -302,6 +302,15 @@ def test_migration_0014_fills_in_the_directories_of_queued_batches(database_url:
         db.dispose()
 
 
+def _add_zarr(db: Database) -> None:
+    """A dandiset and its Zarr :data:`ZARR`."""
+    with db.session() as session:
+        dandiset = Dandiset(name="d")
+        session.add(dandiset)
+        session.flush()
+        session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+
+
 def test_migration_0015_keeps_batches_and_their_files(database_url: str) -> None:
     """0015 adds ``upload_batches.verify_on_apply`` (false) in place: no batch loses its
     files (rebuilding the table would cascade to them)."""
@@ -309,11 +318,7 @@ def test_migration_0015_keeps_batches_and_their_files(database_url: str) -> None
     try:
         _from_scratch(db)
         upgrade(db.engine, "0014")
-        with db.session() as session:
-            dandiset = Dandiset(name="d")
-            session.add(dandiset)
-            session.flush()
-            session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+        _add_zarr(db)
         with db.engine.begin() as connection:
             connection.execute(
                 text(
@@ -354,11 +359,7 @@ def test_migration_0016_keeps_the_open_batch_and_allows_one_batch_ahead(database
     try:
         _from_scratch(db)
         upgrade(db.engine, "0015")
-        with db.session() as session:
-            dandiset = Dandiset(name="d")
-            session.add(dandiset)
-            session.flush()
-            session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+        _add_zarr(db)
         with db.engine.begin() as connection:
             add(connection, 3)
             connection.execute(
