@@ -109,8 +109,10 @@ def short_lived_urls(
     database_url: str,
     archive: Archive,
     live_server: LiveServer,
+    client: ApiClient,
 ) -> Iterator[Archive]:
-    """The live server answers with an archive whose presigned URLs expire after 2 s."""
+    """The live server answers with an archive whose presigned URLs expire after 2 s (set
+    after *client*, which installs *archive*)."""
     settings = make_settings(seaweedfs, bucket, database_url, tmp_path / "short", presign_expiry=2)
     short = Archive.from_settings(settings)
     live_server.app.state.archive = short
