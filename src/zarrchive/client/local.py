@@ -62,6 +62,9 @@ BATCH_BYTES = 1 << 20
 MAX_BATCH_FILES = 64
 #: The walk lists this many files, then the threads hash them, and so on.
 CHUNK_FILES = 16384
+#: The first chunk of an upload's hashing (the chunks double from there up to
+#: :data:`CHUNK_FILES`): its first batch goes out once these are hashed, not a whole chunk.
+FIRST_UPLOAD_CHUNK = 128
 #: A chunk with at least this share of its files in the digest cache is done on the
 #: walk's thread, without the hashing threads.
 MOSTLY_CACHED = 0.9
@@ -619,6 +622,7 @@ def iter_local_entries(
     progress: ProgressCallback | None = None,
     cache: DigestCache | None = None,
     part_md5s: bool | None = None,
+    first_chunk: int | None = None,
 ) -> Iterator[ZarrEntry]:
     """``ZarrEntry(path, size, md5)`` of every file below *root*, in sorted path order.
 
@@ -631,27 +635,51 @@ def iter_local_entries(
 
     *part_md5s* (for an upload; None: :func:`zarrchive.client.parts.uploading`): the big
     files' parts are hashed in the same read as the whole file (:class:`_Lane`).
+
+    *first_chunk*: the files are hashed a chunk at a time, the first result given only once
+    its chunk is hashed; for a consumer that starts work on the first entries (an upload),
+    the chunks ramp up from *first_chunk* files (see :func:`_chunks`).
     """
     if part_md5s is None:
         from zarrchive.client.parts import uploading
 
         part_md5s = uploading()
-    hashed = _hash_runs(_walk_runs(root), _check_jobs(jobs), progress, cache, part_md5s)
+    hashed = _hash_runs(
+        _walk_runs(root), _check_jobs(jobs), progress, cache, part_md5s, first_chunk
+    )
     return (
         ZarrEntry(prefix + name, size, md5) for prefix, rows in hashed for name, md5, size in rows
     )
 
 
-def _chunks(runs: Iterator[_Run], limit: int) -> Iterator[tuple[list[_Run], int]]:
-    """The runs in chunks of at least *limit* files (the last one smaller), with their count."""
+def _chunks(
+    runs: Iterator[_Run], limit: int, first: int | None = None
+) -> Iterator[tuple[list[_Run], int]]:
+    """The runs in chunks of at least *limit* files (the last one smaller), with their count.
+
+    With *first*, the chunks ramp up: the first holds *first* files, each next one twice as
+    many, until they reach *limit*; runs are split to keep to that (a directory of many
+    files is then in several chunks).  Pure."""
     chunk: list[_Run] = []
     count = 0
-    for run in runs:
-        chunk.append(run)
-        count += len(run[2])
-        if count >= limit:
-            yield chunk, count
-            chunk, count = [], 0
+    target = limit if first is None else max(1, min(first, limit))
+    for prefix, os_prefix, names in runs:
+        if not names:
+            chunk.append((prefix, os_prefix, names))
+            continue
+        start = 0
+        while start < len(names):
+            take = len(names) - start
+            if target < limit:  # ramping up: cut the run at the chunk's size
+                take = min(take, target - count)
+            part = names if take == len(names) else names[start : start + take]
+            chunk.append((prefix, os_prefix, part))
+            count += take
+            start += take
+            if count >= target:
+                yield chunk, count
+                chunk, count = [], 0
+                target = min(2 * target, limit)
     if chunk:
         yield chunk, count
 
@@ -680,6 +708,7 @@ def _hash_runs(
     progress: ProgressCallback | None,
     cache: DigestCache | None = None,
     part_md5s: bool = False,
+    first_chunk: int | None = None,
 ) -> Iterator[_Hashed]:
     """Hash the runs' files on *jobs* threads; the results in the runs' order.
 
@@ -713,7 +742,7 @@ def _hash_runs(
             lane.kept.clear()
 
     try:
-        for chunk, count in _chunks(runs, CHUNK_FILES):
+        for chunk, count in _chunks(runs, CHUNK_FILES, first_chunk):
             hash_batch: Callable[[list[_Run]], list[_Hashed]] = partial(_hash_batch, lane=lane)
             if cache is not None and cache.usable:
                 now = _time_ns()

@@ -71,6 +71,7 @@ import httpx
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
 from zarrchive.client.api import ApiClient, UploadState, ZarrInfo
 from zarrchive.client.local import (
+    FIRST_UPLOAD_CHUNK,
     default_jobs,
     hash_local,
     iter_local_entries,
@@ -698,7 +699,13 @@ class Uploader:
                 from zarrchive.client.digest_cache import default_cache
 
                 jobs = min(self.jobs, default_jobs())
-                entries = iter_local_entries(root, jobs=jobs, cache=default_cache(), part_md5s=True)
+                entries = iter_local_entries(
+                    root,
+                    jobs=jobs,
+                    cache=default_cache(),
+                    part_md5s=True,
+                    first_chunk=FIRST_UPLOAD_CHUNK,
+                )
                 block: list[ZarrEntry] = []
                 try:
                     for entry in entries:
