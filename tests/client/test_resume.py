@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -129,6 +129,19 @@ def _random_files(local: Path, count: int) -> None:
         (local / f"{i:02d}").write_bytes(os.urandom(1000 + i))
 
 
+def _expiring_at(n: int) -> tuple[list[int], Callable[[int], None]]:
+    """An ``on_batch_open`` hook that records each batch's size and, at the *n*-th batch
+    opened, waits until its URLs (2 s) have expired; and its record."""
+    opened: list[int] = []
+
+    def hook(files: int) -> None:
+        opened.append(files)
+        if len(opened) == n:
+            time.sleep(3.5)
+
+    return opened, hook
+
+
 def test_expired_urls_are_reminted(
     tmp_path: Path,
     short_lived_urls: Archive,
@@ -138,13 +151,7 @@ def test_expired_urls_are_reminted(
 ) -> None:
     local = tmp_path / "slow.zarr"
     _random_files(local, 24)
-    opened: list[int] = []
-
-    def slow_start(files: int) -> None:
-        opened.append(files)
-        if len(opened) == 1:
-            time.sleep(3.5)  # the first batch's URLs expire before any PUT
-
+    opened, slow_start = _expiring_at(1)  # the first batch's URLs expire before any PUT
     progress = NullProgress()
     uploader = Uploader(
         client, jobs=4, records=records, progress=progress, on_batch_open=slow_start
@@ -173,13 +180,7 @@ def test_expired_urls_of_a_batch_opened_ahead_cancel_both_and_resend(
     # cancelled with it; both are sent again in halves, and nothing is lost or left open.
     local = tmp_path / "ahead.zarr"
     _random_files(local, 60)
-    opened: list[int] = []
-
-    def slow_second(files: int) -> None:
-        opened.append(files)
-        if len(opened) == 2:
-            time.sleep(3.5)  # the second batch's URLs expire before any of its PUTs
-
+    opened, slow_second = _expiring_at(2)  # the second's URLs expire before its PUTs
     uploader = Uploader(client, jobs=4, batch_files=20, records=records, on_batch_open=slow_second)
     result = uploader.upload(local, dandiset=dandiset)
     assert opened[:4] == [20, 20, 20, 10]  # the 2nd and the 3rd again, in halves

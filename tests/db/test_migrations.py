@@ -311,6 +311,13 @@ def _add_zarr(db: Database) -> None:
         session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
 
 
+def _add_file_of_batch_3(connection: Any) -> None:
+    connection.execute(
+        text("INSERT INTO upload_batch_files (batch_id, path, etag) VALUES (3, 'a/b', :e)"),
+        {"e": "0" * 32},
+    )
+
+
 def test_migration_0015_keeps_batches_and_their_files(database_url: str) -> None:
     """0015 adds ``upload_batches.verify_on_apply`` (false) in place: no batch loses its
     files (rebuilding the table would cascade to them)."""
@@ -327,10 +334,7 @@ def test_migration_0015_keeps_batches_and_their_files(database_url: str) -> None
                 ),
                 {"uid": "3" * 32, "z": ZARR},
             )
-            connection.execute(
-                text("INSERT INTO upload_batch_files (batch_id, path, etag) VALUES (3, 'a/b', :e)"),
-                {"e": "0" * 32},
-            )
+            _add_file_of_batch_3(connection)
         upgrade(db.engine)
         with db.session() as session:
             batch = session.query(UploadBatch).one()
@@ -362,10 +366,7 @@ def test_migration_0016_keeps_the_open_batch_and_allows_one_batch_ahead(database
         _add_zarr(db)
         with db.engine.begin() as connection:
             add(connection, 3)
-            connection.execute(
-                text("INSERT INTO upload_batch_files (batch_id, path, etag) VALUES (3, 'a/b', :e)"),
-                {"e": "0" * 32},
-            )
+            _add_file_of_batch_3(connection)
         upgrade(db.engine)
         with db.session() as session:
             batch = session.query(UploadBatch).one()
