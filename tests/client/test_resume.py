@@ -11,11 +11,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from tests.conftest import LiveServer, make_settings
 from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from zarrchive.client import ApiClient, NullProgress, Uploader
 from zarrchive.client.upload import BatchRecords
+from zarrchive.db.models import UploadBatch
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import staging_zarr_prefix
 from zarrchive.storage.seaweedfs import SeaweedFS
@@ -190,6 +192,46 @@ def test_expired_urls_of_a_batch_opened_ahead_cancel_both_and_resend(
     zarr_id = result.zarr_id or ""
     assert not client.upload_in_progress(zarr_id)
     assert not list(short_lived_urls.store.iter_objects(staging_zarr_prefix(zarr_id)))
+
+
+class _Interrupted(Exception):
+    """Stands for the process being killed."""
+
+
+def test_a_run_interrupted_after_opening_a_batch_ahead_is_finished_by_the_next(
+    tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords, archive: Archive
+) -> None:
+    # The run stops just after its second batch was opened ahead of the first (whose files
+    # are being sent): two batches are left, the first open, the second following it.  The
+    # next run completes or takes up the first and takes up or replaces the second; the Zarr
+    # ends equal to the directory, nothing open or staged.
+    local = tmp_path / "ahead.zarr"
+    _random_files(local, 60)
+    opened: list[int] = []
+
+    def stop_at_second(files: int) -> None:
+        opened.append(files)
+        if len(opened) == 2:
+            raise _Interrupted
+
+    first = Uploader(client, jobs=4, batch_files=20, records=records, on_batch_open=stop_at_second)
+    with pytest.raises(_Interrupted):
+        first.upload(local, dandiset=dandiset)
+    zarr = client.find_zarr(dandiset, local.name)
+    assert zarr is not None and client.upload_in_progress(zarr.zarr_id)
+    with archive.db.session() as session:
+        follows = session.scalars(
+            select(UploadBatch.follows).where(UploadBatch.zarr_id == zarr.zarr_id)
+        ).all()
+    assert len(follows) == 2 and sum(f is None for f in follows) == 1  # open + one ahead
+
+    result = Uploader(client, jobs=4, batch_files=20, records=records).upload(
+        local, dandiset=dandiset
+    )
+    assert result.stale_batch in ("completed", "resumed"), result.notes
+    assert result.ok and result.remote_checksum == zarr_checksum_of(local)
+    assert not client.upload_in_progress(zarr.zarr_id)
+    assert not list(archive.store.iter_objects(staging_zarr_prefix(zarr.zarr_id)))
 
 
 def _default_sigint() -> None:
