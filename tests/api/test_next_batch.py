@@ -19,23 +19,13 @@ from tests.conftest import Users
 from tests.helpers.api_uploads import assert_clean, batches, complete, info, put_files, s3_body
 from tests.helpers.assets import client_for
 from tests.helpers.jobs import HeldJobQueue
-from tests.helpers.zarr_client import md5, oracle_checksum
+from tests.helpers.multipart import open_sized
+from tests.helpers.zarr_client import oracle_checksum
 from zarrchive.db.models import UploadBatch
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import staging_prefix, staging_zarr_prefix
 
 APPLY = "apply:"
-
-
-def open_files(
-    api: httpx.Client, zarr_id: str, files: dict[str, bytes], **params: str
-) -> httpx.Response:
-    """``POST .../upload/`` for *files* (sizes declared), with query *params*."""
-    return api.post(
-        f"/api/zarr/{zarr_id}/upload/",
-        json=[{"path": p, "etag": md5(b), "size": len(b)} for p, b in files.items()],
-        params=params,
-    )
 
 
 def opened(response: httpx.Response) -> tuple[str, list[dict[str, Any]]]:
@@ -65,8 +55,8 @@ SECOND = {"a/1": b"one again", "a/2": b"two", "b/0": b"bee"}
 def test_a_batch_opened_ahead_is_sent_at_once_and_opens_when_the_one_before_completes(
     api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue, verify: str
 ) -> None:
-    first, first_urls = opened(open_files(api, zarr_id, FIRST))
-    second, second_urls = opened(open_files(api, zarr_id, SECOND, after=first))
+    first, first_urls = opened(open_sized(api, zarr_id, FIRST))
+    second, second_urls = opened(open_sized(api, zarr_id, SECOND, after=first))
     assert second != first
     # both batches' files are sent before either is completed (the second's first)
     put_files(second_urls, SECOND)
@@ -97,11 +87,11 @@ def test_cancel_cancels_the_open_batch_and_the_one_opened_ahead(
     api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
 ) -> None:
     kept = {"k": b"kept"}
-    _uid, urls = opened(open_files(api, zarr_id, kept))
+    _uid, urls = opened(open_sized(api, zarr_id, kept))
     put_files(urls, kept)
     complete(api, zarr_id, wait="true")
-    first, first_urls = opened(open_files(api, zarr_id, FIRST))
-    second, second_urls = opened(open_files(api, zarr_id, SECOND, after=first))
+    first, first_urls = opened(open_sized(api, zarr_id, FIRST))
+    second, second_urls = opened(open_sized(api, zarr_id, SECOND, after=first))
     put_files(first_urls, FIRST)
     put_files(second_urls, SECOND)
     assert api.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 204
@@ -113,7 +103,7 @@ def test_cancel_cancels_the_open_batch_and_the_one_opened_ahead(
     assert info(api, zarr_id)["checksum"] == oracle_checksum(kept)
     assert info(api, zarr_id)["upload_state"] == "at_rest"
     # the Zarr takes a plain batch again
-    opened(open_files(api, zarr_id, {"new": b"n"}))
+    opened(open_sized(api, zarr_id, {"new": b"n"}))
 
 
 def test_after_must_name_your_open_batch_and_one_batch_at_most_follows_it(
@@ -124,24 +114,24 @@ def test_after_must_name_your_open_batch_and_one_batch_at_most_follows_it(
     users: Users,
     held: HeldJobQueue,
 ) -> None:
-    nothing_open = open_files(api, zarr_id, SECOND, after="0" * 32)
+    nothing_open = open_sized(api, zarr_id, SECOND, after="0" * 32)
     assert nothing_open.status_code == 409, nothing_open.text
     assert "not its open upload batch" in nothing_open.json()["detail"]
-    first, _ = opened(open_files(api, zarr_id, FIRST))
+    first, _ = opened(open_sized(api, zarr_id, FIRST))
     for wrong, status in (("0" * 32, 409), (first.upper(), 400), ("x", 400), (first[:-1], 400)):
-        answer = open_files(api, zarr_id, SECOND, after=wrong)
+        answer = open_sized(api, zarr_id, SECOND, after=wrong)
         assert answer.status_code == status, (wrong, answer.text)
-    second, urls = opened(open_files(api, zarr_id, SECOND, after=first))
+    second, urls = opened(open_sized(api, zarr_id, SECOND, after=first))
     # a second batch ahead: refused, unless it is the same one asked again (resume)
-    other = open_files(api, zarr_id, {"c": b"c"}, after=first)
+    other = open_sized(api, zarr_id, {"c": b"c"}, after=first)
     assert other.status_code == 409 and "already follows" in other.json()["detail"], other.text
-    again, urls_again = opened(open_files(api, zarr_id, SECOND, after=first, resume="true"))
+    again, urls_again = opened(open_sized(api, zarr_id, SECOND, after=first, resume="true"))
     assert again == second and [u["path"] for u in urls_again] == [u["path"] for u in urls]
-    not_again = open_files(api, zarr_id, SECOND, after=first)  # without resume: refused
+    not_again = open_sized(api, zarr_id, SECOND, after=first)  # without resume: refused
     assert not_again.status_code == 409, not_again.text
     # nor can a batch follow the one opened ahead, nor can a plain batch open
-    assert open_files(api, zarr_id, {"c": b"c"}, after=second).status_code == 409
-    assert open_files(api, zarr_id, {"c": b"c"}).status_code == 409
+    assert open_sized(api, zarr_id, {"c": b"c"}, after=second).status_code == 409
+    assert open_sized(api, zarr_id, {"c": b"c"}).status_code == 409
     # another owner may not open ahead of my batch
     ok = api.put(
         f"/api/dandisets/{dandiset}/users/",
@@ -149,13 +139,13 @@ def test_after_must_name_your_open_batch_and_one_batch_at_most_follows_it(
     )
     assert ok.status_code == 200, ok.text
     with client_for(api, users.other) as theirs:
-        refused = open_files(theirs, zarr_id, {"c": b"c"}, after=second)
+        refused = open_sized(theirs, zarr_id, {"c": b"c"}, after=second)
         assert refused.status_code == 409, refused.text
     assert follows(archive, zarr_id) == {first: None, second: first}
     # once the first is completed, 'after' it names no open batch
-    put_files(opened(open_files(api, zarr_id, FIRST, resume="true"))[1], FIRST)
+    put_files(opened(open_sized(api, zarr_id, FIRST, resume="true"))[1], FIRST)
     complete(api, zarr_id)
-    late = open_files(api, zarr_id, {"c": b"c"}, after=first)
+    late = open_sized(api, zarr_id, {"c": b"c"}, after=first)
     assert late.status_code == 409, late.text
     assert follows(archive, zarr_id) == {first: None, second: None}
 
@@ -183,8 +173,8 @@ def test_a_batch_opened_ahead_is_checked_against_the_batch_it_follows(
     ours: dict[str, bytes],
     problem: str,
 ) -> None:
-    first, _ = opened(open_files(api, zarr_id, theirs))
-    refused = open_files(api, zarr_id, ours, after=first)
+    first, _ = opened(open_sized(api, zarr_id, theirs))
+    refused = open_sized(api, zarr_id, ours, after=first)
     assert refused.status_code == 400, refused.text
     assert refused.json()["detail"]["problems"] == [problem]
     assert follows(archive, zarr_id) == {first: None}  # nothing recorded
@@ -193,13 +183,13 @@ def test_a_batch_opened_ahead_is_checked_against_the_batch_it_follows(
 def test_two_batches_opened_ahead_at_once_one_wins(
     api: httpx.Client, zarr_id: str, archive: Archive
 ) -> None:
-    first, _ = opened(open_files(api, zarr_id, FIRST))
+    first, _ = opened(open_sized(api, zarr_id, FIRST))
     answers: list[int] = []
     start = threading.Barrier(4)
 
     def open_ahead(n: int) -> None:
         start.wait()
-        answers.append(open_files(api, zarr_id, {f"f{n}": b"x"}, after=first).status_code)
+        answers.append(open_sized(api, zarr_id, {f"f{n}": b"x"}, after=first).status_code)
 
     threads = [threading.Thread(target=open_ahead, args=(n,)) for n in range(4)]
     for t in threads:

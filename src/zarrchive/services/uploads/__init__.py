@@ -7,7 +7,7 @@ The life of a batch (rows of ``upload_batches``; see :class:`~zarrchive.db.model
    and answer presigned PUT URLs for its **staging keys**
    ``zarr-staging/{zarr_id}/{uid}/{path}`` (signing ``Content-MD5``).  No URL ever names a
    key of the Zarr itself, so no URL, late or replayed, can change what a Zarr shows.
-   ``start_next_batch`` (``open`` with ``after=<uid of the open batch>``) opens the
+   ``start_batch`` with *after* (``open`` with ``after=<uid of the open batch>``) opens the
    uploader's *next* batch ahead: recorded now (``follows`` the open batch's id; at most
    one, by a second partial unique index), its file/directory clash check run against the
    tree, the queued batches and the files of the batch it follows, its URLs signed for its

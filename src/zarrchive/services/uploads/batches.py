@@ -52,6 +52,7 @@ from zarrchive.services.uploads.multipart import BigFile, abort_uploads, assembl
 from zarrchive.services.uploads.parts import MAX_OBJECT_SIZE, part_count, part_size_for
 from zarrchive.services.uploads.records import (
     OpenedBatch,
+    UploadStatus,
     UploadUrl,
     _check_batch_size,
     _has_pending,
@@ -102,48 +103,33 @@ def start_batch(
     applied yet): they are applied in order, before this one.
 
     With *after* (the uid of the Zarr's open batch, opened by the same user) the batch is
-    opened ahead as that batch's *next* batch (see :func:`start_next_batch`).
+    opened ahead as that batch's *next* batch (see :func:`_start_next_batch`).
     """
     _check_batch_size(archive, len(files), "batch")
     checked = _validate_files(files)
     declared = _declared_sizes(archive, [p for p, _ in checked], sizes or {})
-    if after is not None:
-        return start_next_batch(archive, user, zarr_id, after, checked, declared, resume=resume)
     zarr_id, status = _writable(archive, user, zarr_id)
+    if after is not None:
+        return _start_next_batch(
+            archive, user, zarr_id, status, after, checked, declared, resume=resume
+        )
     if status.open and resume:
         again = _same_open_batch(archive, user, zarr_id, checked, declared)
         if again is not None:
             return again
     if status.open:
-        raise UploadInProgress(
-            f"Zarr {zarr_id} already has an upload batch open: complete it "
-            "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
-        )
+        raise _open_already(zarr_id)
     if status.pending:
         _kick(archive, zarr_id)  # a batch left behind by a crash is finished (or queued)
     _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
-    with archive.db.write_session() as session:
-        zarr = _lock_for_write(session, user, zarr_id)
-        if _the_open_batch(session, zarr.id) is not None:
-            raise UploadInProgress(
-                f"Zarr {zarr.id} already has an upload batch open: complete it "
-                "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
-            )
-        batch = _new_upload_batch(session, zarr, user, checked, declared)
-        zarr.modified_at = utcnow()
-        try:
-            session.flush()
-        except IntegrityError as exc:  # a concurrent request won the race
-            raise UploadInProgress(f"Zarr {zarr.id} already has an upload batch open") from exc
-        uid = batch.uid
-        store = archive.store_for(zarr.dandiset.embargoed)
-    return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
+    return _record_batch(archive, user, zarr_id, checked, declared)
 
 
-def start_next_batch(
+def _start_next_batch(
     archive: Archive,
     user: Caller | None,
     zarr_id: str,
+    status: UploadStatus,
     after: str,
     checked: list[tuple[str, str]],
     declared: Mapping[str, tuple[int, int | None]],
@@ -162,7 +148,6 @@ def start_next_batch(
     same user (else 409: open it again once *after* is completed).  With *resume*, a next
     batch of exactly these files is answered again.
     """
-    zarr_id, status = _writable(archive, user, zarr_id)
     if status.pending:
         _kick(archive, zarr_id)
     with archive.db.session() as session:
@@ -173,30 +158,60 @@ def start_next_batch(
                 uid = following.uid
                 store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
                 return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
-            raise UploadInProgress(
-                f"Zarr {zarr_id}: a next batch already follows batch {after}: complete "
-                f"{after} first, then open again"
-            )
+            raise _next_taken(zarr_id, after)
         theirs = [f.path for f in before.files]
-    ours = [p for p, _ in checked]
-    _refuse_file_directory_clashes(archive, zarr_id, ours, following=theirs)
+    _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked], following=theirs)
+    return _record_batch(archive, user, zarr_id, checked, declared, after=after)
+
+
+def _record_batch(
+    archive: Archive,
+    user: Caller | None,
+    zarr_id: str,
+    checked: list[tuple[str, str]],
+    declared: Mapping[str, tuple[int, int | None]],
+    *,
+    after: str | None = None,
+) -> OpenedBatch:
+    """Record a checked batch under the Zarr's lock, as its open batch or (*after*) as the
+    next batch of the open batch *after*, and sign its URLs.  409 if that place was taken
+    meanwhile: looked at again under the lock, and kept by the partial unique indexes."""
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
-        before = _followed_batch(session, user, zarr.id, after)
-        if _the_next_batch(session, before) is not None:
-            raise UploadInProgress(f"Zarr {zarr.id}: a next batch already follows batch {after}")
-        batch = _new_upload_batch(session, zarr, user, checked, declared)
-        batch.follows = before.id
+        follows: int | None = None
+        if after is None:
+            taken = _open_already(zarr.id)
+            if _the_open_batch(session, zarr.id) is not None:
+                raise taken
+        else:
+            taken = _next_taken(zarr.id, after)
+            before = _followed_batch(session, user, zarr.id, after)
+            if _the_next_batch(session, before) is not None:
+                raise taken
+            follows = before.id
+        batch = _new_upload_batch(session, zarr, user, checked, declared, follows=follows)
         zarr.modified_at = utcnow()
         try:
             session.flush()
         except IntegrityError as exc:  # a concurrent request won the race
-            raise UploadInProgress(
-                f"Zarr {zarr.id}: a next batch already follows batch {after}"
-            ) from exc
+            raise taken from exc
         uid = batch.uid
         store = archive.store_for(zarr.dandiset.embargoed)
     return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
+
+
+def _open_already(zarr_id: str) -> UploadInProgress:
+    return UploadInProgress(
+        f"Zarr {zarr_id} already has an upload batch open: complete it "
+        "(POST .../upload/complete/) or cancel it (DELETE .../upload/) first"
+    )
+
+
+def _next_taken(zarr_id: str, after: str) -> UploadInProgress:
+    return UploadInProgress(
+        f"Zarr {zarr_id}: a next batch already follows batch {after}: complete {after} "
+        "first, then open again"
+    )
 
 
 def _followed_batch(session: Session, user: Caller | None, zarr_id: str, uid: str) -> UploadBatch:
@@ -356,7 +371,7 @@ def record_directories(session: Session, batch: UploadBatch) -> None:
 
 
 def _refuse_file_directory_clashes(
-    archive: Archive, zarr_id: str, paths: list[str], *, following: Sequence[str] = ()
+    archive: Archive, zarr_id: str, paths: list[str], *, following: list[str] | None = None
 ) -> None:
     """A file and a directory of one name (``a`` and ``a/b``), in the batch or against the
     Zarr's tree, are refused: S3 would hold both, but no tree (or manifest) can.  A batch
@@ -367,18 +382,17 @@ def _refuse_file_directory_clashes(
         for p in find_file_directory_clashes(paths)
     ]
     if following:
-        ours = set(paths)
-        theirs = set(following)
-        for path in find_file_directory_clashes(sorted(ours | theirs)):
-            # a file of one batch that is a directory of a file of the other
-            if path in theirs and any(p.startswith(path + "/") for p in ours):
-                problems.append(
-                    f"{path!r} is a file of the batch this one follows: it can't be a directory"
-                )
-            if path in ours and any(p.startswith(path + "/") for p in theirs):
-                problems.append(
-                    f"{path!r} is a directory of the batch this one follows: it can't be a file"
-                )
+        their_files = set(following)
+        their_directories = affected_directories(following) - {""}
+        problems.extend(
+            f"{p!r} is a directory of the batch this one follows: it can't be a file"
+            for p in paths
+            if p in their_directories
+        )
+        problems.extend(
+            f"{d!r} is a file of the batch this one follows: it can't be a directory"
+            for d in sorted((affected_directories(paths) - {""}) & their_files)
+        )
     # the verified batches not applied yet count as the Zarr's (read before the tree: a
     # batch applied in between is then in the tree)
     problems.extend(_queued_clashes(archive, zarr_id, paths))

@@ -32,6 +32,7 @@ from zarrchive.services.uploads.batches import (
     record_directories,
 )
 from zarrchive.services.uploads.records import (
+    IS_THE_OPEN_BATCH,
     _check_batch_size,
     _has_pending,
     _lock_for_write,
@@ -105,9 +106,7 @@ def _open_batch_files(session: Session, zarr_id: str) -> tuple[int, str, dict[st
     """The open batch's id, uid and ``path -> md5`` (without loading ORM rows per file)."""
     row = session.execute(
         select(UploadBatch.id, UploadBatch.uid).where(
-            UploadBatch.zarr_id == zarr_id,
-            UploadBatch.state == BatchState.OPEN,
-            UploadBatch.follows.is_(None),
+            UploadBatch.zarr_id == zarr_id, IS_THE_OPEN_BATCH
         )
     ).first()
     if row is None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlalchemy import func, select, update
+from sqlalchemy import and_, func, select, update
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import validate_md5
@@ -120,15 +120,19 @@ def _new_upload_batch(
     user: Caller | None,
     files: list[tuple[str, str]],
     sizes: Mapping[str, tuple[int, int | None]] | None = None,
+    *,
+    follows: int | None = None,
 ) -> UploadBatch:
     """An open upload batch of *files* (``(path, md5)``), with an identity unique forever;
-    *sizes* gives the declared ``(size, part size)`` of some (part size: uploaded in parts)."""
+    *sizes* gives the declared ``(size, part size)`` of some (part size: uploaded in parts);
+    *follows*: the id of the open batch this one is opened ahead of."""
     batch = UploadBatch(
         zarr_id=zarr.id,
         uid=uuid.uuid4().hex,
         kind=BatchKind.UPLOAD,
         state=BatchState.OPEN,
         created_by=user.id if user else None,
+        follows=follows,
     )
     declared = sizes or {}
     batch.files = [
@@ -155,15 +159,16 @@ def open_batch(session: Session, zarr: Zarr) -> UploadBatch | None:
     ).first()
 
 
+#: The rows that are a Zarr's open batch (``db.models.OPEN_BATCH_WHERE``): an ``open`` row
+#: that follows none (one that does is the next batch, opened ahead).
+IS_THE_OPEN_BATCH = and_(UploadBatch.state == BatchState.OPEN, UploadBatch.follows.is_(None))
+
+
 def _the_open_batch(session: Session, zarr_id: str) -> UploadBatch | None:
     """The Zarr's ``open`` upload batch (at most one: the database says so); a next batch
     opened ahead is not it (see :func:`_the_next_batch`)."""
     return session.scalar(
-        select(UploadBatch).where(
-            UploadBatch.zarr_id == zarr_id,
-            UploadBatch.state == BatchState.OPEN,
-            UploadBatch.follows.is_(None),
-        )
+        select(UploadBatch).where(UploadBatch.zarr_id == zarr_id, IS_THE_OPEN_BATCH)
     )
 
 
