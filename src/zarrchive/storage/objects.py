@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import boto3
+import botocore.httpsession
 import botocore.session
 import botocore.utils
 from boto3.s3.transfer import TransferConfig
@@ -36,6 +37,7 @@ from botocore.exceptions import (
 
 from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
 from zarrchive.storage.presign import Credentials, Presigner
+from zarrchive.storage.signed_copy import CopySender, S3Refused, S3Unreachable
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -201,6 +203,17 @@ def _session() -> boto3.Session:
     return boto3.Session(botocore_session=core)
 
 
+def _tls_verify(client: Any) -> bool | str:
+    """How botocore verifies *client*'s TLS connections: ``False``, or the CA bundle it
+    uses (``AWS_CA_BUNDLE``, the client's ``verify``, else its default bundle)."""
+    session = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    verify = getattr(session, "_verify", True)
+    if verify is False or isinstance(verify, str):
+        return verify
+    bundle = botocore.httpsession.get_cert_path(True)
+    return bundle if isinstance(bundle, str) else True
+
+
 def md5_to_content_md5(md5_hex: str) -> str:
     """The base64 ``Content-MD5`` header value for a hex md5."""
     return base64.b64encode(binascii.unhexlify(md5_hex)).decode("ascii")
@@ -252,6 +265,21 @@ class ObjectStore:
         self._presigner = (
             Presigner(endpoint_url, Credentials(access_key_id, secret_access_key), region)
             if endpoint_url and access_key_id and secret_access_key
+            else None
+        )
+        #: The copies (``CopyObject``, the apply's one request per file), signed by that
+        #: signer and sent without botocore's per-call cost (:mod:`.signed_copy`).
+        self._copier = (
+            CopySender(
+                self._presigner,
+                endpoint_url,
+                bucket,
+                connections=max_workers + 4,
+                connect_timeout=CONNECT_TIMEOUT,
+                read_timeout=COPY_READ_TIMEOUT,
+                verify=_tls_verify(self.copy_client),
+            )
+            if self._presigner is not None and endpoint_url
             else None
         )
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="s3")
@@ -636,6 +664,8 @@ class ObjectStore:
         *key* in this bucket; returns the new version as the copy answered: its ETag (an md5
         for objects up to 5 GiB that were uploaded in one PUT), version id and LastModified
         (what a listing says of it afterwards)."""
+        if self._copier is not None:
+            return self._signed_copy(source_key, key, version_id)
         source: dict[str, str] = {"Bucket": self.bucket, "Key": source_key}
         if version_id is not None:
             source["VersionId"] = version_id
@@ -653,6 +683,31 @@ class ObjectStore:
             _strip(str(result.get("ETag", ""))),
             str(written) if written and written != "null" else None,
             modified if isinstance(modified, datetime) else None,
+        )
+
+    def _signed_copy(self, source_key: str, key: str, version_id: str | None) -> WrittenVersion:
+        """:meth:`copy_within` by :class:`~zarrchive.storage.signed_copy.CopySender`, its
+        failures mapped as :func:`s3_errors` maps botocore's."""
+        assert self._copier is not None
+        try:
+            answer = self._copier.copy(source_key, key, version_id)
+        except S3Unreachable as exc:
+            raise StorageUnavailable(
+                f"S3 cannot be reached (copy_object: {exc}); retry later"
+            ) from exc
+        except S3Refused as exc:
+            if exc.code in _UNAVAILABLE or str(exc.status) in _UNAVAILABLE:
+                raise StorageUnavailable(
+                    f"S3 is unavailable (copy_object: {exc}); retry later"
+                ) from exc
+            raise StorageError(
+                f"S3 copy_object of {source_key!r} to {key!r} failed: {exc}"
+            ) from exc
+        modified = answer.last_modified
+        return WrittenVersion(
+            answer.etag,
+            answer.version_id,
+            parse_timestamp(modified) if modified else None,
         )
 
     def iter_prefixes(self, prefix: str) -> Iterator[str]:
@@ -676,6 +731,8 @@ class ObjectStore:
         return list(self._small_pool.map(fn, items))
 
     def close(self) -> None:
+        if self._copier is not None:
+            self._copier.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._group_pool.shutdown(wait=False, cancel_futures=True)
         self._small_pool.shutdown(wait=False, cancel_futures=True)

@@ -43,7 +43,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _GRPC_OFFSET = 10000
-_VOLUME_MB = 128
+#: The size at which SeaweedFS stops writing to a volume and grows a new one.  mini writes
+#: to one volume of a bucket at a time, and while the next is grown every write waits about
+#: a second (its retry): at mini's 128 MiB an upload of 256 KiB chunks (each written twice,
+#: staged then copied) stalled every 250 files.  Volumes are files that grow as written, so
+#: a larger limit costs no disk.
+_VOLUME_MB = 1024
+#: The volume size :func:`SeaweedFS.start` divides the free disk by to bound the number of
+#: volumes (``-volume.max``): every bucket is a collection with volumes of its own.
+_DISK_MB_PER_VOLUME = 128
 #: How long a stopping SeaweedFS gets to stop by itself before it is killed.  Its own
 #: shutdown takes 2-4 s and sometimes hangs after uploads; killing it loses nothing (every
 #: answered write is in its files, which it checks when it starts).
@@ -258,8 +266,8 @@ class SeaweedFS:
         with contextlib.suppress(FileNotFoundError):
             options.unlink()
         # Every bucket is a collection with volumes of its own; left to itself, mini allows
-        # only free-disk / 1 GiB volumes in all, which a few dozen buckets exhaust.
-        volume_max = max(64, shutil.disk_usage(self.data_dir).free // (_VOLUME_MB << 20))
+        # only free-disk / volume size volumes in all, which a few dozen buckets exhaust.
+        volume_max = max(64, shutil.disk_usage(self.data_dir).free // (_DISK_MB_PER_VOLUME << 20))
         args = [
             find_weed(),
             "mini",
