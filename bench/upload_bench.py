@@ -8,7 +8,11 @@ uploaded
   each thread reading its file from disk;
 - presigned PUT only: httpx PUTs to presigned URLs made before the clock starts;
 - presigned PUT + CopyObject: the same, each file then copied server-side to its final key
-  (the S3 work of the archive's verified path, without the archive);
+  (the S3 work of the archive's verified path, without the archive), the copies sent by
+  boto3 (the floor the issue defines);
+- the same with the copies sent as the archive sends them
+  (:class:`~zarrchive.storage.signed_copy.CopySender`, about 1 ms of CPU less a copy than
+  boto3): the floor of the same S3 work at the archive's own cost per request;
 - zarrchive: ``zarrchive upload DIR --dandiset ID --jobs N`` as a subprocess (so the
   client does not share this process's GIL with the server), wall time including the
   CLI's start-up, the local md5 pass, batches and their server-side verification, and
@@ -19,8 +23,9 @@ Then a Zarr of ``--noop-files`` small files is uploaded once and re-uploaded unc
     .venv/bin/python bench/upload_bench.py [--files 5000] [--jobs 16] [--noop-files 20000]
         [--batch-files N] [--rounds N] [--trace]
 
-With ``--rounds N`` the floor (presigned PUT + CopyObject) and ``zarrchive upload`` are
-measured N times per size, alternating which goes first; the table shows the last round.
+With ``--rounds N`` the floors (presigned PUT + CopyObject, boto3's copies and the
+archive's) and ``zarrchive upload`` are measured N times per size, alternating which goes
+first; the table shows the last round.
 Each round also prints the CPU seconds each side spent, split into SeaweedFS, this process
 (the floor's PUTs and copies, or the archive's server) and the ``zarrchive`` client: equal CPU
 at a lower rate means the cores idled (waits, not work, are what the path loses).
@@ -53,7 +58,9 @@ from zarrchive.config import Settings
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services.auth import create_user
 from zarrchive.services.runtime import Archive, set_current_archive
+from zarrchive.storage.presign import Credentials, Presigner
 from zarrchive.storage.seaweedfs import SeaweedFS, free_port
+from zarrchive.storage.signed_copy import CopySender
 
 KEY, SECRET = "bench", "bench-secret"
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,13 +124,15 @@ def raw_presigned_put(
     jobs: int,
     *,
     copy: bool = False,
+    copier: CopySender | None = None,
 ) -> float:
     """httpx PUTs to presigned URLs (md5s and URLs made before the clock starts).
 
     With *copy*, the S3 work of the archive's path alone: each file is PUT to a staging key,
     then copied server-side (``CopyObject``) to its final key, as the apply does.  On an S3
     whose copies share the uploads' machine (one SeaweedFS here) this is the floor of any path
-    that verifies a file before it becomes visible."""
+    that verifies a file before it becomes visible.  With *copier*, the copies are sent by it
+    (as the archive sends them) instead of boto3."""
     import httpx
 
     work = []
@@ -140,7 +149,9 @@ def raw_presigned_put(
     def put(item: tuple[Path, str, str, str, str]) -> None:
         path, url, md5, key, final = item
         http.put(url, content=path.read_bytes(), headers={"Content-MD5": md5}).raise_for_status()
-        if copy:
+        if copy and copier is not None:
+            copier.copy(key, final)
+        elif copy:
             s3.copy_object(
                 Bucket=bucket,
                 Key=final,
@@ -209,6 +220,7 @@ def main() -> None:
     seaweed = SeaweedFS(work / "seaweedfs", KEY, SECRET, public_read_buckets=["bench*"])
     seaweed.start()
     server: uvicorn.Server | None = None
+    copier: CopySender | None = None
     try:
         s3 = boto3.client(
             "s3",
@@ -260,6 +272,14 @@ def main() -> None:
 
         assert seaweed.process is not None
         meter = CpuMeter(seaweed.process.pid)
+        copier = CopySender(
+            Presigner(seaweed.endpoint_url, Credentials(KEY, SECRET), "us-east-1"),
+            seaweed.endpoint_url,
+            "bench",
+            connections=args.jobs + 4,
+            connect_timeout=3,
+            read_timeout=300,
+        )
         rows = []
         for size in (int(s) for s in args.sizes.split(",")):
             local = work / f"files-{size}.zarr"
@@ -268,7 +288,8 @@ def main() -> None:
             total = sum(p.stat().st_size for p in paths)
             raw = raw_put(s3, "bench", f"raw-{size}/", local, paths, args.jobs)
             bare = raw_presigned_put(s3, "bench", f"bare-{size}/", local, paths, args.jobs)
-            ratios = []
+            ratios: list[float] = []
+            signed_ratios: list[float] = []
             for r in range(args.rounds):
                 if r:  # a new Zarr each round (the asset path is the directory's name)
                     moved = local.with_name(f"files-{size}-round{r}.zarr")
@@ -278,11 +299,19 @@ def main() -> None:
 
                 took: dict[str, float] = {}
                 cpu: dict[str, str] = {}
-                for side in ("ours", "floor") if r % 2 else ("floor", "ours"):  # alternating
+                sides = ("floor", "signed", "ours")
+                for side in sides[::-1] if r % 2 else sides:  # alternating
                     meter.start()
-                    if side == "floor":
+                    if side != "ours":
                         took[side] = raw_presigned_put(
-                            s3, "bench", f"floor-{size}-{r}/", local, paths, args.jobs, copy=True
+                            s3,
+                            "bench",
+                            f"{side}-{size}-{r}/",
+                            local,
+                            paths,
+                            args.jobs,
+                            copy=True,
+                            copier=copier if side == "signed" else None,
                         )
                         cpu[side] = meter.spent()
                         continue
@@ -292,30 +321,42 @@ def main() -> None:
                     # is done before anything else is measured
                     if not jobs.join(timeout=300):
                         raise SystemExit("the archive's jobs did not finish")
-                floor, ours = took["floor"], took["ours"]
+                floor, signed, ours = took["floor"], took["signed"], took["ours"]
                 ratios.append(floor / ours)
+                signed_ratios.append(signed / ours)
                 if args.rounds > 1:
                     print(
                         f"{size // 1024} KiB round {r + 1} ({'ours' if r % 2 else 'floor'} "
                         f"first, load {os.getloadavg()[0]:.1f}): floor {n / floor:.0f} files/s, "
-                        f"zarrchive {n / ours:.0f} files/s, ratio {floor / ours:.2f}",
+                        f"floor with the archive's copies {n / signed:.0f} files/s, "
+                        f"zarrchive {n / ours:.0f} files/s, ratio {floor / ours:.2f} "
+                        f"(to the second floor {signed / ours:.2f})",
                         file=sys.stderr,
                     )
-                print(f"    floor: {cpu['floor']}; zarrchive: {cpu['ours']}", file=sys.stderr)
-            if args.rounds > 1:
                 print(
-                    f"{size // 1024} KiB: ratio to PUT + copy, median of {args.rounds} rounds: "
-                    f"{statistics.median(ratios):.2f} (rounds: "
-                    f"{', '.join(f'{x:.2f}' for x in ratios)})",
+                    f"    floor: {cpu['floor']}; floor with the archive's copies: "
+                    f"{cpu['signed']}; zarrchive: {cpu['ours']}",
                     file=sys.stderr,
                 )
-            rows.append((size, n, total, raw, bare, floor, ours))
+            if args.rounds > 1:
+                for name, values in (
+                    ("PUT + copy", ratios),
+                    ("PUT + copy sent as the archive sends it", signed_ratios),
+                ):
+                    print(
+                        f"{size // 1024} KiB: ratio to {name}, median of {args.rounds} rounds: "
+                        f"{statistics.median(values):.2f} (rounds: "
+                        f"{', '.join(f'{x:.2f}' for x in values)})",
+                        file=sys.stderr,
+                    )
+            rows.append((size, n, total, raw, bare, floor, signed, ours))
             print(
                 f"{size // 1024} KiB x {n}: raw {n / raw:.0f} files/s "
                 f"{total / raw / 2**20:.1f} MiB/s; presigned PUT only {n / bare:.0f} files/s; "
-                f"PUT + copy {n / floor:.0f} files/s; zarrchive {n / ours:.0f} files/s "
+                f"PUT + copy {n / floor:.0f} files/s (copies sent as the archive sends them "
+                f"{n / signed:.0f}); zarrchive {n / ours:.0f} files/s "
                 f"{total / ours / 2**20:.1f} MiB/s; ratio {raw / ours:.2f} / {bare / ours:.2f} "
-                f"/ {floor / ours:.2f}",
+                f"/ {floor / ours:.2f} / {signed / ours:.2f}",
                 file=sys.stderr,
             )
             shutil.rmtree(local)
@@ -331,18 +372,19 @@ def main() -> None:
 
         print(
             "\n| files | size | boto3 put_object | presigned PUT only (httpx) "
-            "| presigned PUT + CopyObject | zarrchive upload | ratio to boto3 "
-            "| ratio to PUT only | ratio to PUT + copy |"
+            "| presigned PUT + CopyObject | the same, the archive's copies | zarrchive upload "
+            "| ratio to boto3 | ratio to PUT only | ratio to PUT + copy "
+            "| ratio to PUT + the archive's copies |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for size, n, total, raw, bare, floor, ours in rows:
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for size, n, total, raw, bare, floor, signed, ours in rows:
             cells = [
                 f"{n / t:.0f} files/s, {total / t / 2**20:.1f} MiB/s ({t:.1f} s)"
-                for t in (raw, bare, floor, ours)
+                for t in (raw, bare, floor, signed, ours)
             ]
             print(
                 f"| {n} | {size // 1024} KiB | {' | '.join(cells)} | {raw / ours:.2f} "
-                f"| {bare / ours:.2f} | {floor / ours:.2f} |"
+                f"| {bare / ours:.2f} | {floor / ours:.2f} | {signed / ours:.2f} |"
             )
         if args.noop_files:
             print(
@@ -352,6 +394,8 @@ def main() -> None:
     finally:
         if server is not None:
             server.should_exit = True
+        if copier is not None:
+            copier.close()
         seaweed.stop()
         shutil.rmtree(work, ignore_errors=True)
 
