@@ -6,6 +6,7 @@ becomes visible, and ``GET .../upload/refused/?batch=<uid>`` names its files."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from tests.helpers.api_uploads import assert_clean, batches, info, oracle, put_files, s3_body
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.manifest_records import manifest_as_listed
+from tests.helpers.multipart import open_sized
 from tests.helpers.zarr_client import md5
 from zarrchive.errors import StorageError
 from zarrchive.services.manifests import ManifestSource
@@ -24,6 +26,7 @@ from zarrchive.storage.keys import staging_prefix
 from zarrchive.storage.objects import ObjectStore
 
 APPLY = "apply:"
+BATCH = "X-Zarrchive-Batch"
 FILES = {".zgroup": b"{}", "arr/.zarray": b"{...}", "arr/0": b"zero", "arr/1": b"one"}
 
 
@@ -200,6 +203,24 @@ def test_a_batch_checked_while_the_one_before_is_copied_is_refused_all_the_same(
     assert_clean(archive, zarr_id)
 
 
+def record_copies_and_drops(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
+    """Every batch copy and staging drop of the appliers from now on: ``(what, when)``."""
+    events: list[tuple[str, float]] = []
+    copy, drop = apply._copy_into_place, apply._drop_staging
+
+    def copied(*args: Any) -> Any:
+        events.append(("copy", time.monotonic()))
+        return copy(*args)
+
+    def dropped(store: Any, zid: str, uid: str) -> None:
+        events.append(("drop", time.monotonic()))
+        drop(store, zid, uid)
+
+    monkeypatch.setattr(apply, "_copy_into_place", copied)
+    monkeypatch.setattr(apply, "_drop_staging", dropped)
+    return events
+
+
 def test_staging_drops_wait_until_no_batch_does(
     api: httpx.Client,
     zarr_id: str,
@@ -209,25 +230,80 @@ def test_staging_drops_wait_until_no_batch_does(
 ) -> None:
     # the drops (seconds of S3 deletes per batch) never run beside the copies of a backlog:
     # the applier holds them until nothing is queued, then drops every staging area
-    events: list[str] = []
-    copy, drop = apply._copy_into_place, apply._drop_staging
-
-    def copied(*args: Any) -> Any:
-        events.append("copy")
-        return copy(*args)
-
-    def dropped(store: Any, zid: str, uid: str) -> None:
-        events.append("drop")
-        drop(store, zid, uid)
-
-    monkeypatch.setattr(apply, "_copy_into_place", copied)
-    monkeypatch.setattr(apply, "_drop_staging", dropped)
+    events = record_copies_and_drops(monkeypatch)
     uids = queue_batches(api, zarr_id, *({f"arr/{i}": bytes([i]) * 10} for i in range(3)))
     held.run(APPLY)
-    assert events == ["copy"] * 3 + ["drop"] * 3
+    assert [what for what, _ in events] == ["copy"] * 3 + ["drop"] * 3
     for uid in uids:
         assert staged_keys(archive, zarr_id, uid) == []
     assert info(api, zarr_id)["file_count"] == 3
+
+
+def test_the_apply_job_waits_for_an_open_upload_s_next_batch_before_dropping(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the job catches up with an upload that is still going on (a batch is open): the next
+    # batch, queued within the grace, is applied before any staging area is dropped
+    monkeypatch.setattr(apply, "DROP_GRACE_SECONDS", 30.0)
+    events = record_copies_and_drops(monkeypatch)
+    first = queue_batches(api, zarr_id, {"arr/0": b"zero"})
+    second = {"arr/1": b"one"}
+    urls = open_declared(api, zarr_id, second)
+    job = threading.Thread(target=held.run, args=(APPLY,))
+    job.start()
+    deadline = time.monotonic() + 30
+    while info(api, zarr_id)["file_count"] != 1:  # the first batch applied
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    put_files(urls, second)
+    uid = queue(api, zarr_id)[0]
+    held.run(APPLY)  # (the job that queueing asked for, if the running one has finished)
+    job.join(timeout=60)
+    assert not job.is_alive()
+    assert [what for what, _ in events] == ["copy", "copy", "drop", "drop"]
+    for staged in (*first, uid):
+        assert staged_keys(archive, zarr_id, staged) == []
+    assert info(api, zarr_id)["checksum"] == oracle({"arr/0": b"zero", **second})
+
+
+def test_the_grace_ends_and_the_staging_areas_are_dropped_with_the_upload_still_open(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(apply, "DROP_GRACE_SECONDS", 0.5)
+    events = record_copies_and_drops(monkeypatch)
+    (uid,) = queue_batches(api, zarr_id, {"arr/0": b"zero"})
+    open_declared(api, zarr_id, {"arr/1": b"one"})  # sent by nobody
+    held.run(APPLY)
+    (copied, when_copied), (dropped, when_dropped) = events
+    assert (copied, dropped) == ("copy", "drop")
+    assert when_dropped - when_copied >= 0.5  # it waited for a batch that did not come
+    assert staged_keys(archive, zarr_id, uid) == []
+    assert info(api, zarr_id)["upload_in_progress"]
+
+
+def test_a_request_that_applies_inline_does_not_wait(
+    zarr_id: str, archive: Archive, api: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # without a job queue, complete applies the batch itself: it never waits for the next
+    # batch of an upload still open (here one opened ahead, which complete makes the open one)
+    monkeypatch.setattr(apply, "DROP_GRACE_SECONDS", 30.0)
+    first = {"arr/0": b"zero"}
+    response = open_sized(api, zarr_id, first)
+    put_files(response.json(), first)
+    assert open_sized(api, zarr_id, {"arr/1": b"one"}, after=response.headers[BATCH]).is_success
+    started = time.monotonic()
+    uid = queue(api, zarr_id)[0]
+    assert time.monotonic() - started < 15
+    assert staged_keys(archive, zarr_id, uid) == []
+    assert info(api, zarr_id)["file_count"] == 1 and info(api, zarr_id)["upload_in_progress"]
 
 
 def test_the_manifest_job_is_queued_at_rest_before_the_staging_drops_end(

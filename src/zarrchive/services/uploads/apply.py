@@ -45,7 +45,7 @@ from zarrchive.services.uploads.multipart import (
     finish_verified_copy,
     prepare_verified_copy,
 )
-from zarrchive.services.uploads.records import _has_pending
+from zarrchive.services.uploads.records import _has_open, _has_pending
 from zarrchive.services.uploads.staging import _drop_staging, check_staged
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
@@ -65,6 +65,12 @@ DROP_POLL_SECONDS = 0.1
 #: Applied batches whose staging areas an applier leaves in place while more batches wait
 #: (they are dropped as soon as none does).
 HELD_DROPS = 16
+#: How long the apply job, having caught up with an upload that is still going on (a batch
+#: of the Zarr is open), waits for its next batch before it drops the staging areas it
+#: holds: the uploader queues its batches back to back, and a drop started in the gap
+#: (SeaweedFS spends about a third of a PUT's CPU on each versioned delete) competes with
+#: that upload's PUTs and copies.
+DROP_GRACE_SECONDS = 1.0
 #: How long a request that must apply now (``wait``) waits for another applier.
 WAIT_SECONDS = 60.0
 #: The import string of the apply job.
@@ -600,13 +606,19 @@ def apply_pending(
     wait: bool = True,
     until_seq: int | None = None,
     timeout: float = WAIT_SECONDS,
+    grace: float = 0.0,
 ) -> int:
     """Apply the Zarr's queued batches in order (those up to *until_seq*, if given).
 
     A batch claimed by another live applier is theirs: with *wait*, poll until they are
     done (or their claim expires, then take over), up to *timeout* seconds (then
     :class:`~zarrchive.errors.ArchiveBusy`, 503); without, return.  Returns how many batches
-    this call applied; queues the manifest job when it applied any.  A batch refused
+    this call applied; queues the manifest job when it applied any.
+
+    *grace*: when no batch waits but one of the Zarr is open (its uploader is sending more),
+    wait up to that many seconds for the next before dropping the staging areas held (the
+    background job's :data:`DROP_GRACE_SECONDS`; a request that applies inline does not
+    wait).  A batch refused
     (:func:`refusal_error`: files uploaded in parts whose content is not their md5) is
     dropped and the others applied; the refusal is raised at the end.
     """
@@ -618,8 +630,9 @@ def apply_pending(
     manifest_for = 0  # how many of the applied batches the queued manifest job follows
     # An applied batch's staging objects are dropped once no batch waits (the drop lists
     # and deletes them, seconds of S3 work per batch that the copies, and the uploader's
-    # PUTs, need not compete with), or once HELD_DROPS batches wait for theirs; every drop
-    # is done before this call returns.
+    # PUTs, need not compete with; with *grace*, once none has come for that long while the
+    # upload is still open), or once HELD_DROPS batches wait for theirs; every drop is done
+    # before this call returns.
     dropper = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-drop")
     dropping: list[Future[None]] = []
     held: list[tuple[ObjectStore, str, str]] = []
@@ -637,6 +650,7 @@ def apply_pending(
 
     # The next batch is checked, and copied, while the one before it is applied.
     ahead = _Ahead(archive, until_seq)
+    caught_up: float | None = None  # when this applier last found no batch waiting
 
     try:
         while True:
@@ -647,6 +661,11 @@ def apply_pending(
                     # second job thread, or another worker, it is made while they run)
                     queue_manifest(archive, zarr_id)
                     manifest_for = applied
+                if held and grace > 0:
+                    caught_up = caught_up or time.monotonic()
+                    if time.monotonic() - caught_up < grace and _uploading(archive, zarr_id):
+                        time.sleep(DROP_POLL_SECONDS)
+                        continue
                 release(len(held))
                 if not all(f.done() for f in dropping):
                     # a batch queued while the last drops finish is applied at once
@@ -667,6 +686,7 @@ def apply_pending(
                 pause = min(pause * 1.5, 0.5)
                 continue
             pause = 0.02
+            caught_up = None
             try:
                 if _apply_claimed(archive, claimed, token, drop, ahead):
                     applied += 1
@@ -684,6 +704,11 @@ def apply_pending(
                 )
         if applied > manifest_for:
             queue_manifest(archive, zarr_id)
+
+
+def _uploading(archive: Archive, zarr_id: str) -> bool:
+    with archive.db.session() as session:
+        return _has_open(session, zarr_id)
 
 
 def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False) -> bool:
@@ -709,7 +734,13 @@ def apply_pending_job(zarr_id: str) -> None:
     expires and is taken over); it raises on failure, so the queue retries it.
     """
     try:
-        apply_pending(current_archive(), zarr_id, wait=True, timeout=2 * CLAIM_SECONDS + 5)
+        apply_pending(
+            current_archive(),
+            zarr_id,
+            wait=True,
+            timeout=2 * CLAIM_SECONDS + 5,
+            grace=DROP_GRACE_SECONDS,
+        )
     except NotFound:
         log.info("Zarr %s is gone: nothing to apply", zarr_id)
     except UploadVerificationFailed as exc:  # recorded (RefusedUpload): nothing to retry
