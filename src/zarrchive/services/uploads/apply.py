@@ -613,14 +613,14 @@ def apply_pending(
     A batch claimed by another live applier is theirs: with *wait*, poll until they are
     done (or their claim expires, then take over), up to *timeout* seconds (then
     :class:`~zarrchive.errors.ArchiveBusy`, 503); without, return.  Returns how many batches
-    this call applied; queues the manifest job when it applied any.
+    this call applied; queues the manifest job when it applied any.  A batch refused
+    (:func:`refusal_error`: files uploaded in parts whose content is not their md5) is
+    dropped and the others applied; the refusal is raised at the end.
 
     *grace*: when no batch waits but one of the Zarr is open (its uploader is sending more),
     wait up to that many seconds for the next before dropping the staging areas held (the
     background job's :data:`DROP_GRACE_SECONDS`; a request that applies inline does not
-    wait).  A batch refused
-    (:func:`refusal_error`: files uploaded in parts whose content is not their md5) is
-    dropped and the others applied; the refusal is raised at the end.
+    wait).
     """
     token = uuid.uuid4().hex
     applied = 0
@@ -650,7 +650,6 @@ def apply_pending(
 
     # The next batch is checked, and copied, while the one before it is applied.
     ahead = _Ahead(archive, until_seq)
-    caught_up: float | None = None  # when this applier last found no batch waiting
 
     try:
         while True:
@@ -661,11 +660,8 @@ def apply_pending(
                     # second job thread, or another worker, it is made while they run)
                     queue_manifest(archive, zarr_id)
                     manifest_for = applied
-                if held and grace > 0:
-                    caught_up = caught_up or time.monotonic()
-                    if time.monotonic() - caught_up < grace and _uploading(archive, zarr_id):
-                        time.sleep(DROP_POLL_SECONDS)
-                        continue
+                if held and grace > 0 and _next_batch_comes(archive, zarr_id, grace):
+                    continue
                 release(len(held))
                 if not all(f.done() for f in dropping):
                     # a batch queued while the last drops finish is applied at once
@@ -686,7 +682,6 @@ def apply_pending(
                 pause = min(pause * 1.5, 0.5)
                 continue
             pause = 0.02
-            caught_up = None
             try:
                 if _apply_claimed(archive, claimed, token, drop, ahead):
                     applied += 1
@@ -706,9 +701,20 @@ def apply_pending(
             queue_manifest(archive, zarr_id)
 
 
-def _uploading(archive: Archive, zarr_id: str) -> bool:
-    with archive.db.session() as session:
-        return _has_open(session, zarr_id)
+def _next_batch_comes(archive: Archive, zarr_id: str, grace: float) -> bool:
+    """While the Zarr has a batch open (its upload goes on), wait up to *grace* seconds for
+    a batch to be queued; True if one was.  (Reads only: the uploader's requests, which
+    lock the Zarr, are not held up.)"""
+    deadline = time.monotonic() + grace
+    while True:
+        with archive.db.session() as session:
+            if _has_pending(session, zarr_id):
+                return True
+            if not _has_open(session, zarr_id):
+                return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(DROP_POLL_SECONDS)
 
 
 def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False) -> bool:
