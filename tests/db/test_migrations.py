@@ -242,7 +242,9 @@ def test_0007_gives_blobs_of_one_part_their_dandi_etag(database_url: str) -> Non
                 )
         db.migrate()
         with db.engine.begin() as connection:
-            found = dict(connection.execute(text("SELECT id, etag FROM blobs")).all())
+            found: dict[str, str | None] = dict(
+                connection.execute(text("SELECT id, etag FROM blobs")).all()
+            )
             connection.execute(
                 text(
                     "INSERT INTO blobs (id, md5, etag, size, key, embargoed, created_at) "
