@@ -18,6 +18,7 @@ from sqlalchemy import select
 from tests.conftest import Users
 from tests.helpers.api_uploads import assert_clean, batches, complete, info, put_files, s3_body
 from tests.helpers.assets import client_for
+from tests.helpers.dandi_zarr import announce, put_all
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.multipart import open_sized
 from tests.helpers.zarr_client import oracle_checksum
@@ -77,6 +78,33 @@ def test_a_batch_opened_ahead_is_sent_at_once_and_opens_when_the_one_before_comp
     assert answer.headers["X-Zarrchive-Batch"] == second
     held.run(APPLY)
     final = {**FIRST, **SECOND}  # the second batch's a/1 was applied after the first's
+    assert info(api, zarr_id)["checksum"] == oracle_checksum(final)
+    assert {p: s3_body(archive, zarr_id, p) for p in final} == final
+    assert not list(archive.store.iter_objects(staging_zarr_prefix(zarr_id)))
+    assert_clean(archive, zarr_id)
+
+
+def test_dandis_finalize_queues_the_open_batch_and_opens_the_one_ahead(
+    api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
+) -> None:
+    # DANDI's flow on a Zarr whose uploader opened a batch ahead: files/ extends the open
+    # batch (never the one ahead); finalize queues it and makes the one ahead the open batch
+    first, first_urls = opened(open_sized(api, zarr_id, FIRST))
+    second, second_urls = opened(open_sized(api, zarr_id, SECOND, after=first))
+    put_files(first_urls, FIRST)
+    put_files(second_urls, SECOND)
+    extra = {"d/0": b"dandi"}
+    put_all(announce(api, zarr_id, extra), extra)
+    report = api.post(f"/api/zarr/{zarr_id}/finalize/")
+    assert report.status_code == 200, report.text
+    assert report.json()["dropped"] == []
+    assert follows(archive, zarr_id) == {first: None, second: None}
+    assert batches(archive, zarr_id) == [("queued", 1), ("open", None)]
+    answer = api.post(f"/api/zarr/{zarr_id}/upload/complete/", params={"wait": "true"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["X-Zarrchive-Batch"] == second
+    held.run(APPLY)
+    final = {**FIRST, **extra, **SECOND}
     assert info(api, zarr_id)["checksum"] == oracle_checksum(final)
     assert {p: s3_body(archive, zarr_id, p) for p in final} == final
     assert not list(archive.store.iter_objects(staging_zarr_prefix(zarr_id)))
