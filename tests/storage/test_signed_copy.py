@@ -4,10 +4,11 @@ botocore writes it, the answers S3 gives, the retry, and the copy itself on Seaw
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-from botocore.handlers import _quote_source_header_from_dict
+from botocore.handlers import _quote_source_header_from_dict  # type: ignore[attr-defined]
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,23 +97,34 @@ def store(seaweedfs: SeaweedFS, fresh_bucket: str) -> Iterator[ObjectStore]:
     store.close()
 
 
+#: ``(proxy arguments) -> (proxy, sender)``: see :func:`through_proxy`.
+ThroughProxy = Callable[..., tuple[FlakyProxy, CopySender]]
+
+
 @pytest.fixture
-def proxy(seaweedfs: SeaweedFS) -> Iterator[FlakyProxy]:
-    """SeaweedFS behind a proxy whose first PUT of each path is answered 503."""
-    proxy = FlakyProxy(seaweedfs.endpoint_url, fails=lambda method, path: method == "PUT")
-    yield proxy
-    proxy.close()
-
-
-def _sender_through(proxy: FlakyProxy, seaweedfs: SeaweedFS, bucket: str) -> CopySender:
-    """A sender that signs for SeaweedFS and connects to *proxy* (which forwards the
-    request with SeaweedFS's ``Host``: the signature holds)."""
+def through_proxy(seaweedfs: SeaweedFS, fresh_bucket: str) -> Iterator[ThroughProxy]:
+    """Makes SeaweedFS's proxies (:class:`FlakyProxy`, its arguments) and a sender of copies
+    in *fresh_bucket* that signs for SeaweedFS and connects to the proxy (which forwards the
+    request with SeaweedFS's ``Host``: the signature holds); all closed at the end."""
+    made: list[tuple[FlakyProxy, CopySender]] = []
     signer = Presigner(
         seaweedfs.endpoint_url,
         Credentials(seaweedfs.access_key_id, seaweedfs.secret_access_key),
         "us-east-1",
     )
-    return CopySender(signer, proxy.url, bucket, connections=4, connect_timeout=3, read_timeout=30)
+
+    def make(**proxy_arguments: Any) -> tuple[FlakyProxy, CopySender]:
+        proxy = FlakyProxy(seaweedfs.endpoint_url, **proxy_arguments)
+        sender = CopySender(
+            signer, proxy.url, fresh_bucket, connections=4, connect_timeout=3, read_timeout=30
+        )
+        made.append((proxy, sender))
+        return proxy, sender
+
+    yield make
+    for proxy, sender in made:
+        sender.close()
+        proxy.close()
 
 
 NAMES = ["plain", "a b/c d", "ünï/cødé", "plus+and=equals", "per%cent", "q?mark#hash", "~tilde"]
@@ -156,59 +168,46 @@ def test_botocores_copy_gives_the_same_answer(store: ObjectStore) -> None:
 
 
 def test_a_transient_failure_is_retried_once(
-    seaweedfs: SeaweedFS, fresh_bucket: str, store: ObjectStore, proxy: FlakyProxy
+    fresh_bucket: str, store: ObjectStore, through_proxy: ThroughProxy
 ) -> None:
     store.put("src", b"body")
-    sender = _sender_through(proxy, seaweedfs, fresh_bucket)
+    proxy, sender = through_proxy(fails=lambda method, path: method == "PUT")
     answer = sender.copy("src", "dst")
     assert answer.etag == hashlib.md5(b"body").hexdigest()
     assert [h.status for h in proxy.hits_of("PUT", f"/{fresh_bucket}/dst")] == [503, 200]
     assert store.get("dst") == b"body"
-    sender.close()
 
 
 def test_a_second_failure_is_unavailable(
-    seaweedfs: SeaweedFS, fresh_bucket: str, store: ObjectStore
+    fresh_bucket: str, store: ObjectStore, through_proxy: ThroughProxy
 ) -> None:
     store.put("src", b"body")
-    proxy = FlakyProxy(seaweedfs.endpoint_url, failures=2)
-    sender = _sender_through(proxy, seaweedfs, fresh_bucket)
-    try:
-        with pytest.raises(S3Refused) as info:
-            sender.copy("src", "dst")
-        assert info.value.status == 503 and info.value.transient
-        assert len(proxy.hits_of("PUT", f"/{fresh_bucket}/dst")) == 2
-        assert store.head("dst") is None
-        # through the store: the archive's 503
-        store._copier = sender
-        with pytest.raises(StorageUnavailable, match="retry later"):
-            store.copy_within("src", "dst2")
-    finally:
-        sender.close()
-        proxy.close()
+    proxy, sender = through_proxy(failures=2)
+    with pytest.raises(S3Refused) as info:
+        sender.copy("src", "dst")
+    assert info.value.status == 503 and info.value.transient
+    assert len(proxy.hits_of("PUT", f"/{fresh_bucket}/dst")) == 2
+    assert store.head("dst") is None
+    # through the store: the archive's 503
+    store._copier = sender
+    with pytest.raises(StorageUnavailable, match="retry later"):
+        store.copy_within("src", "dst2")
 
 
 def test_a_refusal_is_not_retried(
-    seaweedfs: SeaweedFS, fresh_bucket: str, store: ObjectStore
+    fresh_bucket: str, store: ObjectStore, through_proxy: ThroughProxy
 ) -> None:
-    proxy = FlakyProxy(seaweedfs.endpoint_url, fails=lambda method, path: False)
-    sender = _sender_through(proxy, seaweedfs, fresh_bucket)
+    proxy, sender = through_proxy(fails=lambda method, path: False)
     store._copier = sender
-    try:
-        with pytest.raises(StorageError) as info:  # a missing source
-            store.copy_within("nothing-here", "dst")
-        assert not isinstance(info.value, StorageUnavailable)
-        assert "nothing-here" in info.value.message
-        assert [h.status for h in proxy.hits_of("PUT", f"/{fresh_bucket}/dst")] == [404]
-    finally:
-        sender.close()
-        proxy.close()
+    with pytest.raises(StorageError) as info:  # a missing source
+        store.copy_within("nothing-here", "dst")
+    assert not isinstance(info.value, StorageUnavailable)
+    assert "nothing-here" in info.value.message
+    assert [h.status for h in proxy.hits_of("PUT", f"/{fresh_bucket}/dst")] == [404]
 
 
-def test_no_answer_is_unreachable(seaweedfs: SeaweedFS, fresh_bucket: str) -> None:
-    proxy = FlakyProxy(seaweedfs.endpoint_url)
-    sender = _sender_through(proxy, seaweedfs, fresh_bucket)
+def test_no_answer_is_unreachable(through_proxy: ThroughProxy) -> None:
+    proxy, sender = through_proxy()
     proxy.close()  # nothing listens there any more
     with pytest.raises(S3Unreachable):
         sender.copy("src", "dst")
-    sender.close()

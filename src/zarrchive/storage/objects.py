@@ -91,18 +91,22 @@ def upload_transfer_config() -> TransferConfig:
 
 @contextmanager
 def s3_errors(what: str) -> Iterator[None]:
-    """Translate boto3's errors into the archive's: :class:`StorageUnavailable` when S3 is
-    unreachable, stalled or says "later" (the API answers 503 with ``Retry-After``),
-    :class:`StorageError` for anything else.  *what* names the operation in the message."""
+    """Translate boto3's errors (and :mod:`.signed_copy`'s) into the archive's:
+    :class:`StorageUnavailable` when S3 is unreachable, stalled or says "later" (the API
+    answers 503 with ``Retry-After``), :class:`StorageError` for anything else.  *what*
+    names the operation in the message."""
     try:
         yield
-    except ClientError as exc:
-        code = _code(exc)
-        status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+    except (ClientError, S3Refused) as exc:
+        if isinstance(exc, S3Refused):
+            code, status = exc.code, str(exc.status)
+        else:
+            code = _code(exc)
+            status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
         if code in _UNAVAILABLE or status in _UNAVAILABLE:
             raise StorageUnavailable(f"S3 is unavailable ({what}: {exc}); retry later") from exc
         raise StorageError(f"S3 {what} failed: {exc}") from exc
-    except _UNREACHABLE as exc:
+    except (*_UNREACHABLE, S3Unreachable) as exc:
         raise StorageUnavailable(f"S3 cannot be reached ({what}: {exc}); retry later") from exc
     except BotoCoreError as exc:
         raise StorageError(f"S3 {what} failed: {exc}") from exc
@@ -686,23 +690,10 @@ class ObjectStore:
         )
 
     def _signed_copy(self, source_key: str, key: str, version_id: str | None) -> WrittenVersion:
-        """:meth:`copy_within` by :class:`~zarrchive.storage.signed_copy.CopySender`, its
-        failures mapped as :func:`s3_errors` maps botocore's."""
+        """:meth:`copy_within` by :class:`~zarrchive.storage.signed_copy.CopySender`."""
         assert self._copier is not None
-        try:
+        with s3_errors(f"copy_object of {source_key!r} to {key!r}"):
             answer = self._copier.copy(source_key, key, version_id)
-        except S3Unreachable as exc:
-            raise StorageUnavailable(
-                f"S3 cannot be reached (copy_object: {exc}); retry later"
-            ) from exc
-        except S3Refused as exc:
-            if exc.code in _UNAVAILABLE or str(exc.status) in _UNAVAILABLE:
-                raise StorageUnavailable(
-                    f"S3 is unavailable (copy_object: {exc}); retry later"
-                ) from exc
-            raise StorageError(
-                f"S3 copy_object of {source_key!r} to {key!r} failed: {exc}"
-            ) from exc
         modified = answer.last_modified
         return WrittenVersion(
             answer.etag,

@@ -45,7 +45,7 @@ from zarrchive.services.uploads.multipart import (
     finish_verified_copy,
     prepare_verified_copy,
 )
-from zarrchive.services.uploads.records import _has_open, _has_pending
+from zarrchive.services.uploads.records import _has_pending, upload_status
 from zarrchive.services.uploads.staging import _drop_staging, check_staged
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
@@ -708,11 +708,10 @@ def _next_batch_comes(archive: Archive, zarr_id: str, grace: float) -> bool:
     deadline = time.monotonic() + grace
     while True:
         with archive.db.session() as session:
-            if _has_pending(session, zarr_id):
-                return True
-            if not _has_open(session, zarr_id):
-                return False
-        if time.monotonic() >= deadline:
+            status = upload_status(session, zarr_id)
+        if status.pending:
+            return True
+        if not status.open or time.monotonic() >= deadline:
             return False
         time.sleep(DROP_POLL_SECONDS)
 

@@ -184,18 +184,6 @@ def _promote_next(session: Session, batch: UploadBatch) -> None:
     session.execute(update(UploadBatch).where(UploadBatch.follows == batch.id).values(follows=None))
 
 
-def _has_open(session: Session, zarr_id: str) -> bool:
-    """Whether the Zarr has a batch open (or opened ahead): its uploader is sending more."""
-    return (
-        session.scalar(
-            select(UploadBatch.id)
-            .where(UploadBatch.zarr_id == zarr_id, UploadBatch.state == BatchState.OPEN)
-            .limit(1)
-        )
-        is not None
-    )
-
-
 def _has_pending(session: Session, zarr_id: str) -> bool:
     return (
         session.scalar(
