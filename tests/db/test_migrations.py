@@ -7,13 +7,14 @@ import threading
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from zarrchive.checksum.dandi_etag import dandi_etag
-from zarrchive.db.migrate import upgrade
+from zarrchive.db.migrate import alembic_config, upgrade
 from zarrchive.db.models import (
     Base,
     BatchKind,
@@ -379,5 +380,69 @@ def test_migration_0016_keeps_the_open_batch_and_allows_one_batch_ahead(database
         for second in ((5, None), (6, 3)):  # a second open batch; a second one ahead
             with pytest.raises(IntegrityError), db.engine.begin() as connection:
                 add(connection, *second)
+    finally:
+        db.dispose()
+
+
+def test_migration_0017_approves_existing_users_and_keeps_their_keys(database_url: str) -> None:
+    """0017 adds the accounts' columns in place: existing users are approved, keep their
+    dandisets and sessions, and their keys become write keys named "default"; statuses and
+    scopes are checked by the database; downgrading deletes what the old schema would make
+    more powerful (read keys, keys of accounts not approved)."""
+    db = Database(database_url)
+    try:
+        _from_scratch(db)
+        upgrade(db.engine, "0016")
+        with db.engine.begin() as connection:
+            for uid, name in ((1, "old"), (2, "other")):
+                connection.execute(
+                    text(
+                        "INSERT INTO users (id, username, is_admin, created_at) "
+                        "VALUES (:id, :name, false, CURRENT_TIMESTAMP)"
+                    ),
+                    {"id": uid, "name": name},
+                )
+                connection.execute(
+                    text(
+                        "INSERT INTO api_tokens (user_id, token_hash, created_at) "
+                        "VALUES (:id, :hash, CURRENT_TIMESTAMP)"
+                    ),
+                    {"id": uid, "hash": str(uid) * 64},
+                )
+            connection.execute(
+                text(
+                    "INSERT INTO dandisets (id, name, embargoed, embargo_status, created_at) "
+                    "VALUES (7, 'd', false, 'open', CURRENT_TIMESTAMP)"
+                )
+            )
+            connection.execute(text("INSERT INTO dandiset_owners VALUES (7, 1)"))
+        upgrade(db.engine)
+        with db.session() as session:
+            rows = session.execute(
+                text(
+                    "SELECT u.username, u.status, t.name, t.scope, t.revoked_at "
+                    "FROM users u JOIN api_tokens t ON t.user_id = u.id ORDER BY u.id"
+                )
+            ).all()
+            assert [tuple(r) for r in rows] == [
+                ("old", "APPROVED", "default", "write", None),
+                ("other", "APPROVED", "default", "write", None),
+            ]
+            assert session.execute(text("SELECT * FROM dandiset_owners")).all() == [(7, 1)]
+        for statement in (
+            "UPDATE users SET status = 'approved' WHERE id = 1",
+            "UPDATE api_tokens SET scope = 'admin' WHERE user_id = 1",
+        ):
+            with pytest.raises(IntegrityError, match="ck_"), db.engine.begin() as connection:
+                connection.execute(text(statement))
+        with db.engine.begin() as connection:
+            connection.execute(text("UPDATE api_tokens SET scope = 'read' WHERE user_id = 1"))
+            connection.execute(text("UPDATE users SET status = 'PENDING' WHERE id = 2"))
+            connection.execute(text("INSERT INTO dandiset_reviewers VALUES (7, 2)"))
+        command.downgrade(alembic_config(db.engine), "0016")
+        with db.session() as session:
+            assert session.execute(text("SELECT user_id FROM api_tokens")).all() == []
+            assert session.execute(text("SELECT count(*) FROM users")).scalar() == 2
+        upgrade(db.engine)
     finally:
         db.dispose()

@@ -127,6 +127,25 @@ class LindiState(StrEnum):
     NOT_HDF5 = "not-hdf5"
 
 
+class AccountStatus(StrEnum):
+    """DANDI's statuses of an account (see :mod:`zarrchive.services.auth`): only an approved
+    account changes anything, holds keys or sees embargoed data."""
+
+    #: signed in, not yet asked for approval (DANDI's questionnaire not sent)
+    INCOMPLETE = "INCOMPLETE"
+    #: waits for an admin: reads what is public, changes nothing
+    PENDING = "PENDING"
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"
+
+
+class TokenScope(StrEnum):
+    """What an API key may do: ``read`` reads all its user may see, ``write`` also changes."""
+
+    READ = "read"
+    WRITE = "write"
+
+
 def _one_of(column: str, values: type[StrEnum], *, nullable: bool = False) -> str:
     """SQL of a CHECK constraint: *column* holds one of the enum's values."""
     listed = ", ".join(f"'{v.value}'" for v in values)
@@ -136,21 +155,67 @@ def _one_of(column: str, values: type[StrEnum], *, nullable: bool = False) -> st
 
 class User(Base):
     __tablename__ = "users"
+    # On SQLite, migration 0017 enforces this with triggers (as 0008 does for dandisets).
+    __table_args__ = (CheckConstraint(_one_of("status", AccountStatus), name="ck_user_status"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     username: Mapped[str] = mapped_column(String(150), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: an :class:`AccountStatus`: a new account waits for approval (``admin create-user``
+    #: makes approved ones); accounts older than migration 0017 are approved (its default)
+    status: Mapped[str] = mapped_column(
+        String(16),
+        default=AccountStatus.PENDING.value,
+        server_default=AccountStatus.APPROVED.value,
+    )
+    #: the person's name and e-mail, as an identity provider gave them (``None``: unknown)
+    name: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+
+
+class UserIdentity(Base):
+    """An account's identity at an OpenID Connect provider: its (``issuer``, ``sub``), to
+    which sign-ins are linked (never to an e-mail alone)."""
+
+    __tablename__ = "user_identities"
+    __table_args__ = (UniqueConstraint("issuer", "subject", name="uq_identity_issuer_subject"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    issuer: Mapped[str] = mapped_column(String(500))
+    subject: Mapped[str] = mapped_column(String(255))
+    #: the provider's ``email_verified`` claim at the last sign-in (``None``: not given)
+    email_verified: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    user: Mapped[User] = relationship()
 
 
 class ApiToken(Base):
+    """An API key: only its hash is stored.  Revoking one sets ``revoked_at`` (the row stays,
+    so that its holder is told it was revoked); a revoked or expired key authenticates
+    nothing."""
+
     __tablename__ = "api_tokens"
+    # On SQLite, migration 0017 enforces this with triggers.
+    __table_args__ = (CheckConstraint(_one_of("scope", TokenScope), name="ck_api_token_scope"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     #: sha256 hex of the token; the token itself is shown once and never stored.
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: the user's name for the key (DANDI's ``GET``/``POST /api/auth/token/`` use "default")
+    name: Mapped[str] = mapped_column(String(100), default="default", server_default="default")
+    #: a :class:`TokenScope`
+    scope: Mapped[str] = mapped_column(
+        String(8), default=TokenScope.WRITE.value, server_default=TokenScope.WRITE.value
+    )
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    #: when it last authenticated a request (updated at most once a minute)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     user: Mapped[User] = relationship()
 
@@ -190,6 +255,11 @@ class Dandiset(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     owners: Mapped[list[User]] = relationship(secondary="dandiset_owners", lazy="selectin")
+    #: read everything of an embargoed dandiset, change nothing; loaded when first asked
+    #: (only a non-owner's read of an embargoed dandiset asks)
+    reviewers: Mapped[list[User]] = relationship(
+        secondary="dandiset_reviewers", lazy="select", viewonly=True
+    )
 
     @property
     def identifier(self) -> str:
@@ -198,6 +268,19 @@ class Dandiset(Base):
 
 class DandisetOwner(Base):
     __tablename__ = "dandiset_owners"
+
+    dandiset_id: Mapped[int] = mapped_column(
+        ForeignKey("dandisets.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+
+
+class DandisetReviewer(Base):
+    """A reviewer of a dandiset (see :mod:`zarrchive.services.reviewers`)."""
+
+    __tablename__ = "dandiset_reviewers"
 
     dandiset_id: Mapped[int] = mapped_column(
         ForeignKey("dandisets.id", ondelete="CASCADE"), primary_key=True
