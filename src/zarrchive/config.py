@@ -77,8 +77,14 @@ class Settings:
     max_request_body: int = 8 * 1024 * 1024
     #: What publishing does to Zarrs (``ZARRCHIVE_PUBLISHED_ZARRS``).
     published_zarrs: PublishedZarrs = PublishedZarrs.FREEZE
-    #: The RQ queue the API processes fill and ``zarrchive worker`` consumes.
+    #: The RQ queue the API processes fill and ``zarrchive worker`` consumes: the Zarr
+    #: lane's; the content lane's is ``{redis_queue}-content`` (:mod:`zarrchive.jobs.lanes`).
     redis_queue: str = "zarrchive"
+    #: Threads of the in-process job queue (no Redis) for a Zarr's jobs (apply, manifests,
+    #: unembargo) and for content work (conversions, validations, hashing)
+    #: (``ZARRCHIVE_ZARR_JOB_THREADS``, ``ZARRCHIVE_CONTENT_JOB_THREADS``).
+    zarr_job_threads: int = 2
+    content_job_threads: int = 2
     #: ORM objects expire with their session, so a use after it fails instead of reading
     #: stale values (:class:`zarrchive.db.session.Database`); the tests turn it on.
     strict_sessions: bool = False
@@ -91,6 +97,10 @@ class Settings:
     #: Files of an upload batch above this size (bytes) are S3 multipart uploads
     #: (``ZARRCHIVE_MULTIPART_THRESHOLD``; at most 5 GiB, S3's largest single PUT).
     multipart_threshold: int = MULTIPART_THRESHOLD
+    #: The archive's external address, ``scheme://host[:port]`` (``ZARRCHIVE_PUBLIC_URL``):
+    #: every absolute URL the archive writes (pagination links, ``/api/info/``, LINDI files,
+    #: redirects) uses it instead of the request's ``Host`` (:mod:`zarrchive.api.public_url`).
+    public_url: str | None = None
 
     @property
     def embedded_s3(self) -> bool:
@@ -135,12 +145,15 @@ class Settings:
             ),
             published_zarrs=_published_zarrs(get("PUBLISHED_ZARRS")),
             redis_queue=get("REDIS_QUEUE") or "zarrchive",
+            zarr_job_threads=_positive_int("ZARR_JOB_THREADS", get("ZARR_JOB_THREADS"), 2),
+            content_job_threads=_positive_int("CONTENT_JOB_THREADS", get("CONTENT_JOB_THREADS"), 2),
             strict_sessions=_flag("STRICT_SESSIONS", get("STRICT_SESSIONS")),
             cors_origins=_origins(get("CORS_ORIGINS")),
             publish_requires_valid=_flag(
                 "PUBLISH_REQUIRES_VALID", get("PUBLISH_REQUIRES_VALID"), default=True
             ),
             multipart_threshold=_multipart_threshold(get("MULTIPART_THRESHOLD")),
+            public_url=_public_url(get("PUBLIC_URL")),
         )
 
 
@@ -166,6 +179,32 @@ def redact_url(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port is not None else "")
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _public_url(raw: str | None) -> str | None:
+    """``ZARRCHIVE_PUBLIC_URL``: ``http(s)://host[:port]`` (a trailing ``/`` is dropped)."""
+    if raw is None:
+        return None
+    value = raw.strip().rstrip("/")
+    parts = urllib.parse.urlsplit(value)
+    try:
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError:
+        parts = parts._replace(netloc="")
+    if (
+        not value.isascii()
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path
+        or parts.query
+        or parts.fragment
+        or "@" in parts.netloc
+    ):
+        raise ConfigurationError(
+            f"ZARRCHIVE_PUBLIC_URL={raw!r}: expected the archive's external address as "
+            "http(s)://host[:port] in ASCII, without a path (e.g. https://archive.example.org)"
+        )
+    return value
 
 
 def _multipart_threshold(raw: str | None) -> int:

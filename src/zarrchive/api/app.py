@@ -16,6 +16,7 @@ from zarrchive.api.bodies import document_bodies
 from zarrchive.api.cors import CorsMiddleware
 from zarrchive.api.errors import install_error_handlers
 from zarrchive.api.middleware import RequestGuard
+from zarrchive.api.public_url import PublicAddress
 from zarrchive.api.routers import (
     assets,
     audit,
@@ -121,4 +122,5 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.add_middleware(SecurityHeaders)  # outermost: the guard's refusals get them too
 
     install_web(app)  # the HTML pages and /docs
+    app.add_middleware(PublicAddress)  # outermost: no forged Host reaches any URL made
     return app

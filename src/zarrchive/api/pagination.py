@@ -1,5 +1,6 @@
 """DANDI's page-number pagination: ``{count, next, previous, results}`` with ``next`` and
-``previous`` full URLs (the request's own, with ``page`` changed), ``?page=`` from 1 and
+``previous`` full URLs (the request's own on the archive's external address, with ``page``
+changed), ``?page=`` from 1 and
 ``?page_size=``."""
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from typing import Annotated, Generic, TypeVar
 
 from fastapi import Query, Request
 from pydantic import BaseModel, Field
+
+from zarrchive.api.public_url import public_request_url
 
 T = TypeVar("T")
 
@@ -50,7 +53,7 @@ def page_request(
 def page_url(request: Request, page: int) -> str:
     """The request's full URL with ``page`` set to *page* (other parameters kept); DANDI
     leaves ``page`` out for the first page."""
-    url = request.url.remove_query_params("page")
+    url = public_request_url(request).remove_query_params("page")
     if page > 1:
         url = url.include_query_params(page=page)
     return str(url)

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from zarrchive.api.pagination import PageRequest, page_request
+from zarrchive.api.public_url import public_base
 from zarrchive.api.routers.audit import list_audit_records
 from zarrchive.errors import InvalidInput
 from zarrchive.services import assets, catalog, owners, versions
@@ -51,7 +52,7 @@ def _show(
         view.shown.metadata,
         identifier=view.identifier,
         version=view.shown.version,
-        web_url=str(request.base_url).rstrip("/"),
+        web_url=public_base(request),
         now=datetime.now(UTC),
     )
     return page(

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
+from zarrchive.api.public_url import public_base
 from zarrchive.api.schemas import AssetIn, AssetOut, AssetPathOut, LindiFileState
 from zarrchive.db.models import LindiState
 from zarrchive.errors import InvalidInput
@@ -24,8 +25,8 @@ ASSETS = "/api/dandisets/{dandiset_id}/versions/{version}/assets/"
 
 
 def api_base(request: Request) -> str:
-    """Where the client reached the API (the LINDI routes are named from it)."""
-    return str(request.base_url).rstrip("/")
+    """The archive's external address (the LINDI routes are named from it)."""
+    return public_base(request)
 
 
 def lindi_fields(

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from zarrchive import __version__
 from zarrchive.api.deps import ArchiveDep
+from zarrchive.api.public_url import public_base
 from zarrchive.api.schemas import ServerInfo, Services, ServiceUrl
 
 router = APIRouter(tags=["info"])
@@ -23,8 +24,8 @@ CLI_BAD_VERSIONS: list[str] = []
 
 
 def base_url(request: Request) -> str:
-    """``scheme://host:port`` as the client reached the server."""
-    return str(request.base_url).rstrip("/")
+    """The archive's external ``scheme://host:port``."""
+    return public_base(request)
 
 
 def server_info(request: Request, archive: ArchiveDep) -> ServerInfo:

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import RedirectResponse, StreamingResponse
 
 from zarrchive.api.deps import ArchiveDep, UserDep
+from zarrchive.api.public_url import public_base
 from zarrchive.services import references, snapshots, zarrs
 
 router = APIRouter(tags=["readers"])
@@ -25,7 +26,7 @@ _REFS_DOC: dict[int | str, dict[str, Any]] = {
 
 
 def _api_base(request: Request) -> str:
-    return str(request.base_url).rstrip("/")
+    return public_base(request)
 
 
 def _send(

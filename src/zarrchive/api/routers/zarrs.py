@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from zarrchive.api.bodies import JsonBody, batch_limit
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
+from zarrchive.api.public_url import public_request_url
 from zarrchive.api.schemas import (
     DeleteFile,
     DirectoryOut,
@@ -378,7 +379,9 @@ def list_objects(
         return RedirectResponse(zarrs.object_url(archive, zarr, prefix), status_code=302)
     entries, more = zarrs.list_objects(archive, zarr, prefix=prefix, after=after, limit=limit)
     next_url = (
-        str(request.url.include_query_params(after=entries[-1].key)) if more and entries else None
+        str(public_request_url(request).include_query_params(after=entries[-1].key))
+        if more and entries
+        else None
     )
     return ZarrObjectPageOut(
         next=next_url,
