@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -121,6 +122,35 @@ def free_port(exclude: Sequence[int] = ()) -> int:
     raise StorageError("could not find a free TCP port pair on 127.0.0.1")
 
 
+#: How a start chooses each internal port: given the ports already chosen, a free one (whose
+#: gRPC twin, +10000, is free too).  :func:`free_port` unless a test injects another.
+PortPicker = Callable[[Sequence[int]], int]
+#: How many times :meth:`SeaweedFS.start` launches ``weed`` with fresh internal ports when it
+#: exits because another process took one of them between the choice and its start.
+START_ATTEMPTS = 5
+#: What ``weed mini`` says when a port it was given is taken (checked before it starts
+#: anything), or when a listener of it loses the race for one; group 1 is the port.
+_PORT_TAKEN = re.compile(
+    r"Port allocation failed: port (\d+)|127\.0\.0\.1:(\d+): bind: address already in use"
+)
+
+
+class PortTaken(StorageError):
+    """``weed`` exited because another process holds one of the ports it was given."""
+
+    def __init__(self, port: int, message: str) -> None:
+        super().__init__(message)
+        self.port = port
+
+
+def taken_port(log_text: str) -> int | None:
+    """The port ``weed`` could not have, if *log_text* (its output) says one was taken."""
+    found = _PORT_TAKEN.search(log_text)
+    if found is None:
+        return None
+    return int(found.group(1) or found.group(2))
+
+
 def write_private(path: Path, text: str) -> None:
     """Write *text* to *path*, readable by its owner only from the first byte (created 0600
     beside it, then renamed into place: never a moment with wider permissions)."""
@@ -158,6 +188,13 @@ def anonymous_multipart_listing_denial(bucket: str) -> dict[str, object]:
             }
         ],
     }
+
+
+def _s3_port_taken(port: int) -> ConfigurationError:
+    return ConfigurationError(
+        f"port {port} on 127.0.0.1 is taken: stop what uses it or set "
+        "ZARRCHIVE_EMBEDDED_S3_PORT to a free port"
+    )
 
 
 def _child_environment() -> dict[str, str]:
@@ -202,6 +239,8 @@ class SeaweedFS:
     secret_access_key: str
     s3_port: int = 0
     public_read_buckets: Sequence[str] = ()
+    #: Chooses the internal ports (and the S3 port when ``s3_port`` is 0).
+    pick_port: PortPicker = field(default=free_port, repr=False)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
     #: The ports it listens on, by part (``s3``, ``master``, ``volume``, ``filer``, ``admin``;
     #: each part's gRPC port is its HTTP port + 10000), once started.
@@ -241,21 +280,45 @@ class SeaweedFS:
         return path
 
     def start(self, timeout: float = 60.0) -> None:
-        """Start the process and wait until S3 answers."""
+        """Start the process and wait until S3 answers.
+
+        The internal ports are chosen free, then handed to ``weed``; another process may
+        take one in between (a busy machine, several archives starting at once).  ``weed``
+        then exits saying so, and the start is tried again with fresh ports, up to
+        :data:`START_ATTEMPTS` times.  A taken S3 port that was given (not chosen) is the
+        caller's to change: :class:`ConfigurationError` at once.
+        """
         if self.process is not None:
             return
         make_private_dir(self.data_dir)
-        if self.s3_port == 0:
-            self.s3_port = free_port()
-        elif not _port_free(self.s3_port):
-            raise ConfigurationError(
-                f"port {self.s3_port} on 127.0.0.1 is taken: stop what uses it or set "
-                "ZARRCHIVE_EMBEDDED_S3_PORT to a free port"
-            )
+        chosen_s3_port = self.s3_port == 0
+        for attempt in range(1, START_ATTEMPTS + 1):
+            if chosen_s3_port:
+                self.s3_port = self.pick_port(())
+            elif not _port_free(self.s3_port):
+                raise _s3_port_taken(self.s3_port)
+            try:
+                self._start_once(timeout)
+                return
+            except PortTaken as taken:
+                if taken.port == self.s3_port and not chosen_s3_port:
+                    raise _s3_port_taken(self.s3_port) from taken
+                if attempt == START_ATTEMPTS:
+                    raise
+                log.warning(
+                    "SeaweedFS could not have port %d (another process took it): starting "
+                    "again with fresh ports (attempt %d of %d)",
+                    taken.port,
+                    attempt + 1,
+                    START_ATTEMPTS,
+                )
+
+    def _start_once(self, timeout: float) -> None:
+        """One launch of ``weed`` on freshly chosen internal ports, until S3 answers."""
         taken = [self.s3_port]
         ports = {}
         for name in ("master", "volume", "filer", "admin"):
-            ports[name] = free_port(taken)
+            ports[name] = self.pick_port(taken)
             taken.append(ports[name])
         config = self._write_identities()
         # read from the working directory, which the child starts in
@@ -300,6 +363,7 @@ class SeaweedFS:
         self.ports = {"s3": self.s3_port, **ports}
         log_path = self.data_dir / "weed.log"
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        log_start = os.fstat(fd).st_size  # this launch's output begins here
         with os.fdopen(fd, "ab") as log_file:
             self.process = subprocess.Popen(
                 args,
@@ -313,7 +377,7 @@ class SeaweedFS:
             )
         _running[self.process.pid] = self.process
         try:
-            self._wait_ready(timeout, log_path)
+            self._wait_ready(timeout, log_path, log_start)
         except BaseException:
             self.stop()
             raise
@@ -330,17 +394,23 @@ class SeaweedFS:
             f"-s3.localSocket={directory / 's3.sock'}",
         ]
 
-    def _wait_ready(self, timeout: float, log_path: Path) -> None:
+    def _wait_ready(self, timeout: float, log_path: Path, log_start: int) -> None:
         client = self.client()
         deadline = time.monotonic() + timeout
         while True:
             assert self.process is not None
             if self.process.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-2000:]
-                raise StorageError(
+                with open(log_path, "rb") as log_file:
+                    log_file.seek(log_start)
+                    output = log_file.read().decode(errors="replace")
+                message = (
                     f"SeaweedFS exited with code {self.process.returncode}; its log "
-                    f"({log_path}) ends with:\n{tail}"
+                    f"({log_path}) ends with:\n{output[-2000:]}"
                 )
+                port = taken_port(output)
+                if port is not None:
+                    raise PortTaken(port, message)
+                raise StorageError(message)
             try:
                 client.list_buckets()
                 return
