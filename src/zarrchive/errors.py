@@ -173,6 +173,11 @@ class UnsupportedLink(LindiError, InvalidInput):
     """An HDF5 file contains a link LINDI cannot represent (external links, cycles)."""
 
 
+class PointsOutsideFile(LindiError, InvalidInput):
+    """An HDF5 file names something outside it (external storage, a virtual dataset, a
+    filter plugin): the archive never follows it."""
+
+
 class UnsupportedReference(LindiError, InvalidInput):
     """An HDF5 file contains a reference LINDI cannot represent (region references)."""
 

@@ -47,7 +47,10 @@ class ConvertOptions:
     - ``max_objects``, ``max_depth``, ``max_refs``, ``max_decoded_bytes``: bounds of a
       conversion of hostile input (``None``: none): groups and datasets, nesting of groups,
       entries of the reference file system, bytes of one dataset decoded into the JSON
-      (strings, compounds, references).  Past one, :class:`~zarrchive.errors.LindiTooLarge`.
+      (strings, compounds, references).  Past one, :class:`~zarrchive.errors.LindiTooLarge`;
+    - ``max_attributes``, ``max_object_references``, ``max_inline_bytes``: bounds of the
+      whole file: attributes of all its objects, object references resolved, bytes of all
+      the chunks stored inline (decoded data, before base64).
     """
 
     external_array_link_threshold: int | None = 1000
@@ -58,6 +61,9 @@ class ConvertOptions:
     max_depth: int | None = None
     max_refs: int | None = None
     max_decoded_bytes: int | None = None
+    max_attributes: int | None = None
+    max_object_references: int | None = None
+    max_inline_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if (
@@ -69,7 +75,15 @@ class ConvertOptions:
             raise InvalidInput("contiguous_max_chunk_bytes must be >= 1 or None")
         if self.inline_max_elements < 0:
             raise InvalidInput("inline_max_elements must be >= 0")
-        for name in ("max_objects", "max_depth", "max_refs", "max_decoded_bytes"):
+        for name in (
+            "max_objects",
+            "max_depth",
+            "max_refs",
+            "max_decoded_bytes",
+            "max_attributes",
+            "max_object_references",
+            "max_inline_bytes",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InvalidInput(f"{name} must be >= 1 or None")
@@ -89,6 +103,65 @@ def check_bounds(
         return (
             f"too big to convert: a dataset of {decoded_bytes} bytes to decode into the LINDI"
             f" file (at most {options.max_decoded_bytes})"
+        )
+    return None
+
+
+def check_file_bounds(
+    options: ConvertOptions, *, attributes: int = 0, object_references: int = 0
+) -> str | None:
+    """What bound of the whole file a conversion passes (``None``: within them)."""
+    if options.max_attributes is not None and attributes > options.max_attributes:
+        return f"too big to convert: more than {options.max_attributes} attributes"
+    if (
+        options.max_object_references is not None
+        and object_references > options.max_object_references
+    ):
+        return f"too big to convert: more than {options.max_object_references} object references"
+    return None
+
+
+def check_inline_bytes(
+    options: ConvertOptions, *, stored: int, adding: int, label: str
+) -> str | None:
+    """Whether *adding* bytes of *label* inline, after *stored*, passes the file's bound."""
+    limit = options.max_inline_bytes
+    if limit is None or stored + adding <= limit:
+        return None
+    return (
+        f"too big to convert: more than {limit} bytes of data stored inline in the LINDI file"
+        f" ({label} brings them to at least {stored + adding})"
+    )
+
+
+# -- what points outside the file ------------------------------------------------
+#: HDF5 filters the archive knows: HDF5's own and the registered ids LINDI converts.  Any
+#: other is a user-defined filter, which HDF5 would look for as a plugin (code loaded from
+#: a path): a file that names one is refused before anything is read.
+KNOWN_FILTERS = frozenset({1, 2, 3, 4, 5, 6, 32000, 32001, 32004, 32008, 32015, 32026})
+
+
+def storage_refusal(
+    label: str, *, external_files: int, virtual: bool, filter_ids: Sequence[int]
+) -> str | None:
+    """Why the dataset *label* can't be converted because it points outside its file
+    (``None``: it does not).  External raw data files and virtual datasets name other files;
+    unknown filters name plugins."""
+    if external_files > 0:
+        return (
+            f"dataset {label} keeps its data in external files (HDF5 external storage): the"
+            " archive never reads outside the uploaded file; copy the data into the file first"
+        )
+    if virtual:
+        return (
+            f"dataset {label} is a virtual dataset (its data lives in other files): the archive"
+            " never reads outside the uploaded file; copy its data into a regular dataset first"
+        )
+    unknown = sorted({int(f) for f in filter_ids} - KNOWN_FILTERS)
+    if unknown:
+        return (
+            f"dataset {label} uses the user-defined HDF5 filter {unknown[0]}: the archive loads"
+            " no filter plugins; repack the file without it (e.g. h5repack -f NONE)"
         )
     return None
 

@@ -24,6 +24,7 @@ import zarrchive.lindi.refs as rfs_mod
 from zarrchive.errors import (
     InvalidInput,
     LindiTooLarge,
+    PointsOutsideFile,
     UnsupportedDatatype,
     UnsupportedLink,
     UnsupportedReference,
@@ -43,10 +44,19 @@ def location_of(source: str | os.PathLike[str]) -> str:
     return os.path.abspath(text)
 
 
+def forget_plugin_paths() -> None:
+    """Empty HDF5's list of filter plugin paths in this process: a file that names an
+    unknown filter can't make HDF5 load code (the archive's filters are built in or
+    registered by h5py)."""
+    while h5py.h5pl.size() > 0:
+        h5py.h5pl.remove(0)
+
+
 @contextmanager
 def open_hdf5(source: str | os.PathLike[str] | IO[bytes] | io.RawIOBase) -> Iterator[h5py.File]:
     """An h5py file for a local path, an http(s) URL (read with range requests) or a
     seekable binary file object (read through h5py's file-object driver)."""
+    forget_plugin_paths()
     if not isinstance(source, str | os.PathLike):
         try:
             h5 = h5py.File(source, "r")
@@ -120,8 +130,12 @@ class _Converter:
         self.options = options
         self.refs: dict[str, Any] = {}
         self.root_object_id = _text(h5.attrs.get("object_id")) if "object_id" in h5.attrs else None
-        self._ref_cache: dict[Any, dict[str, Any]] = {}
+        self._ref_cache: dict[int, dict[str, Any]] = {}
         self.objects = 0
+        #: The path of every object linked in the file, by its address (filled by the survey).
+        self.paths: dict[int, str] = {}
+        self.object_references = 0
+        self.inline_bytes = 0
 
     def bound(self, *, depth: int = 0, decoded_bytes: int = 0) -> None:
         """Raise :class:`LindiTooLarge` past a bound of the options."""
@@ -137,8 +151,77 @@ class _Converter:
             raise LindiTooLarge(why)
 
     def run(self) -> dict[str, Any]:
+        self.survey()
+        self.objects = 0
         self._group("", self.h5, ())
         return self.refs
+
+    # -- the survey: before any data is read -------------------------------------------
+    def survey(self) -> None:
+        """Walk every object once, reading metadata only: refuse a file that points outside
+        itself (external links, external storage, virtual datasets, unknown filters) or
+        passes the bounds of objects, depth and attributes, and record each object's path
+        by its address (object references resolve through it, never by a search)."""
+        attributes = 0
+        root = h5py.h5o.get_info(self.h5.id)
+        self.paths[root.addr] = "/"
+        todo: list[tuple[str, h5py.Group, int]] = [("", self.h5, 0)]
+        while todo:
+            path, group, depth = todo.pop()
+            self.bound(depth=depth)
+            attributes += h5py.h5o.get_info(group.id).num_attrs
+            found: list[tuple[str, h5py.Group, int]] = []
+            for name in group:
+                child_path = f"{path}/{name}" if path else name
+                link = group.get(name, getlink=True)
+                if isinstance(link, h5py.ExternalLink):
+                    raise UnsupportedLink(
+                        f"/{child_path} is an external link to {link.path} in {link.filename}:"
+                        " the archive never follows links out of the uploaded file; copy the"
+                        " target into the file first"
+                    )
+                if isinstance(link, h5py.SoftLink):
+                    continue  # a path within the file, written as such, never followed
+                child = group.get(name)
+                info = h5py.h5o.get_info(child.id)
+                if info.addr in self.paths:
+                    continue  # a second hard link: walked once
+                self.paths[info.addr] = "/" + child_path
+                if isinstance(child, h5py.Group):
+                    found.append((child_path, child, depth + 1))
+                elif isinstance(child, h5py.Dataset):
+                    self.bound()
+                    attributes += info.num_attrs
+                    self._refuse_outside(child, "/" + child_path)
+                why = rules.check_file_bounds(self.options, attributes=attributes)
+                if why is not None:
+                    raise LindiTooLarge(why)
+            todo.extend(reversed(found))
+
+    @staticmethod
+    def _refuse_outside(ds: h5py.Dataset, label: str) -> None:
+        dcpl = ds.id.get_create_plist()
+        why = rules.storage_refusal(
+            label,
+            external_files=dcpl.get_external_count(),
+            virtual=dcpl.get_layout() not in (_LAYOUT_COMPACT, _LAYOUT_CONTIGUOUS, _LAYOUT_CHUNKED),
+            filter_ids=[dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())],
+        )
+        if why is not None:
+            raise PointsOutsideFile(why)
+
+    def room_inline(self, nbytes: int, label: str) -> None:
+        """Refuse the file if *nbytes* more stored inline would pass its bound."""
+        why = rules.check_inline_bytes(
+            self.options, stored=self.inline_bytes, adding=nbytes, label=label
+        )
+        if why is not None:
+            raise LindiTooLarge(why)
+
+    def add_inline(self, nbytes: int, label: str) -> None:
+        """Count *nbytes* more stored inline, refusing past the file's bound."""
+        self.room_inline(nbytes, label)
+        self.inline_bytes += nbytes
 
     # -- references -----------------------------------------------------------
     def encode_ref(self, value: Any) -> dict[str, Any] | None:
@@ -150,21 +233,29 @@ class _Converter:
             )
         if not value:
             raise UnsupportedReference("the file contains a null HDF5 object reference")
+        self.object_references += 1
+        why = rules.check_file_bounds(self.options, object_references=self.object_references)
+        if why is not None:
+            raise LindiTooLarge(why)
         try:
             target = self.h5[value]
+            address = int(h5py.h5o.get_info(target.id).addr)
         except Exception as exc:
             raise UnsupportedReference(
                 f"an HDF5 object reference cannot be resolved: {exc}"
             ) from exc
-        cached = self._ref_cache.get(target.id)  # the name lookup is slow: once per object
+        cached = self._ref_cache.get(address)
         if cached is not None:
             return dict(cached)
-        name = target.name
+        # by the survey's map: h5py's .name searches the whole file for each object
+        name = self.paths.get(address)
         if name is None:
-            raise UnsupportedReference("an HDF5 object reference points to an anonymous object")
+            raise UnsupportedReference(
+                "an HDF5 object reference points to an object not linked in the file"
+            )
         object_id = _text(target.attrs.get("object_id")) if "object_id" in target.attrs else None
         value = ann.reference_json(name, object_id, self.root_object_id)
-        self._ref_cache[target.id] = value
+        self._ref_cache[address] = value
         return dict(value)
 
     # -- attributes -------------------------------------------------------------
@@ -268,12 +359,13 @@ class _Converter:
         # what the JSON would hold decoded (vlen items at least their 16-byte handle)
         decoded = 0 if rules.is_numeric(dtype) else math.prod(shape) * max(dtype.itemsize, 16)
         self.bound(decoded_bytes=decoded)
+        self._refuse_outside(ds, label)  # the survey did, for all; again before any read
         if rules.is_numeric(dtype):
             self._numeric(path, ds, shape, dtype, attrs)
         elif dtype.kind == "S":
-            data = ds[()]
-            self._inline_array(path, shape, dtype, attrs, lambda: data)
+            self._inline_array(path, shape, dtype, attrs, lambda: ds[()])
         else:
+            self.room_inline(decoded, f"dataset {label}")  # at least this much: before reading
             self._json_dataset(path, ds, shape, dtype, attrs, label)
 
     def _inline_array(
@@ -290,6 +382,7 @@ class _Converter:
         *read* gives its values, read only when there are any."""
         stored = self._put_one_chunk_meta(path, shape, attrs, dtype.str, fill_value=fill_value)
         if math.prod(stored) > 0:
+            self.add_inline(math.prod(stored) * dtype.itemsize, f"dataset /{path}")
             data = np.asarray(read(), dtype=dtype).reshape(stored)
             self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(
                 rules.numeric_chunk_bytes(data)
@@ -307,16 +400,6 @@ class _Converter:
         opts = self.options
         dcpl = ds.id.get_create_plist()
         layout = dcpl.get_layout()
-        if layout not in (_LAYOUT_COMPACT, _LAYOUT_CONTIGUOUS, _LAYOUT_CHUNKED):
-            raise UnsupportedDatatype(
-                f"dataset {label} is a virtual dataset: LINDI references stored bytes only;"
-                " copy its data into a regular dataset first"
-            )
-        if dcpl.get_external_count() > 0:
-            raise UnsupportedDatatype(
-                f"dataset {label} keeps its data in external raw files: LINDI references"
-                " the HDF5 file only; copy the data into the file first"
-            )
         fill = rules.fill_value_json(ds.fillvalue, dtype)
         # small datasets are inline, unless their filters are not available to read them here
         readable = all(
@@ -363,6 +446,7 @@ class _Converter:
                 coords = rules.chunk_coords(info.chunk_offset, chunks)
                 key = rules.chunk_key(path, coords)
                 if info.filter_mask:
+                    self.add_inline(math.prod(chunks) * dtype.itemsize, f"dataset {label}")
                     self.refs[key] = self._reencoded_chunk(ds, info.chunk_offset, chunks, codecs)
                 else:
                     self.refs[key] = [self.url, int(info.byte_offset), int(info.size)]
@@ -464,4 +548,5 @@ class _Converter:
         )
         if items:
             chunk = rules.object_chunk_bytes(rules.nest(items, stored), stored)
+            self.add_inline(len(chunk), f"dataset {label}")
             self.refs[rules.chunk_key(path, (0,) * len(stored))] = rfs_mod.encode_inline(chunk)
