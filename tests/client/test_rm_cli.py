@@ -5,13 +5,13 @@ deletion applied by the archive's job is waited for."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from typer.testing import CliRunner
 
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.seeded_zarr import chunk_files, seed_zarr
+from tests.helpers.waiting import EVENT_TIMEOUT, wait_until
 from tests.helpers.zarr_client import oracle_checksum
 from zarrchive.cli import app
 from zarrchive.cli._common import human_size
@@ -137,15 +137,22 @@ def test_rm_waits_for_a_background_deletion(
     assert client.get_zarr(zarr_id).checksum == oracle_checksum(FILES)
 
     seed_zarr(archive, zarr_id, big)
-
-    def run_jobs_later() -> None:  # the archive's worker, a moment after the request
-        time.sleep(0.5)
-        held.run("apply:")
-
-    worker = threading.Thread(target=run_jobs_later)
-    worker.start()
-    code, out, err = rm(client_env, zarr_id, "big", "other", "--yes")
-    worker.join()
+    # `rm` waits in a thread; this thread is the archive's worker: it runs the deletion job
+    # once `rm`'s request has queued it (whenever that is), and `rm` must then see it done
+    monkeypatch.setattr("zarrchive.cli.rm.WAIT_LIMIT_SECONDS", EVENT_TIMEOUT)
+    result: list[tuple[int, str, str]] = []
+    waiting = threading.Thread(
+        target=lambda: result.append(rm(client_env, zarr_id, "big", "other", "--yes"))
+    )
+    waiting.start()
+    wait_until(
+        lambda: held.queued("apply:") or not waiting.is_alive(),
+        "`rm big other` to queue the deletion job",
+    )
+    held.run("apply:")
+    waiting.join(EVENT_TIMEOUT + 60)  # rm gives up after WAIT_LIMIT_SECONDS
+    assert not waiting.is_alive() and result, "rm did not return"
+    ((code, out, err),) = result
     assert code == 0, err
     checksum = oracle_checksum({p: b for p, b in FILES.items() if not p.startswith("other/")})
     size = human_size(sum(map(len, big.values())) + len(FILES["other/only"]))
