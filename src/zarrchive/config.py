@@ -18,7 +18,11 @@
 | ``ZARRCHIVE_PUBLISHED_ZARRS`` | ``freeze`` (the spec) or ``snapshot`` (see :class:`PublishedZarrs`) |
 | ``ZARRCHIVE_CORS_ORIGINS`` | unset: the API answers reads to every origin, changes to none; a comma-separated list of origins (``https://viewer.example``): reads and changes from those only |
 | ``ZARRCHIVE_PUBLISH_REQUIRES_VALID`` | ``true``: publishing needs valid dandiset and asset metadata (dandischema); ``false`` (archives of non-DANDI data): the status is still reported |
+| ``ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS`` | unset: every new account waits for an admin; a comma-separated list of e-mail domains (``edu,nih.gov``): a new account with a verified e-mail in one of them (or below it) is approved at once |
 | ``ZARRCHIVE_STRICT_SESSIONS`` | ``false``; ``true``: an ORM object read after its session fails (the tests' setting) |
+| ``ZARRCHIVE_HEADER_TIMEOUT`` | ``20`` seconds: a connection that has not sent a whole request head by then is closed (408) |
+| ``ZARRCHIVE_MAX_CONNECTIONS`` | ``4096`` per API process (and below its open-files limit) |
+| ``ZARRCHIVE_MAX_CONNECTIONS_PER_CLIENT`` | ``256`` per API process and client address (behind a reverse proxy: its address) |
 """
 
 from __future__ import annotations
@@ -97,10 +101,21 @@ class Settings:
     #: Files of an upload batch above this size (bytes) are S3 multipart uploads
     #: (``ZARRCHIVE_MULTIPART_THRESHOLD``; at most 5 GiB, S3's largest single PUT).
     multipart_threshold: int = MULTIPART_THRESHOLD
+    #: Seconds a connection gets to send a whole request head (``ZARRCHIVE_HEADER_TIMEOUT``;
+    #: see :mod:`zarrchive.connection_guard`).
+    header_timeout: float = 20.0
+    #: Connections one API process holds at most (``ZARRCHIVE_MAX_CONNECTIONS``).
+    max_connections: int = 4096
+    #: Connections one API process holds at most from one client address
+    #: (``ZARRCHIVE_MAX_CONNECTIONS_PER_CLIENT``).
+    max_connections_per_client: int = 256
     #: The archive's external address, ``scheme://host[:port]`` (``ZARRCHIVE_PUBLIC_URL``):
     #: every absolute URL the archive writes (pagination links, ``/api/info/``, LINDI files,
     #: redirects) uses it instead of the request's ``Host`` (:mod:`zarrchive.api.public_url`).
     public_url: str | None = None
+    #: E-mail domains whose verified addresses approve a new account at once
+    #: (``ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS``; see :mod:`zarrchive.services.accounts`).
+    auto_approve_email_domains: tuple[str, ...] = ()
 
     @property
     def embedded_s3(self) -> bool:
@@ -153,7 +168,13 @@ class Settings:
                 "PUBLISH_REQUIRES_VALID", get("PUBLISH_REQUIRES_VALID"), default=True
             ),
             multipart_threshold=_multipart_threshold(get("MULTIPART_THRESHOLD")),
+            header_timeout=_positive_seconds("HEADER_TIMEOUT", get("HEADER_TIMEOUT"), 20.0),
+            max_connections=_positive_int("MAX_CONNECTIONS", get("MAX_CONNECTIONS"), 4096),
+            max_connections_per_client=_positive_int(
+                "MAX_CONNECTIONS_PER_CLIENT", get("MAX_CONNECTIONS_PER_CLIENT"), 256
+            ),
             public_url=_public_url(get("PUBLIC_URL")),
+            auto_approve_email_domains=_email_domains(get("AUTO_APPROVE_EMAIL_DOMAINS")),
         )
 
 
@@ -229,6 +250,18 @@ def _positive_int(name: str, raw: str | None, default: int) -> int:
     return value
 
 
+def _positive_seconds(name: str, raw: str | None, default: float) -> float:
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ConfigurationError(f"ZARRCHIVE_{name}={raw!r}: expected a positive number of seconds")
+    return value
+
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -269,3 +302,25 @@ def _origins(value: str | None) -> tuple[str, ...]:
             )
         origins.append(origin)
     return tuple(origins)
+
+
+def _email_domains(value: str | None) -> tuple[str, ...]:
+    """``ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS``: comma-separated domains (``edu,nih.gov``),
+    lower-cased, without a leading dot or ``@``."""
+    if value is None:
+        return ()
+    domains: list[str] = []
+    for item in value.split(","):
+        domain = item.strip().lower().lstrip("@.")
+        if not domain:
+            continue
+        labels = domain.split(".")
+        if not domain.isascii() or not all(
+            label and len(label) <= 63 and label.replace("-", "").isalnum() for label in labels
+        ):
+            raise ConfigurationError(
+                f"ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS: {item.strip()!r} is not an e-mail "
+                "domain: give domains such as edu or nih.gov, separated by commas"
+            )
+        domains.append(domain)
+    return tuple(domains)

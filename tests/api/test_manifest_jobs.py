@@ -74,9 +74,10 @@ def test_worker_on_redis_writes_the_manifest(
         ZARRCHIVE_S3_ACCESS_KEY_ID=TEST_ACCESS_KEY,
         ZARRCHIVE_S3_SECRET_ACCESS_KEY=TEST_SECRET_KEY,
         ZARRCHIVE_REDIS_URL=REDIS_URL,
+        ZARRCHIVE_REDIS_QUEUE=queue_name,
     )
     done = subprocess.run(
-        [sys.executable, "-m", "zarrchive.cli", "worker", "--burst", "--queue", queue_name],
+        [sys.executable, "-m", "zarrchive.cli", "worker", "--burst", "--queue", "zarr"],
         env=env,
         capture_output=True,
         text=True,

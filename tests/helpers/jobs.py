@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from zarrchive.jobs import JobFunc, JobQueue, run_job
+from zarrchive.jobs import JobFunc, JobLane, JobQueue, run_job
 from zarrchive.jobs.queue import prepare
 
 
@@ -17,9 +17,14 @@ class HeldJobQueue(JobQueue):
         self.jobs: list[tuple[str, dict[str, Any], str | None]] = []
 
     def enqueue(
-        self, func: JobFunc, kwargs: Mapping[str, Any] | None = None, *, key: str | None = None
+        self,
+        func: JobFunc,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        lane: JobLane = JobLane.ZARR,
     ) -> str:
-        name, arguments = prepare(func, kwargs)
+        name, arguments = prepare(func, kwargs)  # one list, whatever the lane
         if key is not None:
             self.jobs = [j for j in self.jobs if j[2] != key]
         self.jobs.append((name, arguments, key))

@@ -6,19 +6,27 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from zarrchive.config import Settings
 from zarrchive.errors import ConfigurationError, InvalidJob, JobQueueClosed
-from zarrchive.jobs import InProcessJobQueue, import_string, job_queue_from_settings
+from zarrchive.jobs import InProcessJobQueue, JobLane, import_string, job_queue_from_settings
 
 APPEND = "tests.helpers.job_functions:append_line"
 FLAKY = "tests.helpers.job_functions:fail_then_append"
 SLOW = "tests.helpers.job_functions:slow_append"
 SPAN = "tests.helpers.job_functions:span"
+GATED = "tests.helpers.job_functions:gated_span"
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -187,3 +195,80 @@ def test_the_archives_queue_runs_jobs_of_two_keys_at_once(tmp_path: Path) -> Non
         "start apply2",
         "end apply2",
     ]
+
+
+def test_a_lane_runs_while_another_lane_is_fully_occupied(tmp_path: Path) -> None:
+    # the Zarr lane's thread runs a job while every thread of the content lane is held
+    q = InProcessJobQueue(threads={JobLane.ZARR: 1, JobLane.CONTENT: 2}, max_retries=0)
+    held, out, gate = tmp_path / "held", tmp_path / "out", tmp_path / "gate"
+    try:
+        for name in ("c1", "c2", "c3"):  # the third waits for a content thread
+            q.enqueue(
+                GATED,
+                {"path": str(held), "text": name, "gate": str(gate), "timeout": 600},
+                lane=JobLane.CONTENT,
+            )
+        wait_until(lambda: len(lines(held)) == 2, "both content threads to be held")
+        q.enqueue(APPEND, {"path": str(out), "text": "zarr"}, key="apply:z", lane=JobLane.ZARR)
+        wait_until(lambda: lines(out) == ["zarr"], "the Zarr lane's job")
+        assert sorted(lines(held)) == ["start c1", "start c2"]  # still held, c3 still queued
+        assert q.pending == 1
+    finally:
+        gate.touch()
+    assert q.join(timeout=60)
+    q.close()
+    assert sorted(lines(held)) == sorted(
+        f"{e} {n}" for e in ("start", "end") for n in ("c1", "c2", "c3")
+    )
+
+
+def test_keys_coalesce_and_serialize_within_a_lane(tmp_path: Path) -> None:
+    q = InProcessJobQueue(threads=2, max_retries=0)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    try:
+        q.enqueue(
+            GATED,
+            {"path": str(out), "text": "A", "gate": str(gate), "timeout": 600},
+            key="k",
+            lane=JobLane.CONTENT,
+        )
+        wait_until(lambda: lines(out) == ["start A"], "job A to start")
+        for text in ("B", "C"):  # queued while A runs: parked, C replaces B
+            q.enqueue(
+                SPAN, {"path": str(out), "text": text, "seconds": 0}, key="k", lane=JobLane.CONTENT
+            )
+        time.sleep(0.2)  # the free content thread finds k running
+        assert lines(out) == ["start A"]
+    finally:
+        gate.touch()
+    assert q.join(timeout=60)
+    q.close()
+    assert lines(out) == ["start A", "end A", "start C", "end C"]
+
+
+def test_every_lane_needs_a_thread() -> None:
+    with pytest.raises(
+        ConfigurationError, match="at least one thread per lane; none for zarr, content"
+    ):
+        InProcessJobQueue(threads=0)
+    with pytest.raises(ConfigurationError, match="none for content"):
+        InProcessJobQueue(threads={JobLane.ZARR: 1})
+
+
+def test_the_archives_queue_has_the_configured_threads_per_lane() -> None:
+    settings = Settings.from_env(
+        {"ZARRCHIVE_ZARR_JOB_THREADS": "3", "ZARRCHIVE_CONTENT_JOB_THREADS": "1"}
+    )
+    q = job_queue_from_settings(settings)
+    try:
+        assert isinstance(q, InProcessJobQueue)
+        assert q.threads == {JobLane.ZARR: 3, JobLane.CONTENT: 1}
+        assert str(q) == "in-process (threads per lane: zarr: 3, content: 1)"
+    finally:
+        q.close()
+    default = job_queue_from_settings(Settings.from_env({}))
+    assert isinstance(default, InProcessJobQueue)
+    assert default.threads == {JobLane.ZARR: 2, JobLane.CONTENT: 2}
+    default.close()
+    with pytest.raises(ConfigurationError, match="CONTENT_JOB_THREADS"):
+        Settings.from_env({"ZARRCHIVE_CONTENT_JOB_THREADS": "0"})

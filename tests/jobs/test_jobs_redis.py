@@ -14,7 +14,7 @@ import pytest
 from redis import Redis
 
 from zarrchive.config import Settings
-from zarrchive.jobs import RedisJobQueue, job_queue_from_settings, run_worker
+from zarrchive.jobs import JobLane, RedisJobQueue, job_queue_from_settings, run_worker
 
 pytestmark = pytest.mark.redis
 
@@ -49,14 +49,22 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def run_cli_worker(queue_name: str) -> subprocess.CompletedProcess[str]:
-    """``zarrchive worker --burst`` in a subprocess (the CLI function through typer)."""
+WORKER_CODE = "import typer; from zarrchive.cli.worker import worker; typer.run(worker)"
+
+
+def worker_env(queue_name: str) -> dict[str, str]:
+    """A worker's environment: the archive's queue name *queue_name*, Redis from the flag."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(SRC)])}
     env.pop("ZARRCHIVE_REDIS_URL", None)
-    code = "import typer; from zarrchive.cli.worker import worker; typer.run(worker)"
+    env["ZARRCHIVE_REDIS_QUEUE"] = queue_name
+    return env
+
+
+def run_cli_worker(queue_name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``zarrchive worker --burst [ARGS]`` in a subprocess (the CLI function through typer)."""
     return subprocess.run(
-        [sys.executable, "-c", code, "--redis-url", REDIS_URL, "--queue", queue_name, "--burst"],
-        env=env,
+        [sys.executable, "-c", WORKER_CODE, "--redis-url", REDIS_URL, "--burst", *args],
+        env=worker_env(queue_name),
         capture_output=True,
         text=True,
         timeout=120,
@@ -144,11 +152,54 @@ def test_worker_cli_without_redis_url_explains() -> None:
     assert "set ZARRCHIVE_REDIS_URL or pass --redis-url" in result.stderr
 
 
-def test_cli_default_queue_is_the_jobs_default() -> None:
+def test_cli_lanes_are_the_jobs_lanes() -> None:
     from zarrchive.cli import worker
-    from zarrchive.jobs import DEFAULT_QUEUE
+    from zarrchive.jobs import DEFAULT_QUEUE, JobLane
 
-    assert worker.DEFAULT_QUEUE == DEFAULT_QUEUE
+    assert tuple(lane.value for lane in JobLane) == worker.LANES
+    assert Settings.from_env({}).redis_queue == DEFAULT_QUEUE
+
+
+def test_each_lane_has_its_own_rq_queue_and_keys(
+    redis_conn: Redis, queue_name: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    q = RedisJobQueue(redis_conn, queue_name=queue_name, max_retries=0, result_ttl=60)
+    assert q.queues[JobLane.ZARR].name == queue_name
+    assert q.queues[JobLane.CONTENT].name == f"{queue_name}-content"
+    q.enqueue(APPEND, {"path": str(out), "text": "zarr"}, key="k")
+    for i in range(3):  # coalesced in its lane, not with the Zarr lane's job of the key
+        q.enqueue(APPEND, {"path": str(out), "text": f"content-{i}"}, key="k", lane=JobLane.CONTENT)
+    assert (q.queues[JobLane.ZARR].count, q.queues[JobLane.CONTENT].count) == (1, 1)
+    assert redis_conn.get(f"zarrchive:jobs:{queue_name}-content:key:k") is not None
+
+
+def test_a_worker_consumes_the_lanes_it_is_given(
+    redis_conn: Redis, queue_name: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    q = RedisJobQueue(redis_conn, queue_name=queue_name, max_retries=0, result_ttl=60)
+    q.enqueue(APPEND, {"path": str(out), "text": "content"}, key="c", lane=JobLane.CONTENT)
+    q.enqueue(APPEND, {"path": str(out), "text": "zarr"}, key="z")
+    result = run_cli_worker(queue_name, "--queue", "zarr")
+    assert result.returncode == 0, result.stderr
+    assert lines(out) == ["zarr"]  # the content job waits for a worker of its lane
+    assert q.queues[JobLane.CONTENT].count == 1
+    result = run_cli_worker(queue_name, "--queue", f"{queue_name}-content")  # by queue name
+    assert result.returncode == 0, result.stderr
+    assert lines(out) == ["zarr", "content"]
+    # a worker of every lane (the default) takes a Zarr's job first
+    q.enqueue(APPEND, {"path": str(out), "text": "content 2"}, lane=JobLane.CONTENT)
+    q.enqueue(APPEND, {"path": str(out), "text": "zarr 2"})
+    assert run_worker(REDIS_URL, queue_name=queue_name, burst=True, logging_level="WARNING")
+    assert lines(out)[2:] == ["zarr 2", "content 2"]
+
+
+def test_worker_cli_refuses_an_unknown_queue(queue_name: str) -> None:
+    result = run_cli_worker(queue_name, "--queue", "conversions")
+    assert result.returncode == 1
+    assert "--queue 'conversions' names no lane: give zarr or content" in result.stderr
+    assert f"{queue_name}, {queue_name}-content" in result.stderr
 
 
 def test_jobs_of_one_key_never_overlap_on_two_workers(queue_name: str, tmp_path: Path) -> None:
@@ -159,9 +210,8 @@ def test_jobs_of_one_key_never_overlap_on_two_workers(queue_name: str, tmp_path:
     q.enqueue(
         "tests.helpers.job_functions:span", {"path": str(out), "text": "A", "seconds": 3}, key="k"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(SRC)])}
-    code = "import typer; from zarrchive.cli.worker import worker; typer.run(worker)"
-    command = [sys.executable, "-c", code, "--redis-url", REDIS_URL, "--queue", queue_name]
+    env = worker_env(queue_name)
+    command = [sys.executable, "-c", WORKER_CODE, "--redis-url", REDIS_URL]
     first = subprocess.Popen([*command, "--burst"], env=env)
     try:
         deadline = time.monotonic() + 60

@@ -47,8 +47,9 @@ class RQWorkers:
     def __init__(self, queue_name: str, log_dir: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRCHIVE_")}
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "src")])
+        env["ZARRCHIVE_REDIS_QUEUE"] = queue_name  # every lane's RQ queue is named after it
         code = "import typer; from zarrchive.cli.worker import worker; typer.run(worker)"
-        command = [sys.executable, "-c", code, "--redis-url", REDIS_URL, "--queue", queue_name]
+        command = [sys.executable, "-c", code, "--redis-url", REDIS_URL]
         self.log_dir = log_dir
         self.processes = [
             subprocess.Popen(

@@ -1,4 +1,4 @@
-"""``zarrchive worker``: consume background jobs from Redis."""
+"""``zarrchive worker``: consume background jobs from Redis, every lane or the ones named."""
 
 from __future__ import annotations
 
@@ -7,32 +7,48 @@ import typer
 from zarrchive.config import Settings
 from zarrchive.errors import ConfigurationError, ZarrchiveError
 
-#: The default queue name (``zarrchive.jobs.DEFAULT_QUEUE``; not imported here to keep the
-#: CLI quick to start).
-DEFAULT_QUEUE = "zarrchive"
+#: The lanes (``zarrchive.jobs.JobLane``'s values; not imported here to keep the CLI quick
+#: to start).
+LANES = ("zarr", "content")
 
 
 def worker(
     redis_url: str | None = typer.Option(
         None, "--redis-url", help="Redis URL (default: ZARRCHIVE_REDIS_URL)."
     ),
-    queue: str = typer.Option(
-        DEFAULT_QUEUE,
+    queue: list[str] = typer.Option(
+        [],
         "--queue",
-        envvar="ZARRCHIVE_REDIS_QUEUE",
-        help="The queue to consume [env ZARRCHIVE_REDIS_QUEUE].",
+        help="A lane to consume: zarr (a Zarr's apply, manifests, unembargo) or content "
+        "(conversions, validations, hashing), or its RQ queue ($ZARRCHIVE_REDIS_QUEUE, "
+        "$ZARRCHIVE_REDIS_QUEUE-content); repeat for several [default: every lane].",
     ),
-    burst: bool = typer.Option(False, "--burst", help="Exit once the queue is empty."),
+    burst: bool = typer.Option(False, "--burst", help="Exit once the queues are empty."),
     log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR."),
 ) -> None:
-    """Run background jobs (manifests, backfills) from Redis; start one per core or machine."""
+    """Run background jobs from Redis; start one per core or machine, and some on
+    `--queue zarr` alone so that a Zarr's jobs never wait behind a long conversion."""
     try:
-        url = redis_url or Settings.from_env().redis_url
+        settings = Settings.from_env()
+        url = redis_url or settings.redis_url
         if not url:
             raise ConfigurationError(
                 "zarrchive worker needs Redis: set ZARRCHIVE_REDIS_URL or pass --redis-url "
                 "(without Redis, `zarrchive serve` runs jobs in-process and needs no worker)"
             )
+        from zarrchive.jobs import JobLane, lane_for_name
+
+        lanes = list(JobLane)
+        if queue:
+            named = [lane_for_name(name, settings.redis_queue) for name in queue]
+            unknown = [name for name, lane in zip(queue, named, strict=True) if lane is None]
+            if unknown:
+                queues = ", ".join(lane.queue_name(settings.redis_queue) for lane in JobLane)
+                raise ConfigurationError(
+                    f"--queue {unknown[0]!r} names no lane: give {' or '.join(LANES)} (or their "
+                    f"RQ queues {queues}, named after ZARRCHIVE_REDIS_QUEUE)"
+                )
+            lanes = [lane for lane in named if lane is not None]
         from zarrchive.db.session import Database
         from zarrchive.jobs import run_worker
         from zarrchive.services import runtime
@@ -41,7 +57,7 @@ def worker(
 
         # a database server is migrated once here: the jobs (each in a forked child) connect
         # without migrating; the embedded default's SQLite file is migrated by `serve`
-        database_url = Settings.from_env().database_url
+        database_url = settings.database_url
         if not database_url.startswith("sqlite"):
             database = Database(database_url)
             try:
@@ -60,7 +76,13 @@ def worker(
             if archive is not None:
                 archive.close()
                 set_current_archive(None)
-        run_worker(url, queue_name=queue, burst=burst, logging_level=log_level.upper())
+        run_worker(
+            url,
+            queue_name=settings.redis_queue,
+            lanes=lanes,
+            burst=burst,
+            logging_level=log_level.upper(),
+        )
     except ZarrchiveError as exc:
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from exc

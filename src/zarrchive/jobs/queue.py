@@ -7,7 +7,9 @@ while a job with the same key is still queued (not started), a new enqueue
 replaces it, so only the latest arguments run.  A key also serializes: jobs with
 the same key never run at the same time, and a job queued while another of its key
 runs is never dropped: it runs after that one ends (so it sees what that one did),
-without holding a worker meanwhile.
+without holding a worker meanwhile.  ``lane=`` picks the consumers
+(:class:`~zarrchive.jobs.lanes.JobLane`: a Zarr's jobs or content work); keys coalesce and
+serialize within a lane (a key's jobs always go to one lane).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from zarrchive.errors import InvalidJob
+from zarrchive.jobs.lanes import JobLane
 
 log = logging.getLogger("zarrchive.jobs")
 
@@ -94,14 +97,20 @@ class JobQueue(ABC):
 
     @abstractmethod
     def enqueue(
-        self, func: JobFunc, kwargs: Mapping[str, Any] | None = None, *, key: str | None = None
+        self,
+        func: JobFunc,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        lane: JobLane = JobLane.ZARR,
     ) -> str:
-        """Queue ``func(**kwargs)``; return the job's ID.
+        """Queue ``func(**kwargs)`` on *lane*; return the job's ID.
 
         *func* is ``"package.module:function"`` (or a module-level function);
         *kwargs* must be JSON-serialisable.  With *key*, a job with the same key
         that has not started yet is replaced by this one, and while a job with the same
-        key runs, this one runs after it.
+        key runs, this one runs after it.  Work that reads or decodes uploaded content goes
+        on :attr:`JobLane.CONTENT`, so that it never holds up a Zarr's jobs.
         """
 
     @abstractmethod

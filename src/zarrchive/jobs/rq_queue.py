@@ -1,11 +1,18 @@
 """Jobs on Redis through RQ, for more than one machine (``zarrchive worker`` consumes them).
 
+Each lane (:class:`~zarrchive.jobs.lanes.JobLane`) is an RQ queue of its own: for the
+archive's queue name ``zarrchive`` (``ZARRCHIVE_REDIS_QUEUE``), ``zarrchive`` holds a Zarr's
+jobs and ``zarrchive-content`` the content work.  ``zarrchive worker`` consumes every lane
+(the Zarr lane first) unless ``--queue LANE`` names the ones it serves: workers of their own
+on the Zarr lane keep a Zarr's jobs from waiting behind a long conversion.
+
 Every RQ job calls :func:`zarrchive.jobs.queue.run_job` with the job's import
 string and JSON arguments, stored with RQ's JSON serializer (no pickle: jobs
 stay readable and safe to decode).  Retries use RQ's :class:`~rq.Retry` (the
 worker runs RQ's scheduler, which re-queues retries after their interval).
 
-Keys, in Redis strings under ``zarrchive:jobs:{queue}:``:
+Keys, in Redis strings under ``zarrchive:jobs:{queue}:`` (``{queue}``: the lane's RQ queue,
+so keys coalesce and serialize per lane):
 
 - ``key:{key}``: the key's latest job ID.  Coalescing: under a per-key lock, a new
   enqueue removes the previous job from the queue list (``LREM``, atomic against a
@@ -42,6 +49,7 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 
 from zarrchive.errors import ConfigurationError, JobQueueClosed
+from zarrchive.jobs.lanes import JobLane
 from zarrchive.jobs.queue import JobFunc, JobQueue, log, prepare, run_job
 
 #: The RQ function every job without a key runs.
@@ -50,7 +58,8 @@ RUNNER = "zarrchive.jobs.queue.run_job"
 KEYED_RUNNER = "zarrchive.jobs.rq_queue.run_keyed_job"
 #: The RQ function that queues a deferred job whose running job's worker died.
 WATCHDOG = "zarrchive.jobs.rq_queue.watch_deferred_job"
-#: The default queue name (``zarrchive worker --queue`` changes it).
+#: The default queue name (``ZARRCHIVE_REDIS_QUEUE``): the Zarr lane's RQ queue; the other
+#: lanes' are named after it (:meth:`JobLane.queue_name`).
 DEFAULT_QUEUE = "zarrchive"
 #: How long a running keyed job holds its key without renewing it (seconds): after a
 #: worker dies, the next job of its key waits at most about this long.
@@ -120,8 +129,13 @@ def _names(queue_name: str, key: str) -> tuple[str, str, str]:
     return f"{prefix}:key:{key}", f"{prefix}:running:{key}", f"{prefix}:rerun:{key}"
 
 
+def lane_queue_names(queue_name: str, lanes: Sequence[JobLane] = tuple(JobLane)) -> list[str]:
+    """The RQ queues of *lanes* for the archive's queue name *queue_name*."""
+    return [lane.queue_name(queue_name) for lane in lanes]
+
+
 class RedisJobQueue(JobQueue):
-    """Enqueue jobs on an RQ queue in Redis."""
+    """Enqueue jobs on RQ queues in Redis, one per lane, named after *queue_name*."""
 
     def __init__(
         self,
@@ -138,12 +152,18 @@ class RedisJobQueue(JobQueue):
         self.connection = (
             redis_connection(connection) if isinstance(connection, str) else connection
         )
-        self.queue = Queue(
-            queue_name,
-            connection=self.connection,
-            serializer=JSONSerializer,
-            default_timeout=job_timeout,
-        )
+        #: The RQ queue of each lane.
+        self.queues = {
+            lane: Queue(
+                lane.queue_name(queue_name),
+                connection=self.connection,
+                serializer=JSONSerializer,
+                default_timeout=job_timeout,
+            )
+            for lane in JobLane
+        }
+        #: The default lane's (:attr:`JobLane.ZARR`) RQ queue, named *queue_name*.
+        self.queue = self.queues[JobLane.ZARR]
         self.max_retries = max_retries
         self.retry_intervals = list(retry_intervals)
         self.result_ttl = result_ttl
@@ -152,12 +172,6 @@ class RedisJobQueue(JobQueue):
         self.key_lease = key_lease
         self._closed = False
         self._owns_connection = isinstance(connection, str)
-
-    def _key_name(self, key: str) -> str:
-        return _names(self.queue.name, key)[0]
-
-    def _running_lock_name(self, key: str) -> str:
-        return _names(self.queue.name, key)[1]
 
     def _settings(self) -> dict[str, Any]:
         """What a keyed job needs to queue a job again as this queue would."""
@@ -171,47 +185,53 @@ class RedisJobQueue(JobQueue):
         }
 
     def enqueue(
-        self, func: JobFunc, kwargs: Mapping[str, Any] | None = None, *, key: str | None = None
+        self,
+        func: JobFunc,
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        lane: JobLane = JobLane.ZARR,
     ) -> str:
         name, arguments = prepare(func, kwargs)
         if self._closed:
             raise JobQueueClosed(f"cannot queue {name}: this job queue is closed")
+        queue = self.queues[JobLane(lane)]
         if key is None:
-            job = self._enqueue(name, arguments, key)
+            job = self._enqueue(queue, name, arguments, key)
         else:
-            keyed = self._enqueue_keyed(name, arguments, key, replace=True)
+            keyed = self._enqueue_keyed(queue, name, arguments, key, replace=True)
             assert keyed is not None  # replacing, a keyed job is always queued
             job = keyed
-        log.info("queued job %s %s key=%s on RQ queue %s", job.id, name, key, self.queue.name)
+        log.info("queued job %s %s key=%s on RQ queue %s", job.id, name, key, queue.name)
         return str(job.id)
 
     def _enqueue_keyed(
-        self, name: str, arguments: dict[str, Any], key: str, *, replace: bool
+        self, queue: Queue, name: str, arguments: dict[str, Any], key: str, *, replace: bool
     ) -> Job | None:
-        """Queue a keyed job.  With *replace*, a job of the key still queued is replaced;
-        without (a deferred job queued again), this one is dropped instead: the queued job
-        was queued after it (it runs with newer arguments).  None when dropped."""
-        key_name = self._key_name(key)
+        """Queue a keyed job on *queue*.  With *replace*, a job of the key still queued is
+        replaced; without (a deferred job queued again), this one is dropped instead: the
+        queued job was queued after it (it runs with newer arguments).  None when dropped."""
+        key_name = _names(queue.name, key)[0]
         with self.connection.lock(key_name + ":lock", timeout=30, blocking_timeout=30):
             previous: bytes | None = self.connection.get(key_name)  # type: ignore[assignment]
             if previous is not None:
-                if not replace and self._is_queued(previous.decode()):
+                if not replace and self._is_queued(queue, previous.decode()):
                     return None
-                self._drop_if_queued(previous.decode(), key)
-            job = self._enqueue(name, arguments, key)
+                self._drop_if_queued(queue, previous.decode(), key)
+            job = self._enqueue(queue, name, arguments, key)
             self.connection.set(key_name, job.id, ex=_KEY_TTL)
         return job
 
-    def _enqueue(self, name: str, arguments: dict[str, Any], key: str | None) -> Job:
+    def _enqueue(self, queue: Queue, name: str, arguments: dict[str, Any], key: str | None) -> Job:
         retry = (
             Retry(max=self.max_retries, interval=self.retry_intervals) if self.max_retries else None
         )
         runner_kwargs: dict[str, Any] = {"func": name, "kwargs": arguments}
         if key is not None:
             runner_kwargs.update(
-                key=key, lock_name=self._running_lock_name(key), settings=self._settings()
+                key=key, lock_name=_names(queue.name, key)[1], settings=self._settings()
             )
-        return self.queue.enqueue_call(
+        return queue.enqueue_call(
             KEYED_RUNNER if key is not None else RUNNER,
             kwargs=runner_kwargs,
             retry=retry,
@@ -221,11 +241,11 @@ class RedisJobQueue(JobQueue):
             meta={"zarrchive_key": key},
         )
 
-    def _is_queued(self, job_id: str) -> bool:
-        return self.connection.lpos(self.queue.key, job_id) is not None
+    def _is_queued(self, queue: Queue, job_id: str) -> bool:
+        return self.connection.lpos(queue.key, job_id) is not None
 
-    def _drop_if_queued(self, job_id: str, key: str) -> None:
-        if self.queue.remove(job_id):
+    def _drop_if_queued(self, queue: Queue, job_id: str, key: str) -> None:
+        if queue.remove(job_id):
             # LREM removed it: no worker had popped it, so it will never run
             with contextlib.suppress(NoSuchJobError):
                 Job.fetch(job_id, connection=self.connection, serializer=JSONSerializer).delete(
@@ -280,12 +300,12 @@ def _job_record(func: str, kwargs: dict[str, Any], settings: Mapping[str, Any]) 
 
 
 def _queue_again(job: Job, key: str, record: bytes | str) -> None:
-    """Queue the deferred job *record* of *key* on *job*'s queue (unless a newer one is)."""
+    """Queue the deferred job *record* of *key* on *job*'s queue (its lane's; unless a newer
+    one is)."""
     deferred = json.loads(record)
     settings = deferred.get("settings") or {}
-    queue = RedisJobQueue(
+    queues = RedisJobQueue(
         job.connection,
-        queue_name=job.origin,
         max_retries=settings.get("max_retries", 3),
         retry_intervals=settings.get("retry_intervals", (10, 60, 300)),
         job_timeout=settings.get("job_timeout", 3600),
@@ -293,7 +313,13 @@ def _queue_again(job: Job, key: str, record: bytes | str) -> None:
         failure_ttl=settings.get("failure_ttl", 7 * 24 * 3600),
         key_lease=settings.get("key_lease", KEY_LEASE),
     )
-    queued = queue._enqueue_keyed(deferred["func"], deferred["kwargs"], key, replace=False)
+    origin = Queue(
+        job.origin,
+        connection=job.connection,
+        serializer=JSONSerializer,
+        default_timeout=queues.job_timeout,
+    )
+    queued = queues._enqueue_keyed(origin, deferred["func"], deferred["kwargs"], key, replace=False)
     if queued is None:
         log.info("deferred job of key %s: a newer job of the key is queued already", key)
     else:
@@ -377,19 +403,29 @@ def run_worker(
     redis_url: str,
     *,
     queue_name: str = DEFAULT_QUEUE,
+    lanes: Sequence[JobLane] = tuple(JobLane),
     burst: bool = False,
     with_scheduler: bool = True,
     logging_level: str = "INFO",
 ) -> bool:
-    """Consume jobs from *queue_name* (what ``zarrchive worker`` runs).
+    """Consume the jobs of *lanes* (every lane by default, in :class:`JobLane`'s order: a
+    free worker takes a Zarr's job before content work) from the RQ queues of the archive's
+    queue name *queue_name* (what ``zarrchive worker`` runs).
 
-    With *burst*, return once the queue is empty.  Each job runs in a forked
+    With *burst*, return once the queues are empty.  Each job runs in a forked
     work horse (RQ's default worker), so a crashing job cannot take the worker down.
     """
+    if not lanes:
+        raise ConfigurationError("a worker needs at least one lane to consume")
     connection = redis_connection(redis_url)
-    queue = Queue(queue_name, connection=connection, serializer=JSONSerializer)
-    worker = Worker([queue], connection=connection, serializer=JSONSerializer)
+    ordered = [lane for lane in JobLane if lane in lanes]
+    queues = [
+        Queue(name, connection=connection, serializer=JSONSerializer)
+        for name in lane_queue_names(queue_name, ordered)
+    ]
+    worker = Worker(queues, connection=connection, serializer=JSONSerializer)
     logging.getLogger("zarrchive").setLevel(logging_level)
+    log.info("consuming the RQ queue(s) %s", ", ".join(q.name for q in queues))
     return bool(
         worker.work(burst=burst, with_scheduler=with_scheduler, logging_level=logging_level)
     )

@@ -60,11 +60,13 @@ from zarrchive.db.models import (
     BlobUpload,
     BlobValidation,
     DandisetOwner,
+    DandisetReviewer,
     Version,
 )
 from zarrchive.errors import Conflict, InvalidInput, NotFound, UploadVerificationFailed
+from zarrchive.jobs.lanes import JobLane
 from zarrchive.services import validation
-from zarrchive.services.auth import Caller, require_owner, require_user
+from zarrchive.services.auth import Caller, require_owner, require_writer
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.storage.keys import blob_key
@@ -196,15 +198,18 @@ def stored_twin(session: Session, digests: Digests, *, embargoed: bool) -> Blob 
 
 
 def _owns_a_user_of(session: Session, user: Caller, blob: Blob) -> bool:
-    """True if *user* owns a dandiset with an asset of *blob*."""
-    found = session.scalar(
-        select(Asset.id)
-        .join(Version, Version.id == Asset.version_id)
-        .join(DandisetOwner, DandisetOwner.dandiset_id == Version.dandiset_id)
-        .where(Asset.blob_id == blob.id, DandisetOwner.user_id == user.id)
-        .limit(1)
-    )
-    return found is not None
+    """True if *user* owns or reviews a dandiset with an asset of *blob*."""
+    for members in (DandisetOwner, DandisetReviewer):
+        found = session.scalar(
+            select(Asset.id)
+            .join(Version, Version.id == Asset.version_id)
+            .join(members, members.dandiset_id == Version.dandiset_id)
+            .where(Asset.blob_id == blob.id, members.user_id == user.id)
+            .limit(1)
+        )
+        if found is not None:
+            return True
+    return False
 
 
 def _uploaded(session: Session, user: Caller, blob: Blob) -> bool:
@@ -230,11 +235,12 @@ def _uploaded(session: Session, user: Caller, blob: Blob) -> bool:
 
 
 def may_read_blob(session: Session, user: Caller | None, blob: Blob) -> bool:
-    """Public blobs: anyone.  Embargoed ones: admins, owners of a dandiset using them, and
-    who uploaded them; a blob id alone (it is in presigned download URLs) grants nothing."""
+    """Public blobs: anyone.  Embargoed ones: admins, owners and reviewers of a dandiset
+    using them, and who uploaded them (of approved accounts); a blob id alone (it is in
+    presigned download URLs) grants nothing."""
     if not blob.embargoed:
         return True
-    if user is None:
+    if user is None or not user.approved:
         return False
     return user.is_admin or _owns_a_user_of(session, user, blob) or _uploaded(session, user, blob)
 
@@ -399,8 +405,9 @@ def _get_upload(
     session: Session, user: Caller | None, upload_id: str, *, lock: bool = False
 ) -> _Upload:
     """The upload, if *user* started it (or is an admin); else :class:`NotFound`.  *lock*
-    takes its row lock (validate and cancel serialise on it)."""
-    user = require_user(user)
+    takes its row lock (validate and cancel serialise on it).  Every use of it changes
+    something: *user* must be a writer."""
+    user = require_writer(user)
     try:
         key = str(uuid.UUID(upload_id))
     except (ValueError, AttributeError, TypeError):
@@ -511,7 +518,12 @@ def validate(archive: Archive, user: Caller | None, upload_id: str) -> BlobInfo 
             )
     if background:
         assert archive.jobs is not None
-        archive.jobs.enqueue(VALIDATE_JOB, {"upload_id": upload.id}, key=f"validate:{upload.id}")
+        archive.jobs.enqueue(
+            VALIDATE_JOB,
+            {"upload_id": upload.id},
+            key=f"validate:{upload.id}",
+            lane=JobLane.CONTENT,
+        )
         return None
     return _validate_now(archive, upload, background=False)
 

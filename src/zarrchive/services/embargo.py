@@ -38,6 +38,7 @@ from zarrchive.db.models import (
     ZarrManifest,
 )
 from zarrchive.errors import Conflict, StorageError
+from zarrchive.jobs.lanes import JobLane
 from zarrchive.services import audit, lindi_files
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.blobs import Digests, stored_twin
@@ -99,7 +100,9 @@ def start_unembargo(archive: Archive, user: Caller | None, identifier: str) -> s
             audit.record(session, dandiset, user, audit.RecordType.UNEMBARGO_DANDISET, {})
         number, shown = dandiset.id, dandiset.identifier
     if archive.jobs is not None:
-        archive.jobs.enqueue(UNEMBARGO_JOB, {"dandiset_id": number}, key=f"unembargo:{number}")
+        archive.jobs.enqueue(
+            UNEMBARGO_JOB, {"dandiset_id": number}, key=f"unembargo:{number}", lane=JobLane.ZARR
+        )
     else:
         move_to_public(archive, number)
     return shown

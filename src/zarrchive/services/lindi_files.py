@@ -36,6 +36,7 @@ from zarrchive.errors import (
     StorageError,
     ZarrchiveError,
 )
+from zarrchive.jobs.lanes import JobLane
 from zarrchive.lindi.convert import ConvertOptions
 from zarrchive.lindi.rangefile import RangeFile
 from zarrchive.services import runtime
@@ -179,7 +180,9 @@ def queue_conversion(archive: Archive, blob_id: str) -> None:
     if archive.jobs is None:
         return
     try:
-        archive.jobs.enqueue(LINDI_JOB, {"blob_id": blob_id}, key=f"lindi:{blob_id}")
+        archive.jobs.enqueue(
+            LINDI_JOB, {"blob_id": blob_id}, key=f"lindi:{blob_id}", lane=JobLane.CONTENT
+        )
     except Exception:
         log.exception("could not queue the LINDI file of blob %s", blob_id)
 

@@ -50,6 +50,7 @@ from zarrchive.db.models import (
     Zarr,
     utcnow,
 )
+from zarrchive.jobs.lanes import JobLane
 from zarrchive.services import runtime
 from zarrchive.services.runtime import Archive
 
@@ -437,7 +438,9 @@ def queue_validation(archive: Archive, dandiset_id: str | int) -> None:
                 select(Version.id).where(Version.dandiset_id == number, Version.version == "draft")
             )
         if draft is not None:
-            archive.jobs.enqueue(VALIDATE_JOB, {"version_id": draft}, key=f"validate:{draft}")
+            archive.jobs.enqueue(
+                VALIDATE_JOB, {"version_id": draft}, key=f"validate:{draft}", lane=JobLane.CONTENT
+            )
     except Exception:
         log.exception("could not queue the validation of dandiset %s", dandiset_id)
 
@@ -447,7 +450,9 @@ def queue_blob_sha256(archive: Archive, blob_id: str) -> None:
     if archive.jobs is None:
         return
     try:
-        archive.jobs.enqueue(SHA256_JOB, {"blob_id": blob_id}, key=f"sha256:{blob_id}")
+        archive.jobs.enqueue(
+            SHA256_JOB, {"blob_id": blob_id}, key=f"sha256:{blob_id}", lane=JobLane.CONTENT
+        )
     except Exception:
         log.exception("could not queue the sha256 of blob %s", blob_id)
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, Blob, Dandiset, MetadataStatus, Version
 from zarrchive.errors import Conflict, InvalidInput
+from zarrchive.jobs.lanes import JobLane
 from zarrchive.services.assets import computed_metadata
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.validation import (
@@ -236,7 +237,12 @@ def publishable(archive: Archive, session: Session, dandiset: Dandiset, draft: V
     ]
     if metadata_ok is None or stale:
         if archive.jobs is not None:  # no new session here: this one holds the write lock
-            archive.jobs.enqueue(VALIDATE_JOB, {"version_id": draft.id}, key=f"validate:{draft.id}")
+            archive.jobs.enqueue(
+                VALIDATE_JOB,
+                {"version_id": draft.id},
+                key=f"validate:{draft.id}",
+                lane=JobLane.CONTENT,
+            )
         what = "the dandiset's metadata" if metadata_ok is None else f"{len(stale)} asset(s)"
         raise Conflict(
             "Metadata validation is pending for this dandiset, please try again later "

@@ -30,6 +30,7 @@ from zarrchive.errors import (
     UploadVerificationFailed,
     ZarrchiveError,
 )
+from zarrchive.jobs.lanes import JobLane
 from zarrchive.services.changes import zarr_batch_applied
 from zarrchive.services.manifest_changes import WrittenObject, record_applied_changes
 from zarrchive.services.runtime import Archive, current_archive
@@ -758,7 +759,9 @@ def _schedule(archive: Archive, zarr_id: str) -> bool:
     if archive.jobs is None:
         return False
     try:
-        archive.jobs.enqueue(APPLY_JOB, {"zarr_id": zarr_id}, key=f"apply:{zarr_id}")
+        archive.jobs.enqueue(
+            APPLY_JOB, {"zarr_id": zarr_id}, key=f"apply:{zarr_id}", lane=JobLane.ZARR
+        )
     except Exception:
         log.exception("Zarr %s: could not queue its apply job: applying now", zarr_id)
         return False
@@ -816,6 +819,7 @@ def queue_manifest(archive: Archive, zarr_id: str) -> None:
             "zarrchive.services.manifests:generate_manifest_job",
             {"zarr_id": zarr_id},
             key=f"manifest:{zarr_id}",
+            lane=JobLane.ZARR,
         )
     except Exception:
         log.exception("Zarr %s: could not queue its manifest job", zarr_id)
