@@ -26,7 +26,9 @@ from zarrchive.api.routers import (
     info,
     owners,
     readers,
+    reviewers,
     snapshots,
+    users,
     versions,
     zarrs,
 )
@@ -113,6 +115,8 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(assets.router)
     app.include_router(blob_uploads.router)
     app.include_router(owners.router)
+    app.include_router(reviewers.router)
+    app.include_router(users.router)
     app.include_router(audit.router)
     document_bodies(app)  # the routes read their bodies themselves
     document_token(app)

@@ -83,6 +83,37 @@ def rotate_token(name: str = typer.Argument(..., help="The user's name")) -> Non
     print(token)
 
 
+def _set_status(name: str, approve: bool) -> None:
+    from zarrchive.db.models import AccountStatus
+    from zarrchive.db.session import Database
+    from zarrchive.services import accounts
+
+    settings = admin_settings()
+    db = Database(settings.database_url, strict=settings.strict_sessions)
+    status = AccountStatus.APPROVED if approve else AccountStatus.REJECTED
+    try:
+        db.migrate()
+        with db.write_session() as session:
+            info = accounts.set_status(session, None, name, status)
+    finally:
+        db.dispose()
+    print(f"{info.username}: {info.status.value}")
+
+
+@app.command("approve")
+@friendly_errors
+def approve(name: str = typer.Argument(..., help="The user's name")) -> None:
+    """Approve an account: it may then change what it owns and make API keys."""
+    _set_status(name, approve=True)
+
+
+@app.command("reject")
+@friendly_errors
+def reject(name: str = typer.Argument(..., help="The user's name")) -> None:
+    """Reject an account: it reads only what is public, its keys stop working at once."""
+    _set_status(name, approve=False)
+
+
 @app.command("fsck")
 @friendly_errors
 def fsck(
@@ -134,13 +165,17 @@ def gc(
         min=0,
         envvar="ZARRCHIVE_GC_GRACE_DAYS",
         help="Remove a Zarr that nothing references only once it has not changed for this "
-        "many days (uploads create the asset last).",
+        "many days (uploads create the asset last), and abort the multipart upload of an open "
+        "batch's big file only once nothing has been sent to it for this many days (an "
+        "interrupted upload leaves them for its rerun).",
     ),
 ) -> None:
     """Remove what no published snapshot and no open batch needs: noncurrent object versions
     of Zarrs (and of their .checksum nodes) that no pinned manifest names, the staging
-    areas of batches no longer open (and their stray multipart uploads), and whole Zarrs
-    that no asset and no version references (unchanged for --grace-days).  A dry run (nothing removed) unless --apply."""
+    areas of batches no longer open (and their stray multipart uploads), the multipart
+    uploads of open batches abandoned for --grace-days, and whole Zarrs that no asset and no
+    version references (unchanged for --grace-days).  A dry run (nothing removed) unless
+    --apply."""
     from datetime import timedelta
 
     from rich.console import Console
@@ -174,7 +209,7 @@ def gc(
                 total_zarrs += 1
                 total_bytes += whole.size
                 continue
-            report = collect_garbage(archive, zarr_id, apply=apply)
+            report = collect_garbage(archive, zarr_id, apply=apply, abandoned_after=grace)
             if report.skipped:
                 console.print(f"[yellow]skipped[/] {report.zarr_id}: {report.skipped}")
                 continue
@@ -194,7 +229,8 @@ def gc(
     zarrs = f", and {total_zarrs} unreferenced Zarrs" if total_zarrs else ""
     if total_multipart:
         zarrs += (
-            f" ({total_multipart} stray multipart uploads {'aborted' if apply else 'to abort'})"
+            f" ({total_multipart} stray or abandoned multipart uploads "
+            f"{'aborted' if apply else 'to abort'})"
         )
     console.print(
         f"{verb} {total_versions} object versions and {total_staging} staging areas{zarrs}: "

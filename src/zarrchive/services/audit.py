@@ -23,8 +23,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, AuditRecord, Dandiset
-from zarrchive.errors import InvalidInput
-from zarrchive.services.auth import Caller, is_owner, require_owner
+from zarrchive.errors import InvalidInput, PermissionDenied
+from zarrchive.services.auth import Caller, is_owner, refuse_unless_approved, require_user
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,8 @@ class RecordType(StrEnum):
 
     CREATE_DANDISET = "create_dandiset"
     CHANGE_OWNERS = "change_owners"
+    #: not DANDI's: the dandiset's reviewers changed (details as ``change_owners``'s)
+    CHANGE_REVIEWERS = "change_reviewers"
     UPDATE_METADATA = "update_metadata"
     ADD_ASSET = "add_asset"
     UPDATE_ASSET = "update_asset"
@@ -150,7 +152,13 @@ def list_records(
     :func:`~zarrchive.services.dandisets.get_dandiset`), oldest first (owners and admins)."""
     if not 1 <= limit <= MAX_PAGE_SIZE:
         raise InvalidInput(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
-    require_owner(user, dandiset)
+    reader = require_user(user)
+    refuse_unless_approved(reader)
+    if not may_read(reader, dandiset):
+        raise PermissionDenied(
+            f"user {reader.username!r} does not own dandiset {dandiset.identifier}: only its "
+            "owners and admins may read its audit trail"
+        )
     condition = AuditRecord.dandiset_id == dandiset.id
     if record_type:
         try:
@@ -185,4 +193,6 @@ def list_records(
 
 
 def may_read(user: Caller | None, dandiset: Dandiset) -> bool:
+    """Owners and admins read the audit trail, with keys of any scope (reviewers do not:
+    they read the dandiset, not who changed it)."""
     return is_owner(user, dandiset)

@@ -54,6 +54,7 @@ from zarrchive.checksum.dandi_etag import (
     single_part_etag,
     validate_dandi_etag,
 )
+from zarrchive.content_types import BINARY
 from zarrchive.db.models import (
     Asset,
     Blob,
@@ -279,7 +280,7 @@ def initialize(
                 for n in range(1, count + 1)
             ]
         else:
-            parts = [PartUrl(1, size, store.presign_put(key, md5, expiry))]
+            parts = [PartUrl(1, size, store.presign_put(key, md5, expiry, BINARY))]
         session.add(
             BlobUpload(
                 id=upload_id,

@@ -170,6 +170,9 @@ class DandisetView:
     can_manage: bool = False
     #: The latest changes (owners and admins only), newest first.
     audit: list[AuditEntry] = field(default_factory=list)
+    #: The reviewers' user names, sorted (owners and admins only: see
+    #: :mod:`zarrchive.services.reviewers`).
+    reviewers: list[str] = field(default_factory=list)
 
 
 def dandiset_view(
@@ -203,6 +206,7 @@ def dandiset_view(
             shown=shown,
             can_manage=manage,
             audit=trail,
+            reviewers=sorted(r.username for r in dandiset.reviewers) if manage else [],
         )
 
 

@@ -19,6 +19,7 @@ from zarrchive.services.auth import (
     require_owner,
     require_read,
     require_user,
+    require_writer,
     user_row,
 )
 from zarrchive.services.validation import instance_name, request_validation, schema_version
@@ -51,7 +52,7 @@ def create_dandiset(
     metadata: dict[str, Any] | None = None,
 ) -> Dandiset:
     """A new dandiset owned by *user*; identifiers are sequential: ``000001``..."""
-    caller = require_user(user)
+    caller = require_writer(user)
     if not isinstance(name, str):
         raise InvalidInput("a dandiset name must be a string")
     name = name.strip()

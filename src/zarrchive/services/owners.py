@@ -25,8 +25,8 @@ MAX_OWNERS = 100
 
 @dataclass(frozen=True)
 class OwnerInfo:
-    """An owner as DANDI lists them (this archive knows no names nor e-mails: the name is
-    the user name)."""
+    """An owner as DANDI lists them: the name an identity provider gave (else the user
+    name); no e-mail (it is not shown to others)."""
 
     username: str
     name: str
@@ -34,7 +34,9 @@ class OwnerInfo:
 
 
 def _owners(dandiset: Dandiset) -> list[OwnerInfo]:
-    return [OwnerInfo(o.username, o.username) for o in sorted(dandiset.owners, key=_by_name)]
+    return [
+        OwnerInfo(o.username, o.name or o.username) for o in sorted(dandiset.owners, key=_by_name)
+    ]
 
 
 def _by_name(user: User) -> str:
@@ -55,24 +57,10 @@ def set_owners(
     require_owner(user, locked)
     if not usernames:
         raise InvalidInput("Cannot remove all draft owners: a dandiset keeps at least one owner")
-    if len(usernames) > MAX_OWNERS:
-        raise InvalidInput(f"a dandiset has at most {MAX_OWNERS} owners")
-    wanted: list[str] = []
-    for name in usernames:
-        if not isinstance(name, str) or not 1 <= len(name.strip()) <= 150:
-            raise InvalidInput("a user name has 1 to 150 characters")
-        if any(ord(c) < 32 for c in name):
-            raise InvalidInput(
-                f"User {name[:40]!r} not found: user names have no control characters"
-            )
-        if name.strip() not in wanted:
-            wanted.append(name.strip())
+    wanted = parse_usernames(usernames, MAX_OWNERS, "owners")
     if locked.embargo_status == EmbargoStatus.UNEMBARGOING:
         raise Conflict(f"dandiset {locked.identifier} is being unembargoed: try again later")
-    found = {u.username: u for u in session.scalars(select(User).where(User.username.in_(wanted)))}
-    for name in wanted:
-        if name not in found:
-            raise InvalidInput(f"User {name} not found")
+    found = find_users(session, wanted)
     current = {o.username: o for o in locked.owners}
     removed = sorted(set(current) - set(wanted))
     added = sorted(set(wanted) - set(current))
@@ -92,8 +80,8 @@ def set_owners(
             user,
             audit.RecordType.CHANGE_OWNERS,
             {
-                "removed_owners": [_user_info(n) for n in removed],
-                "added_owners": [_user_info(n) for n in added],
+                "removed_owners": [user_info(n) for n in removed],
+                "added_owners": [user_info(n) for n in added],
             },
         )
     session.flush()
@@ -101,6 +89,35 @@ def set_owners(
     return _owners(locked)
 
 
-def _user_info(username: str) -> dict[str, str]:
+def parse_usernames(usernames: list[str], most: int, what: str) -> list[str]:
+    """The distinct user names of a ``PUT`` of a dandiset's *what* (at most *most*), in
+    order; 400 for a name no user can have."""
+    if len(usernames) > most:
+        raise InvalidInput(f"a dandiset has at most {most} {what}")
+    wanted: list[str] = []
+    for name in usernames:
+        if not isinstance(name, str) or not 1 <= len(name.strip()) <= 150:
+            raise InvalidInput("a user name has 1 to 150 characters")
+        if any(ord(c) < 32 for c in name):
+            raise InvalidInput(
+                f"User {name[:40]!r} not found: user names have no control characters"
+            )
+        if name.strip() not in wanted:
+            wanted.append(name.strip())
+    return wanted
+
+
+def find_users(session: Session, usernames: list[str]) -> dict[str, User]:
+    """The users named *usernames*, by name (400 naming the first that does not exist)."""
+    found = {
+        u.username: u for u in session.scalars(select(User).where(User.username.in_(usernames)))
+    }
+    for name in usernames:
+        if name not in found:
+            raise InvalidInput(f"User {name} not found")
+    return found
+
+
+def user_info(username: str) -> dict[str, str]:
     """DANDI's ``glean_user_info`` of a user."""
     return {"username": username, "email": "", "name": username}

@@ -17,9 +17,9 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import ApiToken, WebSession, utcnow
+from zarrchive.db.models import TokenScope, WebSession, utcnow
 from zarrchive.errors import AuthenticationRequired
-from zarrchive.services.auth import Caller
+from zarrchive.services.auth import Caller, live_key
 from zarrchive.services.runtime import Archive
 
 #: A session ends this long after signing in, whatever happens in between.
@@ -56,9 +56,11 @@ def sign_in(archive: Archive, token: str) -> SignedIn:
     session_id = secrets.token_urlsafe(32)
     now = utcnow()
     with archive.db.write_session() as session:
-        row = session.scalar(select(ApiToken).where(ApiToken.token_hash == _hash(token)))
-        if row is None:
-            raise _invalid_token()
+        row = live_key(session, token, now)  # 401 revoked/expired, 403 not approved
+        if row.scope != TokenScope.WRITE:  # the session would do what the key may not
+            raise AuthenticationRequired(
+                "a read-only API key can't sign in to the pages: use a 'write' key"
+            )
         user = Caller.of(row.user)
         _forget_old_sessions(session, user.id, now)
         web_session = WebSession(

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from zarrchive.web import dandiset_pages, signin, zarr_pages
+from zarrchive.web import account_pages, dandiset_pages, signin, zarr_pages
 from zarrchive.web.docs import install_docs
 from zarrchive.web.render import HERE
 
@@ -30,6 +30,7 @@ def install_web(app: FastAPI) -> None:
     app.include_router(signin.router)
     app.include_router(zarr_pages.router)
     app.include_router(dandiset_pages.router)
+    app.include_router(account_pages.router)
 
 
 def _favicon() -> RedirectResponse:

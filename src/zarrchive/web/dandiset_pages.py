@@ -13,7 +13,7 @@ from zarrchive.api.pagination import PageRequest, page_request
 from zarrchive.api.public_url import public_base
 from zarrchive.api.routers.audit import list_audit_records
 from zarrchive.errors import InvalidInput
-from zarrchive.services import assets, catalog, owners, versions
+from zarrchive.services import assets, catalog, owners, reviewers, versions
 from zarrchive.services.auth import require_user
 from zarrchive.services.dandiset_summary import summarize
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
@@ -119,6 +119,24 @@ async def set_owners(
 def _set_owners(archive: ArchiveOf, user: WebUser, dandiset_id: str, names: list[str]) -> None:
     with archive.db.write_session() as session:
         owners.set_owners(session, require_user(user), dandiset_id, names)
+
+
+@router.post("/dandiset/{dandiset_id}/reviewers", response_model=None)
+async def set_reviewers(
+    request: Request, archive: ArchiveOf, user: WebUser, dandiset_id: str
+) -> RedirectResponse:
+    """The reviewers form of a dandiset's page: one user name per line (or comma-separated;
+    none removes every reviewer)."""
+    fields = parse_form(await request.body())
+    require_form_from_here(request, fields.get(TOKEN_FIELD), request.state.form_token)
+    names = [n.strip() for n in fields.get("reviewers", "").replace(",", "\n").splitlines()]
+    await run_in_threadpool(_set_reviewers, archive, user, dandiset_id, [n for n in names if n])
+    return RedirectResponse(f"/dandiset/{dandiset_id}", status_code=303)
+
+
+def _set_reviewers(archive: ArchiveOf, user: WebUser, dandiset_id: str, names: list[str]) -> None:
+    with archive.db.write_session() as session:
+        reviewers.set_reviewers(session, require_user(user), dandiset_id, names)
 
 
 @router.get("/dandiset/{dandiset_id}/{version}/files", response_class=HTMLResponse)

@@ -77,12 +77,14 @@ async def signin(request: Request, archive: ArchiveOf) -> Response:
         token = token[6:].strip()
     try:
         signed_in = sign_in(archive, token)
-    except AuthenticationRequired:
+    except AuthenticationRequired as exc:
+        reason = exc.message[:1].upper() + exc.message[1:]  # revoked, expired, read-only
         return _signin_page(
             request,
             status_code=401,
             error="This token is not valid: paste a token that 'zarrchive admin create-user' "
-            "printed.",
+            "printed or your account page (/account) made."
+            + ("" if "is not valid" in exc.message else f" {reason}."),
         )
     previous = request.cookies.get(SESSION_COOKIE)
     if previous:  # this browser's earlier session (if any) ends: one browser, one session
