@@ -72,7 +72,9 @@ class ServerProcess:
             env["ZARRCHIVE_REDIS_QUEUE"] = s.redis_queue
         return env
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 300) -> None:
+        """Start serve and wait until it answers (a generous deadline: a loaded machine takes
+        a minute or more to import and migrate; starting is not what a test measures)."""
         assert self.process is None
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -90,7 +92,7 @@ class ServerProcess:
                 tail = self.log_path.read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"zarrchive serve exited ({self.process.returncode}):\n{tail}")
             try:
-                if httpx.get(f"{self.url}/api/info/", timeout=2).status_code == 200:
+                if httpx.get(f"{self.url}/api/info/", timeout=30).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
