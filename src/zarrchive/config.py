@@ -101,6 +101,9 @@ class Settings:
     #: Files of an upload batch above this size (bytes) are S3 multipart uploads
     #: (``ZARRCHIVE_MULTIPART_THRESHOLD``; at most 5 GiB, S3's largest single PUT).
     multipart_threshold: int = MULTIPART_THRESHOLD
+    #: Seconds a conversion of an uploaded HDF5 file to its LINDI file may take before its
+    #: sandboxed child is killed and the file ``failed`` (``ZARRCHIVE_LINDI_TIMEOUT``).
+    lindi_timeout: int = 120
     #: Seconds a connection gets to send a whole request head (``ZARRCHIVE_HEADER_TIMEOUT``;
     #: see :mod:`zarrchive.connection_guard`).
     header_timeout: float = 20.0
@@ -168,6 +171,7 @@ class Settings:
                 "PUBLISH_REQUIRES_VALID", get("PUBLISH_REQUIRES_VALID"), default=True
             ),
             multipart_threshold=_multipart_threshold(get("MULTIPART_THRESHOLD")),
+            lindi_timeout=_positive_int("LINDI_TIMEOUT", get("LINDI_TIMEOUT"), 120),
             header_timeout=_positive_seconds("HEADER_TIMEOUT", get("HEADER_TIMEOUT"), 20.0),
             max_connections=_positive_int("MAX_CONNECTIONS", get("MAX_CONNECTIONS"), 4096),
             max_connections_per_client=_positive_int(
