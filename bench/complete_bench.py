@@ -126,7 +126,10 @@ def run(
                 s3.put(
                     item["upload_url"],
                     content=bodies[p],
-                    headers={"Content-MD5": md5_to_content_md5(md5s[p])},
+                    headers={
+                        "Content-MD5": md5_to_content_md5(md5s[p]),
+                        "Content-Type": item["content_type"],  # signed by the URL
+                    },
                 ).raise_for_status()
 
             list(pool.map(put, urls.json()))

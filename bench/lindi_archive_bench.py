@@ -218,6 +218,7 @@ def upload(api: httpx.Client, dandiset: str, path: Path) -> str:
                 import base64
 
                 headers["Content-MD5"] = base64.b64encode(digest.digest()).decode()
+                headers["Content-Type"] = "application/octet-stream"  # signed by the URL
             response = s3.put(part["upload_url"], content=chunk, headers=headers)
             response.raise_for_status()
             etags.append({"part_number": part["part_number"], "etag": response.headers["ETag"]})

@@ -298,6 +298,7 @@ def _upload_batch(archive: Any, caller: Any, zarr_id: str, files: dict[str, byte
 
     import httpx
 
+    from zarrchive.content_types import zarr_content_type
     from zarrchive.services.uploads import complete_batch, start_batch
 
     urls = start_batch(
@@ -308,7 +309,10 @@ def _upload_batch(archive: Any, caller: Any, zarr_id: str, files: dict[str, byte
         def put(url: Any) -> None:
             body = files[url.path]
             digest = hashlib.md5(body).digest()
-            headers = {"Content-MD5": __import__("base64").b64encode(digest).decode()}
+            headers = {
+                "Content-MD5": __import__("base64").b64encode(digest).decode(),
+                "Content-Type": zarr_content_type(url.path),  # signed by the URL
+            }
             client.put(url.upload_url, content=body, headers=headers).raise_for_status()
 
         list(pool.map(put, urls))

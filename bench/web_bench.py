@@ -39,7 +39,9 @@ def upload_one(client: Any, auth: dict[str, str], zarr_id: str, path: str, body:
         f"/api/zarr/{zarr_id}/upload/", json=[{"path": path, "etag": md5}], headers=auth
     ).json()
     httpx.put(
-        item["upload_url"], content=body, headers={"Content-MD5": md5_to_content_md5(md5)}
+        item["upload_url"],
+        content=body,
+        headers={"Content-MD5": md5_to_content_md5(md5), "Content-Type": item["content_type"]},
     ).raise_for_status()
     client.post(
         f"/api/zarr/{zarr_id}/upload/complete/", params={"wait": "true"}, headers=auth

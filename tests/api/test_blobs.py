@@ -13,12 +13,12 @@ import pytest
 from tests.conftest import Users
 from tests.helpers.api_uploads import upload
 from tests.helpers.assets import add_blob_asset, client_for, md5, ok, upload_blob
+from tests.helpers.presigned import put_headers
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services import blobs
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import blob_key
-from zarrchive.storage.objects import md5_to_content_md5
 
 #: Parts as small as S3 allows (5 MiB; only the last part may be smaller).
 PART = 5 * 1024 * 1024
@@ -68,11 +68,11 @@ def test_single_put(api: httpx.Client, dandiset: str, archive: Archive, anon: ht
     response = httpx.put(
         part["upload_url"],
         content=b"x" + data[1:],
-        headers={"Content-MD5": md5_to_content_md5(md5(data))},
+        headers=put_headers(part["upload_url"], data),
     )
     assert response.status_code == 400
     response = httpx.put(
-        part["upload_url"], content=data, headers={"Content-MD5": md5_to_content_md5(md5(data))}
+        part["upload_url"], content=data, headers=put_headers(part["upload_url"], data)
     )
     assert response.status_code == 200
     blob = ok(api.post(f"/api/uploads/{upload_id}/validate/"))
@@ -165,7 +165,7 @@ def test_md5_mismatch_refused(api: httpx.Client, dandiset: str, archive: Archive
     response = httpx.put(
         plan["parts"][0]["upload_url"],
         content=b"different",
-        headers={"Content-MD5": md5_to_content_md5(md5(data))},
+        headers=put_headers(plan["parts"][0]["upload_url"], data),
     )
     assert response.status_code == 400
     assert api.post(f"/api/uploads/{upload_id}/validate/").status_code == 400  # nothing stored
@@ -181,7 +181,7 @@ def test_md5_mismatch_refused(api: httpx.Client, dandiset: str, archive: Archive
     response = httpx.put(
         plan2["parts"][0]["upload_url"],
         content=b"abcd",
-        headers={"Content-MD5": md5_to_content_md5(md5(b"abcd"))},
+        headers=put_headers(plan2["parts"][0]["upload_url"], b"abcd"),
     )
     assert response.status_code == 200
     response = api.post(f"/api/uploads/{plan2['upload_id']}/validate/")
@@ -207,7 +207,7 @@ def test_dedup_at_validate_and_at_initialize(
         response = httpx.put(
             plan["parts"][0]["upload_url"],
             content=data,
-            headers={"Content-MD5": md5_to_content_md5(md5(data))},
+            headers=put_headers(plan["parts"][0]["upload_url"], data),
         )
         assert response.status_code == 200
     first = ok(api.post(f"/api/uploads/{plans[0]['upload_id']}/validate/"))

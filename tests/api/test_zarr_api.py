@@ -16,6 +16,7 @@ from tests.helpers.api_uploads import (
     upload,
 )
 from tests.helpers.databases import SQLITE_ONLY
+from tests.helpers.presigned import put_headers
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.services.runtime import Archive
@@ -107,12 +108,11 @@ def test_wrong_body_refused_by_s3_and_complete_fails(
     )
     urls = {u["path"]: u["upload_url"] for u in response.json()}
     put_files([{"path": "g", "upload_url": urls["g"]}], {"g": good})
-    from zarrchive.storage.objects import md5_to_content_md5
 
     refused = httpx.put(
         urls["arr/0"],
         content=b"another body",
-        headers={"Content-MD5": md5_to_content_md5(md5(bad))},
+        headers=put_headers(urls["arr/0"], bad),
     )
     assert refused.status_code == 400 and "BadDigest" in refused.text
     response = api.post(f"/api/zarr/{zarr_id}/upload/complete/")

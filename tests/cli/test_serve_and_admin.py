@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import os
@@ -16,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.helpers.presigned import put_headers
 from tests.helpers.serve_child import default_stop_signals
 from tests.helpers.waiting import EVENT_TIMEOUT, wait_until
 
@@ -130,12 +130,11 @@ def test_serve_embedded_default_and_ctrl_c(served: Any) -> None:
         headers=headers,
         timeout=HTTP_TIMEOUT,
     ).json()
-    md5_b64 = base64.b64encode(hashlib.md5(body).digest()).decode()
     assert (
         httpx.put(
             item["upload_url"],
             content=body,
-            headers={"Content-MD5": md5_b64},
+            headers=put_headers(item["upload_url"], body),
             timeout=HTTP_TIMEOUT,
         ).status_code
         == 200

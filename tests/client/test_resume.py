@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from tests.conftest import LiveServer, make_settings
 from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
+from tests.helpers.presigned import put_headers
 from zarrchive.client import ApiClient, NullProgress, Uploader
 from zarrchive.client.upload import BatchRecords
 from zarrchive.db.models import UploadBatch
@@ -303,8 +304,6 @@ def test_own_stale_batch_with_every_file_sent_is_completed(
 
     import httpx
 
-    from zarrchive.client.upload import md5_to_content_md5
-
     local = tmp_path / "stale.zarr"
     local.mkdir()
     files = {f"f{i}": bytes([i]) * (10 + i) for i in range(5)}
@@ -318,9 +317,7 @@ def test_own_stale_batch_with_every_file_sent_is_completed(
     urls = client.start_upload(zarr.zarr_id, list(md5s.items()))
     with httpx.Client() as http:
         for name, url in urls.items():
-            response = http.put(
-                url, content=sent[name], headers={"Content-MD5": md5_to_content_md5(md5s[name])}
-            )
+            response = http.put(url, content=sent[name], headers=put_headers(url, sent[name]))
             assert response.status_code == 200
     progress = NullProgress()
     result = Uploader(client, jobs=2, records=records, progress=progress).upload(

@@ -13,13 +13,13 @@ from sqlalchemy import select
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import ZarrArchiveFile
 
+from tests.helpers.presigned import put_headers
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import iter_directory_digests
 from zarrchive.db.models import UploadBatch
 from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_prefix
-from zarrchive.storage.objects import md5_to_content_md5
 
 #: A small Zarr of nested directories.
 FILES = {
@@ -78,7 +78,7 @@ def put_files(urls: list[dict[str, str]], files: Mapping[str, bytes]) -> None:
             response = client.put(
                 item["upload_url"],
                 content=body,
-                headers={"Content-MD5": md5_to_content_md5(md5(body))},
+                headers=put_headers(item["upload_url"], body),
             )
             assert response.status_code == 200, response.text
 

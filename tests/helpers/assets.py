@@ -10,7 +10,7 @@ import httpx
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import ZarrArchiveFile
 
-from zarrchive.storage.objects import md5_to_content_md5
+from tests.helpers.presigned import put_headers
 
 
 def md5(data: bytes) -> str:
@@ -60,7 +60,7 @@ def upload_blob(api: httpx.Client, dandiset: str, data: bytes) -> str:
             response = s3.put(
                 part["upload_url"],
                 content=data,
-                headers={"Content-MD5": md5_to_content_md5(md5(data))},
+                headers=put_headers(part["upload_url"], data),
             )
             assert response.status_code == 200, response.text
         else:

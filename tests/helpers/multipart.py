@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
+from tests.helpers.presigned import put_headers
 from tests.helpers.zarr_client import md5
-from zarrchive.storage.objects import md5_to_content_md5
 
 MIB = 1024**2
 #: The tests' multipart threshold (and so their part size).
@@ -53,7 +53,7 @@ def ask_parts(
 
 def put_part(url: str, body: bytes) -> httpx.Response:
     with httpx.Client(timeout=60) as s3:
-        return s3.put(url, content=body, headers={"Content-MD5": md5_to_content_md5(md5(body))})
+        return s3.put(url, content=body, headers=put_headers(url, body))
 
 
 def send_parts(
@@ -88,7 +88,7 @@ def put_small(urls: list[dict[str, Any]], files: Mapping[str, bytes]) -> None:
             response = s3.put(
                 item["upload_url"],
                 content=body,
-                headers={"Content-MD5": md5_to_content_md5(md5(body))},
+                headers=put_headers(item["upload_url"], body),
             )
             assert response.status_code == 200, response.text
 

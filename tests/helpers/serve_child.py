@@ -3,7 +3,6 @@ small Zarr upload through its API: for the start/stop tests."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import os
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from tests.helpers.embedded_s3 import pid_alive, process_children, process_name
+from tests.helpers.presigned import put_headers
 from tests.helpers.server_process import zarrchive_command
 from zarrchive.storage.seaweedfs import free_port
 
@@ -167,8 +167,8 @@ def upload_chunk(url: str, token: str, dandiset: str | None, body: bytes) -> tup
         )
         assert batch.status_code == 200, batch.text
         (item,) = batch.json()
-        md5 = base64.b64encode(digest.digest()).decode()
-        put = httpx.put(item["upload_url"], content=body, headers={"Content-MD5": md5})
+        url = item["upload_url"]
+        put = httpx.put(url, content=body, headers=put_headers(url, body))
         assert put.status_code == 200, put.text
         done = api.post(f"/api/zarr/{zarr_id}/upload/complete/")
         assert done.status_code == 200, done.text

@@ -19,12 +19,12 @@ import numpy as np
 import zarr
 from zarr.storage import MemoryStore
 
+from tests.helpers.presigned import put_headers
 from tests.helpers.web_forms import sign_in
 from tests.helpers.zarr_client import create_dandiset, create_zarr, expect, md5, upload
 from zarrchive.checksum import ChecksumNode
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key
-from zarrchive.storage.objects import md5_to_content_md5
 
 #: The 2-D array: rows x columns, chunks.
 IMAGE_SHAPE, IMAGE_CHUNKS = (40, 60), (16, 16)
@@ -108,7 +108,7 @@ def upload_blob(api: httpx.Client, dandiset: str, data: bytes) -> str:
     (part,) = plan["parts"]
     with httpx.Client(timeout=60) as s3:
         response = s3.put(
-            part["upload_url"], content=data, headers={"Content-MD5": md5_to_content_md5(md5(data))}
+            part["upload_url"], content=data, headers=put_headers(part["upload_url"], data)
         )
         assert response.status_code == 200, response.text
     return str(expect(api.post(f"/api/uploads/{plan['upload_id']}/validate/"))["blob_id"])

@@ -13,7 +13,7 @@ import httpx
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import ZarrArchiveFile
 
-from zarrchive.storage.objects import md5_to_content_md5
+from tests.helpers.presigned import put_headers
 
 
 def md5(data: bytes) -> str:
@@ -63,7 +63,7 @@ def create_zarr(api: httpx.Client, dandiset: str, name: str = "test.zarr") -> st
 
 
 def put_presigned(s3: httpx.Client, url: str, body: bytes) -> httpx.Response:
-    return s3.put(url, content=body, headers={"Content-MD5": md5_to_content_md5(md5(body))})
+    return s3.put(url, content=body, headers=put_headers(url, body))
 
 
 def upload(api: httpx.Client, zarr_id: str, files: Mapping[str, bytes]) -> dict[str, Any]:

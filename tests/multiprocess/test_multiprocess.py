@@ -25,6 +25,7 @@ import httpx
 import pytest
 from redis import Redis
 from tests.helpers.consistency import assert_consistent
+from tests.helpers.presigned import put_headers
 from tests.helpers.reliability import budget
 from tests.helpers.server_process import ServerProcess, zarrchive_command
 from tests.helpers.zarr_client import authed, create_dandiset, create_zarr, expect, md5
@@ -32,7 +33,6 @@ from tests.helpers.zarr_client import authed, create_dandiset, create_zarr, expe
 from zarrchive.config import Settings
 from zarrchive.services.auth import create_user
 from zarrchive.services.runtime import Archive
-from zarrchive.storage.objects import md5_to_content_md5
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -156,7 +156,7 @@ class Client:
                         s3.put(
                             item["upload_url"],
                             content=body,
-                            headers={"Content-MD5": md5_to_content_md5(md5(body))},
+                            headers=put_headers(item["upload_url"], body),
                         )
                     )
             # applied by the workers (in order, one batch at a time per Zarr), or at once

@@ -11,12 +11,12 @@ import pytest
 
 from tests.helpers.assets import md5, ok
 from tests.helpers.databases import SQLITE_ONLY
+from tests.helpers.presigned import put_headers
 from zarrchive.db.models import Blob, User
 from zarrchive.errors import NotFound
 from zarrchive.services import blobs
 from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
-from zarrchive.storage.objects import md5_to_content_md5
 
 pytestmark = SQLITE_ONLY
 
@@ -33,7 +33,7 @@ def test_cancel_racing_validate_keeps_the_blobs_object(
     )
     (part,) = plan["parts"]
     response = httpx.put(
-        part["upload_url"], content=data, headers={"Content-MD5": md5_to_content_md5(md5(data))}
+        part["upload_url"], content=data, headers=put_headers(part["upload_url"], data)
     )
     assert response.status_code == 200
     with archive.db.session() as session:

@@ -107,6 +107,40 @@ def test_an_endpoint_without_a_scheme_is_refused() -> None:
         Presigner("127.0.0.1:8333", Credentials("a", "b"), "us-east-1")
 
 
+@pytest.mark.parametrize("content_type", ["application/octet-stream", "application/json"])
+def test_the_stores_put_with_a_content_type_equals_botocore(content_type: str) -> None:
+    """A URL that signs the object's type (S3 then refuses any other) is botocore's, which
+    signs ``ContentType`` as the ``content-type`` header."""
+    from zarrchive.storage.objects import ObjectStore
+
+    store = ObjectStore(
+        endpoint_url=ENDPOINT,
+        bucket="zarrchive",
+        access_key_id="AKIDEXAMPLE",
+        secret_access_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    )
+    try:
+        for key in KEYS:
+            with mock.patch("zarrchive.storage.presign.datetime") as clock:
+                clock.now.return_value = MOMENT
+                ours = store.presign_put(key, "d41d8cd98f00b204e9800998ecf8427e", 600, content_type)
+            theirs = _theirs(
+                "put_object",
+                {
+                    "Bucket": "zarrchive",
+                    "Key": key,
+                    "ContentMD5": "1B2M2Y8AsgTpgAmY7PhCfg==",
+                    "ContentType": content_type,
+                },
+                600,
+                "PUT",
+            )
+            assert ours == theirs
+            assert "X-Amz-SignedHeaders=content-md5%3Bcontent-type%3Bhost" in ours
+    finally:
+        store.close()
+
+
 def test_the_store_presigns_with_it() -> None:
     """The store's per-file URLs come from the fast signer and equal botocore's."""
     from zarrchive.storage.objects import ObjectStore
@@ -151,6 +185,9 @@ def test_the_stores_fallback_to_botocore_makes_the_same_urls() -> None:
     slow._presigner = None
     calls = [
         lambda s: s.presign_put(KEYS[4], "d41d8cd98f00b204e9800998ecf8427e", 3600),
+        lambda s: s.presign_put(
+            KEYS[1], "d41d8cd98f00b204e9800998ecf8427e", 60, "application/json"
+        ),
         lambda s: s.presign_get(KEYS[2], 60),
         lambda s: s.presign_head(KEYS[2], 60),
         lambda s: s.presign_get_version(KEYS[3], "v+1/x", 60),

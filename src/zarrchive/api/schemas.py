@@ -131,8 +131,14 @@ class UploadFile(RequestModel):
 class UploadUrlOut(BaseModel):
     path: str
     upload_url: str | None = Field(
-        description="Presigned PUT URL; send the Content-MD5 header. `null` for a file "
-        "uploaded in parts: ask `POST .../upload/parts/` for its parts' URLs"
+        description="Presigned PUT URL; send the Content-MD5 and Content-Type headers. `null` "
+        "for a file uploaded in parts: ask `POST .../upload/parts/` for its parts' URLs"
+    )
+    content_type: str | None = Field(
+        None,
+        description="The Content-Type to send with the PUT: the URL signs it, and S3 refuses "
+        "any other (or none). `application/json` for Zarr metadata documents (`.zarray`, "
+        "`.zgroup`, `.zattrs`, `.zmetadata`, `zarr.json`), else `application/octet-stream`",
     )
     part_size: int | None = Field(
         None, description="Uploaded in parts: every part but the last has this many bytes"

@@ -88,6 +88,7 @@ from zarrchive.client.remote import (
     walk_remote,
 )
 from zarrchive.client.selection import Selection
+from zarrchive.content_types import zarr_content_type
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -1199,7 +1200,10 @@ class Uploader:
 
     def _put(self, s3: httpx.Client, url: str, entry: ZarrEntry, path: str) -> bool:
         """PUT one file; False if S3 refused the URL (403: expired)."""
-        headers = {"Content-MD5": md5_to_content_md5(entry.md5)}
+        headers = {
+            "Content-MD5": md5_to_content_md5(entry.md5),
+            "Content-Type": zarr_content_type(entry.path),  # signed by the URL, as the md5
+        }
         if entry.size > IN_MEMORY_BYTES:
             headers["Content-Length"] = str(entry.size)
 

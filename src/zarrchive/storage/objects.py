@@ -359,22 +359,31 @@ class ObjectStore:
         expires_in: int,
         *,
         content_md5: str | None = None,
+        content_type: str | None = None,
         version_id: str | None = None,
     ) -> str:
         """A presigned URL of *method* on *key*: by our signer where it applies, else by
-        botocore (the same URL, about ten times slower)."""
+        botocore (the same URL, about ten times slower).  *content_md5* and *content_type*
+        are signed: the client must send exactly these headers."""
         if self._presigner is not None:
+            signed: dict[str, str] = {}
+            if content_md5:
+                signed["Content-MD5"] = content_md5
+            if content_type:
+                signed["Content-Type"] = content_type
             return self._presigner.url(
                 method,
                 self.bucket,
                 key,
                 expires_in,
-                headers={"Content-MD5": content_md5} if content_md5 else None,
+                headers=signed or None,
                 params={"versionId": version_id} if version_id else None,
             )
         params: dict[str, str] = {"Bucket": self.bucket, "Key": key}
         if content_md5:
             params["ContentMD5"] = content_md5
+        if content_type:
+            params["ContentType"] = content_type
         if version_id:
             params["VersionId"] = version_id
         operation = {"PUT": "put_object", "GET": "get_object", "HEAD": "head_object"}[method]
@@ -383,9 +392,20 @@ class ObjectStore:
         )
         return url
 
-    def presign_put(self, key: str, md5_hex: str, expires_in: int) -> str:
-        """A presigned PUT URL that signs ``Content-MD5``: S3 refuses any other body."""
-        return self._presign("PUT", key, expires_in, content_md5=md5_to_content_md5(md5_hex))
+    def presign_put(
+        self, key: str, md5_hex: str, expires_in: int, content_type: str | None = None
+    ) -> str:
+        """A presigned PUT URL that signs ``Content-MD5`` (S3 refuses any other body) and,
+        given *content_type*, ``Content-Type`` (S3 refuses any other type, or none: the
+        object is stored with the archive's type, not one the uploader chose; see
+        :mod:`zarrchive.content_types`)."""
+        return self._presign(
+            "PUT",
+            key,
+            expires_in,
+            content_md5=md5_to_content_md5(md5_hex),
+            content_type=content_type,
+        )
 
     def presign_get(self, key: str, expires_in: int) -> str:
         return self._presign("GET", key, expires_in)
@@ -662,24 +682,43 @@ class ObjectStore:
         return purge_checked(self, prefix)
 
     def copy_within(
-        self, source_key: str, key: str, version_id: str | None = None
+        self,
+        source_key: str,
+        key: str,
+        version_id: str | None = None,
+        *,
+        content_type: str | None = None,
     ) -> WrittenVersion:
         """Server-side copy of *source_key* (at *version_id*, default its current version) to
         *key* in this bucket; returns the new version as the copy answered: its ETag (an md5
         for objects up to 5 GiB that were uploaded in one PUT), version id and LastModified
-        (what a listing says of it afterwards)."""
+        (what a listing says of it afterwards).
+
+        The copy keeps the source's metadata, or with *content_type* replaces it
+        (``MetadataDirective=REPLACE``): the copy has that type and no user metadata,
+        whatever its uploader stored."""
         if self._copier is not None:
-            return self._signed_copy(source_key, key, version_id)
+            return self._signed_copy(source_key, key, version_id, content_type)
         source: dict[str, str] = {"Bucket": self.bucket, "Key": source_key}
         if version_id is not None:
             source["VersionId"] = version_id
-        response = self._call(
-            self.copy_client.copy_object,
-            Bucket=self.bucket,
-            Key=key,
-            CopySource=source,
-            MetadataDirective="COPY",
-        )
+        if content_type:
+            response = self._call(
+                self.copy_client.copy_object,
+                Bucket=self.bucket,
+                Key=key,
+                CopySource=source,
+                MetadataDirective="REPLACE",
+                ContentType=content_type,
+            )
+        else:
+            response = self._call(
+                self.copy_client.copy_object,
+                Bucket=self.bucket,
+                Key=key,
+                CopySource=source,
+                MetadataDirective="COPY",
+            )
         result = response.get("CopyObjectResult") or {}
         modified = result.get("LastModified")
         written = response.get("VersionId")
@@ -689,11 +728,13 @@ class ObjectStore:
             modified if isinstance(modified, datetime) else None,
         )
 
-    def _signed_copy(self, source_key: str, key: str, version_id: str | None) -> WrittenVersion:
+    def _signed_copy(
+        self, source_key: str, key: str, version_id: str | None, content_type: str | None
+    ) -> WrittenVersion:
         """:meth:`copy_within` by :class:`~zarrchive.storage.signed_copy.CopySender`."""
         assert self._copier is not None
         with s3_errors(f"copy_object of {source_key!r} to {key!r}"):
-            answer = self._copier.copy(source_key, key, version_id)
+            answer = self._copier.copy(source_key, key, version_id, content_type=content_type)
         modified = answer.last_modified
         return WrittenVersion(
             answer.etag,

@@ -91,11 +91,17 @@ class ObjectStoreProtocol(Protocol):
         ...
 
     def copy_within(
-        self, source_key: str, key: str, version_id: str | None = None
+        self,
+        source_key: str,
+        key: str,
+        version_id: str | None = None,
+        *,
+        content_type: str | None = None,
     ) -> WrittenVersion:
         """Copy *source_key* (at *version_id*, default its current version) to *key*; returns
         the new version as the copy answered: its ETag (the md5 of the content for objects
-        written in one PUT), version id and LastModified (what a listing says of it)."""
+        written in one PUT), version id and LastModified (what a listing says of it).  With
+        *content_type* the copy has that type (and no user metadata), not the source's."""
         ...
 
     def iter_content(

@@ -36,6 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from zarrchive.config import make_private_dir
 from zarrchive.errors import ConfigurationError, StorageError
+from zarrchive.storage.keys import STAGING_ROOT
 from zarrchive.storage.seaweedfs_security import ensure_certificates, security_toml
 
 if TYPE_CHECKING:
@@ -188,6 +189,30 @@ def anonymous_multipart_listing_denial(bucket: str) -> dict[str, object]:
             }
         ],
     }
+
+
+def anonymous_staging_denial(bucket: str) -> dict[str, object]:
+    """The bucket policy statement that refuses anonymous callers the objects of the upload
+    staging area (``zarr-staging/``): what uploaders PUT there (through DANDI's routes, with
+    a type of their choosing, or none, which SeaweedFS sniffs) is served by nobody; the
+    archive's copy into the Zarr, with the archive's type, is what readers get."""
+    return {
+        "Sid": "NoAnonymousStagingReads",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+        "Resource": [f"arn:aws:s3:::{bucket}/{STAGING_ROOT}*"],
+        "Condition": {"Null": {"aws:username": "true"}},
+    }
+
+
+def public_bucket_policy(bucket: str) -> dict[str, object]:
+    """The embedded public bucket's policy: :func:`anonymous_multipart_listing_denial` and
+    :func:`anonymous_staging_denial`."""
+    policy = anonymous_multipart_listing_denial(bucket)
+    statements = policy["Statement"]
+    assert isinstance(statements, list)
+    return {**policy, "Statement": [*statements, anonymous_staging_denial(bucket)]}
 
 
 def _s3_port_taken(port: int) -> ConfigurationError:
@@ -424,15 +449,13 @@ class SeaweedFS:
 
     def keep_multipart_listings_private(self, bucket: str) -> None:
         """Create *bucket* if missing and refuse anonymous callers its in-progress multipart
-        uploads and their parts (:func:`anonymous_multipart_listing_denial`)."""
+        uploads and their parts, and its upload staging area (:func:`public_bucket_policy`)."""
         client = self.client()
         try:
             client.head_bucket(Bucket=bucket)
         except ClientError:
             client.create_bucket(Bucket=bucket)
-        client.put_bucket_policy(
-            Bucket=bucket, Policy=json.dumps(anonymous_multipart_listing_denial(bucket))
-        )
+        client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(public_bucket_policy(bucket)))
 
     def client(self) -> S3Client:
         """A boto3 S3 client for this server."""

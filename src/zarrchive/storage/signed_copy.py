@@ -149,13 +149,23 @@ class CopySender:
             **tls,
         )
 
-    def copy(self, source_key: str, key: str, version_id: str | None = None) -> CopyAnswer:
-        """Copy *source_key* (at *version_id*) to *key*, keeping its metadata; retried once
-        after a transient failure.  Raises :class:`S3Refused` or :class:`S3Unreachable`."""
+    def copy(
+        self,
+        source_key: str,
+        key: str,
+        version_id: str | None = None,
+        *,
+        content_type: str | None = None,
+    ) -> CopyAnswer:
+        """Copy *source_key* (at *version_id*) to *key*, keeping its metadata (with
+        *content_type*: replacing it, the copy has that type and no user metadata); retried
+        once after a transient failure.  Raises :class:`S3Refused` or :class:`S3Unreachable`."""
         headers = {
             "x-amz-copy-source": copy_source_header(self._bucket, source_key, version_id),
-            "x-amz-metadata-directive": "COPY",
+            "x-amz-metadata-directive": "REPLACE" if content_type else "COPY",
         }
+        if content_type:
+            headers["Content-Type"] = content_type
         for attempt in range(1, ATTEMPTS + 1):
             url = self._presigner.url("PUT", self._bucket, key, URL_SECONDS, headers=headers)
             target = "/" + url.split("/", 3)[3]  # path and query: the pool's host is signed

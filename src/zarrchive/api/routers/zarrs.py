@@ -32,6 +32,7 @@ from zarrchive.api.schemas import (
     ZarrObjectPageOut,
     ZarrOut,
 )
+from zarrchive.content_types import zarr_content_type
 from zarrchive.db.models import Zarr
 from zarrchive.errors import NotFound, NoUploadInProgress
 from zarrchive.services import manifests, uploads, zarr_info, zarrs
@@ -207,7 +208,11 @@ def start_upload(
     response.headers[BATCH_HEADER] = opened.uid
     return [
         UploadUrlOut(
-            path=u.path, upload_url=u.upload_url, part_size=u.part_size, part_count=u.part_count
+            path=u.path,
+            upload_url=u.upload_url,
+            content_type=zarr_content_type(u.path) if u.upload_url else None,
+            part_size=u.part_size,
+            part_count=u.part_count,
         )
         for u in opened.urls
     ]

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from zarrchive.content_types import zarr_content_type
 from zarrchive.db.models import (
     PENDING_STATES,
     BatchKind,
@@ -270,7 +271,13 @@ def _copy_into_place(
     def copy(item: tuple[str, tuple[str, int, str | None]]) -> WrittenObject | None:
         path, (md5, size, version) = item
         source = staging_object_key(claimed.zarr_id, claimed.uid, path)
-        written = store.copy_within(source, zarr_object_key(claimed.zarr_id, path), version)
+        # the archive's type, whatever the uploader sent (DANDI's PUTs sign none)
+        written = store.copy_within(
+            source,
+            zarr_object_key(claimed.zarr_id, path),
+            version,
+            content_type=zarr_content_type(path),
+        )
         if written.etag != md5:
             raise StorageError(
                 f"copying {source!r} into Zarr {claimed.zarr_id} gave ETag {written.etag!r}, "

@@ -13,6 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from zarrchive.content_types import zarr_content_type
 from zarrchive.db.models import (
     PENDING_STATES,
     BatchKind,
@@ -285,7 +286,8 @@ def _urls(
             urls.append(UploadUrl(path, None, part_size, part_count(size, part_size)))
         else:
             key = staging_object_key(zarr_id, uid, path)
-            urls.append(UploadUrl(path, store.presign_put(key, md5, expiry)))
+            url = store.presign_put(key, md5, expiry, zarr_content_type(path))
+            urls.append(UploadUrl(path, url))
     return urls
 
 

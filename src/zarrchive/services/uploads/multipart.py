@@ -42,6 +42,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select, update
 
+from zarrchive.content_types import zarr_content_type
 from zarrchive.db.models import BatchState, RefusedUpload, UploadBatch, UploadBatchFile
 from zarrchive.errors import InvalidInput, NoUploadInProgress
 from zarrchive.services.auth import Caller
@@ -158,7 +159,7 @@ def _start_upload(
 ) -> str:
     """Start the S3 upload of a big file and record it in place of *old* (gone, or None); a
     concurrent request may have won: then ours is aborted and theirs is the one."""
-    started = store.create_multipart_upload(key)
+    started = store.create_multipart_upload(key, zarr_content_type(path))
     recorded_is_old = (
         UploadBatchFile.multipart_upload_id.is_(None)
         if old is None
@@ -288,7 +289,7 @@ def prepare_verified_copy(
     The upload records *md5* (the declared one) as the object's :data:`MD5_METADATA`: it
     becomes visible only if that is the content's md5, so checks read it instead of the
     ETag (which is not an md5)."""
-    upload_id = store.create_multipart_upload(key, "application/octet-stream", {MD5_METADATA: md5})
+    upload_id = store.create_multipart_upload(key, zarr_content_type(key), {MD5_METADATA: md5})
     count = part_count(size, part_size)
 
     def copy(number: int) -> tuple[int, str]:
