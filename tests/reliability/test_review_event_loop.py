@@ -1,10 +1,12 @@
 """One hostile request body must not stall the server for everyone (issue #25, item 5).
 
 A ``zarrchive serve`` process gets megabyte bodies of 500,000 invalid items (anonymous and
-with a token) while this test asks ``GET /server-info`` over and over: every answer must
-come in under 100 ms, and each hostile request gets a clear 4xx.  Before the fix the
-bodies were parsed and validated on the event loop, before authorization: one took seconds,
-and ``/server-info`` waited as long.
+with a token) while this test asks ``GET /server-info`` over and over: no answer may wait
+much longer than the same server's answers with nothing else to do, measured in the same
+run (issue #41: the machine may be loaded, so the bound is relative, not a speed target),
+and each hostile request gets a clear 4xx.  Before the fix the bodies were parsed and
+validated on the event loop, before authorization: one took seconds, and
+``/server-info`` waited as long.
 
 Also here: ``DELETE .../files/`` naming a path the Zarr lacks answers 404 and deletes
 nothing (the spec's status; it was 400).
@@ -29,8 +31,15 @@ from zarrchive.services.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 
-#: The issue's figure: the longest ``/server-info`` may take while a hostile body is handled.
+#: The issue's figure: the longest ``/server-info`` may take while a hostile body is handled,
+#: on an idle machine.  On a loaded one the bound is :data:`STALL_FACTOR` times the slowest
+#: idle probe of the same measurement, if more (a stall lasts the whole hostile request:
+#: seconds, before the fix).
 MAX_LATENCY = 0.100
+STALL_FACTOR = 5.0
+#: The idle probes of a measurement: for as long as its hostile requests took, at most
+#: this long (seconds).
+IDLE_SECONDS = 20.0
 #: Hostile requests sent per measurement (one at a time), unless they take longer than
 #: HOSTILE_SECONDS (before the fix one took seconds).
 REQUESTS = 20
@@ -92,27 +101,46 @@ def served(
 @dataclass
 class Window:
     """One measurement: the ``/server-info`` probes made while a hostile request was in
-    flight, and the hostile requests."""
+    flight, the hostile requests, and the probes made just after with nothing in flight (the
+    same server on the same machine at the same time: the baseline)."""
 
     latencies: list[float]
     sent: list[Sent]
+    idle: list[float]
 
     @property
     def worst(self) -> float:
         return max(self.latencies)
 
+    @property
+    def bound(self) -> float:
+        """The longest a probe may take while hostile requests are handled."""
+        return max(MAX_LATENCY, STALL_FACTOR * max(self.idle))
+
     def __str__(self) -> str:
         slowest = max(s.end - s.start for s in self.sent)
         return (
             f"up to {self.worst * 1000:.0f} ms over {len(self.latencies)} probes while "
-            f"{len(self.sent)} hostile requests were handled (the slowest in {slowest:.2f} s)"
+            f"{len(self.sent)} hostile requests were handled (the slowest in {slowest:.2f} s); "
+            f"idle up to {max(self.idle) * 1000:.0f} ms over {len(self.idle)} probes "
+            f"(bound {self.bound * 1000:.0f} ms)"
         )
+
+
+def probe_once(probe: httpx.Client) -> tuple[float, float]:
+    """One ``GET /server-info``: when it started and ended."""
+    start = time.monotonic()
+    answer = probe.get("/server-info")
+    end = time.monotonic()
+    assert answer.status_code == 200, answer.text
+    return start, end
 
 
 def measure(served: Served, path: str, body_file: Path, token: str | None) -> Window:
     """Time ``GET /server-info`` over and over on a kept-alive connection while another
     process sends the hostile body, one request at a time; keep the probes that overlap a
-    hostile request."""
+    hostile request.  Then time it as long again (up to :data:`IDLE_SECONDS`) with nothing
+    else in flight: the baseline."""
     probes: list[tuple[float, float]] = []
     with httpx.Client(base_url=served.url, timeout=120) as probe:
         expect(probe.get("/server-info"))  # connected and warm
@@ -121,19 +149,20 @@ def measure(served: Served, path: str, body_file: Path, token: str | None) -> Wi
         try:
             assert sender.stdout.readline().strip() == "ready"
             while sender.poll() is None:
-                start = time.monotonic()
-                answer = probe.get("/server-info")
-                probes.append((start, time.monotonic()))
-                assert answer.status_code == 200, answer.text
+                probes.append(probe_once(probe))
             sent = read_sent(sender.stdout.read())
         finally:
             sender.kill()
             sender.wait()
-    assert sender.returncode == 0 and sent
+        assert sender.returncode == 0 and sent
+        idle: list[tuple[float, float]] = []
+        until = time.monotonic() + min(IDLE_SECONDS, sent[-1].end - sent[0].start)
+        while time.monotonic() < until or len(idle) < MIN_PROBES:
+            idle.append(probe_once(probe))
     during = [
         end - start for start, end in probes if any(start < s.end and s.start < end for s in sent)
     ]
-    return Window(during, sent)
+    return Window(during, sent, [end - start for start, end in idle])
 
 
 @pytest.mark.parametrize(
@@ -148,11 +177,12 @@ def measure(served: Served, path: str, body_file: Path, token: str | None) -> Wi
 def test_hostile_body_does_not_stall_the_server(
     served: Served, tmp_path: Path, case: str, status: int, says: str
 ) -> None:
-    """Every ``/server-info`` answers within :data:`MAX_LATENCY` while hostile bodies are
-    in flight.  The machine running the tests may be shared and loaded, so that a probe now
-    and then waits for a CPU whatever the server does: a measurement with one slow probe
-    is made again, up to :data:`WINDOWS` times.  Before the fix every one failed by
-    seconds (one hostile request held the event loop for that long)."""
+    """Every ``/server-info`` answers within the window's bound while hostile bodies are in
+    flight: :data:`MAX_LATENCY`, or :data:`STALL_FACTOR` times the slowest idle probe of the
+    same window when the machine is loaded.  Even so a probe now and then waits for a CPU
+    whatever the server does: a measurement with one slow probe is made again, up to
+    :data:`WINDOWS` times.  Before the fix every one failed by seconds (one hostile request
+    held the event loop for that long)."""
     z = f"/api/zarr/{served.zarr_id}"
     path, body, token = {
         "anonymous list to a route that needs a token": (f"{z}/upload/", hostile_list(), None),
@@ -167,7 +197,7 @@ def test_hostile_body_does_not_stall_the_server(
         window = measure(served, path, body_file, token)
         windows.append(window)
         assert window.latencies, (case, "no probe while a hostile request was in flight")
-        if window.worst < MAX_LATENCY:
+        if window.worst < window.bound:
             assert len(window.latencies) >= MIN_PROBES, (case, str(window))
             break
         if len(windows) == WINDOWS:
