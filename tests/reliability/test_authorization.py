@@ -1,5 +1,6 @@
-"""Authorization matrix: anonymous / other user / owner / admin x every route x public /
-embargoed dandiset, through the API, and directly against S3.
+"""Authorization matrix: anonymous / other user / owner / admin / a reviewer of the dandiset /
+a read key of its owner x every route x public / embargoed dandiset, through the API, and
+directly against S3.
 
 The routes come from the app's own OpenAPI schema: a new route without a row here fails
 :func:`test_every_route_has_a_row`.
@@ -13,6 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from tests.helpers.reliability import FULL, Tokens, count
 from tests.helpers.zarr_client import (
@@ -25,7 +28,9 @@ from tests.helpers.zarr_client import (
     upload,
 )
 from zarrchive.api import create_app
+from zarrchive.db.models import ApiToken, TokenScope
 from zarrchive.manifest import manifest_key
+from zarrchive.services.auth import create_token, create_user, token_hash
 from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key
@@ -33,7 +38,9 @@ from zarrchive.storage.objects import md5_to_content_md5
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 PART = "authorization"
-ROLES = ("anonymous", "other", "owner", "admin")
+ROLES = ("anonymous", "other", "owner", "admin", "reviewer", "read-key")
+#: The user every world's dandiset names as its reviewer.
+REVIEWER = "reviewer"
 FILES = {"arr/.zarray": b"{}", "arr/0": b"zero"}
 
 
@@ -51,14 +58,18 @@ class World:
     blob_etag: str = ""
     blob_id: str = ""
     blob_asset_id: str = ""
+    #: a key of the owner (set by :func:`_add_key`)
+    key_id: int = 0
 
 
 @dataclass(frozen=True)
 class Row:
     method: str
     path: str
-    #: read: anyone may when public; write: owners and admins; open: anyone;
-    #: login: any signed-in user; create: signed-in user who owns the dandiset named.
+    #: read: anyone may when public (embargoed: owners, admins, reviewers, read keys);
+    #: write: owners and admins (with a write key); owners-read: owners and admins with any
+    #: key; open: anyone; login: any signed-in user; login-write: any signed-in user with a
+    #: write key; own-key: the key's owner (with a write key).
     kind: str
     url: Callable[[World], str]
     body: Callable[[World], Any] | None = None
@@ -118,6 +129,11 @@ def _open_multipart_batch(api: httpx.Client, w: World) -> None:
     expect(api.post(f"/api/zarr/{w.zarr_id}/upload/", json=body))
 
 
+def _add_key(api: httpx.Client, w: World) -> None:
+    made = expect(api.post("/api/auth/tokens/", json={"name": "spare", "scope": "read"}), 201)
+    w.key_id = made["id"]
+
+
 def _add_zarr(api: httpx.Client, w: World) -> None:
     w.zarr_id = create_zarr(api, w.dandiset, "second.zarr")
 
@@ -132,7 +148,43 @@ ROWS = [
     Row("GET", "/api/info/", "open", lambda w: "/api/info/"),
     Row("GET", "/server-info", "open", lambda w: "/server-info"),
     Row("GET", "/api/auth/token/", "login", lambda w: "/api/auth/token/"),
-    Row("POST", "/api/dandisets/", "login", lambda w: "/api/dandisets/", lambda w: {"name": "n"}),
+    Row(
+        "POST",
+        "/api/dandisets/",
+        "login-write",
+        lambda w: "/api/dandisets/",
+        lambda w: {"name": "n"},
+    ),
+    Row("GET", "/api/users/me/", "login", lambda w: "/api/users/me/"),
+    Row("GET", "/api/auth/tokens/", "login", lambda w: "/api/auth/tokens/"),
+    Row(
+        "POST",
+        "/api/auth/tokens/",
+        "login-write",
+        lambda w: "/api/auth/tokens/",
+        lambda w: {"name": "made by the matrix", "scope": "read"},
+    ),
+    # the matrix's keys are not named "default": this replaces none of them
+    Row("POST", "/api/auth/token/", "login-write", lambda w: "/api/auth/token/"),
+    Row(
+        "DELETE",
+        "/api/auth/tokens/{key_id}/",
+        "own-key",
+        lambda w: f"/api/auth/tokens/{w.key_id}/",
+        mutating=True,
+        prepare=_add_key,
+    ),
+    Row(
+        "GET", D + "reviewers/", "owners-read", lambda w: f"/api/dandisets/{w.dandiset}/reviewers/"
+    ),
+    Row(
+        "PUT",
+        D + "reviewers/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/reviewers/",
+        lambda w: [{"username": REVIEWER}, {"username": "other"}],
+        mutating=True,
+    ),
     Row("GET", "/api/dandisets/", "open", lambda w: "/api/dandisets/?embargoed=true"),
     Row("GET", D, "read", lambda w: f"/api/dandisets/{w.dandiset}/"),
     Row("GET", D + "users/", "read", lambda w: f"/api/dandisets/{w.dandiset}/users/"),
@@ -144,7 +196,7 @@ ROWS = [
         lambda w: [{"username": "owner"}, {"username": "admin"}],
         mutating=True,
     ),
-    Row("GET", D + "audit/", "write", lambda w: f"/api/dandisets/{w.dandiset}/audit/"),
+    Row("GET", D + "audit/", "owners-read", lambda w: f"/api/dandisets/{w.dandiset}/audit/"),
     # refused (409) for allowed roles: the world's dandiset holds a Zarr
     Row("DELETE", D, "write", lambda w: f"/api/dandisets/{w.dandiset}/", mutating=True),
     Row(
@@ -446,6 +498,7 @@ def test_every_route_has_a_row() -> None:
 
 def make_world(api: httpx.Client, embargoed: bool) -> World:
     dandiset = create_dandiset(api, "authz", embargo=embargoed)
+    expect(api.put(f"/api/dandisets/{dandiset}/reviewers/", json=[{"username": REVIEWER}]))
     zarr_id = create_zarr(api, dandiset)
     upload(api, zarr_id, FILES)
     asset = expect(
@@ -465,34 +518,70 @@ def make_world(api: httpx.Client, embargoed: bool) -> World:
 
 def expected_denial(row: Row, role: str, embargoed: bool) -> set[int] | None:
     """The statuses *role* may get (None: it is allowed)."""
-    if row.kind == "open" or role in ("owner", "admin"):
+    if row.kind == "open":
+        return None
+    if row.kind == "own-key":  # another's key does not exist for you
+        return {"owner": None, "anonymous": {401}, "read-key": {403}}.get(role, {404})
+    if role in ("owner", "admin"):
         return None
     if row.kind == "login":
         return {401} if role == "anonymous" else None
+    if row.kind == "login-write":
+        return {"anonymous": {401}, "read-key": {403}}.get(role)
+    # reviewers and the owner's read key see the embargoed dandiset
+    sees = not embargoed or role in ("reviewer", "read-key")
     if row.kind == "read":
-        if not embargoed:
+        if sees:
             return None
         # anonymous callers are asked to authenticate (DANDI's clients send their key only
         # after a 401); strangers learn nothing
         return {401} if role == "anonymous" else {404}
-    # writes: authenticate first; an embargoed dandiset's existence is not revealed
+    if row.kind == "owners-read" and role == "read-key":
+        return None
+    # writes: authenticate first; an embargoed dandiset's existence is not revealed to who
+    # can't see it; who sees it is refused (a read key, a reviewer)
     if role == "anonymous":
         return {401, 404} if embargoed else {401}
-    return {404} if embargoed else {403}
+    return {403} if sees else {404}
 
 
-def _tokens(tokens: Tokens) -> dict[str, str | None]:
-    return {"anonymous": None, "other": tokens.other, "owner": tokens.owner, "admin": tokens.admin}
+@pytest.fixture(scope="module")
+def role_tokens(module_archive: Archive, module_tokens: Tokens) -> dict[str, str | None]:
+    """Every role's key: the module's users', a reviewer's and a read key of the owner.  None
+    is named "default", so that DANDI's ``POST /api/auth/token/`` replaces none of them."""
+    with module_archive.db.write_session() as session:
+        _reviewer, reviewer_token = create_user(session, REVIEWER)
+        owner = session.get(ApiToken, _key_id(session, module_tokens.owner))
+        assert owner is not None
+        read_key = create_token(session, owner.user, name="matrix read", scope=TokenScope.READ)
+        session.execute(update(ApiToken).values(name="matrix"))
+    return {
+        "anonymous": None,
+        "other": module_tokens.other,
+        "owner": module_tokens.owner,
+        "admin": module_tokens.admin,
+        "reviewer": reviewer_token,
+        "read-key": read_key,
+    }
+
+
+def _key_id(session: Session, token: str) -> int:
+    found = session.scalar(select(ApiToken.id).where(ApiToken.token_hash == token_hash(token)))
+    assert found is not None
+    return found
 
 
 @pytest.mark.parametrize("embargoed", [False, True], ids=["public", "embargoed"])
 def test_authorization_matrix(
-    embargoed: bool, module_api: httpx.Client, module_tokens: Tokens, module_database_url: str
+    embargoed: bool,
+    module_api: httpx.Client,
+    role_tokens: dict[str, str | None],
+    module_database_url: str,
 ) -> None:
     if not FULL and not module_database_url.startswith("sqlite"):
         pytest.skip("the matrix runs on PostgreSQL under make reliability only (time budget)")
     base = str(module_api.base_url)
-    tokens = _tokens(module_tokens)
+    tokens = role_tokens
     shared = make_world(module_api, embargoed)
     failures: list[str] = []
     for index, row in enumerate(ROWS):
@@ -537,7 +626,11 @@ def test_authorization_matrix(
 
 @pytest.mark.parametrize("embargoed", [False, True], ids=["public", "embargoed"])
 def test_s3_objects_follow_the_embargo(
-    embargoed: bool, module_api: httpx.Client, module_archive: Archive, seaweedfs: SeaweedFS
+    embargoed: bool,
+    module_api: httpx.Client,
+    module_archive: Archive,
+    seaweedfs: SeaweedFS,
+    role_tokens: dict[str, str | None],
 ) -> None:
     """Objects, ``.checksum`` nodes and manifests: public ones anonymously readable,
     embargoed ones unreadable without authorization (and not in the public bucket)."""
