@@ -33,6 +33,7 @@ class ServerProcess:
         *,
         args: tuple[str, ...] = (),
         address_space_limit: int | None = None,
+        open_files_limit: int | None = None,
     ) -> None:
         self.settings = settings
         #: Extra arguments of ``zarrchive serve`` (e.g. ``("--workers", "2")``).
@@ -40,6 +41,8 @@ class ServerProcess:
         #: ``RLIMIT_AS`` of the process, bytes: a runaway allocation fails with MemoryError
         #: there instead of exhausting the machine.
         self.address_space_limit = address_space_limit
+        #: ``RLIMIT_NOFILE`` of the process (soft and hard): a machine's smaller limit.
+        self.open_files_limit = open_files_limit
         self.port = free_port()
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
@@ -83,7 +86,9 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=self._limit if self.address_space_limit else None,
+                preexec_fn=self._limit
+                if self.address_space_limit or self.open_files_limit
+                else None,
             )
         self.starts += 1
         deadline = time.monotonic() + timeout
@@ -102,8 +107,12 @@ class ServerProcess:
             time.sleep(0.1)
 
     def _limit(self) -> None:
-        limit = self.address_space_limit
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if self.address_space_limit:
+            limit = self.address_space_limit
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if self.open_files_limit:
+            files = self.open_files_limit
+            resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
 
     def peak_rss(self) -> int:
         """The process's peak resident memory since it started or since

@@ -75,6 +75,7 @@ def app_from_env() -> FastAPI:
 
     map_large_blocks()  # a long-lived process: see zarrchive.allocator
     settings = Settings.from_env()
+    _install_connection_guard(settings)
     archive = Archive.from_settings(settings, migrate=False)
     archive.jobs = job_queue_from_settings(settings)
     set_current_archive(archive)
@@ -99,6 +100,7 @@ def serve(
     import uvicorn
 
     from zarrchive.allocator import map_large_blocks
+    from zarrchive.connection_guard import PROTOCOL, raise_open_files_limit
     from zarrchive.services.runtime import Archive
 
     logging.basicConfig(
@@ -111,6 +113,7 @@ def serve(
     if port is not None:
         settings = settings.with_overrides(port=port)
     check_multiprocess(settings, workers)
+    raise_open_files_limit()  # the worker processes inherit it
     if workers > 1:
         # migrate once, here; then every worker process builds its own archive from the env
         Archive.from_settings(settings).close()
@@ -129,6 +132,7 @@ def serve(
             host=settings.host,
             port=settings.port,
             log_level="info",
+            http=PROTOCOL,  # each worker installs its guard in app_from_env
         )
         log.info("stopped")
         return
@@ -142,6 +146,7 @@ def _serve_one_process(settings: Settings, stop: StopSignals) -> None:
 
     from zarrchive.api import create_app
     from zarrchive.cli.admin import first_user_note
+    from zarrchive.connection_guard import GuardedHttpToolsProtocol
     from zarrchive.jobs import job_queue_from_settings
     from zarrchive.services.runtime import Archive, set_current_archive
     from zarrchive.storage.embedded import embedded_s3
@@ -186,12 +191,14 @@ def _serve_one_process(settings: Settings, stop: StopSignals) -> None:
                     if resolved.redis_url
                     else "in-process",
                 )
+                _install_connection_guard(resolved)
                 config = uvicorn.Config(
                     create_app(archive),
                     host=resolved.host,
                     port=resolved.port,
                     log_level="info",
                     timeout_graceful_shutdown=GRACEFUL_REQUESTS_TIMEOUT,
+                    http=GuardedHttpToolsProtocol,
                 )
                 server = _make_server(config, began)
                 stop.serving(server)
@@ -212,6 +219,24 @@ def _serve_one_process(settings: Settings, stop: StopSignals) -> None:
         log.info("stopped in %.1f s", time.monotonic() - stop.first_at)
     else:
         log.info("stopped")
+
+
+def _install_connection_guard(settings: Settings) -> None:
+    """This process's connection bounds (:mod:`zarrchive.connection_guard`), logged."""
+    from zarrchive.connection_guard import (
+        ConnectionLimits,
+        install_connection_guard,
+        open_files_limit,
+    )
+
+    limits = ConnectionLimits.for_process(settings, open_files_limit())
+    install_connection_guard(limits)
+    log.info(
+        "connections: at most %d, %d per client address; request heads within %g s",
+        limits.max_connections,
+        limits.max_per_client,
+        limits.header_timeout,
+    )
 
 
 #: How long a graceful stop waits for requests in progress before it closes them.
