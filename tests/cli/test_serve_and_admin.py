@@ -20,6 +20,7 @@ from tests.helpers.serve_child import default_stop_signals
 from tests.helpers.waiting import EVENT_TIMEOUT, wait_until
 
 from zarrchive.db.session import Database
+from zarrchive.storage.embedded import embedded_s3_host
 from zarrchive.storage.seaweedfs import free_port
 
 ZARRCHIVE = [sys.executable, "-m", "zarrchive.cli"]
@@ -95,7 +96,8 @@ def test_serve_embedded_default_and_ctrl_c(served: Any) -> None:
     process, url, data_dir, env = served
     info = httpx.get(f"{url}/api/info/", timeout=HTTP_TIMEOUT).json()
     assert info["bucket"] == "zarrchive" and info["max_batch_files"] == 500
-    assert info["s3_endpoint_url"].startswith("http://127.0.0.1:")
+    # S3 on a loopback address of its own: another site than the pages (issue #35 item 6)
+    assert info["s3_endpoint_url"].startswith(f"http://{embedded_s3_host('127.0.0.1', None)}:")
     assert (data_dir / "zarrchive.sqlite3").exists()
     assert (data_dir / "s3").is_dir()
     assert len(_weed_pids(data_dir)) == 1
@@ -154,7 +156,8 @@ def test_serve_embedded_default_and_ctrl_c(served: Any) -> None:
     output, _ = process.communicate(timeout=STOP_TIMEOUT)
     assert process.returncode == 0, output
     assert "API listening on http://127.0.0.1:" in output
-    assert "embedded S3 (SeaweedFS) listening on http://127.0.0.1:" in output
+    s3_host = embedded_s3_host("127.0.0.1", None)
+    assert f"embedded S3 (SeaweedFS) listening on http://{s3_host}:" in output
     assert _weed_pids(data_dir) == []
 
 

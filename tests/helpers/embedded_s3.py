@@ -49,16 +49,20 @@ def _read_some(sock: socket.socket | ssl.SSLSocket, timeout: float) -> bytes:
         return b""
 
 
-def grpc_answers_plaintext(port: int, timeout: float = 5.0) -> bool:
-    """Whether the gRPC server on *port* answers an HTTP/2 preface sent without TLS with
-    its SETTINGS frame (what a plaintext gRPC server does, and an mTLS one never)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+def grpc_answers_plaintext(port: int, timeout: float = 5.0, host: str = "127.0.0.1") -> bool:
+    """Whether the gRPC server on *port* (of *host*) answers an HTTP/2 preface sent without
+    TLS with its SETTINGS frame (what a plaintext gRPC server does, and an mTLS one never)."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(_H2_PREFACE)
         return _is_settings_frame(_read_some(sock, timeout))
 
 
 def grpc_tls_handshake(
-    port: int, ca: Path, client_cert: tuple[Path, Path] | None, timeout: float = 5.0
+    port: int,
+    ca: Path,
+    client_cert: tuple[Path, Path] | None,
+    timeout: float = 5.0,
+    host: str = "127.0.0.1",
 ) -> bool:
     """Whether a TLS client (trusting *ca*, presenting *client_cert* if given) gets an
     HTTP/2 SETTINGS frame from the gRPC server on *port* (a handshake the server refused
@@ -70,7 +74,7 @@ def grpc_tls_handshake(
         context.load_cert_chain(str(client_cert[0]), str(client_cert[1]))
     try:
         with (
-            socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw,
+            socket.create_connection((host, port), timeout=timeout) as raw,
             context.wrap_socket(raw) as sock,
         ):
             sock.sendall(_H2_PREFACE)

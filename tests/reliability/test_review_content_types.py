@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import PUBLIC_BUCKET_PREFIX, _new_bucket, make_settings
 from tests.helpers.api_uploads import open_batch
+from tests.helpers.browser import chromium_browser
 from tests.helpers.dandi_zarr import announce, wait_complete
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.multipart import THRESHOLD, ask_parts, big_bytes, cut, open_sized
@@ -31,8 +37,9 @@ from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.config import Settings
 from zarrchive.content_types import BINARY, JSON
 from zarrchive.services.runtime import Archive
+from zarrchive.storage.embedded import SEPARATE_HOSTS, can_listen_on, embedded_s3, embedded_s3_host
 from zarrchive.storage.keys import STAGING_ROOT, blob_key, zarr_object_key
-from zarrchive.storage.seaweedfs import SeaweedFS, public_bucket_policy
+from zarrchive.storage.seaweedfs import LOOPBACK, SeaweedFS, free_port, public_bucket_policy
 
 pytestmark = SQLITE_ONLY
 
@@ -228,3 +235,81 @@ def test_the_embedded_policy_denies_anonymous_reads_of_staging_only() -> None:
     assert staging["Resource"] == [f"arn:aws:s3:::pub/{STAGING_ROOT}*"]
     assert staging["Condition"] == {"Null": {"aws:username": "true"}}
     json.dumps(policy)
+
+
+# -- the pages and S3 are two sites ----------------------------------------------------------
+# Whatever S3 stores, SeaweedFS serves any object as ``text/html`` to an anonymous GET that
+# asks (``?response-content-type=text/html``), so a script can always run on S3's origin.
+# Cookies ignore ports: on the pages' host, it could plant a session cookie of its choosing in
+# the pages (a victim then browses signed in as the attacker).  The embedded S3 listens on a
+# loopback address of its own: another host, another site.
+ATTACK = b"""<!doctype html><title>hosted by S3</title><script>
+document.cookie = "zarrchive_session=planted; path=/";
+document.cookie = "zarrchive_signin=planted; path=/signin";
+document.title = "planted";
+</script>"""
+
+
+@given(
+    pages=st.sampled_from(["127.0.0.1", "127.0.0.2", "127.0.0.3", "0.0.0.0", "localhost"]),
+    usable=st.sets(st.sampled_from(SEPARATE_HOSTS)),
+)
+def test_the_embedded_s3_takes_a_loopback_address_other_than_the_pages(
+    pages: str, usable: set[str]
+) -> None:
+    host = embedded_s3_host(pages, None, usable.__contains__)
+    choices = [h for h in SEPARATE_HOSTS if h in usable and h != pages]
+    assert host == (choices[0] if choices else LOOPBACK)
+    assert embedded_s3_host(pages, "127.9.9.9", usable.__contains__) == "127.9.9.9"
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """The embedded default's S3 (as ``zarrchive serve`` starts it), and its settings."""
+    data_dir = tmp_path_factory.mktemp("embedded") / "data"
+    settings = Settings.from_env({"ZARRCHIVE_DATA_DIR": str(data_dir)})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ZARRCHIVE_EMBEDDED_S3_PORT", str(free_port()))
+        patch.delenv("ZARRCHIVE_EMBEDDED_S3_HOST", raising=False)
+        with embedded_s3(settings) as resolved:
+            yield resolved
+
+
+def test_the_embedded_s3_is_another_site_than_the_pages(embedded: Settings) -> None:
+    assert embedded.s3_endpoint_url is not None
+    s3_host = urllib.parse.urlsplit(embedded.s3_endpoint_url).hostname
+    assert embedded.host == LOOPBACK  # the pages' default address
+    if not can_listen_on(SEPARATE_HOSTS[0]):
+        pytest.skip(f"{SEPARATE_HOSTS[0]} is not a loopback address here (not Linux)")
+    assert s3_host == SEPARATE_HOSTS[0]
+    assert httpx.get(embedded.s3_endpoint_url, timeout=10).status_code < 500  # it answers there
+
+
+def test_a_script_served_by_s3_cannot_plant_a_session_in_the_pages(
+    embedded: Settings, live_server: Any
+) -> None:
+    """In a real browser: an object served by S3 as a page runs its script on S3's origin;
+    the cookies it sets belong to S3's host, never reach the pages."""
+    archive = Archive.from_settings(embedded)
+    previous = live_server.app.state.archive
+    live_server.app.state.archive = archive
+    try:
+        key = "zarr/attacker/page"
+        archive.store.put(key, ATTACK)
+        hosted = archive.store.public_url(key) + "?response-content-type=text/html"
+        with chromium_browser() as chromium:
+            context = chromium.new_context()
+            try:
+                page = context.new_page()
+                page.goto(hosted)
+                # S3 served it as a page: the script ran, on S3's origin
+                assert page.title() == "planted"
+                assert "zarrchive_session=planted" in page.evaluate("document.cookie")
+                page.goto(live_server.url + "/")
+                reached = {c["name"] for c in context.cookies(live_server.url + "/signin")}
+            finally:
+                context.close()
+    finally:
+        live_server.app.state.archive = previous
+        archive.close()
+    assert "zarrchive_session" not in reached and "zarrchive_signin" not in reached, reached

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import stat
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,8 +61,17 @@ class Embedded:
     public_key: str
     secret_key: str
 
+    @property
+    def host(self) -> str:
+        """The loopback address every part listens on (S3's own: not the pages')."""
+        return str(urllib.parse.urlsplit(self.settings.s3_endpoint_url).hostname)
+
     def url(self, part: str) -> str:
-        return f"http://127.0.0.1:{self.ports[part]}"
+        return f"http://{self.host}:{self.ports[part]}"
+
+    def grpc(self, part: str) -> str:
+        """*part*'s address as ``weed shell`` takes it (``host:port.grpcport``)."""
+        return f"{self.host}:{self.ports[part]}.{self.ports[part] + GRPC_OFFSET}"
 
 
 @pytest.fixture(scope="module")
@@ -174,8 +184,7 @@ def test_master_http_refuses_its_api(embedded: Embedded) -> None:
 def _fids(e: Embedded, bucket: str, key: str) -> list[str]:
     """The volume file ids of an object's chunks, asked as the archive may (``weed shell``
     in the data directory, whose ``security.toml`` holds the certificate)."""
-    master = f"127.0.0.1:{e.ports['master']}.{e.ports['master'] + GRPC_OFFSET}"
-    filer = f"127.0.0.1:{e.ports['filer']}.{e.ports['filer'] + GRPC_OFFSET}"
+    master, filer = e.grpc("master"), e.grpc("filer")
     versions = f"/buckets/{bucket}/{key}.versions"  # a versioned bucket's object
     listed = weed_shell(f"fs.ls {versions}/", e.s3_dir, master, filer).split()
     assert len(listed) == 1 and listed[0].startswith("v_"), listed
@@ -207,18 +216,18 @@ def test_volume_http_refuses_unsigned_reads_and_writes(embedded: Embedded) -> No
 def test_grpc_ports_refuse_clients_without_the_certificate(embedded: Embedded, part: str) -> None:
     port = embedded.ports[part] + GRPC_OFFSET
     tls = embedded.s3_dir / "tls"
-    assert not grpc_answers_plaintext(port)
-    assert not grpc_tls_handshake(port, tls / "ca.crt", None)
+    host = embedded.host
+    assert not grpc_answers_plaintext(port, host=host)
+    assert not grpc_tls_handshake(port, tls / "ca.crt", None, host=host)
     # the port works for a client with the archive's certificate: the refusals are about it
-    assert grpc_tls_handshake(port, tls / "ca.crt", (tls / "node.crt", tls / "node.key"))
+    assert grpc_tls_handshake(port, tls / "ca.crt", (tls / "node.crt", tls / "node.key"), host=host)
 
 
 def test_weed_shell_without_the_certificate_gets_nothing(
     embedded: Embedded, tmp_path: Path
 ) -> None:
     e = embedded
-    master = f"127.0.0.1:{e.ports['master']}.{e.ports['master'] + GRPC_OFFSET}"
-    filer = f"127.0.0.1:{e.ports['filer']}.{e.ports['filer'] + GRPC_OFFSET}"
+    master, filer = e.grpc("master"), e.grpc("filer")
     try:
         output = weed_shell("fs.ls /buckets", tmp_path, master, filer, timeout=15)
     except Exception as exc:  # it keeps retrying the refused connection: a timeout

@@ -1,4 +1,4 @@
-"""The embedded S3: a SeaweedFS ``weed mini`` child process on 127.0.0.1.
+"""The embedded S3: a SeaweedFS ``weed mini`` child process on a loopback address.
 
 Used by ``zarrchive serve`` when no ``ZARRCHIVE_S3_ENDPOINT_URL`` is set, and by
 the test harness.  The child is started directly (no wrapper shell), in its own
@@ -97,8 +97,13 @@ def find_weed() -> str:
     return found
 
 
-def _port_free(port: int) -> bool:
-    """Whether a server could listen on *port* now.
+#: The loopback address of the tests' SeaweedFS and of the embedded one where no other can be
+#: bound (:mod:`zarrchive.storage.embedded` prefers one of its own).
+LOOPBACK = "127.0.0.1"
+
+
+def _port_free(port: int, host: str = LOOPBACK) -> bool:
+    """Whether a server could listen on *port* of *host* now.
 
     ``SO_REUSEADDR`` as servers (SeaweedFS among them) set it: a port whose only sockets are
     in TIME_WAIT (a server stopped a moment ago) is free, so a restart needs no wait.
@@ -106,7 +111,7 @@ def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((host, port))
         except OSError:
             return False
     return True
@@ -132,7 +137,7 @@ START_ATTEMPTS = 5
 #: What ``weed mini`` says when a port it was given is taken (checked before it starts
 #: anything), or when a listener of it loses the race for one; group 1 is the port.
 _PORT_TAKEN = re.compile(
-    r"Port allocation failed: port (\d+)|127\.0\.0\.1:(\d+): bind: address already in use"
+    r"Port allocation failed: port (\d+)|127\.\d+\.\d+\.\d+:(\d+): bind: address already in use"
 )
 
 
@@ -215,9 +220,9 @@ def public_bucket_policy(bucket: str) -> dict[str, object]:
     return {**policy, "Statement": [*statements, anonymous_staging_denial(bucket)]}
 
 
-def _s3_port_taken(port: int) -> ConfigurationError:
+def _s3_port_taken(port: int, host: str) -> ConfigurationError:
     return ConfigurationError(
-        f"port {port} on 127.0.0.1 is taken: stop what uses it or set "
+        f"port {port} on {host} is taken: stop what uses it or set "
         "ZARRCHIVE_EMBEDDED_S3_PORT to a free port"
     )
 
@@ -257,13 +262,18 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 @dataclass
 class SeaweedFS:
-    """One ``weed mini`` process serving S3 on 127.0.0.1."""
+    """One ``weed mini`` process serving S3 on a loopback address (*host*), every part of it
+    listening there."""
 
     data_dir: Path
     access_key_id: str
     secret_access_key: str
     s3_port: int = 0
     public_read_buckets: Sequence[str] = ()
+    #: The loopback address it listens on (the internal ports are chosen free on 127.0.0.1,
+    #: which a loopback address of 127/8 shares with them in practice: a port taken there
+    #: anyway makes ``weed`` exit, and the start is tried again with others).
+    host: str = LOOPBACK
     #: Chooses the internal ports (and the S3 port when ``s3_port`` is 0).
     pick_port: PortPicker = field(default=free_port, repr=False)
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -274,7 +284,7 @@ class SeaweedFS:
 
     @property
     def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.s3_port}"
+        return f"http://{self.host}:{self.s3_port}"
 
     def _write_identities(self) -> Path:
         identities: list[dict[str, object]] = [
@@ -320,14 +330,14 @@ class SeaweedFS:
         for attempt in range(1, START_ATTEMPTS + 1):
             if chosen_s3_port:
                 self.s3_port = self.pick_port(())
-            elif not _port_free(self.s3_port):
-                raise _s3_port_taken(self.s3_port)
+            elif not _port_free(self.s3_port, self.host):
+                raise _s3_port_taken(self.s3_port, self.host)
             try:
                 self._start_once(timeout)
                 return
             except PortTaken as taken:
                 if taken.port == self.s3_port and not chosen_s3_port:
-                    raise _s3_port_taken(self.s3_port) from taken
+                    raise _s3_port_taken(self.s3_port, self.host) from taken
                 if attempt == START_ATTEMPTS:
                     raise
                 log.warning(
@@ -360,8 +370,8 @@ class SeaweedFS:
             find_weed(),
             "mini",
             f"-dir={self.data_dir}",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
+            f"-ip={self.host}",
+            f"-ip.bind={self.host}",
             "-master.telemetry=false",
             "-webdav=false",
             "-admin.ui=false",
