@@ -2,10 +2,15 @@
 
 When a blob becomes the content of an asset (:func:`request_lindi`, called in the
 transaction that gives an asset its blob), a background job (:func:`convert_blob_job`)
-reads the blob by ranged reads (h5py over :class:`~zarrchive.lindi.rangefile.RangeFile`,
-bounded memory), tells HDF5 by its signature (not its name), converts it within the
-bounds of :data:`CONVERT_OPTIONS` and stores ``lindi/{id[0:3]}/{id[3:6]}/{id}.lindi.json``
-in the blob's bucket.  Its chunk references name:
+tells HDF5 by its signature (not its name) and has the blob converted in a sandboxed child
+process (:mod:`zarrchive.sandbox`, task :mod:`zarrchive.lindi.blob_task`): it reads the
+blob through a short-lived presigned URL by ranged reads, holds no credentials, can't read
+the data directory, and is killed past :func:`convert_limits` (time from
+``ZARRCHIVE_LINDI_TIMEOUT``, memory, output).  The conversion refuses what points outside
+the file and stays within the bounds of :data:`CONVERT_OPTIONS`; the job streams the answer
+(at most :data:`MAX_LINDI_BYTES`, spooled to a temporary file) to
+``lindi/{id[0:3]}/{id[3:6]}/{id}.lindi.json`` in the blob's bucket.  Its chunk references
+name:
 
 - a public blob: the blob's plain S3 URL (world-readable, stable);
 - an embargoed blob: the API route ``/api/lindi/blobs/{blob_id}/data/``, which answers those
@@ -20,7 +25,7 @@ worker fails after :data:`MAX_ATTEMPTS`, and only a transient S3 failure is retr
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,11 +39,11 @@ from zarrchive.errors import (
     ArchiveBusy,
     NotFound,
     StorageError,
-    ZarrchiveError,
 )
 from zarrchive.jobs.lanes import JobLane
+from zarrchive.lindi.blob_task import failure_reason
 from zarrchive.lindi.convert import ConvertOptions
-from zarrchive.lindi.rangefile import RangeFile
+from zarrchive.sandbox import Limits, Status, TaskResult, run_task
 from zarrchive.services import runtime
 from zarrchive.services.auth import Caller
 from zarrchive.services.blobs import blob_url, may_read_blob
@@ -51,12 +56,23 @@ LINDI_JOB = "zarrchive.services.lindi_files:convert_blob_job"
 #: Conversions started for one request of a blob's LINDI file before it is ``failed``.
 MAX_ATTEMPTS = 3
 #: The bounds of a conversion (the blob is hostile input): past one, ``failed`` says so.
+#: Per file: objects, attributes, object references, entries and bytes stored inline (16 MiB:
+#: a real NWB file inlines kilobytes; its large data are references to the blob's bytes).
 CONVERT_OPTIONS = ConvertOptions(
     max_objects=200_000,
     max_depth=64,
     max_refs=2_000_000,
-    max_decoded_bytes=64 * 1024 * 1024,
+    max_decoded_bytes=16 * 1024 * 1024,
+    max_attributes=1_000_000,
+    max_object_references=1_000_000,
+    max_inline_bytes=16 * 1024 * 1024,
 )
+#: The largest LINDI file written (and read back from the converting child).
+MAX_LINDI_BYTES = 64 * 1024 * 1024
+#: The converting child's address space.
+CONVERT_MEMORY = 1024 * 1024 * 1024
+#: The sandbox task that converts a blob.
+CONVERT_TASK = "zarrchive.lindi.blob_task"
 #: The 8-byte HDF5 format signature (at offset 0, 512, 1024, 2048, ...: after a user block).
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 #: The largest user block looked past for the signature.
@@ -245,8 +261,7 @@ def _record(archive: Archive, blob_id: str, work: _Work, status: LindiStatus, si
 
 
 class _S3Reader:
-    """Ranged GETs of one object, remembering the last S3 failure (h5py turns the errors
-    of its file object into ``OSError``: this tells a transient S3 failure from a bad file)."""
+    """Ranged GETs of one object, remembering the last S3 failure (for the signature)."""
 
     def __init__(self, store: ObjectStore, key: str) -> None:
         self.store = store
@@ -291,11 +306,15 @@ def convert_blob(archive: Archive, blob_id: str, *, force: bool = False) -> Lind
         if not is_hdf5(reader, work.size):
             status = LindiStatus(LindiState.NOT_HDF5)
         else:
-            data = _convert(reader, blob_id, work, store)
-            with s3_errors(f"PUT {lindi_key(blob_id)!r}"):
-                store.put(lindi_key(blob_id), data, CONTENT_TYPE)
-            size = len(data)
-            status = LindiStatus(LindiState.READY)
+            with _convert(archive, store, blob_id, work) as result:
+                if result.status == Status.STORAGE:
+                    raise StorageError(f"reading the blob failed: {result.reason}")
+                if result.status != Status.OK or result.output is None:
+                    status = LindiStatus(LindiState.FAILED, _reason(result))
+                else:
+                    store.upload_fileobj(lindi_key(blob_id), result.output, CONTENT_TYPE)
+                    size = result.size
+                    status = LindiStatus(LindiState.READY)
     except Exception as exc:
         if reader.failure is not None or isinstance(exc, StorageError):
             if _attempts(archive, blob_id) < MAX_ATTEMPTS:
@@ -304,21 +323,28 @@ def convert_blob(archive: Archive, blob_id: str, *, force: bool = False) -> Lind
             status = LindiStatus(LindiState.FAILED, f"S3 failed {MAX_ATTEMPTS} times: {exc}")
         else:
             status = LindiStatus(LindiState.FAILED, failure_reason(exc))
-            log.info("LINDI file of blob %s failed: %s", blob_id, status.reason)
+    if status.state == LindiState.FAILED:
+        log.info("LINDI file of blob %s failed: %s", blob_id, status.reason)
     _record(archive, blob_id, work, status, size)
     return status
 
 
-def failure_reason(exc: BaseException) -> str:
-    """What a failed conversion says (bounded: it is shown on pages)."""
-    if isinstance(exc, MemoryError):
-        text = "too big to convert in bounded memory"
-    elif isinstance(exc, ZarrchiveError):  # unsupported by LINDI, too big or too deep
-        text = str(exc)
-    else:  # what h5py says of a file it cannot read
-        detail = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        text = f"not a readable HDF5 file ({type(exc).__name__}: {detail})"
-    return text[:500]
+def _reason(result: TaskResult) -> str:
+    """What a conversion that ended without a LINDI file says."""
+    if result.status == Status.LIMIT:
+        return f"the conversion {result.reason}"[:500]
+    if result.status == Status.CRASHED:
+        return f"the conversion {result.reason or 'crashed'}"[:500]
+    return (result.reason or "the conversion failed")[:500]
+
+
+def convert_limits(archive: Archive) -> Limits:
+    """The limits of one conversion's child."""
+    return Limits(
+        seconds=archive.settings.lindi_timeout,
+        memory_bytes=CONVERT_MEMORY,
+        output_bytes=MAX_LINDI_BYTES,
+    )
 
 
 def _attempts(archive: Archive, blob_id: str) -> int:
@@ -327,25 +353,26 @@ def _attempts(archive: Archive, blob_id: str) -> int:
         return MAX_ATTEMPTS if row is None else row.attempts
 
 
-def _convert(reader: _S3Reader, blob_id: str, work: _Work, store: ObjectStore) -> bytes:
+def _convert(archive: Archive, store: ObjectStore, blob_id: str, work: _Work) -> TaskResult:
+    """The blob converted in a sandboxed child: its LINDI file spooled, or why not."""
     from zarrchive import __version__
-    from zarrchive.lindi import hdf5_to_rfs
-    from zarrchive.lindi.refs import validate
 
     url = data_route(API_PLACEHOLDER, blob_id) if work.embargoed else store.public_url(work.key)
-    with RangeFile(reader, work.size) as fileobj:
-        rfs = hdf5_to_rfs(
-            fileobj,
-            url=url,
-            options=CONVERT_OPTIONS,
-            generation_metadata={
-                "generatedBy": "zarrchive",
-                "generatedByVersion": __version__,
-                "blob": blob_id,
-            },
-        )
-    validate(rfs)
-    return json.dumps(rfs, sort_keys=True, allow_nan=False).encode("utf-8")
+    limits = convert_limits(archive)
+    args = {
+        # the child reads the blob by this URL only: no S3 keys reach it
+        "source": store.presign_get(work.key, expires_in=int(limits.seconds) + 300),
+        "size": work.size,
+        "url": url,
+        "metadata": {
+            "generatedBy": "zarrchive",
+            "generatedByVersion": __version__,
+            "blob": blob_id,
+        },
+        "options": dataclasses.asdict(CONVERT_OPTIONS),
+        "max_bytes": MAX_LINDI_BYTES,
+    }
+    return run_task(CONVERT_TASK, args, limits, forbidden=[archive.settings.data_dir])
 
 
 # -- reading: statuses, the file, the data route ---------------------------------------------
