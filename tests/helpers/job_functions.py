@@ -47,3 +47,26 @@ def gated_span(path: str, text: str, gate: str, timeout: float = 60.0) -> None:
     while not Path(gate).exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     append_line(path, f"end {text}")
+
+
+#: The directory where :func:`held_conversion` and the test meet (set in the environment of
+#: the test process and of its workers).
+GATES_ENV = "ZARRCHIVE_TEST_JOB_GATES"
+
+
+def held_conversion(blob_id: str) -> None:
+    """The archive's LINDI conversion job, holding its thread (or worker) until the test lets
+    it go, as a hostile file's conversion would for minutes: it writes ``{blob_id}.started``
+    in the directory ``$ZARRCHIVE_TEST_JOB_GATES``, waits until ``open`` exists there (at
+    most 10 minutes), runs the real conversion and writes ``{blob_id}.converted``."""
+    from zarrchive.services.lindi_files import convert_blob_job
+
+    gates = Path(os.environ[GATES_ENV])
+    (gates / f"{blob_id}.started").touch()
+    deadline = time.monotonic() + 600
+    while not (gates / "open").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        convert_blob_job(blob_id)
+    finally:
+        (gates / f"{blob_id}.converted").touch()

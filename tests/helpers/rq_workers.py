@@ -12,6 +12,7 @@ from rq import Queue, Worker
 
 from tests.helpers.server_process import zarrchive_command
 from zarrchive.config import Settings
+from zarrchive.jobs import JobLane
 
 ROOT = Path(__file__).parents[2]  # the workers import tests.helpers.* job functions
 
@@ -51,22 +52,36 @@ def worker_environment(settings: Settings) -> dict[str, str]:
 
 
 class Workers:
-    """*count* ``zarrchive worker`` processes (logs in *log_dir*); stopped by :meth:`stop`."""
+    """*count* ``zarrchive worker`` processes (logs in *log_dir*, one file each, named after
+    *name*), of every lane or of *lane* (``--queue LANE``); stopped by :meth:`stop`."""
 
-    def __init__(self, settings: Settings, log_dir: Path, count: int = 2) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        log_dir: Path,
+        count: int = 2,
+        *,
+        lane: str | None = None,
+        name: str = "worker",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.settings = settings
         self.log_dir = log_dir
         self.count = count
+        self.lane = lane
+        self.name = name
+        self.env = env or {}
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self, timeout: float = 120) -> None:
         """Start the workers and wait until each listens on the queue."""
-        env = worker_environment(self.settings)
+        env = {**worker_environment(self.settings), **self.env}
+        lanes = ["--queue", self.lane] if self.lane else []
         for i in range(self.count):
-            with (self.log_dir / f"worker-{i}.log").open("ab") as log:
+            with (self.log_dir / f"{self.name}-{i}.log").open("ab") as log:
                 self.processes.append(
                     subprocess.Popen(
-                        [*zarrchive_command(), "worker", "--log-level", "INFO"],
+                        [*zarrchive_command(), "worker", "--log-level", "INFO", *lanes],
                         env=env,
                         stdin=subprocess.DEVNULL,
                         stdout=log,
@@ -76,7 +91,8 @@ class Workers:
         assert self.settings.redis_url
         conn = Redis.from_url(self.settings.redis_url)
         try:
-            queue = Queue(self.settings.redis_queue, connection=conn)
+            lane = JobLane(self.lane or JobLane.ZARR)  # a worker of every lane is on this one too
+            queue = Queue(lane.queue_name(self.settings.redis_queue), connection=conn)
             deadline = time.monotonic() + timeout
             while len(Worker.all(queue=queue)) < self.count:
                 for process in self.processes:
@@ -99,5 +115,5 @@ class Workers:
     def logs(self) -> str:
         return "\n".join(
             f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
-            for p in sorted(self.log_dir.glob("worker-*.log"))
+            for p in sorted(self.log_dir.glob(f"{self.name}-*.log"))
         )
