@@ -44,7 +44,7 @@ def test_runs_a_job(queue: InProcessJobQueue, tmp_path: Path) -> None:
     out = tmp_path / "out"
     job_id = queue.enqueue(APPEND, {"path": str(out), "text": "hello"})
     assert len(job_id) == 32
-    assert queue.join(timeout=10)
+    assert queue.join(timeout=60)
     assert lines(out) == ["hello"]
     assert (queue.succeeded, queue.failed) == (1, 0)
 
@@ -56,7 +56,7 @@ def test_retries_a_failing_job_then_succeeds(
     with caplog.at_level(logging.WARNING, logger="zarrchive.jobs"):
         start = time.monotonic()
         queue.enqueue(FLAKY, {"path": str(out), "text": "ok", "failures": 2})
-        assert queue.join(timeout=10)
+        assert queue.join(timeout=60)
         assert time.monotonic() - start >= 0.01 + 0.02  # exponential backoff
     assert lines(out) == ["ok"]
     assert Path(str(out) + ".attempts").read_text() == "3"
@@ -72,7 +72,7 @@ def test_gives_up_after_max_retries(
     out = tmp_path / "out"
     with caplog.at_level(logging.ERROR, logger="zarrchive.jobs"):
         queue.enqueue(FLAKY, {"path": str(out), "text": "never", "failures": 10})
-        assert queue.join(timeout=10)
+        assert queue.join(timeout=60)
     assert lines(out) == []
     assert Path(str(out) + ".attempts").read_text() == "3"  # 1 + 2 retries
     assert (queue.succeeded, queue.failed) == (0, 1)
@@ -92,7 +92,7 @@ def test_coalesces_by_key(queue: InProcessJobQueue, tmp_path: Path) -> None:
     assert len(set(ids)) == 10
     # zarr-1 and zarr-2 (one each), plus the slow job if it has not started yet
     assert queue.pending in (2, 3)
-    assert queue.join(timeout=10)
+    assert queue.join(timeout=60)
     assert lines(out) == ["checksum-9", "other"]
     assert lines(busy) == ["busy"]
 
@@ -103,7 +103,7 @@ def test_a_started_job_is_not_replaced(queue: InProcessJobQueue, tmp_path: Path)
     while queue.pending:  # wait until it has started
         threading.Event().wait(0.005)
     queue.enqueue(APPEND, {"path": str(out), "text": "second"}, key="k")
-    assert queue.join(timeout=10)
+    assert queue.join(timeout=60)
     assert lines(out) == ["first", "second"]
 
 
@@ -152,7 +152,7 @@ def test_callable_and_kwargs_copy(queue: InProcessJobQueue, tmp_path: Path) -> N
     kwargs = {"path": str(out), "text": "original"}
     queue.enqueue(jobs_helpers.append_line, kwargs)
     kwargs["text"] = "mutated after enqueue"
-    assert queue.join(timeout=10)
+    assert queue.join(timeout=60)
     assert lines(out) == ["original"]
 
 
@@ -178,13 +178,21 @@ def test_the_archives_queue_runs_jobs_of_two_keys_at_once(tmp_path: Path) -> Non
     # `zarrchive serve`'s queue: a Zarr's manifest job runs while its apply job still drops
     # staging objects; jobs of one key still never overlap
     q = job_queue_from_settings(Settings.from_env({}))
-    out = tmp_path / "out"
-    try:
-        q.enqueue(SPAN, {"path": str(out), "text": "apply", "seconds": 0.5}, key="apply:z")
-        time.sleep(0.1)
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    try:  # the apply job runs until the manifest job has run beside it (events, not time)
+        q.enqueue(
+            GATED,
+            {"path": str(out), "text": "apply", "gate": str(gate), "timeout": 600},
+            key="apply:z",
+        )
+        wait_until(lambda: lines(out) == ["start apply"], "the apply job to start")
         q.enqueue(SPAN, {"path": str(out), "text": "manifest", "seconds": 0.0}, key="manifest:z")
         q.enqueue(SPAN, {"path": str(out), "text": "apply2", "seconds": 0.0}, key="apply:z")
-        assert q.join(timeout=10)
+        wait_until(lambda: "end manifest" in lines(out), "the manifest job beside the apply job")
+    finally:
+        gate.touch()
+    try:
+        assert q.join(timeout=60)
     finally:
         q.close(wait=False, timeout=5)
     assert lines(out) == [
