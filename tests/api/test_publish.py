@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 
 import httpx
 
 from tests.conftest import Users
 from tests.helpers.api_uploads import put_files, upload
 from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, md5, ok, oracle
+from tests.helpers.waiting import wait_until
 from zarrchive.checksum.dandi_etag import dandi_etag
 
 FILES = {
@@ -266,8 +266,10 @@ def test_publish_racing_uploads(api: httpx.Client, dandiset: str, zarr_id: str) 
     thread = threading.Thread(target=uploader)
     thread.start()
     try:
-        while len(results) < 4:
-            time.sleep(0.01)
+        wait_until(
+            lambda: len(results) >= 4 or not thread.is_alive(), "the uploader's first batches"
+        )
+        assert len(results) >= 4, results  # else the uploader failed (its error above)
         refused = 0
         while True:
             response = api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/")

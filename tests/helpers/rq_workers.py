@@ -73,7 +73,7 @@ class Workers:
         self.env = env or {}
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, timeout: float = 120) -> None:
+    def start(self, timeout: float = 300) -> None:
         """Start the workers and wait until each listens on the queue."""
         env = {**worker_environment(self.settings), **self.env}
         lanes = ["--queue", self.lane] if self.lane else []
