@@ -1,11 +1,14 @@
 """``zarrchive upload``: a thin layer over :mod:`zarrchive.client.upload`.
 
 Errors are one line on stderr and exit code 2; a checksum mismatch after the
-upload exits 1 with a report; Ctrl-C exits 130 (a rerun finishes the job).
+upload exits 1 with a report; Ctrl-C exits 130 and says what it left: the batch being sent
+stays open, with what S3 holds, for the rerun to take up (it sends only what is missing);
+``--cancel`` cancels it instead.
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +29,7 @@ from zarrchive.errors import ZarrchiveError
 
 if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
     from zarrchive.client.api import ApiClient
-    from zarrchive.client.upload import UploadResult
+    from zarrchive.client.upload import LeftOpen, UploadResult
 
 
 INCLUDE_HELP = (
@@ -103,6 +106,27 @@ def summary(result: UploadResult, seconds: float | None = None) -> str:
     )
 
 
+CANCEL_HELP = (
+    "Cancel the upload batch an interrupted run left open on the Zarr (and the batch opened "
+    "ahead of it) instead of uploading: what they sent is dropped, big files' S3 multipart "
+    "uploads are aborted. Without it, running the command again takes the batch up and sends "
+    "only what S3 does not hold."
+)
+
+
+def left_open_note(left: LeftOpen, command: str) -> str:
+    """What an interrupted upload says it left: the batch open, what S3 holds of it, how to
+    resume or cancel it (*command*: the same command, to run again)."""
+    held = f"S3 holds {left.files_in_s3} of its {left.files} files whole"
+    if left.big_files:
+        held += f" and {left.parts_in_s3} parts of its {left.big_files} big files"
+    return (
+        f"left the upload batch open on Zarr {left.zarr_id} ({held}): run the same command "
+        "again to resume it (what S3 holds is not sent again), or cancel it with "
+        f"`{command} --cancel` (what it sent is dropped)"
+    )
+
+
 def _paths(verb: str, shown: list[tuple[str, int]], total: int) -> list[str]:
     lines = [f"  {verb} {path} ({human_size(size)})" for path, size in shown]
     if total > len(shown):
@@ -145,6 +169,7 @@ def upload(
         show_default=False,
     ),
     no_cache: bool = NO_CACHE_OPTION,
+    cancel: bool = typer.Option(False, "--cancel", help=CANCEL_HELP),
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
@@ -172,20 +197,32 @@ def upload(
     if no_cache:
         disable_default_cache()
 
+    if cancel:
+        _cancel(local, dandiset, path, api_url, token)
+        return
     mode = ["freeze"]
+    again = " ".join(
+        ["zarrchive upload", shlex.quote(str(local)), "--dandiset", shlex.quote(dandiset)]
+        + (["--path", shlex.quote(path)] if path is not None else [])
+    )
 
     def run() -> UploadResult:
         with ApiClient.from_env(api_url, token) as client, make_progress() as progress:
             uploader = Uploader(client, jobs=jobs, progress=progress, batch_files=batch_files)
-            result = uploader.upload(
-                local,
-                dandiset=dandiset,
-                name=path,
-                dry_run=dry_run,
-                require_zarr=not force,
-                patch=patch,
-                selection=selection,
-            )
+            try:
+                result = uploader.upload(
+                    local,
+                    dandiset=dandiset,
+                    name=path,
+                    dry_run=dry_run,
+                    require_zarr=not force,
+                    patch=patch,
+                    selection=selection,
+                )
+            except KeyboardInterrupt:
+                if uploader.left_open is not None:
+                    progress.note(left_open_note(uploader.left_open, again))
+                raise
             mode[0] = _published_zarrs(client)
             return result
 
@@ -227,6 +264,30 @@ def upload(
             file=sys.stderr,
         )
         raise typer.Exit(1)
+
+
+def _cancel(
+    local: Path, dandiset: str, path: str | None, api_url: str | None, token: str | None
+) -> None:
+    """``--cancel``: cancel the batch open on the Zarr of *local*, and say what was done."""
+    from zarrchive.client.api import ApiClient
+    from zarrchive.client.upload import Uploader
+
+    def run() -> str | None:
+        with ApiClient.from_env(api_url, token) as client:
+            return Uploader(client).cancel(local, dandiset=dandiset, name=path)
+
+    name = path if path is not None else local.resolve().name
+    cancelled = run_client_command("upload", run)
+    if cancelled is None:
+        say(
+            f"no upload batch is open on the Zarr {name!r} of dandiset {dandiset}: nothing to cancel"
+        )
+        return
+    say(
+        f"cancelled the upload batch open on Zarr {cancelled} (and any batch opened ahead of "
+        "it): what it had sent is dropped; the next upload sends everything it needs"
+    )
 
 
 def _published_zarrs(client: ApiClient) -> str:

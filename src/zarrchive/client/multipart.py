@@ -12,12 +12,17 @@ parallel, each streamed from its place in the file (bounded memory: one block pe
 Parts the archive reports ``done`` (S3 holds them with that md5, from an interrupted earlier
 run) are not sent again.  ``complete`` assembles the parts; the archive checks the whole
 file's md5 when it applies the batch.
+
+Stopped (its batch halted: Ctrl-C, or S3 refused another file's URL), a sender starts no
+further part: the parts being sent are finished, and every part S3 then holds stays there
+for the next run (the batch is left open; :attr:`PartSender.held` counts them).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -124,12 +129,25 @@ class PartSender:
         self.skipped = 0
         #: Parts whose md5 was computed in the file's first read (not read again to hash).
         self.recalled = 0
+        #: Parts S3 holds (sent now, or ``done`` before), by file path.
+        self.held: dict[str, int] = {}
+        self._lock = threading.Lock()
         # the walks of this upload (that start after this) hash big files' parts as they go
         start_uploading()
 
     def send(
-        self, zarr_id: str, path: str, local: str, size: int, part_size: int, count: int
-    ) -> None:
+        self,
+        zarr_id: str,
+        path: str,
+        local: str,
+        size: int,
+        part_size: int,
+        count: int,
+        stop: threading.Event | None = None,
+    ) -> bool:
+        """Send the parts of *local* that S3 does not hold; False if *stop* was set first
+        (no part started after it; those under way finished)."""
+        halted = stop if stop is not None else threading.Event()
         if os.path.getsize(local) != size:
             raise LocalFileError(f"{local!r} changed size while it was being uploaded")
 
@@ -140,9 +158,13 @@ class PartSender:
         known = recall(local, size, part_size)
         if known is not None and len(known) != count:
             known = None
-        puts: list[Future[None]] = []
+        puts: list[Future[bool]] = []
+        complete = True
         try:
             for start in range(1, count + 1, WINDOW):
+                if halted.is_set():
+                    complete = False
+                    break
                 numbers = list(range(start, min(start + WINDOW, count + 1)))
                 if known is not None:
                     md5s = {n: known[n - 1] for n in numbers}
@@ -158,6 +180,7 @@ class PartSender:
                     url = urls.get(n)
                     if url is None:
                         self.skipped += 1
+                        self._hold(path)
                         self.on_bytes(length(n))
                         continue
                     puts.append(
@@ -171,17 +194,22 @@ class PartSender:
                             length(n),
                             md5s[n],
                             url,
+                            halted,
                         )
                     )
                 # at most two windows in flight: the next is hashed while this one is sent
                 while sum(1 for f in puts if not f.done()) > 2 * WINDOW:
                     next(f for f in puts if not f.done()).result()
-            for f in puts:
-                f.result()
+            complete = all([f.result() for f in puts]) and complete
         except BaseException:
             for f in puts:
                 f.cancel()
             raise
+        return complete
+
+    def _hold(self, path: str) -> None:
+        with self._lock:
+            self.held[path] = self.held.get(path, 0) + 1
 
     def _put(
         self,
@@ -193,9 +221,14 @@ class PartSender:
         length: int,
         md5: str,
         url: str,
-    ) -> None:
+        halted: threading.Event,
+    ) -> bool:
+        """PUT one part; False if *halted* was set before it started (left for the next
+        run)."""
         from zarrchive.client.upload import _s3_message, md5_to_content_md5
 
+        if halted.is_set():
+            return False
         headers = {"Content-MD5": md5_to_content_md5(md5), "Content-Length": str(length)}
         for attempt in range(2):
             try:
@@ -217,12 +250,14 @@ class PartSender:
                 ) from None
             if response.status_code == 200:
                 self.sent += 1
+                self._hold(path)
                 self.on_bytes(length)
-                return
+                return True
             if response.status_code == 403 and attempt == 0:  # expired: sign it again
                 fresh = part_urls(self.client, zarr_id, path, [(number, md5)]).get(number)
                 if fresh is None:
-                    return  # S3 has it after all
+                    self._hold(path)
+                    return True  # S3 has it after all
                 url = fresh
                 continue
             if response.status_code == 400 and b"BadDigest" in response.content:
@@ -234,6 +269,7 @@ class PartSender:
                 f"S3 refused part {number} of {path!r} ({response.status_code}): "
                 f"{_s3_message(response.text)}"
             )
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 def declared(entries: Sequence[Any]) -> list[tuple[str, str, int]]:

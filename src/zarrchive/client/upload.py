@@ -42,6 +42,13 @@ from that state plus the patch (:func:`~zarrchive.client.patch.plan_patch`): a c
 anyone else meanwhile, to any file, fails it.  A checksum of the local directory would need
 the whole Zarr here.
 
+Ctrl-C (``KeyboardInterrupt``) while a batch is being sent: no file or part is started
+after it, those under way are finished, and the batch (and the one opened ahead of it) is
+left open with what S3 holds, for the next run to take up (:attr:`Uploader.left_open` says
+what was left); it is cancelled only when asked (:meth:`Uploader.cancel`, ``zarrchive
+upload --cancel``), or its multipart uploads aborted by ``admin gc`` once abandoned.  Other
+failures cancel the open batch (best effort).
+
 Expired URLs: S3 answers 403 to a PUT with an expired presigned URL.  The server
 allows one open batch and has no way to re-sign the URLs of an open batch, so
 the engine cancels the batch (which removes what it uploaded, and cancels the batch
@@ -315,6 +322,19 @@ class _Sending:
                     f.result()
 
 
+@dataclass(frozen=True)
+class LeftOpen:
+    """The upload batch an interrupted run left open on a Zarr, for the next run to take
+    up: how many files it holds, how many of them S3 holds whole, and how many parts of its
+    big files S3 holds (with their bytes)."""
+
+    zarr_id: str
+    files: int
+    files_in_s3: int
+    big_files: int
+    parts_in_s3: int
+
+
 class Uploader:
     """Uploads local directories to the archive of *client*.
 
@@ -351,6 +371,8 @@ class Uploader:
         self._refusal = ""
         #: False once the archive did not open a batch ahead (see :meth:`_open_ahead`).
         self._ahead = True
+        #: The batch the last :meth:`upload`, interrupted (Ctrl-C), left open.
+        self.left_open: LeftOpen | None = None
 
     # -- public -------------------------------------------------------------------------
     def upload(
@@ -385,6 +407,7 @@ class Uploader:
                 "would delete everything outside it. Add --patch (sends the new and changed "
                 "files the filter selects, deletes nothing)"
             )
+        self.left_open = None
         root = os.fspath(local)
         if not os.path.isdir(root):
             if os.path.lexists(root):
@@ -898,6 +921,7 @@ class Uploader:
             return retry.popleft() if retry else (batcher.next(), 0)
 
         current: _Sending | None = None
+        ahead: _Sending | None = None
         try:
             while True:
                 if current is None:
@@ -914,7 +938,7 @@ class Uploader:
                     retry.appendleft((chunk, refusals))  # opened once this one is completed
                 try:
                     outcome = self._finish(zarr_id, current, result, queued)
-                except BaseException:
+                except Exception:
                     if ahead is not None:
                         ahead.halt()
                     raise
@@ -934,7 +958,7 @@ class Uploader:
                 self.records.clear(zarr_id)
                 for sending in again:
                     self.progress.advance(-sending.sent[0], -sending.sent[1])
-                current = None
+                current = ahead = None
                 refusals = again[0].refusals + 1
                 if refusals >= MAX_REFUSALS:
                     raise TransferError(
@@ -962,6 +986,9 @@ class Uploader:
                 retry.extendleft(reversed(redo))
             if queued:
                 self._send_refused(s3, pool, root, zarr_id, queued, result)
+        except KeyboardInterrupt:
+            self._leave_open(zarr_id, current, ahead if ahead is not current else None)
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             parts_pool.shutdown(wait=True, cancel_futures=True)
@@ -1095,14 +1122,16 @@ class Uploader:
             target = sending.urls[entry.path]
             if target.url is None:
                 assert target.part_size is not None and target.part_count is not None
-                self._parts.send(
+                if not self._parts.send(
                     zarr_id,
                     entry.path,
                     os_path(root, entry.path),
                     entry.size,
                     target.part_size,
                     target.part_count,
-                )
+                    sending.stop,
+                ):
+                    return False  # halted: the parts left are sent by the next run
                 sending.count(0)
                 self.progress.advance(1, 0)  # its bytes were counted part by part
                 return True
@@ -1125,12 +1154,14 @@ class Uploader:
     ) -> _Outcome:
         """Wait for the files of *sending* (the open batch) and complete it: with *queued*,
         queued at once (checked by the apply; recorded in *queued* by uid), else verified
-        first.  ``refused``: S3 refused its URLs (expired); the batch is still open."""
+        first.  ``refused``: S3 refused its URLs (expired); the batch is still open.  A
+        failure cancels the batch; an interrupt (Ctrl-C) leaves it open (see
+        :meth:`_leave_open`)."""
         try:
             started = time.perf_counter()
             _wait_all(sending.futures)
             result.add_time("put", started)
-        except BaseException:
+        except Exception:
             sending.halt()
             self._abort(zarr_id)
             raise
@@ -1147,6 +1178,67 @@ class Uploader:
         result.uploaded += len(sending.chunk)
         result.uploaded_bytes += sum(e.size for e in sending.chunk)
         return "done"
+
+    def _leave_open(self, zarr_id: str, *sendings: _Sending | None) -> None:
+        """After Ctrl-C: start no further file or part of the batches *sendings* (the open
+        one, and the one opened ahead of it), wait for those under way, and leave both open
+        for the next run to take up (:attr:`left_open` says what S3 holds of the first)."""
+        halted = [s for s in sendings if s is not None]
+        for sending in halted:
+            sending.stop.set()
+        if not halted:
+            return
+        self.progress.note(
+            "interrupted: finishing the transfers under way, then leaving the upload batch "
+            "open for the next run (Ctrl-C again stops at once)"
+        )
+        for sending in halted:
+            sending.halt()
+        self.left_open = self._left(zarr_id, halted[0])
+
+    def _left(self, zarr_id: str, sending: _Sending) -> LeftOpen:
+        """What S3 holds of the batch *sending*, left open."""
+        big = [e.path for e in sending.chunk if sending.urls[e.path].in_parts]
+        with sending._lock:
+            files = sending.sent[0]
+        return LeftOpen(
+            zarr_id,
+            files=len(sending.chunk),
+            files_in_s3=files,
+            big_files=len(big),
+            parts_in_s3=sum(self._parts.held.get(p, 0) for p in big),
+        )
+
+    def cancel(
+        self,
+        local: str | os.PathLike[str],
+        *,
+        dandiset: str | None = None,
+        name: str | None = None,
+        zarr_id: str | None = None,
+    ) -> str | None:
+        """Cancel the upload batch open on the Zarr of *local* (found as :meth:`upload`
+        finds it; never created), and the batch opened ahead of it: what they sent is
+        dropped (multipart uploads aborted).  The Zarr's id, or None when it had no batch
+        open (or no Zarr exists)."""
+        if zarr_id is None:
+            if dandiset is None:
+                raise InvalidInput("give the dandiset (--dandiset) or the Zarr id")
+            if name is None:
+                name = Path(os.fspath(local)).resolve().name
+            zarr, _created = find_or_create_zarr(self.client, dandiset, name, create=False)
+            if zarr is None:
+                return None
+            zarr_id = zarr.zarr_id
+        try:
+            self.client.cancel_upload(zarr_id)
+        except ApiError as exc:
+            if exc.status_code != 404:
+                raise
+            self.records.clear(zarr_id)
+            return None
+        self.records.clear(zarr_id)
+        return zarr_id
 
     def _run_batch(
         self,

@@ -67,7 +67,8 @@ from zarrchive.services.manifests import ManifestStatus, manifest_url, write_man
 from zarrchive.services.node_cache import NodeView
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import purge_stale_staging
-from zarrchive.services.uploads.multipart import abort_stray, stray_uploads
+from zarrchive.services.uploads.abandoned import abandoned_uploads
+from zarrchive.services.uploads.multipart import StrayUpload, abort_stray, stray_uploads
 from zarrchive.storage.keys import (
     checksum_prefix,
     manifest_prefix,
@@ -629,11 +630,20 @@ def _pinned_versions(archive: Archive, store: ObjectStore, zarr_id: str) -> set[
     return keep
 
 
-def collect_garbage(archive: Archive, zarr_id: str, *, apply: bool = False) -> GcReport:
+def collect_garbage(
+    archive: Archive,
+    zarr_id: str,
+    *,
+    apply: bool = False,
+    abandoned_after: timedelta | None = None,
+    now: datetime | None = None,
+) -> GcReport:
     """Find (and with *apply*, remove) what nothing needs any more of one Zarr: noncurrent
     versions of its objects and ``.checksum`` nodes that no pinned manifest names, and the
     staging areas of batches that are no longer open, and multipart uploads nothing will
-    finish (:func:`~zarrchive.services.uploads.multipart.stray_uploads`: aborted).
+    finish (:func:`~zarrchive.services.uploads.multipart.stray_uploads`: aborted), and with
+    *abandoned_after*, those of open batches to which nothing was sent for that long (at
+    *now*: :func:`~zarrchive.services.uploads.abandoned.abandoned_uploads`: aborted).
 
     Order matters: the versions are listed *before* the pins are read, so a publication
     that pins a state meanwhile pins only versions that were current at the listing (a
@@ -662,6 +672,11 @@ def collect_garbage(archive: Archive, zarr_id: str, *, apply: bool = False) -> G
     ]
     report.staging = _stale_staging(archive, store, zarr_id)
     stray = stray_uploads(archive, store, zarr_id)
+    if abandoned_after is not None:
+        stray += [
+            StrayUpload(u.key, u.upload_id, u.why)
+            for u in abandoned_uploads(archive, store, zarr_id, grace=abandoned_after, now=now)
+        ]
     report.multipart = [(u.key, u.upload_id, u.why) for u in stray]
     if apply:
         abort_stray(store, stray)

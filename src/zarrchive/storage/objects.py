@@ -855,6 +855,36 @@ class ObjectStore:
                 return None
             raise
 
+    def upload_activity(self, key: str, upload_id: str) -> datetime | None:
+        """When a multipart upload last changed: its newest part's ``LastModified``, else when
+        it was started, else (S3 did not say) the epoch: callers take the latest of this and
+        what they know.  None when it does not exist (never started, completed or aborted)."""
+        newest: datetime | None = None
+        marker = 0
+        try:
+            with s3_errors(f"listing the parts of {key!r}"):
+                while True:
+                    page = self.client.list_parts(
+                        Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumberMarker=marker
+                    )
+                    for part in page.get("Parts", []):
+                        when = part.get("LastModified")
+                        if isinstance(when, datetime) and (newest is None or when > newest):
+                            newest = when
+                    if not page.get("IsTruncated"):
+                        break
+                    marker = int(page.get("NextPartNumberMarker") or 0)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and _code(cause) in _NOT_FOUND | {"NoSuchUpload"}:
+                return None
+            raise
+        if newest is None:
+            for found, started_id, started in self.iter_multipart_uploads(key):
+                if found == key and started_id == upload_id:
+                    newest = started
+        return newest.astimezone(UTC) if newest is not None else datetime.fromtimestamp(0, UTC)
+
     def upload_part_copy(
         self,
         source_key: str,

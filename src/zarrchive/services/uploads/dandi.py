@@ -28,9 +28,11 @@ from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads.apply import _kick, _schedule, apply_pending, queue_manifest
 from zarrchive.services.uploads.batches import (
+    _big_files,
     _refuse_file_directory_clashes,
     record_directories,
 )
+from zarrchive.services.uploads.multipart import abort_uploads
 from zarrchive.services.uploads.records import (
     IS_THE_OPEN_BATCH,
     _check_batch_size,
@@ -198,6 +200,8 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
     report); the rest is recorded verified and queued, then applied like ``upload/complete/``
     (copies and an incremental update of the ``.checksum`` tree; ``status`` is
     ``Ingesting`` until it is applied, then ``Complete``).  A batch left empty is forgotten.
+    A big file dropped (one uploaded in parts, through ``upload/``, and not assembled) has
+    its S3 multipart upload aborted, as cancelling the batch does.
     With no batch open, nothing to do: the answer says so (the Zarr is, or becomes,
     ``Complete``).
     """
@@ -231,6 +235,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
                 continue  # finalized or cancelled meanwhile: look again
             if {f.path: f.etag or "" for f in batch.files} != expected:
                 continue  # extended meanwhile: verify again
+            unfinished = [b for b in _big_files(batch) if b.path not in staged]
             batch.files = [f for f in batch.files if f.path in staged]
             for f in batch.files:
                 f.size, f.staged_version = staged[f.path]
@@ -260,6 +265,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
             uid,
             ", ".join(f"{d.path} ({d.reason})" for d in dropped[:5]),
         )
+    abort_uploads(store, zarr_id, uid, unfinished)  # (after the commit: the batch ended)
     if staged:
         if not _schedule(archive, zarr_id):
             apply_pending(archive, zarr_id, wait=True)
