@@ -163,13 +163,21 @@ class _Converter:
         passes the bounds of objects, depth and attributes, and record each object's path
         by its address (object references resolve through it, never by a search)."""
         attributes = 0
+
+        def count_attributes(n: int) -> None:
+            nonlocal attributes
+            attributes += n
+            why = rules.check_file_bounds(self.options, attributes=attributes)
+            if why is not None:
+                raise LindiTooLarge(why)
+
         root = h5py.h5o.get_info(self.h5.id)
         self.paths[root.addr] = "/"
         todo: list[tuple[str, h5py.Group, int]] = [("", self.h5, 0)]
         while todo:
             path, group, depth = todo.pop()
             self.bound(depth=depth)
-            attributes += h5py.h5o.get_info(group.id).num_attrs
+            count_attributes(h5py.h5o.get_info(group.id).num_attrs)
             found: list[tuple[str, h5py.Group, int]] = []
             for name in group:
                 child_path = f"{path}/{name}" if path else name
@@ -191,11 +199,8 @@ class _Converter:
                     found.append((child_path, child, depth + 1))
                 elif isinstance(child, h5py.Dataset):
                     self.bound()
-                    attributes += info.num_attrs
+                    count_attributes(info.num_attrs)
                     self._refuse_outside(child, "/" + child_path)
-                why = rules.check_file_bounds(self.options, attributes=attributes)
-                if why is not None:
-                    raise LindiTooLarge(why)
             todo.extend(reversed(found))
 
     @staticmethod
