@@ -187,9 +187,9 @@ def _serve_one_process(settings: Settings, stop: StopSignals) -> None:
                 set_current_archive(archive)
                 log.info(
                     "background jobs: %s",
-                    f"Redis at {redact_url(resolved.redis_url)}"
+                    f"Redis at {redact_url(resolved.redis_url)}, {archive.jobs}"
                     if resolved.redis_url
-                    else "in-process",
+                    else str(archive.jobs),  # in-process: the threads of each lane
                 )
                 _install_connection_guard(resolved)
                 config = uvicorn.Config(

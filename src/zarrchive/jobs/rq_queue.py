@@ -173,6 +173,10 @@ class RedisJobQueue(JobQueue):
         self._closed = False
         self._owns_connection = isinstance(connection, str)
 
+    def __str__(self) -> str:
+        lanes = ", ".join(f"{queue.name} ({lane.value})" for lane, queue in self.queues.items())
+        return f"RQ queues {lanes}"
+
     def _settings(self) -> dict[str, Any]:
         """What a keyed job needs to queue a job again as this queue would."""
         return {
