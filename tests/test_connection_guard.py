@@ -25,6 +25,7 @@ from zarrchive.connection_guard import (
     ConnectionGuard,
     ConnectionLimits,
     GuardedHttpToolsProtocol,
+    client_of,
     install_connection_guard,
 )
 from zarrchive.errors import ConfigurationError
@@ -59,6 +60,21 @@ def test_guard_keeps_both_caps_and_counts_exactly(
         assert guard.total == sum(admitted.values()) <= total
         assert all(guard.held_by(c) == n <= per_client for c, n in admitted.items())
         assert guard.clients == sum(1 for n in admitted.values() if n)
+
+
+@pytest.mark.parametrize(
+    ("address", "client"),
+    [
+        ("192.0.2.7", "192.0.2.7"),
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("fe80::1%eth0", "fe80::/64"),
+        ("", ""),
+    ],
+)
+def test_an_ipv6_client_counts_by_its_64(address: str, client: str) -> None:
+    assert client_of(address) == client
 
 
 def test_limits_stay_below_the_open_files_limit() -> None:

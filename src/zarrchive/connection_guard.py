@@ -9,7 +9,7 @@ httptools protocol with three bounds (each API process on its own):
 1. **a header timeout**: a connection gets :attr:`ConnectionLimits.header_timeout` seconds
    from its opening (and a kept-alive one from the first byte of its next request) to send
    a whole request head; then it gets ``408`` and is closed;
-2. **a cap per client address** and 3. **a cap in all**: a connection over either is
+2. **a cap per client address** (an IPv6 client's: its /64) and 3. **a cap in all**: a connection over either is
    answered ``503`` with ``Retry-After`` and closed at once, before anything is read.
 
 A request head is also bounded in size (:data:`MAX_HEAD_BYTES`, then ``431``): httptools
@@ -24,6 +24,7 @@ it (``uvicorn.Config(http=...)``; :data:`PROTOCOL` names it for ``--workers N``)
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import resource
 import time
@@ -126,6 +127,20 @@ class ConnectionGuard:
     def clients(self) -> int:
         """How many addresses hold a connection."""
         return len(self._by_client)
+
+
+def client_of(address: str) -> str:
+    """The client a peer *address* counts as: an IPv4 address itself, an IPv6 address its
+    /64 network (one host usually holds a whole /64, and may use any address of it)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address  # not an IP address (a Unix socket's peer)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 def raise_open_files_limit() -> int:
@@ -238,7 +253,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         peer = transport.get_extra_info("peername")
-        client = str(peer[0]) if isinstance(peer, tuple) and peer else "local"
+        client = client_of(str(peer[0])) if isinstance(peer, tuple) and peer else "local"
         admission = self._guard.admit(client)
         if admission is not Admission.ADMITTED:
             _events.note(admission.value, client)
