@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +26,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import PUBLIC_BUCKET_PREFIX, _new_bucket, make_settings
+from tests.conftest import PUBLIC_BUCKET_PREFIX, Users, _new_bucket, make_settings
 from tests.helpers.api_uploads import open_batch
 from tests.helpers.browser import chromium_browser
 from tests.helpers.dandi_zarr import announce, wait_complete
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.multipart import THRESHOLD, ask_parts, big_bytes, cut, open_sized
 from tests.helpers.presigned import put_headers, signed_headers
+from tests.helpers.web_forms import form_token
 from tests.helpers.zarr_client import expect, md5
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.config import Settings
@@ -40,6 +42,8 @@ from zarrchive.services.runtime import Archive
 from zarrchive.storage.embedded import SEPARATE_HOSTS, can_listen_on, embedded_s3, embedded_s3_host
 from zarrchive.storage.keys import STAGING_ROOT, blob_key, zarr_object_key
 from zarrchive.storage.seaweedfs import LOOPBACK, SeaweedFS, free_port, public_bucket_policy
+from zarrchive.web.render import SESSION_COOKIE
+from zarrchive.web.signin import SIGNIN_COOKIE
 
 pytestmark = SQLITE_ONLY
 
@@ -313,3 +317,35 @@ def test_a_script_served_by_s3_cannot_plant_a_session_in_the_pages(
         live_server.app.state.archive = previous
         archive.close()
     assert "zarrchive_session" not in reached and "zarrchive_signin" not in reached, reached
+
+
+def test_over_https_only_a_host_only_session_cookie_signs_in(
+    api: httpx.Client, live_server: Any, archive: Archive, users: Users
+) -> None:
+    """A deployment whose S3 is another host of the pages' site (``s3.archive.example``)
+    could have a cookie planted with ``Domain=archive.example``: over https the session
+    cookie is ``__Host-`` (browsers take it only from this host, Secure, ``Path=/``), and a
+    session id under the plain name signs nobody in."""
+    proxied = {"X-Forwarded-Proto": "https"}  # TLS ended by a proxy (uvicorn trusts 127.0.0.1)
+    https = live_server.url.replace("http://", "https://")
+    with httpx.Client(base_url=live_server.url, timeout=60, headers=proxied) as client:
+        csrf = form_token(client.get("/signin").text)
+        sent = {"Cookie": f"{SIGNIN_COOKIE}={csrf}", "Origin": https}
+        signed = client.post(
+            "/signin", data={"token": users.owner, "csrf_token": csrf}, headers=sent
+        )
+        assert signed.status_code == 303, signed.text
+        (cookie,) = [c for c in signed.headers.get_list("set-cookie") if SESSION_COOKIE in c]
+        name, _, rest = cookie.partition("=")
+        assert name == "__Host-zarrchive_session"
+        attributes = {a.strip().split("=")[0].lower() for a in rest.split(";")[1:]}
+        assert {"secure", "httponly", "path"} <= attributes and "domain" not in attributes
+        session_id = rest.split(";")[0]
+
+        def who(cookie_header: str) -> str | None:
+            page = client.get("/", headers={"Cookie": cookie_header})
+            found = re.search(r'id="signed-in-user">([^<]*)<', page.text)
+            return found.group(1) if found else None
+
+        assert who(f"__Host-zarrchive_session={session_id}") == "owner"
+        assert who(f"zarrchive_session={session_id}") is None  # as a sibling host plants it

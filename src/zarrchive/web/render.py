@@ -27,6 +27,10 @@ HERE = Path(__file__).parent
 #: The cookie holding a signed-in browser's session id (HttpOnly, SameSite=Strict); the
 #: session lives in the database (:mod:`zarrchive.services.web_sessions`).
 SESSION_COOKIE = "zarrchive_session"
+#: Over https the session cookie's name has this prefix: browsers then keep it only as set
+#: Secure, for ``Path=/`` and without ``Domain`` (for this host alone), and no other host,
+#: a sibling subdomain serving uploaded content included, can set one (issue #35 item 6).
+HOST_ONLY_PREFIX = "__Host-"
 #: Where browsers signed in before sessions existed kept their API token: deleted on sight.
 LEGACY_TOKEN_COOKIE = "zarrchive_token"
 
@@ -68,13 +72,19 @@ def archive_of(request: Request) -> Archive:
     return archive
 
 
+def session_cookie_name(request: Request) -> str:
+    """The session cookie's name for *request*: :data:`HOST_ONLY_PREFIX` + name over https
+    (a same-named cookie without the prefix, as another host could plant, is ignored)."""
+    return HOST_ONLY_PREFIX + SESSION_COOKIE if request.url.scheme == "https" else SESSION_COOKIE
+
+
 def signed_in_user(request: Request) -> Caller | None:
     """The user of the browser's session; ``None`` without one (or with one that has ended).
     Sets what the pages' forms need (their token). The only place the archive reads the
     session cookie."""
     request.state.web_user = None
     request.state.form_token = None
-    session_id = request.cookies.get(SESSION_COOKIE)
+    session_id = request.cookies.get(session_cookie_name(request))
     if not session_id:
         return None
     user = session_user(archive_of(request), session_id)
@@ -115,7 +125,8 @@ def set_cookie(
 
 
 def delete_cookie(response: Response, name: str, path: str = "/") -> None:
-    response.delete_cookie(name, path=path, httponly=True, samesite="strict")
+    secure = name.startswith(HOST_ONLY_PREFIX)  # (browsers take such a cookie only Secure)
+    response.delete_cookie(name, path=path, httponly=True, samesite="strict", secure=secure)
 
 
 def error_page(request: Request, status: int, message: str) -> HTMLResponse:

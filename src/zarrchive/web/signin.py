@@ -23,12 +23,12 @@ from zarrchive.web.forms import (
 )
 from zarrchive.web.render import (
     LEGACY_TOKEN_COOKIE,
-    SESSION_COOKIE,
     ArchiveOf,
     HtmlRoute,
     WebUser,
     delete_cookie,
     page,
+    session_cookie_name,
     set_cookie,
 )
 
@@ -86,11 +86,12 @@ async def signin(request: Request, archive: ArchiveOf) -> Response:
             "printed or your account page (/account) made."
             + ("" if "is not valid" in exc.message else f" {reason}."),
         )
-    previous = request.cookies.get(SESSION_COOKIE)
+    session_cookie = session_cookie_name(request)
+    previous = request.cookies.get(session_cookie)
     if previous:  # this browser's earlier session (if any) ends: one browser, one session
         sign_out(archive, previous)
     response = RedirectResponse("/", status_code=303)
-    set_cookie(request, response, SESSION_COOKIE, signed_in.session_id, COOKIE_MAX_AGE)
+    set_cookie(request, response, session_cookie, signed_in.session_id, COOKIE_MAX_AGE)
     delete_cookie(response, SIGNIN_COOKIE, path=SIGNIN_PATH)
     if LEGACY_TOKEN_COOKIE in request.cookies:
         delete_cookie(response, LEGACY_TOKEN_COOKIE)
@@ -102,7 +103,8 @@ async def signout(request: Request, archive: ArchiveOf, user: WebUser) -> Respon
     """End the session on the server (a copy of the cookie is then worth nothing) and
     forget the cookie."""
     fields = parse_form(await request.body())
-    session_id = request.cookies.get(SESSION_COOKIE)
+    session_cookie = session_cookie_name(request)
+    session_id = request.cookies.get(session_cookie)
     # the form's token derives from the cookie, not the database: a browser whose session
     # has expired can still sign out (and lose its cookie)
     expected = session_form_token(session_id) if session_id else None
@@ -110,7 +112,7 @@ async def signout(request: Request, archive: ArchiveOf, user: WebUser) -> Respon
     if session_id:
         sign_out(archive, session_id)
     response = RedirectResponse("/", status_code=303)
-    delete_cookie(response, SESSION_COOKIE)
+    delete_cookie(response, session_cookie)
     if LEGACY_TOKEN_COOKIE in request.cookies:
         delete_cookie(response, LEGACY_TOKEN_COOKIE)
     return response
