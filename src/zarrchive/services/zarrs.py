@@ -32,6 +32,7 @@ from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services.auth import Caller, readable_dandisets, require_owner, require_read
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
+from zarrchive.services.recorded_listing import KeyRange, ObjectEntry, recorded_page
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
 from zarrchive.storage.objects import ObjectStore
@@ -326,16 +327,6 @@ def download_urls(archive: Archive, zarr: ZarrRef, paths: list[str]) -> list[tup
 MAX_OBJECT_PAGE = 1000
 
 
-@dataclass(frozen=True)
-class ObjectEntry:
-    """One object of the Zarr as DANDI lists it (``Key`` relative to the Zarr's root)."""
-
-    key: str
-    last_modified: datetime
-    etag: str
-    size: int
-
-
 def _key_fragment(value: str, what: str) -> str:
     """A key prefix (or a key to start after) relative to the Zarr's root: any beginning of
     a valid path (``arr/``, ``arr/0``, ``arr/.z``); a leading ``/`` is dropped as DANDI does."""
@@ -355,10 +346,14 @@ def list_objects(
     *after*, in key order (UTF-8 bytes, as AWS S3 lists keys), at most *limit*; and whether
     more follow.
 
-    The keys, md5s and sizes come from a walk of the ``.checksum`` nodes in key order,
-    starting at *prefix*'s directory (so the order never depends on the S3 server's own,
-    which for SeaweedFS is not byte order); ``LastModified`` from one S3 listing of each
-    directory the page touches (``Delimiter="/"``), stopped once the page's files are seen.
+    From what the archive records when the records name the Zarr's current state (its
+    manifest and the changes applied since: :mod:`zarrchive.services.recorded_listing`; a
+    bounded number of S3 requests whatever the number of directories).  Else (a Zarr older
+    than the records and without a manifest) the keys, md5s and sizes come from a walk of
+    the ``.checksum`` nodes in key order, starting at *prefix*'s directory (so the order
+    never depends on the S3 server's own, which for SeaweedFS is not byte order), and
+    ``LastModified`` from one S3 listing of each directory the page touches
+    (``Delimiter="/"``), stopped once the page's files are seen.
     """
     if not 0 <= limit <= MAX_OBJECT_PAGE:
         raise InvalidInput(f"limit must be between 0 and {MAX_OBJECT_PAGE}")
@@ -366,6 +361,17 @@ def list_objects(
     after = _key_fragment(after, "after")
     if limit == 0:
         return [], False
+    recorded = recorded_page(archive, zarr.id, zarr.embargoed, KeyRange(prefix, after), limit)
+    if recorded is not None:
+        return recorded
+    return walked_objects(archive, zarr, prefix=prefix, after=after, limit=limit)
+
+
+def walked_objects(
+    archive: Archive, zarr: ZarrRef, *, prefix: str, after: str, limit: int
+) -> tuple[list[ObjectEntry], bool]:
+    """:func:`list_objects` from the ``.checksum`` nodes and S3 listings (checked
+    *prefix* and *after*, *limit* at least 1): one node and one listing per directory."""
     store = archive.store_for(zarr.embargoed)
     start, _, name_prefix = prefix.rpartition("/")
     within = start + "/" if start else ""
