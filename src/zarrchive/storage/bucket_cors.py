@@ -2,8 +2,9 @@
 
 Reads (``GET``/``HEAD``, with ``Range``) come from any origin; the headers a viewer needs
 to read a chunk or a shard index are exposed.  ``PUT`` is allowed for uploads from a
-browser through presigned URLs (each URL signs its key, its expiry and the body's
-``Content-MD5``, so CORS opens nothing a URL does not already allow).  The embargo bucket
+browser through presigned URLs (each URL signs its key, its expiry, the body's
+``Content-MD5`` and, except on DANDI's routes, the archive's ``Content-Type``: CORS opens
+nothing a URL does not already allow).  The embargo bucket
 gets the same document: its objects are only ever read through presigned URLs.
 """
 
