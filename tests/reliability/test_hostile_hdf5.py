@@ -135,8 +135,9 @@ def listening_port() -> Iterator[int]:
 
 
 def test_the_child_reads_nothing_of_the_data_directory_even_when_hdf5_asks(
-    tmp_path: Path, listening_port: int
+    tmp_path: Path, listening_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # where the unwalled control writes its file
     data_dir = tmp_path / "data"
     secret = _secret_file(data_dir)
     target = hostile_hdf5.secret_hdf5(data_dir / "secret.h5", SECRET)
@@ -164,6 +165,7 @@ def test_the_child_reads_nothing_of_the_data_directory_even_when_hdf5_asks(
         unwalled = json.loads(probe.prepare(args).run())
         assert all(v.startswith("read: ") for v in unwalled["files"].values())
         assert all(v.startswith("read: ") for v in unwalled["hdf5"].values())
+        assert unwalled["write"] == "written"
         result = run_task(probe.__name__, args, Limits(seconds=120), forbidden=[data_dir])
     finally:
         del os.environ["ZARRCHIVE_PROBE_SECRET"]

@@ -88,7 +88,11 @@ def answer(header: Header, body: bytes = b"") -> None:
 def run(request: Request) -> tuple[Header, bytes]:
     """Prepare, wall in, run: the answer."""
     module: Any = importlib.import_module(request.task)
-    task: PreparedTask = module.prepare(request.args)
+    walls: dict[str, int] = {}
+    try:
+        task: PreparedTask = module.prepare(request.args)
+    except StorageError as exc:  # e.g. the blob's host did not resolve: may pass
+        return Header(Status.STORAGE, reason=str(exc)), b""
     walls = wall_in(task, request)
     try:
         body = task.run()

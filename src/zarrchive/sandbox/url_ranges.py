@@ -32,7 +32,11 @@ class UrlRanges:
             raise InvalidInput(f"not an http(s) URL: {url[:100]!r}")
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         host = parts.hostname
-        address = str(socket.getaddrinfo(host, self.port, type=socket.SOCK_STREAM)[0][4][0])
+        try:
+            found = socket.getaddrinfo(host, self.port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise RemoteReadError(f"the blob's host {host} did not resolve: {exc}") from exc
+        address = str(found[0][4][0])
         self.target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
         self.headers = {"Host": parts.netloc.rpartition("@")[2]}
         self.failure: RemoteReadError | None = None
