@@ -261,7 +261,7 @@ class LiveServer:
 
     def start(self) -> None:
         self.thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120  # generous: the machine may be loaded (issue #41)
         while not self.server.started:
             if time.monotonic() > deadline:
                 raise RuntimeError("the test API server did not start")

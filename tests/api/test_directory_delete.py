@@ -183,13 +183,17 @@ def test_large_directory_deleted_in_the_background(
     assert response.status_code == 202, response.text
     body = response.json()
     assert (body["upload_state"], body["status"]) == ("applying", "Ingesting")
-    assert request_seconds < 5, request_seconds  # the subtree is not visited by the request
     assert held.queued("apply:") == [f"apply:{zarr_id}"]
     # nothing deleted yet: the Zarr reads as before
     assert s3_body(archive, zarr_id, "big/0/0") == b"big:0"
     assert info(api, zarr_id)["file_count"] == BIG + len(small)
 
+    started = time.monotonic()
     held.run("apply:")
+    job_seconds = time.monotonic() - started
+    # the subtree is visited by the job, not by the request (the same run's figures: the
+    # machine may be loaded, issue #41)
+    assert request_seconds < job_seconds, (request_seconds, job_seconds)
     remaining = without(small, "keep/")
     state = info(api, zarr_id)
     assert state["upload_state"] == "at_rest"

@@ -12,15 +12,18 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import LiveServer, Users
+from tests.helpers.waiting import EVENT_TIMEOUT
 from tests.helpers.zarr_client import md5
 from zarrchive.services.runtime import Archive
 
 
 def raw_request(
-    server: LiveServer, head: str, body: bytes = b"", *, timeout: float = 20
+    server: LiveServer, head: str, body: bytes = b"", *, timeout: float = 60
 ) -> tuple[int, bytes, float]:
     """Send *head* (request line and headers) and *body* on a plain socket, without waiting
-    to send anything more; returns the status, the response and the seconds it took."""
+    to send anything more; returns the status, the response and the seconds it took.  A
+    server that waits for the rest of the body never answers: the socket times out after
+    *timeout* seconds (generous: the machine may be loaded, issue #41)."""
     host, port = urllib.parse.urlsplit(server.url).netloc.split(":")
     started = time.monotonic()
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
@@ -41,10 +44,9 @@ def test_anonymous_huge_body_refused_unread(live_server: LiveServer, anon: httpx
         "POST /api/zarr/ HTTP/1.1\nHost: x\nContent-Type: application/json\n"
         "Content-Length: 52428800\n"
     )
-    status, response, seconds = raw_request(live_server, head, b'{"name": "')
-    assert status == 413, response
+    status, response, _ = raw_request(live_server, head, b'{"name": "')
+    assert status == 413, response  # answered without the body (else the socket timed out)
     assert b"anonymous request" in response
-    assert seconds < 5
 
 
 def test_bad_token_refused_before_the_body(live_server: LiveServer, anon: httpx.Client) -> None:
@@ -53,9 +55,8 @@ def test_bad_token_refused_before_the_body(live_server: LiveServer, anon: httpx.
         "Authorization: token not-a-token\nContent-Type: application/json\n"
         "Content-Length: 5000000\n"
     )
-    status, response, seconds = raw_request(live_server, head, b"[")
-    assert status == 401, response
-    assert seconds < 5
+    status, response, _ = raw_request(live_server, head, b"[")
+    assert status == 401, response  # answered without the body (else the socket timed out)
 
 
 def test_streamed_anonymous_body_is_counted(live_server: LiveServer, anon: httpx.Client) -> None:
@@ -118,11 +119,11 @@ def test_writes_wait_for_a_running_sqlite_write(
         with archive.db.write_session() as session:
             session.execute(text("UPDATE dandisets SET name = name || '!'"))
             holding.set()
-            release.wait(10)
+            release.wait(EVENT_TIMEOUT)
 
     writer = threading.Thread(target=long_write)
     writer.start()
-    holding.wait(10)
+    assert holding.wait(EVENT_TIMEOUT), "the long write did not start"
     threading.Timer(0.5, release.set).start()
     results = []
     for n in range(3):

@@ -70,7 +70,7 @@ def test_start_and_stop_repeatedly_leave_no_weed(child: ServeChild) -> None:
         code = child.wait(STOPPED_WITHIN)
         stopped = time.monotonic() - began
         output = child.output()[log_start:]
-        assert child.weed_left(timeout=2) == [], output
+        assert child.weed_left(timeout=60) == [], output  # generous: a loaded machine
         assert code == 0, output
         for step in START_STEPS:
             assert step in output, (step, output)
@@ -102,4 +102,4 @@ def test_make_serve_stops_on_ctrl_c_without_an_error_line(child: ServeChild, pre
     output = child.output()
     assert "make: ***" not in output and "Error" not in output, output
     assert "Traceback" not in output, output
-    assert child.weed_left(timeout=2) == [], output
+    assert child.weed_left(timeout=60) == [], output  # generous: a loaded machine

@@ -40,8 +40,10 @@ from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 PART = "faults"
-#: S3 timeouts are at most 10 s (issue 11): an answer within this bound, retries included.
-ANSWER_WITHIN = 25.0
+#: S3 timeouts are at most 10 s (issue 11): an answer within this bound, retries included
+#: (the archive's worst: 2 attempts of an 8 s read, and the request's own work on a machine
+#: that may be loaded, issue #41); botocore's defaults (60 s reads, retried) would exceed it.
+ANSWER_WITHIN = 45.0
 
 
 @pytest.fixture

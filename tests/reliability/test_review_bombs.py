@@ -36,8 +36,11 @@ T = TypeVar("T")
 
 #: How much a bomb's page view may raise the server's peak resident memory.
 MEMORY_BOUND = 200 * MiB
-#: How long refusing absurd metadata may take (it takes milliseconds; generous for load).
+#: How long refusing absurd metadata may take (it takes milliseconds), at least; on a loaded
+#: machine up to :data:`ORDINARY_VIEWS` times as long as the same server's views of an ordinary
+#: array, measured just before (issue #41: no speed target in a test).
 FAST = 5.0
+ORDINARY_VIEWS = 10
 
 ZLIB = {"id": "zlib", "level": 9}
 BZ2 = {"id": "bz2", "level": 9}
@@ -147,6 +150,10 @@ def test_an_array_of_100k_dimensions_is_refused_fast(bombs: tuple[ServerProcess,
     reason = "the array declares 100000 dimensions; at most 32 are read"
     with httpx.Client(base_url=server.url, timeout=300) as anon:
         started = time.monotonic()
+        assert anon.get(f"/zarr/{zarr_id}/plain/").status_code == 200
+        assert anon.get(f"/thumbnail/zarr/{zarr_id}/plain").status_code == 200
+        ordinary_seconds = time.monotonic() - started
+        started = time.monotonic()
         page = anon.get(f"/zarr/{zarr_id}/dims/")
         page_seconds = time.monotonic() - started
         started = time.monotonic()
@@ -154,7 +161,8 @@ def test_an_array_of_100k_dimensions_is_refused_fast(bombs: tuple[ServerProcess,
         thumbnail_seconds = time.monotonic() - started
     assert page.status_code == 200 and f"Metadata not shown: {reason}." in page.text
     assert thumbnail.status_code == 404 and f"no thumbnail: {reason}" in thumbnail.text
-    assert page_seconds < FAST and thumbnail_seconds < FAST, (page_seconds, thumbnail_seconds)
+    bound = max(FAST, ORDINARY_VIEWS * ordinary_seconds)
+    assert max(page_seconds, thumbnail_seconds) < bound, (page_seconds, thumbnail_seconds, bound)
 
 
 # -- in the test's process: S3 reads counted, slots held -----------------------------------

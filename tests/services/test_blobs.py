@@ -12,6 +12,7 @@ import pytest
 from tests.helpers.assets import md5, ok
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.presigned import put_headers
+from tests.helpers.waiting import EVENT_TIMEOUT
 from zarrchive.db.models import Blob, User
 from zarrchive.errors import NotFound
 from zarrchive.services import blobs
@@ -50,7 +51,7 @@ def test_cancel_racing_validate_keeps_the_blobs_object(
     outcome: list[object] = []
 
     def cancel() -> None:
-        inside.wait(10)
+        assert inside.wait(EVENT_TIMEOUT), "validate did not take the upload's row lock"
         try:
             blobs.cancel(archive, owner, plan["upload_id"])
             outcome.append("cancelled")

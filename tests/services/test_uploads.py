@@ -4,7 +4,7 @@ completing only the batch it verified (``complete_batch``)."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -22,6 +22,7 @@ from tests.helpers.api_uploads import (
     s3_body,
 )
 from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.waiting import EVENT_TIMEOUT
 from tests.helpers.zarr_client import md5, oracle_checksum
 from zarrchive.db.models import BatchState, UploadBatch, User, utcnow
 from zarrchive.errors import NoUploadInProgress
@@ -40,18 +41,24 @@ def test_a_live_claim_is_respected_and_an_expired_one_taken_over(
     files = {"a": b"1"}
     open_and_put(api, zarr_id, files)
     complete(api, zarr_id)
-    until = utcnow() + timedelta(seconds=1)
-    with archive.db.write_session() as session:
-        session.execute(
-            update(UploadBatch)
-            .where(UploadBatch.zarr_id == zarr_id)
-            .values(state=BatchState.APPLYING, claimed_by="other" * 6, claimed_until=until)
-        )
-    # another applier holds it: without waiting, nothing is applied
+
+    def claim(until: datetime) -> None:
+        with archive.db.write_session() as session:
+            session.execute(
+                update(UploadBatch)
+                .where(UploadBatch.zarr_id == zarr_id)
+                .values(state=BatchState.APPLYING, claimed_by="other" * 6, claimed_until=until)
+            )
+
+    # another applier holds it (a claim that outlasts the test): without waiting, nothing
+    # is applied
+    claim(utcnow() + timedelta(hours=1))
     assert uploads.apply_pending(archive, zarr_id, wait=False) == 0
     assert batches(archive, zarr_id) == [("applying", 1)]
     # waiting, the claim expires (its holder died) and the batch is taken over
-    assert uploads.apply_pending(archive, zarr_id, wait=True, timeout=10) == 1
+    until = utcnow() + timedelta(seconds=1)
+    claim(until)
+    assert uploads.apply_pending(archive, zarr_id, wait=True, timeout=EVENT_TIMEOUT) == 1
     assert utcnow() >= until
     assert info(api, zarr_id)["checksum"] == oracle_checksum(files)
 

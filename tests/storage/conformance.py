@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager
 import httpx
 import pytest
 
+from tests.helpers.waiting import EVENT_TIMEOUT
 from zarrchive.checksum import ChecksumNode
 from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
 from zarrchive.services.node_cache import NodeCache
@@ -452,13 +453,14 @@ class ObjectStoreTests:
         """An apply's copies fill the bulk pool; node reads go on their own pool meanwhile."""
         release = threading.Event()
         bulk = threading.Thread(
-            target=store.map, args=(lambda _i: release.wait(60), range(512)), daemon=True
+            target=store.map, args=(lambda _i: release.wait(600), range(512)), daemon=True
         )
         bulk.start()
         try:
             with ThreadPoolExecutor(1) as caller:
                 reads = caller.submit(store.map_small, lambda i: i + 1, range(20))
-                assert reads.result(timeout=20) == list(range(1, 21))
+                # generous (a loaded machine); the bulk pool is held until the end
+                assert reads.result(timeout=EVENT_TIMEOUT) == list(range(1, 21))
         finally:
             release.set()
             bulk.join(60)

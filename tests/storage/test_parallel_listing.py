@@ -4,13 +4,13 @@ exactly the rows, in exactly the order, of filtering the one-paginator version l
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.helpers.waiting import wait_until
 from zarrchive.errors import StorageError
 from zarrchive.storage.objects import ObjectStore
 from zarrchive.storage.seaweedfs import SeaweedFS
@@ -108,10 +108,10 @@ def test_stopping_early_leaves_no_thread_behind(store: ObjectStore) -> None:
     first = [next(listing) for _ in range(3)]
     assert first == serial(store)[:3]
     listing.close()
-    deadline = time.monotonic() + 10
-    while {t for t in threading.enumerate() if t.name.startswith("s3-list")} - before:
-        assert time.monotonic() < deadline, "listing threads still run after close()"
-        time.sleep(0.05)
+    wait_until(
+        lambda: not {t for t in threading.enumerate() if t.name.startswith("s3-list")} - before,
+        "the listing threads to end after close()",
+    )
 
 
 def test_a_listing_error_reaches_the_consumer(seaweedfs: SeaweedFS) -> None:

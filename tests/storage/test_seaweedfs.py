@@ -21,6 +21,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from tests.helpers.s3 import object_store
+from tests.helpers.waiting import EVENT_TIMEOUT
 from zarrchive.errors import StorageUnavailable
 from zarrchive.storage.objects import ObjectStore, md5_to_content_md5
 from zarrchive.storage.seaweedfs import SeaweedFS, _port_free, free_port, write_private
@@ -93,7 +94,7 @@ def test_weed_dies_with_its_parent(tmp_path: Path) -> None:
     weed_pid = int(parent.stdout.readline())
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + EVENT_TIMEOUT  # generous: the machine may be loaded
     while time.monotonic() < deadline:
         try:
             os.kill(weed_pid, 0)
