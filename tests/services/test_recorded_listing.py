@@ -60,7 +60,14 @@ def test_a_range_from_its_lower_bound_holds_exactly_the_keys_it_admits(
     wanted = KeyRange(prefix, after)
     ordered = sorted(names, key=lambda k: k.encode("utf-8"))
     assert ordered == sorted(names)  # str order is UTF-8 byte order
-    parsed = ParsedEntries(ordered, [(T0, i, f"{i:032x}") for i in range(len(ordered))])
+    parsed = ParsedEntries()
+    for i, name in enumerate(ordered):
+        assert parsed.append(name, T0, i, f"{i:032x}" if i % 3 else f"odd-{i}")
+    assert not parsed.append(ordered[-1], T0, 0, "") if ordered else True
+    assert [parsed.entry(i) for i in range(len(ordered))] == [
+        ObjectEntry(name, T0, f"{i:032x}" if i % 3 else f"odd-{i}", i)
+        for i, name in enumerate(ordered)
+    ]
     lower, inclusive = wanted.lower
     found = []
     for entry in parsed.from_key(lower, inclusive):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -90,27 +91,70 @@ class KeyRange:
 
 
 # -- the parsed manifests ---------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
 class ParsedEntries:
-    """A manifest's entries, sorted by path: ``(last_modified, size, etag)`` per path."""
+    """A manifest's entries sorted by path, packed (about 40 bytes and the path's UTF-8 per
+    entry, whatever Python's objects would take): every path in one buffer, and per entry
+    the end of its path, its ``LastModified`` (whole seconds), size and md5 (16 bytes; an
+    ETag that is no md5 is kept aside)."""
 
-    paths: list[str]
-    rows: list[tuple[datetime, int, str]]
+    def __init__(self) -> None:
+        self._names = bytearray()
+        self._ends = array("q")
+        self._modified = array("q")
+        self._sizes = array("q")
+        self._md5s = bytearray()
+        self._odd_etags: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self._ends, self._modified, self._sizes)
+        return len(self._names) + len(self._md5s) + sum(a.itemsize * len(a) for a in arrays)
+
+    def append(self, path: str, modified: datetime, size: int, etag: str) -> bool:
+        """Add the entry after the last one; ``False`` (nothing added) if it does not sort
+        after it."""
+        if self._ends and path <= self.path(len(self._ends) - 1):
+            return False
+        index = len(self._ends)
+        self._names += path.encode("utf-8")
+        self._ends.append(len(self._names))
+        self._modified.append(int(modified.timestamp()))
+        self._sizes.append(size)
+        if is_md5(etag):
+            self._md5s += bytes.fromhex(etag)
+        else:
+            self._md5s += bytes(16)
+            self._odd_etags[index] = etag
+        return True
+
+    def path(self, index: int) -> str:
+        start = self._ends[index - 1] if index else 0
+        return self._names[start : self._ends[index]].decode("utf-8")
+
+    def entry(self, index: int) -> ObjectEntry:
+        etag = self._odd_etags.get(index) or self._md5s[16 * index : 16 * index + 16].hex()
+        modified = datetime.fromtimestamp(self._modified[index], UTC)
+        return ObjectEntry(self.path(index), modified, etag, self._sizes[index])
 
     def from_key(self, lower: str, inclusive: bool) -> Iterator[ObjectEntry]:
+        """The entries from *lower* on (*inclusive*: *lower* itself too), in order."""
         find = bisect.bisect_left if inclusive else bisect.bisect_right
-        for index in range(find(self.paths, lower), len(self.paths)):
-            modified, size, etag = self.rows[index]
-            yield ObjectEntry(self.paths[index], modified, etag, size)
+        for index in range(find(range(len(self)), lower, key=self.path), len(self)):
+            yield self.entry(index)
 
 
 class ManifestCache:
     """Parsed manifests by object version (endpoint, bucket, key, ETag), least recently
-    used dropped beyond *budget_entries*; a manifest over *largest_entries* is never held
-    (it is streamed by each page instead).  One load per version at a time."""
+    used dropped beyond *budget_bytes*; a manifest of more than *largest_entries* is never
+    held (each page streams it instead).  One load per version at a time."""
 
-    def __init__(self, *, budget_entries: int = 400_000, largest_entries: int = 200_000) -> None:
-        self.budget_entries = budget_entries
+    def __init__(
+        self, *, budget_bytes: int = 256 * 1024 * 1024, largest_entries: int = 2_000_000
+    ) -> None:
+        self.budget_bytes = budget_bytes
         self.largest_entries = largest_entries
         self._held: OrderedDict[tuple[str, str, str, str], ParsedEntries] = OrderedDict()
         self._used = 0
@@ -135,17 +179,17 @@ class ManifestCache:
                 found = self._lookup(slot)
             if found is not None:
                 return found
-            parsed = _parse(store, key, etag)
+            parsed = _parse(store, key)
             with self._lock:
                 self._loading.pop(slot, None)
                 if parsed is None:
                     return None
                 self.loads += 1
                 self._held[slot] = parsed
-                self._used += len(parsed.paths)
-                while self._used > self.budget_entries and len(self._held) > 1:
+                self._used += parsed.nbytes
+                while self._used > self.budget_bytes and len(self._held) > 1:
                     _, dropped = self._held.popitem(last=False)
-                    self._used -= len(dropped.paths)
+                    self._used -= dropped.nbytes
             return parsed
 
     def _lookup(self, slot: tuple[str, str, str, str]) -> ParsedEntries | None:
@@ -169,18 +213,15 @@ def _stream_entries(store: ObjectStore, key: str) -> Iterator[ManifestEntry]:
         chunks.close()  # type: ignore[attr-defined]
 
 
-def _parse(store: ObjectStore, key: str, etag: str) -> ParsedEntries | None:
-    paths: list[str] = []
-    rows: list[tuple[datetime, int, str]] = []
+def _parse(store: ObjectStore, key: str) -> ParsedEntries | None:
+    parsed = ParsedEntries()
     try:
         for entry in _stream_entries(store, key):
-            if paths and entry.path <= paths[-1]:
+            if not parsed.append(entry.path, entry.last_modified, entry.size, entry.etag):
                 return None  # not in key order: not a file this listing can cut pages from
-            paths.append(entry.path)
-            rows.append((_utc(entry.last_modified), entry.size, entry.etag))
     except ZarrchiveError:
         return None  # gone (or rewritten into something unreadable) meanwhile
-    return ParsedEntries(paths, rows)
+    return parsed
 
 
 #: The process's parsed manifests.
