@@ -37,10 +37,10 @@ def span(path: str, text: str, seconds: float) -> None:
     append_line(path, f"end {text}")
 
 
-def gated_span(path: str, text: str, gate: str, timeout: float = 60.0) -> None:
-    """Append ``start TEXT``, wait until the file *gate* exists (up to *timeout* s), append
-    ``end TEXT``: a job that runs until the test lets it end (its process ID in
-    ``{path}.pid``, for a test that kills it)."""
+def gated_span(path: str, text: str, gate: str, timeout: float = 600.0) -> None:
+    """Append ``start TEXT``, wait until the file *gate* exists (up to *timeout* s: longer
+    than any test's steps on a loaded machine), append ``end TEXT``: a job that runs until
+    the test lets it end (its process ID in ``{path}.pid``, for a test that kills it)."""
     Path(path + ".pid").write_text(str(os.getpid()))
     append_line(path, f"start {text}")
     deadline = time.monotonic() + timeout
