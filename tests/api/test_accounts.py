@@ -241,6 +241,14 @@ def test_the_account_page_makes_lists_and_revokes_keys(
         )
         page = owner.get("/account").text
         assert key not in page and f'id="key-{row["id"]}"' in page
+        forged = owner.post(
+            f"/account/keys/{row['id']}/revoke",
+            data={"csrf_token": form_token(page)},
+            headers={"Origin": "https://evil.example"},
+        )
+        assert forged.status_code == 403
+        with client_for(api, key) as client:
+            ok(client.get("/api/users/me/"))
         revoked = owner.post(
             f"/account/keys/{row['id']}/revoke",
             data={"csrf_token": form_token(page)},
@@ -268,6 +276,12 @@ def test_admins_approve_and_reject_on_the_accounts_page(
         assert refused.status_code == 403
     with browser(live_server.url, users.admin) as admin:
         page = admin.get("/admin/users").text
+        forged = admin.post(
+            "/admin/users/approve",
+            data={"csrf_token": form_token(page), "username": "other"},
+            headers={"Origin": "https://evil.example"},
+        )
+        assert forged.status_code == 403
         rows = re.findall(r'<tr id="account-([^"]+)">', page)
         assert rows[0] == "other"  # the pending ones first
         assert "PENDING" in page.split('id="account-other"')[1].split("</tr>")[0]

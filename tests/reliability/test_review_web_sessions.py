@@ -32,7 +32,18 @@ from zarrchive.web.signin import SIGNIN_COOKIE
 PART = "web sessions"
 TEMPLATES = Path(__file__).parents[2] / "src" / "zarrchive" / "web" / "templates"
 #: Every form POST of the pages: a new one fails :func:`test_every_form_post_is_known`.
-FORM_POSTS = {"/signin", "/signout", "/dandiset/{dandiset_id}/owners"}
+#: the owners' and reviewers' forms are tested in tests/api/test_dandiset_owners.py and
+#: test_reviewers.py, the account and accounts pages' in tests/api/test_accounts.py
+FORM_POSTS = {
+    "/signin",
+    "/signout",
+    "/dandiset/{dandiset_id}/owners",
+    "/dandiset/{dandiset_id}/reviewers",
+    "/account/keys",
+    "/account/keys/{key_id}/revoke",
+    "/admin/users/approve",
+    "/admin/users/reject",
+}
 THIRTY_DAYS = 30 * 24 * 3600
 _names = itertools.count()
 

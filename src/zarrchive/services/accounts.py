@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import AccountStatus, User
+from zarrchive.db.models import AccountStatus as AccountStatus  # the pages' (web/ imports no db/)
+from zarrchive.db.models import User
 from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
 from zarrchive.services.auth import Caller, require_user
 

@@ -15,17 +15,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from zarrchive.db.models import AccountStatus
 from zarrchive.errors import InvalidInput
 from zarrchive.services import accounts, api_keys
+from zarrchive.services.accounts import AccountStatus
 from zarrchive.services.auth import Caller, require_user
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
 
 router = APIRouter(route_class=HtmlRoute, include_in_schema=False)
-
-#: What the account page's forms may set an account to (``/admin/users``).
-_DECISIONS = {"approve": AccountStatus.APPROVED, "reject": AccountStatus.REJECTED}
 
 
 def _account_page(
@@ -118,17 +115,24 @@ def admin_users(request: Request, archive: ArchiveOf, user: WebUser) -> HTMLResp
     return page(request, "admin_users.html", accounts=found)
 
 
-@router.post("/admin/users/{decision}", response_model=None)
-async def decide(
-    request: Request, archive: ArchiveOf, user: WebUser, decision: str
+@router.post("/admin/users/approve", response_model=None)
+async def approve(request: Request, archive: ArchiveOf, user: WebUser) -> RedirectResponse:
+    """Approve the account named by the form's ``username``."""
+    return await _decide(request, archive, user, AccountStatus.APPROVED)
+
+
+@router.post("/admin/users/reject", response_model=None)
+async def reject(request: Request, archive: ArchiveOf, user: WebUser) -> RedirectResponse:
+    """Reject the account named by the form's ``username``."""
+    return await _decide(request, archive, user, AccountStatus.REJECTED)
+
+
+async def _decide(
+    request: Request, archive: ArchiveOf, user: WebUser, status: AccountStatus
 ) -> RedirectResponse:
-    """Approve or reject the account named by the form's ``username``."""
     fields = parse_form(await request.body())
     require_form_from_here(request, fields.get(TOKEN_FIELD), request.state.form_token)
     username = fields.get("username", "")
-    status = _DECISIONS.get(decision)
-    if status is None:
-        raise InvalidInput(f"an account is approved or rejected, not {decision[:20]!r}")
     caller = require_user(user)
 
     def apply() -> None:
