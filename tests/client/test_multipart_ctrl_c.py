@@ -5,8 +5,9 @@ in parts, between two parts (a forward proxy holds the next part PUT until the c
 is finishing).  The run exits 130, says what it left and how to resume or cancel it, and
 leaves its batch open with every part that reached S3 (boto3's ListParts against the test's
 SeaweedFS); the rerun sends only the parts S3 lacks (bytes counted by the proxy).
-``--cancel`` cancels such a batch (its upload aborted), and ``admin gc`` aborts one abandoned
-for its grace period, not before.
+The network failing between two parts leaves the batch open the same way.  ``--cancel``
+cancels such a batch (its upload aborted), and ``admin gc`` aborts one abandoned for its
+grace period, not before.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tests.helpers.interrupted_upload import (
     upload_args,
 )
 from tests.helpers.local_zarr import zarr_checksum_of
+from tests.helpers.multipart import write_tree
 from tests.helpers.part_gate import part_gate
 from tests.helpers.snapshots import admin_env
 from zarrchive.cli import app
@@ -92,6 +94,38 @@ def test_ctrl_c_leaves_the_parts_in_s3_and_the_rerun_sends_only_the_rest(
     assert not client.upload_in_progress(zarr.zarr_id)
     assert parts_in_s3(s3, bucket, first.key, first.upload_id) is None  # assembled
     assert not list(archive.store.iter_multipart_uploads(staging_zarr_prefix(zarr.zarr_id)))
+
+
+def test_a_network_failure_between_parts_leaves_them_for_the_rerun(
+    tmp_path: Path,
+    client: ApiClient,
+    dandiset: str,
+    client_env: dict[str, str],
+    s3: Any,
+    bucket: str,
+) -> None:
+    # S3 stops answering after two parts (connections closed unanswered), no retry: the
+    # upload fails (exit 2) and leaves its batch open with the two parts, as Ctrl-C does
+    local = tmp_path / "network.zarr"
+    write_tree(local, FILES)
+    with part_gate(let_through=LET_THROUGH, drop=True) as gate:
+        env = {**cli_env(client_env, gate.url), "ZARRCHIVE_RETRIES": "1"}
+        failed = run_cli(env, *upload_args(local, dandiset), "--jobs", "1")
+        assert failed.returncode == 2, failed.stderr
+        assert gate.dropped >= 1
+        sent = gate.parts
+    assert [p.number for p in sent] == list(range(1, LET_THROUGH + 1))
+    key, upload_id = sent[0].key, sent[0].upload_id
+    assert parts_in_s3(s3, bucket, key, upload_id) == {
+        n: part_length(n) for n in range(1, LET_THROUGH + 1)
+    }, "S3 lost finished parts"
+    assert "left the upload batch open" in failed.stderr
+    with part_gate() as gate:
+        rerun = run_cli(cli_env(client_env, gate.url), *upload_args(local, dandiset))
+        assert rerun.returncode == 0, rerun.stderr
+        assert sorted(gate.part_numbers()) == sorted(ALL_PARTS - set(range(1, LET_THROUGH + 1)))
+    zarr = client.find_zarr(dandiset, local.name)
+    assert zarr is not None and zarr.checksum == zarr_checksum_of(local)
 
 
 def test_cancel_cancels_the_batch_an_interrupted_run_left(

@@ -2,11 +2,13 @@
 sends to S3 and can stop it between two parts of a big file.
 
 Every request is forwarded.  The S3 multipart parts PUT through it and answered 200 are
-recorded (:attr:`PartGate.parts`: key, part number, bytes), as are the bytes of every
-presigned PUT answered 200 (:attr:`PartGate.put_bytes`: files and parts).  With *let_through*, the part PUTs after the first
-*let_through* are held (not forwarded, not answered) until :meth:`PartGate.release`: a test
-waits for one to be held (:meth:`PartGate.wait_held`), interrupts the client, then releases
-them (forwarded as they are).
+recorded (:attr:`PartGate.parts`: key, upload id, part number, bytes), as are the bytes of
+every presigned PUT answered 200 (:attr:`PartGate.put_bytes`: files and parts).  With
+*let_through*, the part PUTs after the first *let_through* are held (not forwarded, not
+answered) until :meth:`PartGate.release`: a test waits for one to be held
+(:meth:`PartGate.wait_held`), interrupts the client, then releases them (forwarded as they
+are).  With *drop* instead, those part PUTs are not forwarded and
+their connections closed without an answer (the network failing between client and S3).
 """
 
 from __future__ import annotations
@@ -50,9 +52,12 @@ class SentPart:
 class PartGate:
     """Started with :func:`part_gate`."""
 
-    def __init__(self, let_through: int | None) -> None:
+    def __init__(self, let_through: int | None, drop: bool = False) -> None:
         self.url = ""
         self.let_through = let_through
+        self.drop = drop
+        #: part PUTs dropped (closed unanswered)
+        self.dropped = 0
         self.parts: list[SentPart] = []
         self.put_bytes = 0
         #: part PUTs held now
@@ -61,16 +66,21 @@ class PartGate:
         self._released = let_through is None
         self._cond = threading.Condition()
 
-    def admit(self) -> None:
-        """Called for each part PUT before it is forwarded: hold it if the gate says so."""
+    def admit(self) -> bool:
+        """Called for each part PUT before it is forwarded: hold it if the gate says so;
+        False if it is to be dropped."""
         with self._cond:
             if self._released or self._admitted < (self.let_through or 0):
                 self._admitted += 1
-                return
+                return True
+            if self.drop:
+                self.dropped += 1
+                return False
             self.held += 1
             self._cond.notify_all()
             self._cond.wait_for(lambda: self._released, timeout=300)
             self.held -= 1
+            return True
 
     def wait_held(self, ended: Callable[[], str | None], timeout: float = 120) -> None:
         """Wait until a part PUT is held (the client is stopped between parts); fail if
@@ -112,8 +122,8 @@ class PartGate:
 
 
 @contextlib.contextmanager
-def part_gate(let_through: int | None = None) -> Iterator[PartGate]:
-    gate = PartGate(let_through)
+def part_gate(let_through: int | None = None, *, drop: bool = False) -> Iterator[PartGate]:
+    gate = PartGate(let_through, drop)
     upstream = httpx.Client(trust_env=False, timeout=300, follow_redirects=False)
 
     class Handler(BaseHTTPRequestHandler):
@@ -131,8 +141,9 @@ def part_gate(let_through: int | None = None) -> Iterator[PartGate]:
             body = self.rfile.read(length) if length else b""
             query = parse_qs(target.query)
             number = int(query["partNumber"][0]) if "partNumber" in query else 0
-            if number and self.command == "PUT":
-                gate.admit()
+            if number and self.command == "PUT" and not gate.admit():
+                self.close_connection = True  # no answer: the network failed
+                return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
             answer = upstream.request(self.command, self.path, headers=headers, content=body)
             key = unquote(target.path).lstrip("/").partition("/")[2]

@@ -25,7 +25,7 @@ from zarrchive.cli._common import (
     say,
 )
 from zarrchive.cli.checksum import NO_CACHE_OPTION
-from zarrchive.errors import ZarrchiveError
+from zarrchive.errors import NetworkError, ZarrchiveError
 
 if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
     from zarrchive.client.api import ApiClient
@@ -219,7 +219,7 @@ def upload(
                     patch=patch,
                     selection=selection,
                 )
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, NetworkError):
                 if uploader.left_open is not None:
                     progress.note(left_open_note(uploader.left_open, again))
                 raise

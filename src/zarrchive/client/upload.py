@@ -46,8 +46,10 @@ Ctrl-C (``KeyboardInterrupt``) while a batch is being sent: no file or part is s
 after it, those under way are finished, and the batch (and the one opened ahead of it) is
 left open with what S3 holds, for the next run to take up (:attr:`Uploader.left_open` says
 what was left); it is cancelled only when asked (:meth:`Uploader.cancel`, ``zarrchive
-upload --cancel``), or its multipart uploads aborted by ``admin gc`` once abandoned.  Other
-failures cancel the open batch (best effort).
+upload --cancel``), or its multipart uploads aborted by ``admin gc`` once abandoned.  The
+network's failure (:class:`NetworkError`, after the retries) leaves it open the same way;
+other failures (a file changed while it was sent, S3 refusing a file) cancel it (best
+effort).
 
 Expired URLs: S3 answers 403 to a PUT with an expired presigned URL.  The server
 allows one open batch and has no way to re-sign the URLs of an open batch, so
@@ -986,8 +988,9 @@ class Uploader:
                 retry.extendleft(reversed(redo))
             if queued:
                 self._send_refused(s3, pool, root, zarr_id, queued, result)
-        except KeyboardInterrupt:
-            self._leave_open(zarr_id, current, ahead if ahead is not current else None)
+        except (KeyboardInterrupt, NetworkError) as exc:
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            self._leave_open(zarr_id, interrupted, current, ahead if ahead is not current else None)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -1155,15 +1158,16 @@ class Uploader:
         """Wait for the files of *sending* (the open batch) and complete it: with *queued*,
         queued at once (checked by the apply; recorded in *queued* by uid), else verified
         first.  ``refused``: S3 refused its URLs (expired); the batch is still open.  A
-        failure cancels the batch; an interrupt (Ctrl-C) leaves it open (see
-        :meth:`_leave_open`)."""
+        failure cancels the batch, except an interrupt (Ctrl-C) or the network's failure
+        (after its retries), which leave it open (see :meth:`_leave_open`)."""
         try:
             started = time.perf_counter()
             _wait_all(sending.futures)
             result.add_time("put", started)
-        except Exception:
+        except Exception as exc:
             sending.halt()
-            self._abort(zarr_id)
+            if not isinstance(exc, NetworkError):  # (the network's failure leaves it open)
+                self._abort(zarr_id)
             raise
         if not all(f.result() for f in sending.futures):
             return "refused"
@@ -1179,19 +1183,21 @@ class Uploader:
         result.uploaded_bytes += sum(e.size for e in sending.chunk)
         return "done"
 
-    def _leave_open(self, zarr_id: str, *sendings: _Sending | None) -> None:
-        """After Ctrl-C: start no further file or part of the batches *sendings* (the open
-        one, and the one opened ahead of it), wait for those under way, and leave both open
-        for the next run to take up (:attr:`left_open` says what S3 holds of the first)."""
+    def _leave_open(self, zarr_id: str, interrupted: bool, *sendings: _Sending | None) -> None:
+        """After Ctrl-C (*interrupted*) or the network's failure: start no further file or
+        part of the batches *sendings* (the open one, and the one opened ahead of it), wait
+        for those under way, and leave both open for the next run to take up
+        (:attr:`left_open` says what S3 holds of the first)."""
         halted = [s for s in sendings if s is not None]
         for sending in halted:
             sending.stop.set()
         if not halted:
             return
-        self.progress.note(
-            "interrupted: finishing the transfers under way, then leaving the upload batch "
-            "open for the next run (Ctrl-C again stops at once)"
-        )
+        if interrupted:
+            self.progress.note(
+                "interrupted: finishing the transfers under way, then leaving the upload "
+                "batch open for the next run (Ctrl-C again stops at once)"
+            )
         for sending in halted:
             sending.halt()
         self.left_open = self._left(zarr_id, halted[0])
