@@ -98,30 +98,34 @@ REASONS = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(REASONS))
 def test_no_byte_outside_the_blob_reaches_a_lindi_file_or_an_answer(
-    kind: str,
     api: httpx.Client,
     anon: httpx.Client,
     dandiset: str,
     held: HeldJobQueue,
     archive: Archive,
 ) -> None:
+    """One file of each kind, as assets of one dandiset (one archive: make test's budget)."""
     secret = _secret_file(archive.settings.data_dir)
-    blob_id = upload_by("md5", api, dandiset, _hostile(kind, secret))
-    asset = ok(attach(api, dandiset, f"sub-1/{kind}.nwb", blob_id=blob_id))
-    assert held.run("lindi:") == 1
-    info = anon.get(f"/api/assets/{asset['asset_id']}/info/")
-    assert info.status_code == 200, info.text
-    assert info.json()["lindi_state"] == "failed", info.text
-    assert REASONS[kind] in info.json()["lindi_error"]
-    refused = anon.get(f"/api/assets/{asset['asset_id']}/lindi.json")
-    assert refused.status_code == 404 and REASONS[kind] in refused.text
-    assert archive.store.head(lindi_files.lindi_key(blob_id)) is None
-    # the asset stays, and nothing of the secret is in any answer
-    assert ok(anon.get(f"/api/assets/{asset['asset_id']}/info/"))["blob"] == blob_id
-    for answer in (info.content, refused.content):
-        assert not leaks(answer)
+    assets = {}
+    for kind in sorted(REASONS):
+        blob_id = upload_by("md5", api, dandiset, _hostile(kind, secret))
+        assets[kind] = ok(attach(api, dandiset, f"sub-1/{kind}.nwb", blob_id=blob_id))
+    assert held.run("lindi:") == len(REASONS)
+    for kind, asset in assets.items():
+        info = anon.get(f"/api/assets/{asset['asset_id']}/info/")
+        assert info.status_code == 200, info.text
+        assert info.json()["lindi_state"] == "failed", (kind, info.text)
+        assert REASONS[kind] in info.json()["lindi_error"], kind
+        refused = anon.get(f"/api/assets/{asset['asset_id']}/lindi.json")
+        assert refused.status_code == 404 and REASONS[kind] in refused.text, kind
+        assert archive.store.head(lindi_files.lindi_key(asset["blob"])) is None, kind
+        # the asset stays, and nothing of the secret is in any answer
+        for answer in (info.content, refused.content):
+            assert not leaks(answer), kind
+    listing = api.get(f"/api/dandisets/{dandiset}/versions/draft/assets/")
+    assert listing.status_code == 200 and len(listing.json()["results"]) == len(REASONS)
+    assert not leaks(listing.content)
 
 
 # -- the second wall ------------------------------------------------------------------------
