@@ -180,3 +180,19 @@ def test_the_reviewers_form_and_a_removed_reviewers_session(
             headers=origin,
         )
         assert reviewer.get(f"/dandiset/{dandiset}").status_code == 404  # at once
+
+
+def test_unembargoing_keeps_the_list_harmlessly(
+    api: httpx.Client, users: Users, embargoed: tuple[str, str]
+) -> None:
+    dandiset, _zarr = embargoed
+    ok(api.put(reviewers_url(dandiset), json=[{"username": "other"}]))
+    ok(api.post(f"/api/dandisets/{dandiset}/unembargo/"))  # no job queue: runs inline
+    assert ok(api.get(f"/api/dandisets/{dandiset}/"))["embargo_status"] == "OPEN"
+    assert [r["username"] for r in ok(api.get(reviewers_url(dandiset)))] == ["other"]
+    with client_for(api, users.other) as other:
+        ok(other.get(f"/api/dandisets/{dandiset}/"))
+        changed = other.put(
+            f"/api/dandisets/{dandiset}/versions/draft/", json={"metadata": {"name": "x"}}
+        )
+        assert changed.status_code == 403
