@@ -19,6 +19,8 @@
 | ``ZARRCHIVE_CORS_ORIGINS`` | unset: the API answers reads to every origin, changes to none; a comma-separated list of origins (``https://viewer.example``): reads and changes from those only |
 | ``ZARRCHIVE_PUBLISH_REQUIRES_VALID`` | ``true``: publishing needs valid dandiset and asset metadata (dandischema); ``false`` (archives of non-DANDI data): the status is still reported |
 | ``ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS`` | unset: every new account waits for an admin; a comma-separated list of e-mail domains (``edu,nih.gov``): a new account with a verified e-mail in one of them (or below it) is approved at once |
+| ``ZARRCHIVE_OIDC_ISSUER`` / ``_CLIENT_ID`` / ``_CLIENT_SECRET`` / ``_NAME`` | unset: sign-in with API tokens only; an OpenID Connect provider (its issuer URL, this archive's client at it, the button's words); more providers as ``ZARRCHIVE_OIDC_<ID>_ISSUER`` etc. (see :class:`OidcProvider`) |
+| ``ZARRCHIVE_PUBLIC_URL`` | unset: absolute URLs name the archive as the request reached it (its ``Host``); ``https://host[:port]``: every absolute URL uses it, a request's ``Host`` is never reflected |
 | ``ZARRCHIVE_STRICT_SESSIONS`` | ``false``; ``true``: an ORM object read after its session fails (the tests' setting) |
 | ``ZARRCHIVE_HEADER_TIMEOUT`` | ``20`` seconds: a connection that has not sent a whole request head by then is closed (408) |
 | ``ZARRCHIVE_MAX_CONNECTIONS`` | ``4096`` per API process (and below its open-files limit) |
@@ -27,9 +29,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -57,6 +61,25 @@ MULTIPART_THRESHOLD = 64 * 1024**2
 MAX_SINGLE_PUT = 5 * 1024**3
 #: S3's smallest part (all but the last): the threshold can't be lower.
 MIN_PART_SIZE = 5 * 1024**2
+
+
+@dataclass(frozen=True)
+class OidcProvider:
+    """An OpenID Connect provider the sign-in page offers (:mod:`zarrchive.web.oidc`).
+
+    ``ZARRCHIVE_OIDC_ISSUER``, ``ZARRCHIVE_OIDC_CLIENT_ID``, ``ZARRCHIVE_OIDC_CLIENT_SECRET``
+    and ``ZARRCHIVE_OIDC_NAME`` configure one (*key* ``default``); each further one has the
+    same four variables with an id of letters and digits after ``OIDC_``
+    (``ZARRCHIVE_OIDC_ORCID_ISSUER``, ``ZARRCHIVE_OIDC_ORCID_CLIENT_ID``, ...; *key*
+    ``orcid``).  Without a client secret the archive is a public client (PKCE only)."""
+
+    key: str
+    #: the issuer URL: discovery at ``{issuer}/.well-known/openid-configuration``
+    issuer: str
+    client_id: str
+    client_secret: str | None
+    #: the button's words ("ORCID")
+    name: str
 
 
 @dataclass(frozen=True)
@@ -119,6 +142,9 @@ class Settings:
     #: E-mail domains whose verified addresses approve a new account at once
     #: (``ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS``; see :mod:`zarrchive.services.accounts`).
     auto_approve_email_domains: tuple[str, ...] = ()
+    #: OpenID Connect providers of the sign-in page (``ZARRCHIVE_OIDC_*``), in the order of
+    #: their buttons.
+    oidc_providers: tuple[OidcProvider, ...] = ()
 
     @property
     def embedded_s3(self) -> bool:
@@ -179,6 +205,7 @@ class Settings:
             ),
             public_url=_public_url(get("PUBLIC_URL")),
             auto_approve_email_domains=_email_domains(get("AUTO_APPROVE_EMAIL_DOMAINS")),
+            oidc_providers=_oidc_providers(env, get),
         )
 
 
@@ -328,3 +355,67 @@ def _email_domains(value: str | None) -> tuple[str, ...]:
             )
         domains.append(domain)
     return tuple(domains)
+
+
+_OIDC_ISSUER = re.compile(r"ZARRCHIVE_OIDC_(?:([A-Z0-9]+)_)?ISSUER")
+
+
+def _oidc_providers(
+    names: Iterable[str], get: Callable[[str], str | None]
+) -> tuple[OidcProvider, ...]:
+    """The providers of ``ZARRCHIVE_OIDC_[<ID>_]ISSUER`` and their three companions: the
+    unsuffixed one first, then by id."""
+    ids = sorted(
+        {
+            match.group(1) or ""
+            for name in names
+            if (match := _OIDC_ISSUER.fullmatch(name)) is not None
+        }
+    )
+    return tuple(_oidc_provider(get, suffix) for suffix in ids if get(_oidc_var(suffix, "ISSUER")))
+
+
+def _oidc_var(suffix: str, what: str) -> str:
+    return f"OIDC_{suffix}_{what}" if suffix else f"OIDC_{what}"
+
+
+def _oidc_provider(get: Callable[[str], str | None], suffix: str) -> OidcProvider:
+    issuer_var = _oidc_var(suffix, "ISSUER")
+    raw = get(issuer_var) or ""
+    issuer = raw.strip().rstrip("/")
+    parts = urllib.parse.urlsplit(issuer)
+    local = parts.hostname == "localhost" or _is_loopback(parts.hostname or "")
+    if (
+        not issuer.isascii()
+        or parts.scheme not in ("http", "https")
+        or (parts.scheme == "http" and not local)
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+        or "@" in parts.netloc
+    ):
+        raise ConfigurationError(
+            f"ZARRCHIVE_{issuer_var}={raw!r}: expected the provider's issuer URL, https://... "
+            "(as its /.well-known/openid-configuration names it, e.g. https://orcid.org; "
+            "http only on a loopback address)"
+        )
+    client_id = get(_oidc_var(suffix, "CLIENT_ID"))
+    if not client_id:
+        raise ConfigurationError(
+            f"ZARRCHIVE_{issuer_var} is set but not ZARRCHIVE_{_oidc_var(suffix, 'CLIENT_ID')}: "
+            "register this archive at the provider and give the client id it assigned"
+        )
+    return OidcProvider(
+        key=suffix.lower() or "default",
+        issuer=issuer,
+        client_id=client_id,
+        client_secret=get(_oidc_var(suffix, "CLIENT_SECRET")),
+        name=get(_oidc_var(suffix, "NAME")) or parts.hostname,
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
