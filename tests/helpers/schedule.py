@@ -19,6 +19,7 @@ import pytest
 #: test module -> seconds it took in one run (weights; see the module's docstring)
 MODULE_SECONDS: dict[str, int] = {
     "tests/reliability/test_hostile_hdf5.py": 120,  # measured alone on a loaded machine
+    "tests/reliability/test_review_listing_cost.py": 120,  # alone, load 20 (1,000 directories)
     "tests/services/test_manifest_records.py": 81,
     "tests/dandi/test_dandi_blobs.py": 77,
     "tests/reliability/test_authorization.py": 76,

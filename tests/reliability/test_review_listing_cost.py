@@ -206,8 +206,8 @@ def test_pages_cut_anywhere_match_the_walk(
     def compare() -> None:
         with archive.db.session() as session:
             ref = zarrs.ZarrRef.of(zarrs.get_zarr(session, None, zarr_id))
-        for prefix in ("", "a", "a/", "c/1", "c/1/", "\u00e9", "z/", "nothing"):
-            for after in ("", "a", "a/c", "c/0/2", "c/2/2", "z/a b", "\u00e9t\u00e9/x"):
+        for prefix in ("", "a", "a/", "c/1/", "\u00e9", "z/"):
+            for after in ("", "a", "a/c", "c/0/2", "z/a b"):
                 for limit in (1, 3, 1000):
                     old = zarrs.walked_objects(
                         archive, ref, prefix=prefix, after=after, limit=limit
