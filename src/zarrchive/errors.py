@@ -104,6 +104,16 @@ class DatabaseUnavailable(ZarrchiveError):
     """The database can't be reached or lost the connection: retry (HTTP 503)."""
 
 
+class SignInRefused(InvalidInput):
+    """A sign-in through an identity provider did not prove who the browser is (a forged or
+    stale ``state``, the provider's refusal, an ID token that fails its checks): nothing was
+    made (HTTP 400)."""
+
+
+class IdentityProviderUnavailable(ZarrchiveError):
+    """An OpenID Connect provider can't be reached or answered unexpectedly (HTTP 502)."""
+
+
 class ArchiveBusy(ZarrchiveError):
     """The archive is at its limit of concurrent heavy work: retry shortly (HTTP 503)."""
 

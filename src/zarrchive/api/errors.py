@@ -35,6 +35,7 @@ STATUS_CODES: list[tuple[type[errors.ZarrchiveError], int]] = [
     (errors.ArchiveBusy, 503),
     (errors.DatabaseUnavailable, 503),
     (errors.StorageError, 502),
+    (errors.IdentityProviderUnavailable, 502),
     (errors.CorruptChecksumNode, 500),
     (errors.CorruptManifest, 500),
     (errors.ConfigurationError, 500),

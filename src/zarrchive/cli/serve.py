@@ -125,6 +125,7 @@ def serve(
             redact_url(settings.redis_url or ""),
         )
         log.info("API listening on http://%s:%d (docs at /docs)", settings.host, settings.port)
+        log_sign_in_providers(settings)
         uvicorn.run(
             APP_FACTORY,
             factory=True,
@@ -192,6 +193,7 @@ def _serve_one_process(settings: Settings, stop: StopSignals) -> None:
                     else str(archive.jobs),  # in-process: the threads of each lane
                 )
                 _install_connection_guard(resolved)
+                log_sign_in_providers(resolved)
                 config = uvicorn.Config(
                     create_app(archive),
                     host=resolved.host,
@@ -237,6 +239,26 @@ def _install_connection_guard(settings: Settings) -> None:
         limits.max_per_client,
         limits.header_timeout,
     )
+
+
+def log_sign_in_providers(settings: Settings) -> None:
+    """Name each OpenID Connect provider and the redirect URI to register at it."""
+    if not settings.oidc_providers:
+        return
+    from zarrchive.web.oidc import redirect_uri
+
+    base = settings.public_url or f"http://{settings.host}:{settings.port}"
+    for provider in settings.oidc_providers:
+        log.info(
+            "sign-in with %s (%s, client %s): register the redirect URI %s at the provider%s",
+            provider.name,
+            provider.issuer,
+            provider.client_id,
+            redirect_uri(base),
+            ""
+            if settings.public_url
+            else " (or set ZARRCHIVE_PUBLIC_URL to the address browsers use)",
+        )
 
 
 #: How long a graceful stop waits for requests in progress before it closes them.

@@ -53,7 +53,6 @@ def sign_in(archive: Archive, token: str) -> SignedIn:
     """A new session of the user owning *token* (401 for a token that isn't one)."""
     if not token or len(token) > MAX_SECRET_LENGTH:
         raise _invalid_token()
-    session_id = secrets.token_urlsafe(32)
     now = utcnow()
     with archive.db.write_session() as session:
         row = live_key(session, token, now)  # 401 revoked/expired, 403 not approved
@@ -61,17 +60,22 @@ def sign_in(archive: Archive, token: str) -> SignedIn:
             raise AuthenticationRequired(
                 "a read-only API key can't sign in to the pages: use a 'write' key"
             )
-        user = Caller.of(row.user)
-        _forget_old_sessions(session, user.id, now)
-        web_session = WebSession(
-            session_hash=_hash(session_id),
-            user_id=user.id,
-            created_at=now,
-            expires_at=now + SESSION_LIFETIME,
-        )
-        session.add(web_session)
-        session.flush()
-        return SignedIn(session_id=session_id, user=user, expires_at=web_session.expires_at)
+        return start_session(session, Caller.of(row.user), now)
+
+
+def start_session(session: Session, user: Caller, now: datetime) -> SignedIn:
+    """A new session of *user* (who has proven who it is: a key, an identity provider)."""
+    session_id = secrets.token_urlsafe(32)
+    _forget_old_sessions(session, user.id, now)
+    web_session = WebSession(
+        session_hash=_hash(session_id),
+        user_id=user.id,
+        created_at=now,
+        expires_at=now + SESSION_LIFETIME,
+    )
+    session.add(web_session)
+    session.flush()
+    return SignedIn(session_id=session_id, user=user, expires_at=web_session.expires_at)
 
 
 def _forget_old_sessions(session: Session, user_id: int, now: datetime) -> None:

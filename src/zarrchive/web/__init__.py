@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from zarrchive.web import account_pages, dandiset_pages, signin, zarr_pages
+from zarrchive.web import account_pages, dandiset_pages, oidc, signin, zarr_pages
 from zarrchive.web.docs import install_docs
 from zarrchive.web.render import HERE
 
@@ -28,6 +28,7 @@ def install_web(app: FastAPI) -> None:
     app.mount("/static/web", StaticFiles(directory=HERE / "static"), name="web-static")
     app.add_api_route("/favicon.ico", _favicon, include_in_schema=False)
     app.include_router(signin.router)
+    app.include_router(oidc.router)
     app.include_router(zarr_pages.router)
     app.include_router(dandiset_pages.router)
     app.include_router(account_pages.router)

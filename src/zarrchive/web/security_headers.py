@@ -17,10 +17,22 @@ A header the handler set itself is kept.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PAGE_CSP = "frame-ancestors 'none'; base-uri 'self'; form-action 'self'; object-src 'none'"
+
+
+def page_csp(form_targets: Iterable[str] = ()) -> str:
+    """The pages' CSP, its forms also allowed to lead to *form_targets* (origins): the
+    sign-in page's provider buttons post here and are redirected to the provider, a
+    redirect ``form-action`` governs too."""
+    targets = " ".join(sorted(set(form_targets)))
+    return PAGE_CSP.replace("form-action 'self'", f"form-action 'self' {targets}".rstrip())
+
+
 OTHER_CSP = "default-src 'none'; frame-ancestors 'none'"
 
 

@@ -8,12 +8,15 @@ pre-session cookie it repeats in a field, the sign-out form by its session's for
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from zarrchive.errors import AuthenticationRequired
+from zarrchive.config import OidcProvider
+from zarrchive.errors import AuthenticationRequired, ZarrchiveError
+from zarrchive.services.oidc import PROVIDERS, origin_of
 from zarrchive.services.web_sessions import SESSION_LIFETIME, sign_in, sign_out
 from zarrchive.web.forms import (
     TOKEN_FIELD,
@@ -26,11 +29,13 @@ from zarrchive.web.render import (
     ArchiveOf,
     HtmlRoute,
     WebUser,
+    archive_of,
     delete_cookie,
     page,
     session_cookie_name,
     set_cookie,
 )
+from zarrchive.web.security_headers import page_csp
 
 router = APIRouter(route_class=HtmlRoute, include_in_schema=False)
 
@@ -55,11 +60,31 @@ def _signin_form_token(request: Request) -> str:
 
 def _signin_page(request: Request, status_code: int = 200, error: str | None = None) -> Response:
     form_token = _signin_form_token(request)
+    providers = archive_of(request).settings.oidc_providers
     response = page(
-        request, "signin.html", status_code=status_code, error=error, signin_token=form_token
+        request,
+        "signin.html",
+        status_code=status_code,
+        error=error,
+        signin_token=form_token,
+        providers=providers,
     )
     set_cookie(request, response, SIGNIN_COOKIE, form_token, SIGNIN_FORM_MAX_AGE, path=SIGNIN_PATH)
+    if providers:  # the buttons' forms are redirected to the providers
+        response.headers["Content-Security-Policy"] = page_csp(provider_origins(providers))
     return response
+
+
+def provider_origins(providers: tuple[OidcProvider, ...]) -> list[str]:
+    """The origins the providers' buttons lead to: each issuer's, and its authorization
+    endpoint's (fetched now if need be; a provider that can't be reached keeps its button,
+    which then says why)."""
+    origins = []
+    for provider in providers:
+        origins.append(origin_of(provider.issuer))
+        with contextlib.suppress(ZarrchiveError):
+            origins.append(origin_of(PROVIDERS.metadata(provider).authorization_endpoint))
+    return origins
 
 
 @router.get(SIGNIN_PATH, response_class=HTMLResponse)
