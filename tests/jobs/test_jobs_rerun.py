@@ -18,7 +18,7 @@ import pytest
 from redis import Redis
 from tests.helpers.rq_workers import redis_skip_reason
 
-from zarrchive.jobs import InProcessJobQueue, JobQueue, RedisJobQueue
+from zarrchive.jobs import InProcessJobQueue, JobLane, JobQueue, RedisJobQueue
 
 ROOT = Path(__file__).parents[2]
 REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
@@ -82,7 +82,8 @@ class RQWorkers:
 
 @pytest.fixture(params=["inprocess", "redis"])
 def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[JobQueue, Logs]]:
-    """A queue with two consumers (two threads, or two RQ workers) and their logs."""
+    """A queue with two consumers per lane (two threads each, or two RQ workers of every
+    lane) and their logs."""
     if request.param == "inprocess":
         q = InProcessJobQueue(threads=2, max_retries=0)
         yield q, lambda: ""
@@ -109,19 +110,20 @@ def forget_queue(name: str) -> None:
     conn.close()
 
 
+@pytest.mark.parametrize("lane", list(JobLane))
 def test_a_job_queued_while_its_key_runs_runs_after_it_with_the_newest_arguments(
-    queue: tuple[JobQueue, Logs], tmp_path: Path
+    queue: tuple[JobQueue, Logs], tmp_path: Path, lane: JobLane
 ) -> None:
     jobs, logs = queue
     out, other = tmp_path / "out", tmp_path / "other"
     gate = tmp_path / "gate"
-    jobs.enqueue(GATED, {"path": str(out), "text": "A", "gate": str(gate)}, key="k")
+    jobs.enqueue(GATED, {"path": str(out), "text": "A", "gate": str(gate)}, key="k", lane=lane)
     wait_until(lambda: "start A" in lines(out), 120, "job A to start")
     for text in ("B", "C"):  # queued while A runs: B, then C (coalesced: C runs)
-        jobs.enqueue(GATED, {"path": str(out), "text": text, "gate": str(gate)}, key="k")
+        jobs.enqueue(GATED, {"path": str(out), "text": text, "gate": str(gate)}, key="k", lane=lane)
         time.sleep(1.0)  # let the free consumer pick it up (and find its key running)
     # the second consumer is not held by the waiting job: other work runs meanwhile
-    jobs.enqueue(APPEND, {"path": str(other), "text": "meanwhile"}, key="other")
+    jobs.enqueue(APPEND, {"path": str(other), "text": "meanwhile"}, key="other", lane=lane)
     wait_until(lambda: lines(other) == ["meanwhile"], PROMPTLY, "another key's job")
     assert lines(out) == ["start A"], logs()  # nothing of key k ran beside A
     gate.touch()

@@ -308,6 +308,7 @@ def _queue_again(job: Job, key: str, record: bytes | str) -> None:
     one is)."""
     deferred = json.loads(record)
     settings = deferred.get("settings") or {}
+    # queued as the queue that queued it would, back on the RQ queue it ran from (its lane)
     queues = RedisJobQueue(
         job.connection,
         max_retries=settings.get("max_retries", 3),
