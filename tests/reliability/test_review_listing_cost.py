@@ -74,14 +74,16 @@ def counted(live_server: LiveServer, archive: Archive, proxy: CountingProxy) -> 
         other.close()
 
 
-def _put(s3: httpx.Client, url: dict[str, Any], files: dict[str, bytes]) -> int:
-    return put_presigned(s3, url["upload_url"], files[url["path"]]).status_code
+def _put_all(urls: list[dict[str, Any]], files: dict[str, bytes]) -> list[int]:
+    """PUT each of *urls* its file, over one connection of its own (a thread's share)."""
+    with httpx.Client(timeout=60) as s3:
+        return [put_presigned(s3, u["upload_url"], files[u["path"]]).status_code for u in urls]
 
 
 def _upload(api: httpx.Client, zarr_id: str, files: dict[str, bytes]) -> None:
-    """:func:`upload` in batches of the archive's limit, the PUTs 16 at a time."""
+    """:func:`upload` in batches of the archive's limit, the PUTs from 16 threads."""
     items = list(files.items())
-    with httpx.Client(timeout=60) as s3, ThreadPoolExecutor(16) as pool:
+    with ThreadPoolExecutor(16) as pool:
         for start in range(0, len(items), 500):
             batch = dict(items[start : start + 500])
             urls = expect(
@@ -90,8 +92,9 @@ def _upload(api: httpx.Client, zarr_id: str, files: dict[str, bytes]) -> None:
                     json=[{"path": p, "etag": md5(b)} for p, b in batch.items()],
                 )
             )
-            sent = pool.map(lambda u, b=batch: _put(s3, u, b), urls)
-            assert set(sent) == {200}
+            shares = [urls[i::16] for i in range(16)]
+            sent = pool.map(lambda share, b=batch: _put_all(share, b), shares)
+            assert {status for statuses in sent for status in statuses} == {200}
             expect(api.post(f"/api/zarr/{zarr_id}/upload/complete/"))
             wait_at_rest(api, zarr_id)
 
