@@ -8,7 +8,9 @@
   :func:`parse_retry_after`;
 - the user agent ``zarrchive/<version>``: :data:`USER_AGENT`, set by :func:`http_client`;
 - a retry hook (:data:`RetryHook`), called with a :class:`RetryEvent` before each wait
-  (progress displays, logs); every retry is also logged at DEBUG on ``zarrchive.client``.
+  (progress displays, logs); every retry is also logged at DEBUG on ``zarrchive.client``;
+- a caller's say on when a retryable failure is final all the same (:data:`GiveUp`: the API
+  client gives up quickly on a server it has never reached, a wrong URL rather than a blip).
 
 :func:`run` is the one retry loop of the client: it calls an attempt until it returns,
 retrying :class:`TryAgain` and :data:`RETRY_EXCEPTIONS` while the policy allows.
@@ -148,6 +150,9 @@ class RetryEvent:
 
 #: Called before each wait between two attempts.
 RetryHook = Callable[[RetryEvent], None]
+#: Says whether a retryable exception is final all the same, given the number of attempts
+#: made (e.g. a refused connection to a server never reached: a wrong URL, not a blip).
+GiveUp = Callable[[Exception, int], bool]
 
 
 def run(
@@ -157,12 +162,14 @@ def run(
     what: str,
     on_retry: RetryHook | None = None,
     retry_on: tuple[type[Exception], ...] = (),
+    give_up: GiveUp | None = None,
 ) -> T:
     """The result of *attempt*, called up to ``policy.attempts`` times.
 
     :class:`TryAgain`, :data:`RETRY_EXCEPTIONS` and *retry_on* are retried after the
     policy's delay (``TryAgain.retry_after`` when the server said); the last one is
-    raised when the attempts run out.  Anything else is raised at once.
+    raised when the attempts run out, or earlier when *give_up* says it is final.
+    Anything else is raised at once.
     """
     retryable: tuple[type[Exception], ...] = (TryAgain, *RETRY_EXCEPTIONS, *retry_on)
     number = 0
@@ -171,7 +178,7 @@ def run(
         try:
             return attempt()
         except retryable as exc:
-            if number >= policy.attempts:
+            if number >= policy.attempts or (give_up is not None and give_up(exc, number)):
                 raise
             if isinstance(exc, TryAgain):
                 reason = exc.reason
@@ -211,13 +218,14 @@ def call(
     *,
     what: str,
     on_retry: RetryHook | None = None,
+    give_up: GiveUp | None = None,
 ) -> httpx.Response:
     """The response of *request* (one HTTP request; called again for each attempt, so it
     can rebuild a streamed body), retried on :data:`RETRY_STATUSES` and
     :data:`RETRY_EXCEPTIONS`.  When the attempts run out: the last response (a retryable
     status), or the last exception."""
     try:
-        return run(policy, lambda: check(request()), what=what, on_retry=on_retry)
+        return run(policy, lambda: check(request()), what=what, on_retry=on_retry, give_up=give_up)
     except TryAgain as exc:
         assert exc.response is not None
         return exc.response
@@ -230,11 +238,18 @@ def send(
     *,
     policy: RetryPolicy,
     on_retry: RetryHook | None = None,
+    give_up: GiveUp | None = None,
     **kwargs: Any,
 ) -> httpx.Response:
     """``client.request(method, url, **kwargs)`` under :func:`call`."""
     what = f"{method} {url.partition('?')[0]}"  # never a presigned URL's signature in logs
-    return call(policy, lambda: client.request(method, url, **kwargs), what=what, on_retry=on_retry)
+    return call(
+        policy,
+        lambda: client.request(method, url, **kwargs),
+        what=what,
+        on_retry=on_retry,
+        give_up=give_up,
+    )
 
 
 def http_client(
@@ -265,6 +280,7 @@ __all__ = [
     "RETRY_EXCEPTIONS",
     "RETRY_STATUSES",
     "USER_AGENT",
+    "GiveUp",
     "RetryEvent",
     "RetryHook",
     "RetryPolicy",

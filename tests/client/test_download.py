@@ -76,7 +76,7 @@ def test_download_empty_partial_sync_verify(
     # --sync (CLI) deletes the extra file.
     result = cli(["download", zarr_id, str(dest), "--sync", "--jobs", "4"], client_env)
     assert result.exit_code == 0, result.stderr
-    assert "downloaded 0 files (0 bytes), skipped" in result.stdout
+    assert "downloaded 0 files (0 B), skipped" in result.stdout
     assert "deleted 1;" in result.stdout
     assert zarr_checksum_of(dest) == checksum
 

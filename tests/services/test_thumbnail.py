@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from zarrchive.services.thumbnail import NoThumbnail, plan_slice, stretch, thumbnail_step
+from zarrchive.services.thumbnail import (
+    MAX_CHUNKS,
+    MAX_DECODED_BYTES,
+    MAX_SMALL_CHUNKS,
+    SMALL_CHUNKS_BYTES,
+    NoThumbnail,
+    plan_slice,
+    stretch,
+    thumbnail_step,
+)
 
 
 def test_a_small_image_is_read_whole_at_full_resolution() -> None:
@@ -77,3 +88,42 @@ def test_stretch_of_special_values() -> None:
         stretch(np.array([["a", "b"]]))
     with pytest.raises(ValueError, match="2-D"):
         stretch(np.zeros(3))
+
+
+def test_the_readme_array_small_chunks_are_read_whole() -> None:
+    """The README's first Zarr: 100 x 100 float32 in 10 x 10 chunks, 100 chunks of 400 bytes
+    (more than MAX_CHUNKS, but small): drawn at full resolution (issue #41)."""
+    plan = plan_slice((100, 100), (10, 10), 4)
+    assert plan.step == 1 and (plan.height, plan.width) == (100, 100)
+    assert len(plan.chunks) == 100
+
+
+def test_many_large_chunks_are_still_refused() -> None:
+    # 100 chunks of 1 MiB: past MAX_CHUNKS, and too big together to count as small
+    with pytest.raises(NoThumbnail, match=r"touches 100 chunks; a thumbnail reads at most 64 "):
+        plan_slice((2560, 2560), (256, 256), 16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shape=st.tuples(st.integers(1, 5000), st.integers(1, 5000)),
+    chunks=st.tuples(st.integers(1, 600), st.integers(1, 600)),
+    itemsize=st.sampled_from([1, 2, 4, 8, 16]),
+)
+def test_plans_stay_within_the_bounds_and_small_arrays_always_get_one(
+    shape: tuple[int, int], chunks: tuple[int, int], itemsize: int
+) -> None:
+    try:
+        plan = plan_slice(shape, chunks, itemsize)
+    except NoThumbnail:
+        plan = None
+    if plan is not None:
+        decoded = len(plan.chunks) * chunks[0] * chunks[1] * itemsize
+        assert len(plan.chunks) <= MAX_SMALL_CHUNKS and decoded <= MAX_DECODED_BYTES
+        assert len(plan.chunks) <= MAX_CHUNKS or decoded <= SMALL_CHUNKS_BYTES
+        assert max(plan.height, plan.width) <= 256
+    # a small array (a slice of at most 256 chunks, 16 MiB together) always gets a picture
+    if max(shape) <= 256:  # drawn at full resolution: every chunk of the slice is read
+        touched = -(-shape[0] // chunks[0]) * -(-shape[1] // chunks[1])
+        small = touched * chunks[0] * chunks[1] * itemsize <= SMALL_CHUNKS_BYTES
+        assert (plan is not None) == (touched <= MAX_CHUNKS or (small and touched <= 256))

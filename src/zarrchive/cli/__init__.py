@@ -86,7 +86,8 @@ def top_level_help(width: int = 78) -> str:
         "  zarrchive: an archive for Zarr datasets (server, client and tools).",
         "",
         "Options:",
-        "  --help  Show this message and exit.",
+        "  --version  Print zarrchive's version and exit.",
+        "  --help     Show this message and exit.",
         "",
         "Commands:",
         *(
@@ -119,6 +120,11 @@ def _first_words(text: str, limit: int) -> str:
 
 def main() -> None:
     """Console-script entry point."""
+    if sys.argv[1:] == ["--version"]:  # as quick as --help
+        from zarrchive import __version__
+
+        sys.stdout.write(f"zarrchive {__version__}\n")
+        return
     if (
         sys.argv[1:] == ["--help"]
         and os.path.basename(sys.argv[0]) == "zarrchive"

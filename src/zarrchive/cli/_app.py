@@ -71,6 +71,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: print ``zarrchive <version>`` and exit."""
+    if value:
+        from zarrchive import __version__
+
+        print(f"zarrchive {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print zarrchive's version and exit.",
+        callback=_print_version,
+        is_eager=True,
+    ),
+) -> None:
     """zarrchive: an archive for Zarr datasets (server, client and tools)."""

@@ -21,6 +21,7 @@ from zarrchive.errors import ConfigurationError, ZarrchiveError
 if TYPE_CHECKING:  # imported when used: `zarrchive --help` and `checksum` stay quick
     from zarrchive.client.progress import Progress
     from zarrchive.services.runtime import Archive
+    from zarrchive.transport import RetryEvent
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -48,6 +49,12 @@ JOBS_OPTION = typer.Option(
 def say(message: str) -> None:
     """Print *message* on stderr as ``zarrchive: <message>`` (a note, not an error)."""
     print(f"zarrchive: {message}", file=sys.stderr, flush=True)
+
+
+def say_retry(event: RetryEvent) -> None:
+    """A retry, said as it happens (``zarrchive: GET /api/...: ...; retrying in 0.4 s
+    (attempt 2 of 6)``): the client commands' retry hook, so a wait is never silent."""
+    say(str(event))
 
 
 def run_client_command(command: str, fn: Callable[[], T]) -> T:

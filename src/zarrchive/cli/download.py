@@ -17,8 +17,10 @@ from zarrchive.cli._common import (
     API_URL_OPTION,
     JOBS_OPTION,
     TOKEN_OPTION,
+    human_size,
     make_progress,
     run_client_command,
+    say_retry,
 )
 from zarrchive.cli.checksum import NO_CACHE_OPTION
 
@@ -29,6 +31,14 @@ ZARR_ARGUMENT = typer.Argument(
     ...,
     help="The Zarr: its id, DANDISET/ASSET_PATH (the draft's asset at that path), or "
     "DANDISET@VERSION/ASSET_PATH (exactly the state that published version pins).",
+    show_default=False,
+)
+
+VERIFY_JOBS_OPTION = typer.Option(
+    None,
+    "--jobs",
+    "-j",
+    help="Parallel requests (listings, local hashing; default: 8 or more).",
     show_default=False,
 )
 
@@ -52,7 +62,7 @@ def download(
 
     def run() -> DownloadResult:
         with (
-            ApiClient.from_env(api_url, token) as client,
+            ApiClient.from_env(api_url, token, on_retry=say_retry) as client,
             make_progress() as progress,
             SnapshotDownloader(client, jobs=jobs, progress=progress) as downloader,
         ):
@@ -62,7 +72,7 @@ def download(
     extra = f", {len(result.extra)} local files not in the archive kept" if result.extra else ""
     print(
         f"Zarr {result.zarr_id}: downloaded {result.downloaded} files "
-        f"({result.downloaded_bytes} bytes), skipped {result.skipped}, deleted "
+        f"({human_size(result.downloaded_bytes)}), skipped {result.skipped}, deleted "
         f"{result.deleted}{extra}; checksum {result.local_checksum}"
         + (" (matches the archive)" if result.ok else "")
     )
@@ -85,15 +95,15 @@ def download(
 def verify(
     zarr: str = ZARR_ARGUMENT,
     local: Path = typer.Argument(..., help="The local directory.", show_default=False),
-    jobs: int | None = JOBS_OPTION,
+    jobs: int | None = VERIFY_JOBS_OPTION,
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
     no_cache: bool = NO_CACHE_OPTION,
 ) -> None:
     """Compare a local directory with a Zarr of the archive (no data transferred).
 
-    Prints each differing path, prefixed by ``missing`` (only in the archive),
-    ``differs`` or ``extra`` (only local); exits 1 if there is any.
+    Prints each differing path, prefixed by missing (only in the archive), differs or
+    extra (only local); exits 1 if there is any.
     """
     from zarrchive.client.api import ApiClient
     from zarrchive.client.digest_cache import disable_default_cache
@@ -104,7 +114,7 @@ def verify(
 
     def run() -> VerifyResult:
         with (
-            ApiClient.from_env(api_url, token) as client,
+            ApiClient.from_env(api_url, token, on_retry=say_retry) as client,
             make_progress() as progress,
             SnapshotDownloader(client, jobs=jobs, progress=progress) as verifier,
         ):

@@ -117,13 +117,20 @@ def publish(
     from rich.console import Console
     from rich.prompt import Confirm
 
+    from zarrchive.client.address import archive_root
+    from zarrchive.errors import InvalidInput
+
     try:
         if not api_url:
             raise _Failure("no archive URL: pass --api-url or set ZARRCHIVE_URL")
         if not token:
             raise _Failure("publishing needs an API token: pass --token or set ZARRCHIVE_TOKEN")
         headers = {"Authorization": f"token {token}"}
-        with httpx.Client(base_url=api_url.rstrip("/"), headers=headers, timeout=120) as client:
+        try:
+            base_url = archive_root(api_url)
+        except InvalidInput as exc:
+            raise _Failure(exc.message) from None
+        with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
             zarrs = _draft_zarrs(client, dandiset)
             mode = _mode(client)
             if not yes:

@@ -26,6 +26,7 @@ from zarrchive.cli._common import (
     human_size,
     make_progress,
     run_client_command,
+    say_retry,
 )
 from zarrchive.errors import InvalidInput, NotFound
 
@@ -154,7 +155,7 @@ def rm(
     paths = path
 
     def run() -> str:
-        with ApiClient.from_env(api_url, token) as client:
+        with ApiClient.from_env(api_url, token, on_retry=say_retry) as client:
             zarr = _resolve(client, address)
             directories, files, size = _look_up(client, zarr, paths)
             what = _what(directories, files, size)

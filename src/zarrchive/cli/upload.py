@@ -208,6 +208,7 @@ def upload(
 
     def run() -> UploadResult:
         with ApiClient.from_env(api_url, token) as client, make_progress() as progress:
+            client.on_retry = lambda event: progress.note(str(event))  # retries said
             uploader = Uploader(client, jobs=jobs, progress=progress, batch_files=batch_files)
             try:
                 result = uploader.upload(

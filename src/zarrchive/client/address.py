@@ -1,4 +1,5 @@
-"""Addresses of a Zarr at a published version: ``DANDISET@VERSION/PATH`` (pure).
+"""Addresses of a Zarr at a published version: ``DANDISET@VERSION/PATH``, and the archive's
+own address as users give it (pure).
 
 ``000001@0.261124.1530/data/brain.zarr`` names the Zarr asset ``data/brain.zarr`` of
 version ``0.261124.1530`` of dandiset ``000001``: the state that version pins.
@@ -55,3 +56,17 @@ def parse_address(ref: str) -> VersionedAddress:
     if any(part in ("", ".", "..") for part in path.split("/")):
         raise InvalidInput(f"{ref!r}: {path!r} is not a valid asset path")
     return VersionedAddress(dandiset, version, path)
+
+
+def archive_root(url: str) -> str:
+    """The archive's root URL from what a user gives as ``ZARRCHIVE_URL``/``--api-url``:
+    ``https://host``, ``https://host/`` or the API's own ``https://host/api`` (as DANDI's
+    server info names it) are all ``https://host``; a URL that is not http(s) is
+    :class:`InvalidInput`."""
+    text = url.strip()
+    if not text.startswith(("http://", "https://")):
+        raise InvalidInput(f"the archive URL {url!r} must start with http:// or https://")
+    text = text.rstrip("/")
+    if text.endswith("/api"):
+        text = text.removesuffix("/api")
+    return text

@@ -26,6 +26,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from zarrchive.client.address import archive_root
 from zarrchive.errors import ApiError, InvalidInput, NetworkError
 from zarrchive.transport import (
     RETRY_EXCEPTIONS,
@@ -46,6 +47,10 @@ DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 BATCH_HEADER = "X-Zarrchive-Batch"
 #: Batches one ``GET .../upload/refused/`` asks about at most (the server's limit).
 MAX_REFUSAL_BATCHES = 100
+#: Attempts at connecting to an archive this client has never reached: a refused connection,
+#: an unknown host or a TLS handshake with a plain server is a wrong URL, not a blip, and is
+#: said within a second or two rather than after the whole backoff.
+UNREACHED_CONNECT_ATTEMPTS = 2
 
 
 # -- response types ---------------------------------------------------------------------
@@ -200,6 +205,15 @@ def _friendly(status: int, method: str, path: str, detail: Any, *, has_token: bo
     return f"the archive answered {status} to {method} {path}: {said}"
 
 
+def _unreached_advice(exc: BaseException, url: str) -> str:
+    """What to check when the archive at *url* was never reached."""
+    if isinstance(exc, httpx.ConnectError) and url.startswith("https://"):
+        text = str(exc).lower()
+        if "ssl" in text or "tls" in text or "certificate" in text:
+            return " (is the archive served over plain http://? check ZARRCHIVE_URL or --api-url)"
+    return " (is the archive running, and are ZARRCHIVE_URL or --api-url right?)"
+
+
 class ApiClient:
     """The archive's API at *url* (``https://host``), authenticated with *token*."""
 
@@ -213,9 +227,7 @@ class ApiClient:
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         max_connections: int = 32,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise InvalidInput(f"the archive URL {url!r} must start with http:// or https://")
-        self.url = url.rstrip("/")
+        self.url = archive_root(url)
         self.token = _checked_token(token)
         self.retry = retry or RetryPolicy()
         #: Called before each retry of any request of this client (its S3 transfers too).
@@ -226,6 +238,8 @@ class ApiClient:
         )
         self._local = threading.local()
         self._info: ServerInfo | None = None
+        #: Whether the archive ever answered this client (any status).
+        self._reached = False
 
     @classmethod
     def from_env(
@@ -292,20 +306,32 @@ class ApiClient:
                 path,
                 policy=retry or self.retry,
                 on_retry=self._retried,
+                give_up=self._give_up,
                 json=json,
                 params=params,
             )
         except RETRY_EXCEPTIONS as exc:
             raise NetworkError(
                 f"cannot reach the archive at {self.url}: {transport_message(exc)}"
+                + ("" if self._reached else _unreached_advice(exc, self.url))
             ) from None
         except (httpx.HTTPError, httpx.InvalidURL) as exc:  # not the network: the request
             raise InvalidInput(
                 f"cannot ask the archive at {self.url} for {path}: {transport_message(exc)}"
             ) from None
+        self._reached = True
         if response.is_success:
             return response
         raise self._error(method, path, response)
+
+    def _give_up(self, exc: Exception, attempts: int) -> bool:
+        """A connection that fails before the archive ever answered is given up after
+        :data:`UNREACHED_CONNECT_ATTEMPTS` (timeouts keep the whole policy)."""
+        return (
+            not self._reached
+            and isinstance(exc, httpx.ConnectError)
+            and attempts >= UNREACHED_CONNECT_ATTEMPTS
+        )
 
     def _retried(self, event: RetryEvent) -> None:
         self._local.retried = True

@@ -15,8 +15,13 @@ import numpy.typing as npt
 
 #: The longest side of a thumbnail, pixels.
 MAX_SIDE = 256
-#: Most stored objects (chunks, or shards) one thumbnail may read.
+#: Most stored objects (chunks, or shards) one thumbnail may read, whatever their size.
 MAX_CHUNKS = 64
+#: Most chunks one thumbnail may read when they are small: all of them together hold at
+#: most :data:`SMALL_CHUNKS_BYTES` decoded (a 100 x 100 array in 10 x 10 chunks is 100 of
+#: 400 bytes).  The bound is then on bytes, the count only bounds the requests.
+MAX_SMALL_CHUNKS = 256
+SMALL_CHUNKS_BYTES = 16 * 1024 * 1024
 #: Most inner chunks of shards one thumbnail may read (each by a range of its shard; those
 #: of a shard that lie close together are read as one range).
 MAX_INNER_CHUNKS = 1024
@@ -61,9 +66,13 @@ def plan_slice(
     max_side: int = MAX_SIDE,
     max_chunks: int = MAX_CHUNKS,
     max_decoded_bytes: int = MAX_DECODED_BYTES,
+    max_small_chunks: int = MAX_SMALL_CHUNKS,
+    small_chunks_bytes: int = SMALL_CHUNKS_BYTES,
 ) -> SlicePlan:
     """The slice a thumbnail of an array of *shape* shows, stored in objects of
-    *chunk_shape*; :class:`NoThumbnail` when it can't be drawn within the bounds."""
+    *chunk_shape*; :class:`NoThumbnail` when it can't be drawn within the bounds: at most
+    *max_chunks* objects, or *max_small_chunks* when together they hold at most
+    *small_chunks_bytes* decoded, and never more than *max_decoded_bytes*."""
     if len(shape) < 2:
         raise NoThumbnail(f"the array has {len(shape)} dimension(s): a picture needs 2")
     if len(chunk_shape) != len(shape) or any(c < 1 for c in chunk_shape):
@@ -77,11 +86,18 @@ def plan_slice(
     cols = _touched(width, chunk_shape[-1], step)
     fixed = [(i // c,) for i, c in zip(leading, chunk_shape[:-2], strict=True)]
     count = len(rows) * len(cols)
-    if count > max_chunks:
-        raise NoThumbnail(
-            f"the slice touches {count} chunks; a thumbnail reads at most {max_chunks}"
-        )
     decoded = count * math.prod(chunk_shape) * itemsize
+    small = max_small_chunks > max_chunks
+    limit = max_small_chunks if small and decoded <= small_chunks_bytes else max_chunks
+    if count > limit:
+        also = (
+            f" ({max_small_chunks} when they hold at most {small_chunks_bytes} bytes decoded)"
+            if small
+            else ""
+        )
+        raise NoThumbnail(
+            f"the slice touches {count} chunks; a thumbnail reads at most {max_chunks}{also}"
+        )
     if decoded > max_decoded_bytes:
         raise NoThumbnail(
             f"the slice's chunks hold {decoded} bytes decoded; a thumbnail reads at most "
