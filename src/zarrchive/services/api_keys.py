@@ -19,7 +19,14 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import ApiToken, TokenScope, utcnow
 from zarrchive.errors import InvalidInput, NotFound
-from zarrchive.services.auth import Caller, create_token, require_user, require_writer, user_row
+from zarrchive.services.auth import (
+    Caller,
+    create_token,
+    require_user,
+    require_writer,
+    token_hash,
+    user_row,
+)
 
 #: The most live keys (not revoked, not expired) one user holds.
 MAX_KEYS = 50
@@ -123,9 +130,7 @@ def create_key(
         scope=checked_scope,
         expires_at=checked_expiry,
     )
-    row = session.scalars(
-        select(ApiToken).where(ApiToken.user_id == caller.id).order_by(ApiToken.id.desc())
-    ).first()
+    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == token_hash(secret)))
     assert row is not None
     return _info(row), secret
 
