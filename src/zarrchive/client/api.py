@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -27,6 +28,7 @@ from urllib.parse import quote, urlencode
 import httpx
 
 from zarrchive.client.address import archive_root
+from zarrchive.client.asset_metadata import zarr_asset_metadata
 from zarrchive.errors import ApiError, InvalidInput, NetworkError
 from zarrchive.transport import (
     RETRY_EXCEPTIONS,
@@ -60,6 +62,8 @@ class ServerInfo:
     s3_endpoint_url: str | None
     bucket: str
     max_batch_files: int
+    #: The dandischema version the archive validates with (``schema_version``).
+    schema_version: str | None = None
 
 
 class UploadState(StrEnum):
@@ -381,6 +385,7 @@ class ApiClient:
                     s3_endpoint_url=data.get("s3_endpoint_url"),
                     bucket=str(data["bucket"]),
                     max_batch_files=int(data["max_batch_files"]),
+                    schema_version=data.get("schema_version"),
                 )
             except (KeyError, TypeError, ValueError):
                 raise ApiError(
@@ -434,12 +439,23 @@ class ApiClient:
     def create_asset(
         self, dandiset: str, path: str, *, zarr_id: str, version: str = "draft"
     ) -> dict[str, Any]:
-        """A new asset at *path* pointing at the Zarr *zarr_id*."""
+        """A new asset at *path* pointing at the Zarr *zarr_id*, with the metadata
+        dandi-cli gives a Zarr asset (:mod:`zarrchive.client.asset_metadata`)."""
         url = (
             f"/api/dandisets/{quote(dandiset, safe='')}/versions/{quote(version, safe='')}/assets/"
         )
+        started = datetime.now(UTC).astimezone()
+        zarr = self.get_zarr(zarr_id)
+        metadata = zarr_asset_metadata(
+            path,
+            checksum=zarr.checksum or None,
+            size=zarr.size,
+            schema_version=self.info().schema_version,
+            started=started,
+            ended=datetime.now(UTC).astimezone(),
+        )
         data: dict[str, Any] = self._json(
-            "POST", url, json={"metadata": {"path": path}, "zarr_id": zarr_id}
+            "POST", url, json={"metadata": metadata, "zarr_id": zarr_id}
         )
         return data
 

@@ -113,7 +113,28 @@ def version_status(session: Session, version: Version) -> VersionStatus:
     )
     if latest is not None and version.modified_at <= latest:
         return VersionStatus.PUBLISHED
-    return VersionStatus(version.status or VersionStatus.PENDING.value)
+    status = VersionStatus(version.status or VersionStatus.PENDING.value)
+    if status is not VersionStatus.VALID:
+        return status
+    return _with_assets(session, version)
+
+
+def _with_assets(session: Session, version: Version) -> VersionStatus:
+    """A draft whose own metadata is valid is ``Valid`` only when every asset's is too:
+    ``Invalid`` while one is invalid, else ``Pending`` while one is not validated yet (the
+    status never says ``Valid`` while the draft's info lists an error)."""
+    others = set(
+        session.scalars(
+            select(Asset.status)
+            .where(Asset.version_id == version.id, Asset.status != MetadataStatus.VALID.value)
+            .distinct()
+        )
+    )
+    if MetadataStatus.INVALID.value in others:
+        return VersionStatus.INVALID
+    if others:
+        return VersionStatus.PENDING
+    return VersionStatus.VALID
 
 
 def latest_published(session: Session, dandiset: Dandiset) -> Version | None:
