@@ -100,7 +100,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAMP) $(OME_STAMP)
+# The OpenID Connect provider of the sign-in tests (panva's oidc-provider, from its lock
+# file); without npm they skip (tests/helpers/oidc_provider.py says why).
+OIDC_PROVIDER := tests/oidc_provider
+OIDC_PROVIDER_STAMP := $(OIDC_PROVIDER)/node_modules/.installed-stamp
+$(OIDC_PROVIDER_STAMP): $(OIDC_PROVIDER)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	    cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed-stamp; \
+	else \
+	    echo "npm is missing: the OpenID Connect sign-in tests will skip"; \
+	fi
+
+pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAMP) $(OME_STAMP) $(OIDC_PROVIDER_STAMP)
 	ZARRCHIVE_LINDI_PYTHON=$(CURDIR)/$(LINDI_VENV)/bin/python \
 	ZARRCHIVE_OME_PYTHON=$(CURDIR)/$(OME_VENV)/bin/python \
 	ZARRCHIVE_S3FS_PYTHON=$(CURDIR)/$(S3FS_VENV)/bin/python \

@@ -1,7 +1,8 @@
 """The archive as an OpenID Connect relying party (authorization code flow with PKCE).
 
-Authlib does the protocol: the authorization URL with its S256 code challenge, the code's
-exchange at the token endpoint (authenticated with the client secret, or none for a public
+Authlib does the protocol: the authorization request with its S256 code challenge, the
+code's exchange at the token endpoint (RFC 6749's request, sent with httpx: authenticated
+with the client secret, ``client_secret_basic``, or the client id alone for a public
 client), and the ID token's checks: its signature against the provider's JWKS (joserfc,
 asymmetric algorithms only: never ``none``, nor an HMAC keyed by the client secret), its
 issuer (the configured one, as discovery confirmed), its audience (our client id, and
@@ -22,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from authlib.integrations.httpx_client import (  # type: ignore[import-untyped]
-    OAuth2Client,
-    OAuthError,
+from authlib.oauth2.rfc6749.parameters import (  # type: ignore[import-untyped]
+    prepare_grant_uri,
+    prepare_token_request,
 )
+from authlib.oauth2.rfc7636 import create_s256_code_challenge  # type: ignore[import-untyped]
 from authlib.oidc.core import CodeIDToken  # type: ignore[import-untyped]
 from joserfc import jwt
 from joserfc.errors import InvalidKeyIdError, JoseError
@@ -69,6 +71,8 @@ class ProviderMetadata:
     token_endpoint: str
     jwks_uri: str
     algorithms: tuple[str, ...]
+    #: where the profile's claims are when the ID token lacks them (``None``: none)
+    userinfo_endpoint: str | None = None
 
 
 def origin_of(url: str) -> str:
@@ -77,12 +81,15 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _fetch_json(url: str, what: str) -> dict[str, Any]:
+def _fetch_json(url: str, what: str, access_token: str | None = None) -> dict[str, Any]:
     """A JSON object from a provider (at most :data:`MAX_DOCUMENT` bytes)."""
+    headers = {"Accept": "application/json"}
+    if access_token is not None:
+        headers["Authorization"] = f"Bearer {access_token}"
     try:
         with (
             httpx.Client(timeout=HTTP_TIMEOUT, follow_redirects=False) as client,
-            client.stream("GET", url, headers={"Accept": "application/json"}) as response,
+            client.stream("GET", url, headers=headers) as response,
         ):
             body = bytearray()
             for chunk in response.iter_bytes():
@@ -140,7 +147,13 @@ def _metadata(provider: OidcProvider) -> ProviderMetadata:
             f"the provider at {provider.issuer} signs ID tokens with none of "
             f"{', '.join(ASYMMETRIC_ALGORITHMS)}"
         )
-    return ProviderMetadata(issuer=provider.issuer, algorithms=algorithms, **endpoints)
+    userinfo = document.get("userinfo_endpoint")
+    return ProviderMetadata(
+        issuer=provider.issuer,
+        algorithms=algorithms,
+        userinfo_endpoint=userinfo if isinstance(userinfo, str) else None,
+        **endpoints,
+    )
 
 
 class ProviderCache:
@@ -188,18 +201,6 @@ class ProviderCache:
 PROVIDERS = ProviderCache()
 
 
-def _client(provider: OidcProvider, redirect_uri: str) -> OAuth2Client:
-    return OAuth2Client(
-        client_id=provider.client_id,
-        client_secret=provider.client_secret,
-        token_endpoint_auth_method="client_secret_basic" if provider.client_secret else "none",
-        redirect_uri=redirect_uri,
-        scope=SCOPE,
-        code_challenge_method="S256",
-        timeout=HTTP_TIMEOUT,
-    )
-
-
 def authorization_url(
     provider: OidcProvider,
     metadata: ProviderMetadata,
@@ -209,21 +210,70 @@ def authorization_url(
     nonce: str,
     code_verifier: str,
 ) -> str:
-    """Where the browser goes to sign in at the provider."""
-    with _client(provider, redirect_uri) as client:
-        url, _ = client.create_authorization_url(
+    """Where the browser goes to sign in at the provider (the code flow, with the S256
+    challenge of *code_verifier*)."""
+    return str(
+        prepare_grant_uri(
             metadata.authorization_endpoint,
+            provider.client_id,
+            "code",
+            redirect_uri=redirect_uri,
+            scope=SCOPE,
             state=state,
             nonce=nonce,
-            code_verifier=code_verifier,
+            code_challenge=create_s256_code_challenge(code_verifier),
+            code_challenge_method="S256",
         )
-    return str(url)
+    )
 
 
 def _refused(why: str) -> SignInRefused:
     return SignInRefused(
         f"the sign-in was refused: {why}; nothing was changed (start again from /signin)"
     )
+
+
+def _token_request(
+    provider: OidcProvider, metadata: ProviderMetadata, body: str
+) -> tuple[int, dict[str, Any] | None]:
+    """POST *body* to the token endpoint (client_secret_basic, or the client id alone for a
+    public client): the status and the JSON object answered (``None``: not one)."""
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Accept": "application/json",
+    }
+    auth = None
+    if provider.client_secret is not None:  # RFC 6749 2.3.1: both form-encoded first
+        auth = httpx.BasicAuth(
+            urllib.parse.quote_plus(provider.client_id),
+            urllib.parse.quote_plus(provider.client_secret),
+        )
+    try:
+        with (
+            httpx.Client(timeout=HTTP_TIMEOUT, follow_redirects=False) as client,
+            client.stream(
+                "POST", metadata.token_endpoint, content=body, headers=headers, auth=auth
+            ) as response,
+        ):
+            content = bytearray()
+            for chunk in response.iter_bytes():
+                content += chunk
+                if len(content) > MAX_DOCUMENT:
+                    raise IdentityProviderUnavailable(
+                        f"the identity provider's token endpoint answered more than "
+                        f"{MAX_DOCUMENT} bytes"
+                    )
+            status = response.status_code
+    except httpx.HTTPError as exc:
+        raise IdentityProviderUnavailable(
+            f"the identity provider's token endpoint can't be reached ({type(exc).__name__}): "
+            "try again later"
+        ) from exc
+    try:
+        answer = httpx.Response(200, content=bytes(content)).json()
+    except ValueError:
+        answer = None
+    return status, answer if isinstance(answer, dict) else None
 
 
 def exchange_code(
@@ -237,36 +287,59 @@ def exchange_code(
     cache: ProviderCache = PROVIDERS,
 ) -> IdentityClaims:
     """Redeem *code* at the token endpoint and check the ID token it answers; its claims."""
-    with _client(provider, redirect_uri) as client:
-        try:
-            token = client.fetch_token(
-                metadata.token_endpoint, code=code, code_verifier=code_verifier
-            )
-        except OAuthError as exc:  # the provider refused the code (used, expired, not ours)
+    body = prepare_token_request(
+        "authorization_code",
+        redirect_uri=redirect_uri,
+        code=code,
+        code_verifier=code_verifier,
+        client_id=None if provider.client_secret is not None else provider.client_id,
+    )
+    status, token = _token_request(provider, metadata, body)
+    if status != 200 or token is None:
+        error = token.get("error") if token is not None else None
+        if 400 <= status < 500 and isinstance(error, str):  # the code: used, expired, not ours
+            description = token.get("error_description") if token is not None else None
             raise _refused(
-                f"the identity provider refused the authorization code ({exc.error}"
-                + (f": {exc.description[:200]}" if exc.description else "")
+                f"the identity provider refused the authorization code ({error[:100]}"
+                + (f": {description[:200]}" if isinstance(description, str) else "")
                 + ")"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise IdentityProviderUnavailable(
-                f"the identity provider's token endpoint can't be reached "
-                f"({type(exc).__name__}): try again later"
-            ) from exc
-        except ValueError as exc:  # not JSON
-            raise IdentityProviderUnavailable(
-                "the identity provider's token endpoint did not answer JSON"
-            ) from exc
+            )
+        raise IdentityProviderUnavailable(
+            f"the identity provider's token endpoint answered HTTP {status}"
+            + ("" if token is not None else " without a JSON object")
+            + ": try again later"
+        )
     id_token = token.get("id_token")
-    if not isinstance(id_token, str) or len(id_token) > MAX_DOCUMENT:
+    if not isinstance(id_token, str):
         raise _refused("the identity provider answered no ID token")
-    return verify_id_token(
-        provider,
-        metadata,
-        id_token,
-        nonce=nonce,
-        access_token=token.get("access_token"),
-        cache=cache,
+    access_token = token.get("access_token")
+    claims = verify_id_token(
+        provider, metadata, id_token, nonce=nonce, access_token=access_token, cache=cache
+    )
+    if (
+        metadata.userinfo_endpoint is not None
+        and isinstance(access_token, str)
+        and not (claims.preferred_username and claims.email and claims.name)
+    ):
+        claims = with_user_info(
+            claims, _fetch_json(metadata.userinfo_endpoint, "user info", access_token)
+        )
+    return claims
+
+
+def with_user_info(claims: IdentityClaims, user_info: dict[str, Any]) -> IdentityClaims:
+    """*claims* completed by the provider's user info (OpenID Connect Core 5.3.2: only when
+    it is about the ID token's subject; the ID token's own claims win)."""
+    if user_info.get("sub") != claims.subject:
+        return claims
+    more = claims_of(claims.issuer, user_info)
+    return IdentityClaims(
+        issuer=claims.issuer,
+        subject=claims.subject,
+        preferred_username=claims.preferred_username or more.preferred_username,
+        name=claims.name or more.name,
+        email=claims.email or more.email,
+        email_verified=claims.email_verified if claims.email else more.email_verified,
     )
 
 
