@@ -111,6 +111,8 @@ def test_revoked_and_expired_keys_are_refused_at_once(
     with client_for(api, users.other) as other:
         assert other.delete(f"{TOKENS}{late['id']}/").status_code == 404
     assert api.delete(f"{TOKENS}{gone['id']}/").status_code == 404
+    for no_key in ("0", str(10**30), "x"):  # no database integer: refused before any query
+        assert api.delete(f"{TOKENS}{no_key}/").status_code in (400, 422), no_key
     with archive.db.write_session() as session:  # its expiry passes
         session.execute(
             update(ApiToken)

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from zarrchive.api.routers.auth import KeyId
 from zarrchive.errors import InvalidInput
 from zarrchive.services import accounts, api_keys
 from zarrchive.services.accounts import AccountStatus
@@ -93,7 +94,7 @@ async def create_key(request: Request, archive: ArchiveOf, user: WebUser) -> Res
 
 @router.post("/account/keys/{key_id}/revoke", response_model=None)
 async def revoke_key(
-    request: Request, archive: ArchiveOf, user: WebUser, key_id: int
+    request: Request, archive: ArchiveOf, user: WebUser, key_id: KeyId
 ) -> RedirectResponse:
     fields = parse_form(await request.body())
     require_form_from_here(request, fields.get(TOKEN_FIELD), request.state.form_token)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Response
+from fastapi import APIRouter, Depends, Header, Path, Response
 from pydantic import BaseModel, Field
 
 from zarrchive.api.bodies import JsonBody
@@ -87,6 +87,8 @@ class KeyCreate(RequestModel):
 
 
 NEW_KEY = JsonBody(KeyCreate, login=True)
+#: A key's id (a database integer: larger ones are no key's, refused before any query).
+KeyId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The key's id")]
 
 
 def _out(info: api_keys.KeyInfo) -> KeyOut:
@@ -130,7 +132,7 @@ def create_key(
     summary="Revoke an API key",
     response_class=Response,
 )
-def revoke_key(key_id: int, archive: ArchiveDep, user: UserDep) -> Response:
+def revoke_key(key_id: KeyId, archive: ArchiveDep, user: UserDep) -> Response:
     """The key stops working at once (404 for a key that isn't a live one of yours)."""
     with archive.db.write_session() as session:
         api_keys.revoke_key(session, user, key_id)
