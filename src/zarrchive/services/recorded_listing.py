@@ -179,7 +179,7 @@ class ManifestCache:
                 found = self._lookup(slot)
             if found is not None:
                 return found
-            parsed = _parse(store, key)
+            parsed = _parse(store, key, self.largest_entries)
             with self._lock:
                 self._loading.pop(slot, None)
                 if parsed is None:
@@ -213,10 +213,12 @@ def _stream_entries(store: ObjectStore, key: str) -> Iterator[ManifestEntry]:
         chunks.close()  # type: ignore[attr-defined]
 
 
-def _parse(store: ObjectStore, key: str) -> ParsedEntries | None:
+def _parse(store: ObjectStore, key: str, largest: int) -> ParsedEntries | None:
     parsed = ParsedEntries()
     try:
         for entry in _stream_entries(store, key):
+            if len(parsed) == largest:
+                return None  # (its row, which gives its size, was gone): too large to hold
             if not parsed.append(entry.path, entry.last_modified, entry.size, entry.etag):
                 return None  # not in key order: not a file this listing can cut pages from
     except ZarrchiveError:
