@@ -63,6 +63,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "verify",
         "Compare a local directory with a Zarr of the archive (no data transferred).",
     ),
+    "metadata": LazyCommand(
+        "zarrchive.cli.metadata",
+        "app",
+        "A draft's dandiset metadata: print it, or set it from a YAML or JSON file.",
+    ),
     "rm": LazyCommand(
         "zarrchive.cli.rm",
         "rm",
