@@ -20,9 +20,10 @@ import pytest
 MODULE_SECONDS: dict[str, int] = {
     "tests/reliability/test_hostile_hdf5.py": 120,  # measured alone on a loaded machine
     "tests/reliability/test_review_listing_cost.py": 120,  # alone, load 20 (1,000 directories)
+    "tests/reliability/test_authorization.py": 105,  # 76 measured; two roles added (estimate)
     "tests/services/test_manifest_records.py": 81,
     "tests/dandi/test_dandi_blobs.py": 77,
-    "tests/reliability/test_authorization.py": 76,
+    "tests/dandi/test_dandi_accounts.py": 45,  # estimate: an embargoed upload, 3 downloads
     "tests/reliability/test_review_embargo.py": 56,
     "tests/api/test_zarr_api.py": 51,
     "tests/api/test_directory_delete.py": 50,
