@@ -24,6 +24,7 @@ MODULE_SECONDS: dict[str, int] = {
     "tests/services/test_manifest_records.py": 81,
     "tests/dandi/test_dandi_blobs.py": 77,
     "tests/dandi/test_dandi_accounts.py": 45,  # estimate: an embargoed upload, 3 downloads
+    "tests/client/test_multipart_ctrl_c.py": 60,  # estimate: 4 CLI uploads interrupted + reruns
     "tests/reliability/test_review_embargo.py": 56,
     "tests/api/test_zarr_api.py": 51,
     "tests/api/test_directory_delete.py": 50,
