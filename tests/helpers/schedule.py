@@ -38,6 +38,7 @@ MODULE_SECONDS: dict[str, int] = {
     "tests/api/test_snapshots.py": 41,
     "tests/api/test_upload_pipeline.py": 40,
     "tests/api/test_manifest_jobs.py": 40,
+    "tests/reliability/test_review_content_types.py": 40,  # alone, loaded: 2 SeaweedFS, Chromium
     "tests/api/test_dandi_zarr_upload.py": 39,
     "tests/api/test_zarr_multipart.py": 38,
     "tests/client/test_patch_upload.py": 37,
