@@ -413,7 +413,8 @@ class BlobUploadOut(BaseModel):
     upload_id: str | None = Field(description="None when the content is already stored")
     parts: list[BlobPartOut] = Field(
         description="DANDI's flow: one URL per part (DANDI's part rule); ours: one PUT URL "
-        "(send Content-MD5) or one URL per part"
+        "(send Content-MD5 and Content-Type: application/octet-stream, both signed) or one "
+        "URL per part"
     )
     blob_id: str | None = Field(default=None, description="Our flow: an existing blob's id")
     multipart: bool = True
