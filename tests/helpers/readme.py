@@ -23,9 +23,41 @@ RUN_MARKER = "<!-- readme-test: run -->"
 _BLOCK = re.compile(re.escape(RUN_MARKER) + r"\n```sh\n(.*?)```", re.S)
 
 
+#: The comment that marks a README ```python block the tests run with the clone's Python
+#: (``.venv/bin/python``: zarrchive installed), and one they run with stock tools only
+#: (``.venv-stock/bin/python``: zarr-python, fsspec and aiohttp, no zarrchive).
+PYTHON_MARKER = "<!-- readme-test: python -->"
+STOCK_PYTHON_MARKER = "<!-- readme-test: python (stock tools) -->"
+_MARKED = re.compile(r"(<!-- readme-test: [^>]*-->)\n```(\w+)\n(.*?)```", re.S)
+_PYTHONS = {PYTHON_MARKER: ".venv/bin/python", STOCK_PYTHON_MARKER: ".venv-stock/bin/python"}
+
+
 def runnable_blocks(readme: Path = REPO / "README.md") -> list[str]:
     """The ```sh blocks of *readme* marked :data:`RUN_MARKER`, in order."""
     return _BLOCK.findall(readme.read_text())
+
+
+def marked_blocks(readme: Path = REPO / "README.md") -> list[tuple[str, str, str]]:
+    """Every block of *readme* after a ``readme-test`` marker: ``(marker, language, code)``."""
+    return _MARKED.findall(readme.read_text())
+
+
+def readme_script(readme: Path = REPO / "README.md") -> str:
+    """One bash script of the marked blocks in order, as a user pastes them into one
+    terminal: the shell blocks as they are, each Python block fed to its interpreter (the
+    ``ZARR_ID`` it names is the shell's ``$ZARR_ID``, which the README sets before)."""
+    parts = ["set -euo pipefail"]
+    for marker, language, code in marked_blocks(readme):
+        if marker == RUN_MARKER and language == "sh":
+            parts.append(code)
+        elif marker in _PYTHONS and language == "python":
+            if any(c in code for c in "$`\\"):
+                raise ValueError(f"a README Python block the shell would expand: {code[:80]!r}")
+            body = code.replace("ZARR_ID", "${ZARR_ID}")
+            parts.append(f"{_PYTHONS[marker]} - <<PYTHON\n{body}PYTHON")
+        else:
+            raise ValueError(f"{marker} before a {language} block: nothing runs it")
+    return "\n".join(parts) + "\n"
 
 
 class MakeServe:

@@ -2,7 +2,8 @@
 
 ``get`` prints the draft's metadata as YAML (or JSON with ``--json``); ``set`` replaces it
 with a YAML or JSON file (``PUT /api/dandisets/{id}/versions/draft/``: its ``name`` is the
-dandiset's name), then waits for the archive's validation and prints the draft's status
+dandiset's name; ``schemaKey`` and ``schemaVersion``, when the file gives none, are
+``Dandiset`` and the archive's schema version, as DANDI's own editor sets them), then waits for the archive's validation and prints the draft's status
 with every error it lists (the dandiset's own and its assets'), as publishing needs it
 ``Valid``.  Exit 0 when valid, 1 when the draft is ``Invalid`` (the metadata is stored all
 the same: a draft may be fixed step by step), 2 on an error.
@@ -20,6 +21,7 @@ from urllib.parse import quote
 import typer
 
 from zarrchive.cli._common import API_URL_OPTION, TOKEN_OPTION, run_client_command, say_retry
+from zarrchive.client.asset_metadata import DEFAULT_SCHEMA_VERSION
 from zarrchive.errors import InvalidInput
 
 if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
@@ -142,7 +144,8 @@ def set_(
     token: str | None = TOKEN_OPTION,
 ) -> None:
     """Replace the draft's metadata of DANDISET with FILE (YAML or JSON), then print the
-    draft's validation status and its errors."""
+    draft's validation status and its errors (schemaKey and schemaVersion are filled in
+    when FILE gives none)."""
     from zarrchive.client.api import ApiClient
 
     def run() -> int:
@@ -152,6 +155,10 @@ def set_(
             name = metadata.get("name") or current.get("name")
             if not isinstance(name, str) or not name.strip():
                 raise InvalidInput(f"{file}: give the dandiset a name (the `name` field)")
+            metadata.setdefault("schemaKey", "Dandiset")
+            metadata.setdefault(
+                "schemaVersion", client.info().schema_version or DEFAULT_SCHEMA_VERSION
+            )
             client.request("PUT", _draft_url(dandiset), json={"metadata": metadata, "name": name})
             if no_wait:
                 print(f"dandiset {dandiset}: metadata set; validation under way")
