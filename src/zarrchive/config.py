@@ -25,6 +25,8 @@
 | ``ZARRCHIVE_HEADER_TIMEOUT`` | ``20`` seconds: a connection that has not sent a whole request head by then is closed (408) |
 | ``ZARRCHIVE_MAX_CONNECTIONS`` | ``4096`` per API process (and below its open-files limit) |
 | ``ZARRCHIVE_MAX_CONNECTIONS_PER_CLIENT`` | ``256`` per API process and client address (behind a reverse proxy: its address) |
+| ``ZARRCHIVE_DOI_API_URL`` / ``_PREFIX`` / ``_USER`` / ``_PASSWORD`` | unset: no DOIs (no call to DataCite); DataCite's REST API (``https://api.test.datacite.org``), the DOI prefix (``10.80507``) and the repository's basic-auth account: DOIs for dandisets and their versions (see :class:`DoiSettings`) |
+| ``ZARRCHIVE_DOI_PUBLISH`` | ``false``: DOIs stay Draft; ``true``: they become Findable at publication |
 """
 
 from __future__ import annotations
@@ -80,6 +82,22 @@ class OidcProvider:
     client_secret: str | None
     #: the button's words ("ORCID")
     name: str
+
+
+@dataclass(frozen=True)
+class DoiSettings:
+    """DataCite's REST API for the DOIs of dandisets and their versions
+    (:mod:`zarrchive.services.dois`): all four of ``ZARRCHIVE_DOI_API_URL``, ``_PREFIX``,
+    ``_USER`` and ``_PASSWORD`` set, or none (no DOI, no call)."""
+
+    #: DataCite's REST API, without ``/dois`` (``https://api.test.datacite.org``)
+    api_url: str
+    #: the repository's DOI prefix (``10.80507``)
+    prefix: str
+    user: str
+    password: str
+    #: DOIs become Findable at publication (``ZARRCHIVE_DOI_PUBLISH``); else they stay Draft
+    publish: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,6 +163,8 @@ class Settings:
     #: OpenID Connect providers of the sign-in page (``ZARRCHIVE_OIDC_*``), in the order of
     #: their buttons.
     oidc_providers: tuple[OidcProvider, ...] = ()
+    #: DataCite's API for DOIs (``ZARRCHIVE_DOI_*``); ``None``: no DOIs, no call.
+    doi: DoiSettings | None = None
 
     @property
     def embedded_s3(self) -> bool:
@@ -206,6 +226,7 @@ class Settings:
             public_url=_public_url(get("PUBLIC_URL")),
             auto_approve_email_domains=_email_domains(get("AUTO_APPROVE_EMAIL_DOMAINS")),
             oidc_providers=_oidc_providers(env, get),
+            doi=_doi_settings(get),
         )
 
 
@@ -304,6 +325,43 @@ def _flag(name: str, raw: str | None, *, default: bool = False) -> bool:
     if value not in _TRUE + _FALSE:
         raise ConfigurationError(f"ZARRCHIVE_{name}={raw!r}: expected true or false")
     return value in _TRUE
+
+
+_DOI_VARIABLES = ("DOI_API_URL", "DOI_PREFIX", "DOI_USER", "DOI_PASSWORD")
+
+
+def _doi_settings(get: Callable[[str], str | None]) -> DoiSettings | None:
+    """``ZARRCHIVE_DOI_*``: all four of the API URL, prefix, user and password, or none."""
+    values = {name: get(name) for name in _DOI_VARIABLES}
+    given = [name for name, value in values.items() if value is not None]
+    publish = _flag("DOI_PUBLISH", get("DOI_PUBLISH"))
+    if not given:
+        return None
+    if len(given) < len(_DOI_VARIABLES):
+        missing = ", ".join(f"ZARRCHIVE_{n}" for n in _DOI_VARIABLES if n not in given)
+        raise ConfigurationError(
+            f"DOIs need all of ZARRCHIVE_DOI_API_URL, _PREFIX, _USER and _PASSWORD: {missing} "
+            "unset (unset them all for an archive without DOIs)"
+        )
+    api_url = str(values["DOI_API_URL"]).strip().rstrip("/")
+    parts = urllib.parse.urlsplit(api_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        raise ConfigurationError(
+            f"ZARRCHIVE_DOI_API_URL={values['DOI_API_URL']!r}: expected DataCite's REST API "
+            "as http(s)://host[/path] (e.g. https://api.test.datacite.org), without credentials"
+        )
+    prefix = str(values["DOI_PREFIX"]).strip()
+    if not re.fullmatch(r"10\.[0-9]{4,9}", prefix):
+        raise ConfigurationError(
+            f"ZARRCHIVE_DOI_PREFIX={values['DOI_PREFIX']!r}: expected a DOI prefix (10.80507)"
+        )
+    return DoiSettings(
+        api_url=api_url,
+        prefix=prefix,
+        user=str(values["DOI_USER"]),
+        password=str(values["DOI_PASSWORD"]),
+        publish=publish,
+    )
 
 
 def _published_zarrs(raw: str | None) -> PublishedZarrs:

@@ -114,6 +114,18 @@ class IdentityProviderUnavailable(ZarrchiveError):
     """An OpenID Connect provider can't be reached or answered unexpectedly (HTTP 502)."""
 
 
+class DataCiteUnavailable(ZarrchiveError):
+    """DataCite did not answer, or answered 5xx/429: a DOI job retries later."""
+
+
+class DataCiteRefused(ZarrchiveError):
+    """DataCite refused a DOI call (4xx): its message is recorded for the admins."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ArchiveBusy(ZarrchiveError):
     """The archive is at its limit of concurrent heavy work: retry shortly (HTTP 503)."""
 

@@ -127,6 +127,28 @@ class LindiState(StrEnum):
     NOT_HDF5 = "not-hdf5"
 
 
+class DoiState(StrEnum):
+    """Where a DOI is at DataCite, as the archive last saw it (:mod:`zarrchive.services.dois`)."""
+
+    #: not at DataCite yet (or not known to be): a background job will send it
+    PENDING = "pending"
+    DRAFT = "draft"
+    #: hidden: it resolves, but is not in DataCite's search (a Findable DOI can't be deleted)
+    REGISTERED = "registered"
+    FINDABLE = "findable"
+    #: a Draft DOI deleted at DataCite (its dandiset was deleted)
+    DELETED = "deleted"
+
+
+class DoiGoal(StrEnum):
+    """What the archive wants a DOI to be at DataCite."""
+
+    DRAFT = "draft"
+    FINDABLE = "findable"
+    #: its dandiset was deleted: a Draft DOI is deleted, a Findable one hidden
+    GONE = "gone"
+
+
 class AccountStatus(StrEnum):
     """DANDI's statuses of an account (see :mod:`zarrchive.services.auth`): only an approved
     account changes anything, holds keys or sees embargoed data."""
@@ -672,3 +694,28 @@ class ZarrChangedObject(Base):
     last_modified: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     etag: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class Doi(Base):
+    """A DOI of a dandiset (``version`` ``None``) or of a published version, and where it is
+    at DataCite (:mod:`zarrchive.services.dois`).  Keyed by the DOI; the dandiset by its
+    identifier (no foreign key: the record of a deleted dandiset's DOI stays)."""
+
+    __tablename__ = "dois"
+    __table_args__ = (
+        CheckConstraint(_one_of("state", DoiState), name="ck_doi_state"),
+        CheckConstraint(_one_of("goal", DoiGoal), name="ck_doi_goal"),
+    )
+
+    doi: Mapped[str] = mapped_column(String(300), primary_key=True)
+    dandiset: Mapped[str] = mapped_column(String(32), index=True)
+    version: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    state: Mapped[str] = mapped_column(String(16), default=DoiState.PENDING.value)
+    goal: Mapped[str] = mapped_column(String(16), default=DoiGoal.DRAFT.value)
+    #: DataCite's refusal (a 4xx: its message) or the last failure to reach it
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: the HTTP status of a refusal (4xx): an admin must act; ``None`` for an outage
+    refused_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: calls that failed since the last success
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

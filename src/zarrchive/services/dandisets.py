@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Asset, Dandiset, DandisetOwner, EmbargoStatus, Version, Zarr
 from zarrchive.errors import Conflict, InvalidInput, NotFound
-from zarrchive.services import audit, search
+from zarrchive.services import audit, dois, search
 from zarrchive.services.auth import (
     Caller,
     readable_dandisets,
@@ -84,6 +84,7 @@ def create_dandiset(
         audit.RecordType.CREATE_DANDISET,
         {"metadata": stored, "embargoed": embargoed},
     )
+    dois.dandiset_created(session, dandiset)
     return dandiset
 
 
@@ -243,6 +244,7 @@ def delete_dandiset(session: Session, user: Caller | None, identifier: str) -> N
             "delete Zarrs, so the dandiset stays"
         )
     audit.record(session, dandiset, user, audit.RecordType.DELETE_DANDISET, {})
+    dois.dandiset_deleted(session, dandiset.identifier)
     search.unindex_dandiset(session, dandiset.id)
     versions = select(Version.id).where(Version.dandiset_id == dandiset.id)
     session.execute(delete(Asset).where(Asset.version_id.in_(versions)))

@@ -39,7 +39,7 @@ from zarrchive.db.models import (
 )
 from zarrchive.errors import Conflict, StorageError
 from zarrchive.jobs.lanes import JobLane
-from zarrchive.services import audit, lindi_files
+from zarrchive.services import audit, dois, lindi_files
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.blobs import Digests, stored_twin
 from zarrchive.services.dandisets import get_dandiset
@@ -270,6 +270,7 @@ def move_to_public(
         queue_manifest(archive, zarr_id)
     moved = [i for i in blobs if i not in shared]  # shared ones stay private for the others
     lindi_files.after_unembargo(archive, dandiset_id, moved)  # rewritten for public URLs
+    dois.dandiset_unembargoed(archive, dandiset_id)  # its Draft DOI, now that it is public
 
 
 def _dandiset_blobs(session: Session, dandiset_id: int, *, embargoed: bool) -> list[Blob]:

@@ -49,7 +49,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
-from zarrchive.services import audit, validation, validation_jobs
+from zarrchive.services import audit, dois, validation, validation_jobs
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
@@ -263,6 +263,10 @@ def _publish(
             served_metadata(dandiset, draft), facts, now=moment
         )
         metadata["assetsSummary"] = _assets_summary([c[2] for c in copies])
+        doi = dois.version_published(archive, session, dandiset, name)
+        if doi is not None:  # named from the start; DataCite gets it in the background
+            metadata["doi"] = doi
+            metadata["citation"] = validation.citation(metadata, moment.year)
         published = Version(
             dandiset_id=dandiset.id,
             version=name,
