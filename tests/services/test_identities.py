@@ -36,7 +36,12 @@ def test_the_username_is_short_and_plain(preferred: str | None, email: str | Non
 def test_the_username_comes_from_preferred_username_then_the_email() -> None:
     assert base_username(IdentityClaims(ISSUER, "s", "ada.l", email="x@y.org")) == "ada.l"
     assert base_username(IdentityClaims(ISSUER, "s", None, email="grace@navy.mil")) == "grace"
-    assert base_username(IdentityClaims(ISSUER, "s", "  ", email=None)) == "user"
+    assert base_username(IdentityClaims(ISSUER, "s", "  ", name="Josiah Carberry")) == (
+        "Josiah-Carberry"
+    )
+    orcid = IdentityClaims("https://orcid.org", "0000-0002-1825-0097")
+    assert base_username(orcid) == "0000-0002-1825-0097"
+    assert base_username(IdentityClaims(ISSUER, "---", "  ", email=None)) == "user"
     assert base_username(IdentityClaims(ISSUER, "s", "José Ñ")) == "Jos"
 
 

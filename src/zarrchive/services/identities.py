@@ -3,8 +3,8 @@
 A sign-in is linked to the provider's (``iss``, ``sub``) pair (a ``user_identities`` row),
 never to an e-mail alone: two providers, or two people, may give the same address.  The
 first sign-in of an identity makes its account: the username from ``preferred_username``
-(else the e-mail's local part, else ``user``), reduced to letters, digits and ``._-`` and
-made unique with a number; the name and e-mail from the claims; the status
+(else the e-mail's local part, the name, ``sub``, or ``user``), reduced to letters, digits
+and ``._-`` and made unique with a number; the name and e-mail from the claims; the status
 :func:`~zarrchive.services.accounts.status_for_new_account` says (pending, or approved for a
 verified e-mail of an approved domain).
 """
@@ -70,9 +70,10 @@ def claims_of(issuer: str, claims: dict[str, object]) -> IdentityClaims:
 
 def base_username(claims: IdentityClaims) -> str:
     """The username an account made from *claims* asks for: ``preferred_username``, else the
-    e-mail's local part, reduced to ``[A-Za-z0-9._-]`` (at most :data:`USERNAME_LENGTH`),
+    e-mail's local part, else the name, else ``sub`` (an ORCID iD), reduced to ``[A-Za-z0-9._-]`` (at most :data:`USERNAME_LENGTH`),
     ``user`` when nothing is left."""
-    for raw in (claims.preferred_username, (claims.email or "").rpartition("@")[0]):
+    local_part = (claims.email or "").rpartition("@")[0]
+    for raw in (claims.preferred_username, local_part, claims.name, claims.subject):
         if raw:
             name = _NOT_ALLOWED.sub("-", raw).strip("-.")[:USERNAME_LENGTH].strip("-.")
             if name:
