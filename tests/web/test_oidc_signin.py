@@ -20,10 +20,13 @@ from tests.helpers.oidc_provider import (
     sign_in_at_provider,
     start_sign_in,
 )
-from zarrchive.config import Settings
+from zarrchive.config import OidcProvider, Settings
 from zarrchive.db.models import AccountStatus, User, UserIdentity, WebSession
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
+
+#: A provider that can't be reached (nothing listens on the discard port).
+DOWN = OidcProvider("down", "http://127.0.0.1:9", "zarrchive", None, "Down Provider")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def settings(
         bucket,
         database_url,
         tmp_path,
-        oidc_providers=(providers.direct, providers.proxied),
+        oidc_providers=(providers.direct, providers.proxied, DOWN),
     )
 
 
@@ -226,3 +229,21 @@ def test_invalid_id_tokens_are_refused(
         assert reason in answer.text, (mode, answer.text)
         assert _counts(archive) == before, mode
         assert "zarrchive_session" not in browser.cookies, mode
+
+
+def test_a_provider_that_cant_be_reached_is_a_page_not_a_500(
+    browser: httpx.Client, archive: Archive
+) -> None:
+    before = _counts(archive)
+    page = browser.get("/signin")  # the other buttons and the token form still work
+    assert page.status_code == 200 and "Sign in with Down Provider" in page.text
+    token = page.text.split('action="/signin/oidc/down"')[1].split('value="')[1].split('"')[0]
+    origin = {"Origin": str(browser.base_url).rstrip("/")}
+    down = browser.post("/signin/oidc/down", data={"csrf_token": token}, headers=origin)
+    assert down.status_code == 502, down.text
+    assert "can&#39;t be reached" in down.text
+    unknown = browser.post("/signin/oidc/nobody", data={"csrf_token": token}, headers=origin)
+    assert unknown.status_code == 404, unknown.text
+    forged = browser.post("/signin/oidc/direct", data={"csrf_token": "x"}, headers=origin)
+    assert forged.status_code == 403, forged.text
+    assert _counts(archive) == before

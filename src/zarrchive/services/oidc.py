@@ -41,6 +41,8 @@ from zarrchive.services.identities import IdentityClaims, claims_of
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 #: A provider's metadata and keys are fetched again after this many seconds.
 METADATA_TTL = 3600.0
+#: A provider whose metadata could not be had is not asked again for this many seconds.
+FAILURE_TTL = 30.0
 HTTP_TIMEOUT = httpx.Timeout(15.0)
 #: The largest discovery document, JWKS or token answer read from a provider.
 MAX_DOCUMENT = 1024 * 1024
@@ -163,22 +165,28 @@ class ProviderCache:
         self._lock = threading.Lock()
         self._metadata: dict[str, tuple[float, ProviderMetadata]] = {}
         self._keys: dict[str, tuple[float, KeySet]] = {}
+        self._failures: dict[str, tuple[float, IdentityProviderUnavailable]] = {}
 
     def metadata(self, provider: OidcProvider) -> ProviderMetadata:
+        """The provider's metadata; a provider that just failed fails again at once for
+        :data:`FAILURE_TTL` (the sign-in page does not wait on it at every view)."""
         with self._lock:
             cached = self._metadata.get(provider.issuer)
+            failed = self._failures.get(provider.issuer)
         if cached is not None and time.monotonic() - cached[0] < METADATA_TTL:
             return cached[1]
-        metadata = _metadata(provider)
+        if failed is not None and time.monotonic() - failed[0] < FAILURE_TTL:
+            raise failed[1]
+        try:
+            metadata = _metadata(provider)
+        except IdentityProviderUnavailable as exc:
+            with self._lock:
+                self._failures[provider.issuer] = (time.monotonic(), exc)
+            raise
         with self._lock:
             self._metadata[provider.issuer] = (time.monotonic(), metadata)
+            self._failures.pop(provider.issuer, None)
         return metadata
-
-    def known_metadata(self, provider: OidcProvider) -> ProviderMetadata | None:
-        """The metadata if already fetched (no request)."""
-        with self._lock:
-            cached = self._metadata.get(provider.issuer)
-        return cached[1] if cached is not None else None
 
     def keys(self, metadata: ProviderMetadata, *, refresh: bool = False) -> KeySet:
         with self._lock:
