@@ -237,3 +237,30 @@ def gc(
         f"{total_bytes} bytes ({human_size(total_bytes)})"
         + ("" if apply else "; rerun with --apply to remove them")
     )
+
+
+doi_app = typer.Typer(help="DOIs at DataCite (ZARRCHIVE_DOI_*).", no_args_is_help=True)
+app.add_typer(doi_app, name="doi")
+
+
+@doi_app.command("sync")
+@friendly_errors
+def doi_sync(
+    dandiset: str = typer.Argument(None, help="A dandiset's identifier (default: every one)"),
+) -> None:
+    """Send every DOI's metadata to DataCite again (after a metadata change or an outage);
+    record the DOIs public dandisets and versions lack.  Prints each DOI, its state and
+    DataCite's refusal if any; exits 1 if DataCite refused or did not answer one."""
+    from zarrchive.services import dois
+
+    with open_archive() as archive:
+        if archive.settings.doi is None:
+            raise fail("DOIs are off: set ZARRCHIVE_DOI_API_URL, _PREFIX, _USER and _PASSWORD")
+        if dandiset is not None and not (dandiset.isdigit() and len(dandiset) <= 6):
+            raise fail(f"{dandiset!r} is not a dandiset identifier (000123)")
+        identifier = None if dandiset is None else f"{int(dandiset):06d}"
+        statuses = dois.sync_all(archive, identifier)
+    for status in statuses:
+        print(dois.describe(status))
+    if any(s.last_error for s in statuses):
+        raise typer.Exit(1)

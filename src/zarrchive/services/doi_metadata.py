@@ -138,6 +138,19 @@ def _with_relations(attributes: dict[str, Any], related: list[dict[str, str]]) -
         attributes["relatedIdentifiers"] = kept + related
 
 
+#: Keys ``to_datacite`` writes in creators and contributors that DataCite's kernel 4 has not
+#: (``creatorName`` was kernel 3's; ``schemeUri`` belongs in ``nameIdentifiers``).
+_NOT_KERNEL_4 = ("creatorName", "contributorName", "schemeUri")
+
+
+def _kernel_4(attributes: dict[str, Any]) -> None:
+    for key in ("creators", "contributors"):
+        for person in attributes.get(key) or []:
+            if isinstance(person, dict):
+                for name in _NOT_KERNEL_4:
+                    person.pop(name, None)
+
+
 def version_attributes(
     datacite: dict[str, Any], *, doi: str, dandiset_doi: str, event: DoiEvent | None
 ) -> dict[str, Any]:
@@ -146,6 +159,7 @@ def version_attributes(
     the event."""
     attributes: dict[str, Any] = copy.deepcopy(datacite["data"]["attributes"])
     attributes.pop("event", None)
+    _kernel_4(attributes)
     attributes["doi"] = doi
     _with_relations(attributes, [_related(dandiset_doi, "IsVersionOf")])
     if event is not None:
@@ -167,6 +181,7 @@ def dandiset_attributes(
     attributes: dict[str, Any] = copy.deepcopy(datacite["data"]["attributes"])
     attributes.pop("event", None)
     attributes.pop("version", None)
+    _kernel_4(attributes)
     attributes["doi"] = doi
     attributes["url"] = url
     attributes["alternateIdentifiers"] = [

@@ -13,7 +13,7 @@ from zarrchive.api.pagination import PageRequest, page_request
 from zarrchive.api.public_url import public_base
 from zarrchive.api.routers.audit import list_audit_records
 from zarrchive.errors import InvalidInput
-from zarrchive.services import assets, catalog, owners, reviewers, versions
+from zarrchive.services import assets, catalog, dois, owners, reviewers, versions
 from zarrchive.services.auth import require_user
 from zarrchive.services.dandiset_summary import summarize
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
@@ -61,7 +61,18 @@ def _show(
         dandiset=view,
         summary=summary,
         versions=list(reversed(view.versions)),
+        dois=_dois(archive, view),
+        doi_admin=user is not None and user.is_admin,
     )
+
+
+def _dois(archive: ArchiveOf, view: catalog.DandisetView) -> list[dois.DoiStatus]:
+    """The DOIs of the dandiset and of the version shown (none without ``ZARRCHIVE_DOI_*``)."""
+    if archive.settings.doi is None:
+        return []
+    with archive.db.session() as session:
+        found = dois.dandiset_dois(session, view.identifier)
+    return [d for d in found if d.version in (None, view.shown.version)]
 
 
 # The pages' JSON links: the API's answers, for the signed-in visitor.  The API itself never
