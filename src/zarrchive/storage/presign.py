@@ -55,6 +55,15 @@ class Presigner:
         self._key_date = ""
         self._key = b""
 
+    @property
+    def host(self) -> str:
+        """The ``host`` header the URLs are signed for."""
+        return self._host
+
+    @property
+    def access_key_id(self) -> str:
+        return self._credentials.access_key_id
+
     def _signing_key(self, date: str) -> bytes:
         with self._lock:
             if date != self._key_date:
