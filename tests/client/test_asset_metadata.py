@@ -5,6 +5,7 @@ the README's first Zarr could not be published for want of ``schemaVersion``).""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from zarrchive import __version__
 from zarrchive.client.asset_metadata import zarr_asset_metadata
@@ -14,7 +15,7 @@ CHECKSUM = "bb9f2587" + "0" * 24 + "-101--2741"
 START = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
 
 
-def made(**overrides: object) -> dict[str, object]:
+def made(**overrides: object) -> dict[str, Any]:
     values: dict[str, object] = dict(
         checksum=CHECKSUM,
         size=2741,
@@ -33,7 +34,7 @@ def test_the_fields_dandi_cli_writes() -> None:
     assert metadata["encodingFormat"] == "application/x-zarr"
     assert metadata["digest"] == {"dandi:dandi-zarr-checksum": CHECKSUM}
     assert metadata["contentSize"] == 2741
-    (activity,) = metadata["wasGeneratedBy"]  # type: ignore[misc]
+    (activity,) = metadata["wasGeneratedBy"]
     assert activity["startDate"] == START.isoformat()
     assert activity["wasAssociatedWith"][0]["version"] == __version__
 

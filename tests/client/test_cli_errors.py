@@ -13,12 +13,15 @@ from zarrchive.client.upload import scan_local
 from zarrchive.storage.seaweedfs import free_port
 
 
-def run(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+def run(args: list[str], env: dict[str, str], *, retried: int = 0) -> tuple[int, str]:
+    """The exit code and the one line of error; *retried* lines saying a retry come first."""
     result = CliRunner().invoke(app, args, env=env)
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert result.stderr.count("\n") == 1, result.stderr
-    return result.exit_code, result.stderr.strip()
+    lines = result.stderr.splitlines()
+    assert len(lines) == retried + 1, result.stderr
+    assert all("; retrying in " in line for line in lines[:retried]), result.stderr
+    return result.exit_code, lines[-1].strip()
 
 
 @pytest.fixture
@@ -89,12 +92,15 @@ def test_server_problems(tmp_path: Path, client_env: dict[str, str], zarr_dir: P
         "ZARRCHIVE_URL": f"http://127.0.0.1:{free_port()}",
         "ZARRCHIVE_RETRIES": "2",
     }
-    code, err = run(["upload", str(zarr_dir), *dandiset_args], nobody)
+    # the retry is said (one line), then the error (issue #41: never silent while waiting)
+    code, err = run(["upload", str(zarr_dir), *dandiset_args], nobody, retried=1)
     assert code == 2 and err.startswith(
         "zarrchive upload: cannot reach the archive at http://127.0.0.1:"
     )
     code, err = run(
-        ["download", "00000000-0000-0000-0000-000000000000", str(tmp_path / "d")], nobody
+        ["download", "00000000-0000-0000-0000-000000000000", str(tmp_path / "d")],
+        nobody,
+        retried=1,
     )
     assert code == 2 and "cannot reach the archive" in err
 
