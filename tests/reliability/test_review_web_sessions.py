@@ -36,6 +36,7 @@ TEMPLATES = Path(__file__).parents[2] / "src" / "zarrchive" / "web" / "templates
 #: test_reviewers.py, the account and accounts pages' in tests/api/test_accounts.py
 FORM_POSTS = {
     "/signin",
+    "/signin/oidc/{key}",  # an identity provider's button: tests/web/test_oidc_signin.py
     "/signout",
     "/dandiset/{dandiset_id}/owners",
     "/dandiset/{dandiset_id}/reviewers",

@@ -231,7 +231,7 @@ def test_invalid_id_tokens_are_refused(
         assert "zarrchive_session" not in browser.cookies, mode
 
 
-def test_a_provider_that_cant_be_reached_is_a_page_not_a_500(
+def test_a_provider_that_cant_be_reached_is_a_page_and_buttons_are_forms_from_here(
     browser: httpx.Client, archive: Archive
 ) -> None:
     before = _counts(archive)
@@ -246,4 +246,8 @@ def test_a_provider_that_cant_be_reached_is_a_page_not_a_500(
     assert unknown.status_code == 404, unknown.text
     forged = browser.post("/signin/oidc/direct", data={"csrf_token": "x"}, headers=origin)
     assert forged.status_code == 403, forged.text
+    evil = {"Origin": "https://evil.example"}
+    cross_site = browser.post("/signin/oidc/direct", data={"csrf_token": token}, headers=evil)
+    assert cross_site.status_code == 403, cross_site.text
+    assert "zarrchive_oidc" not in browser.cookies
     assert _counts(archive) == before

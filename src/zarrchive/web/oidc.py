@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from zarrchive.api.errors import status_code_for
@@ -85,7 +86,7 @@ async def start_signin(request: Request, key: str, archive: ArchiveOf) -> Respon
     fields = parse_form(await request.body())
     require_form_from_here(request, fields.get(TOKEN_FIELD), request.cookies.get(SIGNIN_COOKIE))
     provider = _provider(archive, key)
-    metadata = oidc.PROVIDERS.metadata(provider)
+    metadata = await run_in_threadpool(oidc.PROVIDERS.metadata, provider)  # may ask it
     flow = SignInFlow.start(provider.key, redirect_uri(public_base(request)), int(time.time()))
     url = oidc.authorization_url(
         provider,

@@ -13,6 +13,7 @@ import secrets
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from zarrchive.config import OidcProvider
 from zarrchive.errors import AuthenticationRequired, ZarrchiveError
@@ -104,7 +105,8 @@ async def signin(request: Request, archive: ArchiveOf) -> Response:
         signed_in = sign_in(archive, token)
     except AuthenticationRequired as exc:
         reason = exc.message[:1].upper() + exc.message[1:]  # revoked, expired, read-only
-        return _signin_page(
+        return await run_in_threadpool(  # the providers' metadata may be fetched
+            _signin_page,
             request,
             status_code=401,
             error="This token is not valid: paste a token that 'zarrchive admin create-user' "
