@@ -125,6 +125,17 @@ def test_first_sign_in_makes_a_pending_account_linked_to_the_identity(
     assert "Signed in as <strong>ada-2</strong>" in other.text
     assert _counts(archive)[:2] == (2, 2)
 
+    # a rejected account can't sign in (and nothing is made)
+    with archive.db.write_session() as session:
+        session.scalars(
+            select(User).where(User.username == "ada")
+        ).one().status = AccountStatus.REJECTED
+    before = _counts(archive)
+    rejected = _callback(browser, sign_in_at_provider(start_sign_in(browser, "direct"), "ada"))
+    assert rejected.status_code == 403, rejected.text
+    assert "not approved" in rejected.text
+    assert _counts(archive) == before
+
 
 def test_the_signin_page_lets_its_buttons_go_to_the_providers(
     browser: httpx.Client, providers: Providers
