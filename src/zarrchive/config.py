@@ -36,7 +36,7 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -95,7 +95,7 @@ class DoiSettings:
     #: the repository's DOI prefix (``10.80507``)
     prefix: str
     user: str
-    password: str
+    password: str = field(repr=False)
     #: DOIs become Findable at publication (``ZARRCHIVE_DOI_PUBLISH``); else they stay Draft
     publish: bool = False
 
@@ -165,6 +165,9 @@ class Settings:
     oidc_providers: tuple[OidcProvider, ...] = ()
     #: DataCite's API for DOIs (``ZARRCHIVE_DOI_*``); ``None``: no DOIs, no call.
     doi: DoiSettings | None = None
+    #: Days a deleted asset or dandiset stays restorable before ``admin gc`` purges it
+    #: (``ZARRCHIVE_TRASH_DAYS``; see :mod:`zarrchive.services.trash`).
+    trash_days: int = 30
 
     @property
     def embedded_s3(self) -> bool:
@@ -227,6 +230,7 @@ class Settings:
             auto_approve_email_domains=_email_domains(get("AUTO_APPROVE_EMAIL_DOMAINS")),
             oidc_providers=_oidc_providers(env, get),
             doi=_doi_settings(get),
+            trash_days=_positive_int("TRASH_DAYS", get("TRASH_DAYS"), 30),
         )
 
 

@@ -118,7 +118,11 @@ def test_lifecycle_draft_then_findable_with_versions(
     assert standin.state(concept) == "draft"
     secret = ok(api.post("/api/dandisets/", json={"name": "secret", "embargo": True}))
     held.run("doi:")
-    assert _row(archive, f"10.80507/dandi.{secret['identifier']}") is None  # until unembargo
+    unembargoed = f"10.80507/dandi.{secret['identifier']}"
+    assert _row(archive, unembargoed) is None  # until its unembargo
+    ok(api.post(f"/api/dandisets/{secret['identifier']}/unembargo/"))
+    held.run()  # the unembargo, then the DOI job it queues
+    assert standin.state(unembargoed) == "draft"
 
     version = _publish(api, dandiset)
     versioned = f"{concept}/{version}"

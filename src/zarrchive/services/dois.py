@@ -95,6 +95,8 @@ def _record(
     if row is None:
         session.add(Doi(doi=doi, dandiset=identifier, version=version, goal=goal.value))
     elif row.goal != goal.value:
+        if row.state == DoiState.DELETED.value:  # a deleted Draft's name is free again
+            row.state = DoiState.PENDING.value
         row.goal = goal.value
         row.updated_at = utcnow()
     session.flush()
