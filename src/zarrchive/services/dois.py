@@ -135,6 +135,12 @@ def dandiset_created(session: Session, dandiset: Dandiset) -> None:
     _record(session, archive, doi, dandiset.identifier, None, DoiGoal.DRAFT)
 
 
+def dandiset_restored(session: Session, dandiset: Dandiset) -> None:
+    """A deleted dandiset restored (from the trash): its Draft DOI again (a deleted Draft's
+    name is free at DataCite), as at its creation."""
+    dandiset_created(session, dandiset)
+
+
 def dandiset_deleted(session: Session, identifier: str) -> None:
     """A dandiset deleted: its Draft DOIs are deleted at DataCite, Findable ones hidden."""
     archive = _serving_archive(session)
@@ -410,8 +416,8 @@ def sync_all(archive: Archive, identifier: str | None = None) -> list[DoiStatus]
         if identifier is not None:
             query = query.where(Dandiset.id == int(identifier))
         for dandiset in session.scalars(query):
-            if dandiset.embargoed:
-                continue
+            if dandiset.embargoed or getattr(dandiset, "deleted_at", None) is not None:
+                continue  # embargoed, or deleted (in the trash)
             published = [
                 n
                 for n in session.scalars(
@@ -468,6 +474,7 @@ __all__ = [
     "dandiset_created",
     "dandiset_deleted",
     "dandiset_dois",
+    "dandiset_restored",
     "dandiset_unembargoed",
     "describe",
     "queue_doi",
