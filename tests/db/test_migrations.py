@@ -266,12 +266,7 @@ def test_migration_0014_fills_in_the_directories_of_queued_batches(database_url:
     try:
         _from_scratch(db)
         upgrade(db.engine, "0013")
-        with db.session() as session:
-            dandiset = Dandiset(name="d")
-            session.add(dandiset)
-            session.flush()
-            session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
-            session.flush()
+        _add_zarr(db)
         with db.engine.begin() as connection:  # the tables as of 0013 (not the models')
             for batch_id, state, seq in ((1, "queued", 1), (2, "open", None)):
                 connection.execute(
@@ -306,12 +301,23 @@ def test_migration_0014_fills_in_the_directories_of_queued_batches(database_url:
 
 
 def _add_zarr(db: Database) -> None:
-    """A dandiset and its Zarr :data:`ZARR`."""
-    with db.session() as session:
-        dandiset = Dandiset(name="d")
-        session.add(dandiset)
-        session.flush()
-        session.add(Zarr(id=ZARR, name="z", dandiset_id=dandiset.id))
+    """A dandiset and its Zarr :data:`ZARR` (in SQL: the tables of an older revision are not
+    the models')."""
+    with db.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO dandisets (id, name, embargoed, embargo_status, created_at) "
+                "VALUES (1, 'd', false, 'open', CURRENT_TIMESTAMP)"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO zarrs (id, dandiset_id, name, checksum, file_count, size, "
+                "created_at, modified_at) VALUES (:z, 1, 'z', 'x', 0, 0, CURRENT_TIMESTAMP, "
+                "CURRENT_TIMESTAMP)"
+            ),
+            {"z": ZARR},
+        )
 
 
 def _add_file_of_batch_3(connection: Any) -> None:

@@ -18,6 +18,7 @@ from zarrchive.config import Settings
 from zarrchive.db.models import Zarr, utcnow
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import remove_unreferenced_zarr, unreferenced_zarrs
+from zarrchive.services.trash import purge_expired
 
 pytestmark = SQLITE_ONLY
 
@@ -56,6 +57,12 @@ def test_unreferenced_zarrs_are_found_and_removed(
     # within the grace period: nothing
     assert unreferenced_zarrs(archive, grace=timedelta(days=7)) == []
     assert not remove_unreferenced_zarr(archive, orphan, grace=timedelta(days=7))
+    # a deleted asset's Zarr is kept while the asset is in the trash (restorable) ...
+    found = unreferenced_zarrs(archive, grace=NONE, now=utcnow() + timedelta(seconds=1))
+    assert dropped not in {z.zarr_id for z in found}
+    # ... and is garbage once the trash is purged (ZARRCHIVE_TRASH_DAYS later)
+    with archive.db.write_session() as session:
+        assert purge_expired(session, days=0, now=utcnow() + timedelta(seconds=1)).assets == 1
     # past it: the Zarr never attached and the one whose asset was deleted
     found = unreferenced_zarrs(archive, grace=NONE, now=utcnow() + timedelta(seconds=1))
     assert {(z.zarr_id, z.name, z.file_count, z.size) for z in found} == {

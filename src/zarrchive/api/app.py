@@ -28,6 +28,7 @@ from zarrchive.api.routers import (
     readers,
     reviewers,
     snapshots,
+    trash,
     users,
     versions,
     zarrs,
@@ -107,6 +108,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(info.router)
     app.include_router(auth.router)
     app.include_router(dandisets.router)
+    app.include_router(trash.router)
     app.include_router(zarrs.tree_router)  # first: {id}.zarr/{path} serves every path
     app.include_router(readers.router)  # before snapshots and zarrs: refs.json, read/
     app.include_router(snapshots.router)  # before zarrs: its routes win over the catch-all

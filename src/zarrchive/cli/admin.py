@@ -154,6 +154,61 @@ def fsck(
         raise typer.Exit(1)
 
 
+def _purge_trash(archive: Archive, *, apply: bool, console: object) -> None:
+    """Purge (or, without *apply*, count) what is in the trash since more than
+    ``ZARRCHIVE_TRASH_DAYS``: first, so that the content it held is garbage from then on."""
+    from rich.console import Console
+
+    from zarrchive.services.trash import purge_expired
+
+    assert isinstance(console, Console)
+    days = archive.settings.trash_days
+    with archive.db.write_session() as session:
+        purged = purge_expired(session, days=days, apply=apply)
+    if purged.assets or purged.dandisets:
+        console.print(
+            f"{'purged' if apply else 'would purge'} from the trash (deleted more than {days} "
+            f"days ago): {purged.assets} assets, {purged.dandisets} dandisets"
+        )
+
+
+@app.command("usage")
+@friendly_errors
+def usage(
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON"),
+) -> None:
+    """Bytes per dandiset and per user (of their dandisets): the draft's, what only published
+    versions hold, the trash's; and what nothing references (orphaned blobs and Zarrs, staging
+    leftovers).  Each blob or Zarr is counted once per figure."""
+    from zarrchive.cli._common import human_size
+    from zarrchive.services.usage import Usage, usage_report
+
+    with open_archive() as archive:
+        report = usage_report(archive)
+    if as_json:
+        print(json.dumps(report.as_json(), indent=2))
+        return
+
+    def line(name: str, u: Usage) -> str:
+        return (
+            f"{name}\tdraft {human_size(u.draft)}\tpublished only "
+            f"{human_size(u.published_only)}\ttrash {human_size(u.trash)}"
+            f"\ttotal {human_size(u.total)}"
+        )
+
+    print("dandisets")
+    for identifier, figures in sorted(report.dandisets.items()):
+        print("  " + line(identifier, figures))
+    print("users")
+    for username, figures in sorted(report.users.items()):
+        print("  " + line(username, figures))
+    print(
+        f"orphaned\t{report.orphaned_blobs} blobs {human_size(report.orphaned_blob_bytes)}"
+        f"\t{report.orphaned_zarrs} Zarrs {human_size(report.orphaned_zarr_bytes)}"
+        f"\t{report.staging_objects} staging objects {human_size(report.staging_bytes)}"
+    )
+
+
 @app.command("gc")
 @friendly_errors
 def gc(
@@ -193,6 +248,7 @@ def gc(
     verb = "removed" if apply else "would remove"
     grace = timedelta(days=grace_days)
     with open_archive() as archive:
+        _purge_trash(archive, apply=apply, console=console)
         chosen = zarr_ids or gc_zarr_ids(archive)
         unreferenced = {z.zarr_id: z for z in unreferenced_zarrs(archive, grace=grace)}
         for zarr_id in chosen:

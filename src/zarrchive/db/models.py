@@ -275,6 +275,12 @@ class Dandiset(Base):
     #: an :class:`EmbargoStatus`
     embargo_status: Mapped[str] = mapped_column(String(16), default=EmbargoStatus.OPEN.value)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: In the trash since (``None``: not deleted): a deleted dandiset is seen only by
+    #: :mod:`zarrchive.services.trash` until restored or purged; its draft's assets are rows
+    #: of ``trashed_assets`` (``with_dandiset``) meanwhile.
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    #: the username of who deleted it
+    deleted_by: Mapped[str | None] = mapped_column(String(150), nullable=True)
 
     owners: Mapped[list[User]] = relationship(secondary="dandiset_owners", lazy="selectin")
     #: read everything of an embargoed dandiset, change nothing; loaded when first asked
@@ -580,6 +586,33 @@ class Asset(Base):
     validated: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     version: Mapped[Version] = relationship(lazy="joined", innerjoin=True)
+    blob: Mapped[Blob | None] = relationship(lazy="joined")
+    zarr: Mapped[Zarr | None] = relationship(lazy="joined")
+
+
+class TrashedAsset(Base):
+    """A deleted asset of a draft, restorable for ``ZARRCHIVE_TRASH_DAYS``: the asset's row as
+    it was (same id, path, metadata, blob or Zarr), moved out of ``assets`` so that no read
+    path of assets sees it (see :mod:`zarrchive.services.trash`).  ``with_dandiset``: it went
+    with its deleted dandiset and comes back with it."""
+
+    __tablename__ = "trashed_assets"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    dandiset_id: Mapped[int] = mapped_column(
+        ForeignKey("dandisets.id", ondelete="CASCADE"), index=True
+    )
+    path: Mapped[str] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    blob_id: Mapped[str | None] = mapped_column(ForeignKey("blobs.id"), nullable=True, index=True)
+    zarr_id: Mapped[str | None] = mapped_column(ForeignKey("zarrs.id"), nullable=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    modified_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    deleted_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: the username of who deleted it
+    deleted_by: Mapped[str] = mapped_column(String(150))
+    with_dandiset: Mapped[bool] = mapped_column(Boolean, default=False)
+
     blob: Mapped[Blob | None] = relationship(lazy="joined")
     zarr: Mapped[Zarr | None] = relationship(lazy="joined")
 

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Blob, Dandiset, Version, utcnow
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_path
-from zarrchive.services import changes
+from zarrchive.services import changes, trash
 from zarrchive.services.auth import Caller, require_owner, require_read
 from zarrchive.services.blobs import blob_url, may_read_blob
 from zarrchive.services.dandisets import get_dandiset
@@ -152,6 +152,7 @@ def _check_content(
         raise InvalidInput("give exactly one of 'blob_id' and 'zarr_id'")
     if zarr_id is not None:
         zarr = get_zarr(session, user, zarr_id)
+        trash.refuse_trashed_zarr(session, zarr.id)
         if zarr.dandiset_id != dandiset.id:
             raise InvalidInput(
                 f"Zarr {zarr.id} belongs to dandiset {zarr.dandiset.identifier}, "
@@ -289,11 +290,12 @@ def update_asset(
 def delete_asset(
     session: Session, user: Caller | None, dandiset_id: str, version: str, asset_id: str
 ) -> None:
-    """Remove an asset from the draft (its blob or Zarr stays: published versions may use it)."""
+    """Move an asset of the draft to the dandiset's trash (:mod:`zarrchive.services.trash`:
+    restorable for ``ZARRCHIVE_TRASH_DAYS``; its blob or Zarr stays)."""
     dandiset, found = _writable_version(session, user, dandiset_id, version, "remove assets from")
     asset = _find_asset(session, found, asset_id)
     changes.asset_removed(session, user, dandiset, found, asset)
-    session.delete(asset)
+    trash.trash_asset(session, user, asset)
     found.modified_at = utcnow()
     session.flush()
 

@@ -54,6 +54,9 @@ class RecordType(StrEnum):
     UNEMBARGO_DANDISET = "unembargo_dandiset"
     PUBLISH_DANDISET = "publish_dandiset"
     DELETE_DANDISET = "delete_dandiset"
+    #: out of the trash (:mod:`zarrchive.services.trash`)
+    RESTORE_ASSET = "restore_asset"
+    RESTORE_DANDISET = "restore_dandiset"
 
 
 def bounded(value: Any) -> Any:

@@ -29,6 +29,17 @@ def asset_updated(
     audit.record(session, dandiset, user, audit.RecordType.UPDATE_ASSET, audit.asset_details(asset))
 
 
+def asset_restored(
+    session: Session, user: Caller | None, dandiset: Dandiset, version: Version, asset: Asset
+) -> None:
+    """A deleted asset back from the trash (:mod:`zarrchive.services.trash`)."""
+    validation.asset_changed(session, version, asset)
+    search.index_asset(session, dandiset.id, asset.id, asset.path)
+    audit.record(
+        session, dandiset, user, audit.RecordType.RESTORE_ASSET, audit.asset_details(asset)
+    )
+
+
 def asset_removed(
     session: Session, user: Caller | None, dandiset: Dandiset, version: Version, asset: Asset
 ) -> None:

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from zarrchive.db.models import Asset, Dandiset, DandisetOwner, EmbargoStatus, Version, Zarr
 from zarrchive.errors import Conflict, InvalidInput, NotFound
-from zarrchive.services import audit, dois, search
+from zarrchive.services import audit, dois, search, trash
 from zarrchive.services.auth import (
     Caller,
     readable_dandisets,
@@ -114,7 +115,7 @@ def get_dandiset(
         )
     else:
         dandiset = session.get(Dandiset, number)
-    if dandiset is None:
+    if dandiset is None or dandiset.deleted_at is not None:  # in the trash: see trash.py
         raise NotFound(f"no dandiset {number:06d}")
     require_read(user, dandiset, f"no dandiset {number:06d}")
     return dandiset
@@ -143,14 +144,22 @@ class DandisetFilter:
     mine: bool = False
     search: str | None = None
     ordering: str = "id"
+    #: only the deleted ones (in the trash) the caller owns (admins: all); not DANDI's
+    deleted: bool = False
 
 
 def list_dandisets(
     session: Session, user: Caller | None, filters: DandisetFilter, *, offset: int, limit: int
 ) -> tuple[int, list[Dandiset]]:
     """``(count, page)`` of the dandisets *user* may see that pass *filters*."""
-    condition = readable_dandisets(user)
-    if not filters.embargoed:
+    condition: ColumnElement[bool] = readable_dandisets(user) & Dandiset.deleted_at.is_(None)
+    if filters.deleted:
+        caller = require_user(user)
+        condition = Dandiset.deleted_at.is_not(None)
+        if not caller.is_admin:
+            mine = select(DandisetOwner.dandiset_id).where(DandisetOwner.user_id == caller.id)
+            condition = condition & Dandiset.id.in_(mine)
+    elif not filters.embargoed:
         condition = condition & Dandiset.embargoed.is_(False)
     if filters.mine:
         owner = require_user(user)
@@ -223,8 +232,9 @@ def list_dandisets(
 
 
 def delete_dandiset(session: Session, user: Caller | None, identifier: str) -> None:
-    """Delete a dandiset that was never published and holds no Zarr (owners only): its
-    draft and assets go; blobs stay (other dandisets may use them)."""
+    """Delete a dandiset that was never published and holds no Zarr (owners only): it goes
+    to the trash with its draft's assets (:mod:`zarrchive.services.trash`: restorable for
+    ``ZARRCHIVE_TRASH_DAYS``, then purged by ``admin gc``)."""
     dandiset = get_dandiset(session, user, identifier)
     require_owner(user, dandiset)
     if dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
@@ -245,9 +255,4 @@ def delete_dandiset(session: Session, user: Caller | None, identifier: str) -> N
         )
     audit.record(session, dandiset, user, audit.RecordType.DELETE_DANDISET, {})
     dois.dandiset_deleted(session, dandiset.identifier)
-    search.unindex_dandiset(session, dandiset.id)
-    versions = select(Version.id).where(Version.dandiset_id == dandiset.id)
-    session.execute(delete(Asset).where(Asset.version_id.in_(versions)))
-    session.execute(delete(Version).where(Version.dandiset_id == dandiset.id))
-    session.delete(dandiset)  # and its owners (the relationship's rows)
-    session.flush()
+    trash.trash_dandiset(session, user, dandiset)

@@ -44,6 +44,7 @@ from zarrchive.config import PublishedZarrs
 from zarrchive.db.models import (
     Asset,
     EmbargoStatus,
+    TrashedAsset,
     UploadBatch,
     Version,
     Zarr,
@@ -718,6 +719,7 @@ def _unreferenced(cutoff: datetime) -> list[ColumnElement[bool]]:
     """The conditions on ``zarrs`` of :class:`UnreferencedZarr` (unchanged since *cutoff*)."""
     return [
         ~exists().where(Asset.zarr_id == Zarr.id),
+        ~exists().where(TrashedAsset.zarr_id == Zarr.id),  # restorable: see trash.py
         ~exists().where(ZarrPin.zarr_id == Zarr.id),
         ~exists().where(UploadBatch.zarr_id == Zarr.id),
         Zarr.created_at <= cutoff,

@@ -103,8 +103,12 @@ def ensure_writable(session: Session, zarr: Zarr) -> None:
     ``snapshot`` pin leaves it writable: see :mod:`zarrchive.services.snapshots`).
 
     Call it under the Zarr's row lock: publishing takes the same lock, so a
-    write either finishes before the publication or sees it.
+    write either finishes before the publication or sees it.  A Zarr whose asset is in
+    the trash doesn't change either (:func:`zarrchive.services.trash.refuse_trashed_zarr`).
     """
+    from zarrchive.services.trash import refuse_trashed_zarr
+
+    refuse_trashed_zarr(session, zarr.id)
     published = session.execute(
         select(Version.version, Version.dandiset_id)
         .join(ZarrPin, ZarrPin.version_id == Version.id)

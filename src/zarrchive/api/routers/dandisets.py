@@ -87,6 +87,9 @@ def list_dandisets(
     user_filter: Annotated[str | None, Query(alias="user", description="`me`: yours")] = None,
     search: Annotated[str | None, Query(max_length=300)] = None,
     ordering: Annotated[str, Query(description="id, name, created, modified; '-' reverses")] = "id",
+    deleted: Annotated[
+        bool, Query(description="only your deleted ones, in the trash (admins: all)")
+    ] = False,
 ) -> Page[DandisetOut]:
     """DANDI's filters: `draft=false` only published ones, `empty=false` only those with
     assets, `embargoed=true` also the embargoed ones you may see, `user=me` only yours."""
@@ -97,6 +100,7 @@ def list_dandisets(
         mine=user_filter == "me",
         search=search,
         ordering=ordering,
+        deleted=deleted,
     )
     with archive.db.session() as session:
         count, rows = dandisets.list_dandisets(
