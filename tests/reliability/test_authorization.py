@@ -134,6 +134,21 @@ def _add_key(api: httpx.Client, w: World) -> None:
     w.key_id = made["id"]
 
 
+def _trash_blob_asset(api: httpx.Client, w: World) -> None:
+    """A blob asset of the dandiset, deleted (in its trash): ``blob_asset_id``."""
+    _add_blob(api, w)
+    expect(api.delete(f"/api/dandisets/{w.dandiset}/versions/draft/assets/{w.blob_asset_id}/"), 204)
+
+
+def _trash_dandiset(api: httpx.Client, w: World) -> None:
+    """The world's dandiset becomes a deleted one (a new dandiset without Zarrs, embargoed
+    as the world's, with the world's reviewer, then deleted)."""
+    embargoed = bool(expect(api.get(f"/api/dandisets/{w.dandiset}/")).get("embargoed"))
+    w.dandiset = create_dandiset(api, "trashed", embargo=embargoed)
+    expect(api.put(f"/api/dandisets/{w.dandiset}/reviewers/", json=[{"username": REVIEWER}]))
+    expect(api.delete(f"/api/dandisets/{w.dandiset}/"), 204)
+
+
 def _add_zarr(api: httpx.Client, w: World) -> None:
     w.zarr_id = create_zarr(api, w.dandiset, "second.zarr")
 
@@ -199,6 +214,26 @@ ROWS = [
     Row("GET", D + "audit/", "owners-read", lambda w: f"/api/dandisets/{w.dandiset}/audit/"),
     # refused (409) for allowed roles: the world's dandiset holds a Zarr
     Row("DELETE", D, "write", lambda w: f"/api/dandisets/{w.dandiset}/", mutating=True),
+    Row("GET", D + "trash/", "owners-read", lambda w: f"/api/dandisets/{w.dandiset}/trash/"),
+    Row(
+        "POST",
+        D + "trash/{asset_id}/restore/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/trash/{w.blob_asset_id}/restore/",
+        mutating=True,
+        prepare=_trash_blob_asset,
+    ),
+    # a deleted dandiset is its owners' and admins' only: others are told it does not exist
+    Row(
+        "POST",
+        D + "restore/",
+        "write",
+        lambda w: f"/api/dandisets/{w.dandiset}/restore/",
+        mutating=True,
+        prepare=_trash_dandiset,
+        extra=frozenset({404}),
+    ),
+    Row("GET", "/api/stats/", "open", lambda w: "/api/stats/"),
     Row(
         "POST",
         D + "unembargo/",
