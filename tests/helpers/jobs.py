@@ -6,8 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from zarrchive.errors import StorageUnavailable
 from zarrchive.jobs import JobFunc, JobLane, JobQueue, run_job
 from zarrchive.jobs.queue import prepare
+
+#: Times a held job runs again when S3 did not answer in time, as the archive's queues retry
+#: a failed job: on a loaded machine one request of a job may outlast the store's read
+#: timeout (issue #41).  Other failures (a test's injected ones) are raised at once.
+RETRIES = 3
 
 
 class HeldJobQueue(JobQueue):
@@ -35,7 +41,9 @@ class HeldJobQueue(JobQueue):
         return [key or name for name, _, key in self.jobs if (key or name).startswith(prefix)]
 
     def run(self, prefix: str = "") -> int:
-        """Run (and remove) the queued jobs whose key starts with *prefix*, in queue order."""
+        """Run (and remove) the queued jobs whose key starts with *prefix*, in queue order
+        (a job that fails with :class:`StorageUnavailable` again, up to :data:`RETRIES`
+        times)."""
         ran = 0
         while True:
             todo = [j for j in self.jobs if (j[2] or j[0]).startswith(prefix)]
@@ -43,7 +51,13 @@ class HeldJobQueue(JobQueue):
                 return ran
             job = todo[0]
             self.jobs.remove(job)
-            run_job(job[0], job[1])
+            for attempt in range(RETRIES + 1):
+                try:
+                    run_job(job[0], job[1])
+                    break
+                except StorageUnavailable:
+                    if attempt == RETRIES:
+                        raise
             ran += 1
 
     def drop(self) -> None:
