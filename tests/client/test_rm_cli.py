@@ -142,7 +142,8 @@ def test_rm_waits_for_a_background_deletion(
     monkeypatch.setattr("zarrchive.cli.rm.WAIT_LIMIT_SECONDS", EVENT_TIMEOUT)
     result: list[tuple[int, str, str]] = []
     waiting = threading.Thread(
-        target=lambda: result.append(rm(client_env, zarr_id, "big", "other", "--yes"))
+        target=lambda: result.append(rm(client_env, zarr_id, "big", "other", "--yes")),
+        daemon=True,  # a failure here does not wait for it
     )
     waiting.start()
     wait_until(
