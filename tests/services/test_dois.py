@@ -13,13 +13,16 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from tests.conftest import make_settings
 from tests.helpers.assets import add_blob_asset, ok
 from tests.helpers.datacite_standin import DataCiteStandIn
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.metadata import dandiset_metadata
+from tests.helpers.snapshots import admin_env
 from tests.helpers.web_forms import sign_in
+from zarrchive.cli import app
 from zarrchive.config import DoiSettings, Settings
 from zarrchive.db.models import Doi, DoiState
 from zarrchive.jobs import InProcessJobQueue
@@ -74,6 +77,43 @@ def settings(
     return make_settings(seaweedfs, bucket, database_url, tmp_path, **overrides)
 
 
+class Remote:
+    """What DataCite holds: the stand-in's store, or DataCite's test instance over HTTP."""
+
+    def __init__(self, standin: DataCiteStandIn, settings: DoiSettings) -> None:
+        self.standin, self.settings = standin, settings
+
+    def _get(self, doi: str) -> dict[str, Any] | None:
+        with httpx.Client(auth=(self.settings.user, self.settings.password), timeout=60) as http:
+            response = http.get(f"{self.settings.api_url}/dois/{doi}")
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        attributes: dict[str, Any] = response.json()["data"]["attributes"]
+        return attributes
+
+    def state(self, doi: str) -> str | None:
+        if not REAL:
+            return self.standin.state(doi)
+        found = self._get(doi)
+        return None if found is None else str(found["state"])
+
+    def attributes(self, doi: str) -> dict[str, Any]:
+        found = self.standin.attributes(doi) if not REAL else self._get(doi)
+        assert found is not None
+        return found
+
+
+@pytest.fixture
+def remote(standin: DataCiteStandIn, doi_settings: DoiSettings) -> Remote:
+    return Remote(standin, doi_settings)
+
+
+@pytest.fixture
+def prefix(doi_settings: DoiSettings) -> str:
+    return doi_settings.prefix
+
+
 def _publish(api: httpx.Client, dandiset: str) -> str:
     add_blob_asset(api, dandiset, b"data of a file", "sub-1/file.bin")
     version: str = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))["version"]
@@ -109,20 +149,25 @@ def _skip_real() -> None:
 
 # -- the lifecycle ----------------------------------------------------------------------------
 def test_lifecycle_draft_then_findable_with_versions(
-    api: httpx.Client, archive: Archive, held: HeldJobQueue, standin: DataCiteStandIn
+    api: httpx.Client,
+    archive: Archive,
+    held: HeldJobQueue,
+    standin: DataCiteStandIn,
+    remote: Remote,
+    prefix: str,
 ) -> None:
     dandiset = _new(api)
-    concept = f"10.80507/dandi.{dandiset}"
+    concept = f"{prefix}/dandi.{dandiset}"
     assert held.queued("doi:") == [f"doi:{concept}"]
     held.run("doi:")
-    assert standin.state(concept) == "draft"
+    assert remote.state(concept) == "draft"
     secret = ok(api.post("/api/dandisets/", json={"name": "secret", "embargo": True}))
     held.run("doi:")
-    unembargoed = f"10.80507/dandi.{secret['identifier']}"
+    unembargoed = f"{prefix}/dandi.{secret['identifier']}"
     assert _row(archive, unembargoed) is None  # until its unembargo
     ok(api.post(f"/api/dandisets/{secret['identifier']}/unembargo/"))
     held.run()  # the unembargo, then the DOI job it queues
-    assert standin.state(unembargoed) == "draft"
+    assert remote.state(unembargoed) == "draft"
 
     version = _publish(api, dandiset)
     versioned = f"{concept}/{version}"
@@ -130,29 +175,30 @@ def test_lifecycle_draft_then_findable_with_versions(
     assert metadata["doi"] == versioned
     assert f"https://doi.org/{versioned}" in metadata["citation"]
     held.run("doi:")
-    assert standin.state(concept) == "findable" and standin.state(versioned) == "findable"
+    assert remote.state(concept) == "findable" and remote.state(versioned) == "findable"
     assert {
         "relatedIdentifier": concept,
         "relatedIdentifierType": "DOI",
         "relationType": "IsVersionOf",
-    } in standin.attributes(versioned)["relatedIdentifiers"]
+    } in remote.attributes(versioned)["relatedIdentifiers"]
     assert {
         "relatedIdentifier": versioned,
         "relatedIdentifierType": "DOI",
         "relationType": "HasVersion",
-    } in standin.attributes(concept)["relatedIdentifiers"]
-    assert (standin.created(concept), standin.created(versioned)) == (1, 1)
+    } in remote.attributes(concept)["relatedIdentifiers"]
+    if not REAL:
+        assert (standin.created(concept), standin.created(versioned)) == (1, 1)
     page = api.get(f"/dandiset/{dandiset}")
     assert f'href="https://doi.org/{versioned}"' in page.text and "(findable)" in page.text
 
 
 def test_deleting_a_dandiset_deletes_its_draft_doi_and_hides_a_findable_one(
-    api: httpx.Client, archive: Archive, held: HeldJobQueue, standin: DataCiteStandIn
+    api: httpx.Client, archive: Archive, held: HeldJobQueue, standin: DataCiteStandIn, prefix: str
 ) -> None:
     _skip_real()
     draft, findable = _new(api), _new(api)
     held.run("doi:")
-    gone, hidden = f"10.80507/dandi.{draft}", f"10.80507/dandi.{findable}"
+    gone, hidden = f"{prefix}/dandi.{draft}", f"{prefix}/dandi.{findable}"
     # made Findable at DataCite meanwhile (Fabrica): DataCite can't delete it
     standin.dois[hidden].state = "findable"
     for identifier in (draft, findable):
@@ -165,7 +211,7 @@ def test_deleting_a_dandiset_deletes_its_draft_doi_and_hides_a_findable_one(
 
 # -- DataCite down, then up -------------------------------------------------------------------
 def test_publication_while_datacite_is_down_gets_one_doi_when_it_is_back(
-    api: httpx.Client, archive: Archive, standin: DataCiteStandIn
+    api: httpx.Client, archive: Archive, standin: DataCiteStandIn, prefix: str
 ) -> None:
     _skip_real()
     queue = InProcessJobQueue(threads=1, backoff=0.1, max_backoff=0.3, max_retries=200)
@@ -175,7 +221,7 @@ def test_publication_while_datacite_is_down_gets_one_doi_when_it_is_back(
         standin.stop()
         dandiset = _new(api)
         version = _publish(api, dandiset)  # not blocked, not failed
-        versioned = f"10.80507/dandi.{dandiset}/{version}"
+        versioned = f"{prefix}/dandi.{dandiset}/{version}"
         metadata = ok(api.get(f"/api/dandisets/{dandiset}/versions/{version}/"))
         assert metadata["doi"] == versioned
         _wait(
@@ -196,12 +242,12 @@ def test_publication_while_datacite_is_down_gets_one_doi_when_it_is_back(
 
 
 def test_a_retried_create_updates_the_doi_datacite_has(
-    api: httpx.Client, archive: Archive, held: HeldJobQueue, standin: DataCiteStandIn
+    api: httpx.Client, archive: Archive, held: HeldJobQueue, standin: DataCiteStandIn, prefix: str
 ) -> None:
     """The answer of a POST was lost: DataCite has the DOI, the archive thinks it pending."""
     _skip_real()
     dandiset = _new(api)
-    concept = f"10.80507/dandi.{dandiset}"
+    concept = f"{prefix}/dandi.{dandiset}"
     held.run("doi:")
     with archive.db.write_session() as session:
         row = session.get(Doi, concept)
@@ -219,6 +265,7 @@ def test_a_refusal_is_recorded_and_shown_to_admins(
     archive: Archive,
     held: HeldJobQueue,
     standin: DataCiteStandIn,
+    prefix: str,
     users: Any,
     live_server: Any,
     capsys: pytest.CaptureFixture[str],
@@ -226,7 +273,7 @@ def test_a_refusal_is_recorded_and_shown_to_admins(
     # published without contributors (publish_requires_valid off): no creator for DataCite
     dandiset = _new(api, contributor=[])
     version = _publish(api, dandiset)
-    versioned = f"10.80507/dandi.{dandiset}/{version}"
+    versioned = f"{prefix}/dandi.{dandiset}/{version}"
     held.run("doi:")
     row = _row(archive, versioned)
     assert row is not None and row.refused_status == 422 and row.state == "pending"
@@ -242,17 +289,35 @@ def test_a_refusal_is_recorded_and_shown_to_admins(
 
 
 def test_doi_sync_sends_the_metadata_again(
-    api: httpx.Client, archive: Archive, held: HeldJobQueue, standin: DataCiteStandIn
+    api: httpx.Client,
+    archive: Archive,
+    held: HeldJobQueue,
+    standin: DataCiteStandIn,
+    doi_settings: DoiSettings,
 ) -> None:
     dandiset = _new(api)
     version = _publish(api, dandiset)
     held.run("doi:")
     before = len(standin.calls)
-    statuses = dois.sync_all(archive, dandiset)
-    assert [s.state.value for s in statuses] == ["findable", "findable"]
-    assert [m for m, _, s in standin.calls[before:]] == ["PUT", "PUT"]
-    assert all(s == 200 for _, _, s in standin.calls[before:])
-    assert statuses[1].doi.endswith(version)
+    env = {
+        **admin_env(archive.settings),
+        "ZARRCHIVE_DOI_API_URL": doi_settings.api_url,
+        "ZARRCHIVE_DOI_PREFIX": doi_settings.prefix,
+        "ZARRCHIVE_DOI_USER": doi_settings.user,
+        "ZARRCHIVE_DOI_PASSWORD": doi_settings.password,
+        "ZARRCHIVE_DOI_PUBLISH": "true",
+    }
+    result = CliRunner().invoke(app, ["admin", "doi", "sync", dandiset], env=env)
+    assert result.exit_code == 0, result.output
+    concept = f"{doi_settings.prefix}/dandi.{dandiset}"
+    assert result.output.splitlines() == [
+        f"{concept}  findable",
+        f"{concept}/{version}  findable",
+    ]
+    if not REAL:
+        assert [(m, s) for m, _, s in standin.calls[before:]] == [("PUT", 200), ("PUT", 200)]
+    refused = CliRunner().invoke(app, ["admin", "doi", "sync", "../1"], env=env)
+    assert refused.exit_code != 0 and "not a dandiset identifier" in refused.output
 
 
 # -- off: no DOI, no call -------------------------------------------------------------------
