@@ -9,8 +9,10 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import Users
+from tests.conftest import LiveServer, Users
 from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, client_for, ok
+from tests.helpers.web_forms import form_token
+from tests.helpers.web_site import browser
 from tests.helpers.zarr_client import create_zarr, list_files, upload
 from zarrchive.db.models import AuditRecord, Dandiset, TrashedAsset, utcnow
 from zarrchive.services.runtime import Archive
@@ -185,3 +187,30 @@ def test_usage_and_stats_equal_what_listings_sum(
         "user_count": 3,
         "size": 50 + 7,
     }
+
+
+def test_the_page_shows_the_trash_to_owners_and_restores_from_it(
+    live_server: LiveServer, archive: Archive, api: httpx.Client, users: Users, dandiset: str
+) -> None:
+    live_server.app.state.archive = archive
+    origin = {"Origin": live_server.url}
+    asset = add_blob_asset(api, dandiset, b"oops", "deleted-by-mistake.bin")
+    ok(api.delete(f"{assets_url(dandiset)}{asset['asset_id']}/"), 204)
+    restore = f"/dandiset/{dandiset}/trash/{asset['asset_id']}/restore"
+    with browser(live_server.url, users.other) as stranger:
+        page = stranger.get(f"/dandiset/{dandiset}").text
+        assert 'id="trash"' not in page and "deleted-by-mistake.bin" not in page
+        refused = stranger.post(restore, data={"csrf_token": form_token(page)}, headers=origin)
+        assert refused.status_code == 403
+    with browser(live_server.url, users.owner) as owner:
+        page = owner.get(f"/dandiset/{dandiset}").text
+        assert 'id="trash"' in page and "deleted-by-mistake.bin" in page
+        token = form_token(page)
+        forged = owner.post(
+            restore, data={"csrf_token": token}, headers={"Origin": "https://evil.example"}
+        )
+        assert forged.status_code == 403
+        done = owner.post(restore, data={"csrf_token": token}, headers=origin)
+        assert done.status_code == 303, done.text
+        assert 'id="trash-empty"' in owner.get(f"/dandiset/{dandiset}").text
+    assert _paths(api, dandiset) == ["deleted-by-mistake.bin"]

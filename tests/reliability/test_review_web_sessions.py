@@ -40,6 +40,7 @@ FORM_POSTS = {
     "/signout",
     "/dandiset/{dandiset_id}/owners",
     "/dandiset/{dandiset_id}/reviewers",
+    "/dandiset/{dandiset_id}/trash/{asset_id}/restore",  # tests/api/test_trash.py
     "/account/keys",
     "/account/keys/{key_id}/revoke",
     "/admin/users/approve",

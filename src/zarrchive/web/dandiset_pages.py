@@ -13,7 +13,7 @@ from zarrchive.api.pagination import PageRequest, page_request
 from zarrchive.api.public_url import public_base
 from zarrchive.api.routers.audit import list_audit_records
 from zarrchive.errors import InvalidInput
-from zarrchive.services import assets, catalog, dois, owners, reviewers, versions
+from zarrchive.services import assets, catalog, dois, owners, reviewers, trash, versions
 from zarrchive.services.auth import require_user
 from zarrchive.services.dandiset_summary import summarize
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
@@ -63,7 +63,17 @@ def _show(
         versions=list(reversed(view.versions)),
         dois=_dois(archive, view),
         doi_admin=user is not None and user.is_admin,
+        trashed=_trash(archive, user, view),
+        trash_days=archive.settings.trash_days,
     )
+
+
+def _trash(archive: ArchiveOf, user: WebUser, view: catalog.DandisetView) -> list[trash.TrashItem]:
+    """The deleted assets of the draft, to its owners and admins (none to anyone else)."""
+    if not view.can_manage:
+        return []
+    with archive.db.session() as session:
+        return trash.list_trash(session, user, view.identifier, archive.settings.trash_days)
 
 
 def _dois(archive: ArchiveOf, view: catalog.DandisetView) -> list[dois.DoiStatus]:
@@ -148,6 +158,22 @@ async def set_reviewers(
 def _set_reviewers(archive: ArchiveOf, user: WebUser, dandiset_id: str, names: list[str]) -> None:
     with archive.db.write_session() as session:
         reviewers.set_reviewers(session, require_user(user), dandiset_id, names)
+
+
+@router.post("/dandiset/{dandiset_id}/trash/{asset_id}/restore", response_model=None)
+async def restore_asset(
+    request: Request, archive: ArchiveOf, user: WebUser, dandiset_id: str, asset_id: str
+) -> RedirectResponse:
+    """The trash's restore button of a dandiset's page (owners)."""
+    fields = parse_form(await request.body())
+    require_form_from_here(request, fields.get(TOKEN_FIELD), request.state.form_token)
+    await run_in_threadpool(_restore_asset, archive, user, dandiset_id, asset_id)
+    return RedirectResponse(f"/dandiset/{dandiset_id}/draft", status_code=303)
+
+
+def _restore_asset(archive: ArchiveOf, user: WebUser, dandiset_id: str, asset_id: str) -> None:
+    with archive.db.write_session() as session:
+        trash.restore_asset(session, require_user(user), dandiset_id, asset_id)
 
 
 @router.get("/dandiset/{dandiset_id}/{version}/files", response_class=HTMLResponse)
