@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import make_settings
 from tests.helpers.assets import add_blob_asset, ok
+from tests.helpers.dandi import run_dandi, show
 from tests.helpers.datacite_standin import DataCiteStandIn
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.metadata import dandiset_metadata
@@ -190,6 +191,21 @@ def test_lifecycle_draft_then_findable_with_versions(
         assert (standin.created(concept), standin.created(versioned)) == (1, 1)
     page = api.get(f"/dandiset/{dandiset}")
     assert f'href="https://doi.org/{versioned}"' in page.text and "(findable)" in page.text
+
+
+def test_dandi_clis_dandiset_yaml_carries_the_doi(
+    api: httpx.Client, held: HeldJobQueue, prefix: str, tmp_path: Path, live_server: Any
+) -> None:
+    """DANDI's client writes the version's metadata to ``dandiset.yaml``: its DOI with it."""
+    dandiset = _new(api)
+    version = _publish(api, dandiset)
+    url = f"{live_server.url}/api/dandisets/{dandiset}/versions/{version}/"
+    done = run_dandi(
+        ["download", "--download", "dandiset.yaml", url], cwd=tmp_path, home=tmp_path / "home"
+    )
+    assert done.returncode == 0, show(done)
+    yaml = (tmp_path / dandiset / "dandiset.yaml").read_text()
+    assert f"doi: {prefix}/dandi.{dandiset}/{version}" in yaml
 
 
 def test_deleting_a_dandiset_deletes_its_draft_doi_and_hides_a_findable_one(
