@@ -24,8 +24,8 @@ MODULE_SECONDS: dict[str, int] = {
     "tests/services/test_manifest_records.py": 81,
     "tests/dandi/test_dandi_blobs.py": 77,
     "tests/web/test_oidc_browser.py": 75,  # alone: 65 s light, 155 s loaded (serve, provider, dandi)
-    "tests/web/test_oidc_signin.py": 45,
-    "tests/services/test_dois.py": 110,  # alone: 102 s light (16 tests, sqlite + postgresql)  # alone: 40 s light (provider, proxy, 10 archives)
+    "tests/web/test_oidc_signin.py": 45,  # alone: 40 s light (provider, proxy, 10 archives)
+    "tests/services/test_dois.py": 110,  # alone: 102 s light (16 tests, sqlite + postgresql)
     "tests/dandi/test_dandi_accounts.py": 45,  # estimate: an embargoed upload, 3 downloads
     "tests/client/test_multipart_ctrl_c.py": 60,  # estimate: 4 CLI uploads interrupted + reruns
     "tests/reliability/test_review_embargo.py": 56,
