@@ -30,7 +30,7 @@ LOCK := requirements/zarrchive.lock
 # (tests/helpers/schedule.py), so pytest-xdist's own reordering is off.
 PYTEST_WORKERS ?= 3
 
-.PHONY: serve test lint typecheck pytest install bench clean lock reliability browser
+.PHONY: serve test lint typecheck pytest install bench clean lock reliability browser unit
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -116,6 +116,11 @@ pytest: $(STAMP) $(LINDI_STAMP) $(SCHEMATHESIS_STAMP) $(S3FS_STAMP) $(DANDI_STAM
 	ZARRCHIVE_OME_PYTHON=$(CURDIR)/$(OME_VENV)/bin/python \
 	ZARRCHIVE_S3FS_PYTHON=$(CURDIR)/$(S3FS_VENV)/bin/python \
 	ZARRCHIVE_DANDI_VENV=$(CURDIR)/$(DANDI_VENV) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
+# The fast tests (`pytest -m unit`: those that need no server, services on the in-memory
+# object store; tests/helpers/unit_tests.py says which): about a minute on 2 idle cores.
+unit: $(STAMP)
+	$(BIN)/pytest -m unit -n 2 -p no:cacheprovider
 
 # The reliability suite at full size (fuzz, races, crashes, faults, authorization, bad input):
 # see README "Reliability".  `make test` runs the same tests on a small budget.

@@ -35,7 +35,9 @@ from tests.helpers import reliability as reliability_figures
 from tests.helpers import session_end
 from tests.helpers.databases import deselect_other_databases
 from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.memory_archive import memory_archive as memory_archive_of
 from tests.helpers.schedule import longest_modules_first
+from tests.helpers.unit_tests import mark_unit_tests
 from zarrchive.api import create_app
 from zarrchive.config import Settings
 from zarrchive.db.models import Base
@@ -245,6 +247,18 @@ def archive(settings: Settings) -> Iterator[Archive]:
         archive.close()
 
 
+@pytest.fixture
+def memory_archive(
+    request: pytest.FixtureRequest, database_url: str, tmp_path: Path
+) -> Iterator[Archive]:
+    """The archive on the in-memory object store (tests/helpers/memory_archive.py), on each
+    database: on SQLite a unit test (``make unit``); ``@pytest.mark.settings`` applies."""
+    marker = request.node.get_closest_marker("settings")
+    overrides = marker.kwargs if marker is not None else {}
+    with memory_archive_of(tmp_path, database_url=database_url, **overrides) as archive:
+        yield archive
+
+
 class LiveServer:
     """A real uvicorn server in a thread, serving whichever archive a test sets."""
 
@@ -366,6 +380,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     deselect_other_databases(config, items)
+    mark_unit_tests(items)  # `make unit` (tests/helpers/unit_tests.py)
     longest_modules_first(items)  # with pytest-xdist's --no-loadscope-reorder (Makefile)
 
 

@@ -40,9 +40,28 @@ class ObjectStoreProtocol(Protocol):
         """The plain URL of *key* (percent-encoded) on a world-readable bucket."""
         ...
 
-    def presign_put(self, key: str, md5_hex: str, expires_in: int) -> str:
+    def ensure_cors(self, configuration: dict[str, Any]) -> bool:
+        """Give the bucket these CORS rules; False when the credentials may not."""
+        ...
+
+    def public_version_url(self, key: str, version_id: str) -> str:
+        """The plain URL of one version of *key* (``?versionId=``)."""
+        ...
+
+    def presign_put(
+        self, key: str, md5_hex: str, expires_in: int, content_type: str | None = None
+    ) -> str:
         """A URL accepting one PUT of exactly the body of md5 *md5_hex* (``Content-MD5``
-        signed): any other body is refused and stores nothing."""
+        signed; with *content_type*, ``Content-Type`` signed too): any other body or type is
+        refused and stores nothing."""
+        ...
+
+    def presign_get_version(self, key: str, version_id: str, expires_in: int) -> str:
+        """A presigned GET URL of exactly one version of *key*."""
+        ...
+
+    def presign_complete_multipart(self, key: str, upload_id: str, expires_in: int) -> str:
+        """A presigned POST URL completing a multipart upload (the parts' XML unsigned)."""
         ...
 
     def presign_get(self, key: str, expires_in: int) -> str:
@@ -86,6 +105,10 @@ class ObjectStoreProtocol(Protocol):
         """Delete *key*: a delete marker on top of its versions (absent keys too)."""
         ...
 
+    def delete_version(self, key: str, version_id: str) -> None:
+        """Delete one version of *key* for good."""
+        ...
+
     def delete_many(self, keys: Iterable[str]) -> None:
         """:meth:`delete` of every key; :class:`StorageError` if any is refused."""
         ...
@@ -120,6 +143,13 @@ class ObjectStoreProtocol(Protocol):
         the first key after *start_after*."""
         ...
 
+    def iter_current_versions(
+        self, prefix: str, *, parallel: int = 8, page_size: int = 1000
+    ) -> Iterator[ObjectVersion]:
+        """The current version of every object under *prefix* (no delete markers), in key
+        order (*parallel*, *page_size*: how an implementation may list them)."""
+        ...
+
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
         """Every version and delete marker under *prefix*: by key, newest first within a key."""
         ...
@@ -144,9 +174,16 @@ class ObjectStoreProtocol(Protocol):
 
     # -- multipart uploads (blobs) ------------------------------------------------------------
     def create_multipart_upload(
-        self, key: str, content_type: str = "application/octet-stream"
+        self,
+        key: str,
+        content_type: str = "application/octet-stream",
+        metadata: dict[str, str] | None = None,
     ) -> str:
-        """Start a multipart upload of *key*; returns its upload id."""
+        """Start a multipart upload of *key* (the object gets user *metadata*); its id."""
+        ...
+
+    def upload_activity(self, key: str, upload_id: str) -> datetime | None:
+        """When an upload last changed (its newest part, else its start); None: no such upload."""
         ...
 
     def presign_upload_part(
