@@ -1,5 +1,6 @@
 """The upload service applying batches (``apply_pending``: claims, concurrent appliers) and
-completing only the batch it verified (``complete_batch``)."""
+completing only the batch it verified (``complete_batch``), on the in-memory object store
+(S3's own behaviour is the conformance suite's)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ from zarrchive.errors import NoUploadInProgress
 from zarrchive.services import uploads
 from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
+
+
+@pytest.fixture
+def archive(memory_archive: Archive) -> Archive:
+    return memory_archive
 
 
 def test_a_live_claim_is_respected_and_an_expired_one_taken_over(
