@@ -191,6 +191,14 @@ def test_lifecycle_draft_then_findable_with_versions(
         assert (standin.created(concept), standin.created(versioned)) == (1, 1)
     page = api.get(f"/dandiset/{dandiset}")
     assert f'href="https://doi.org/{versioned}"' in page.text and "(findable)" in page.text
+    # every publication sends the dandiset's metadata again: HasVersion each version
+    second = ok(api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/"))["version"]
+    held.run("doi:")
+    related = remote.attributes(concept)["relatedIdentifiers"]
+    assert {r["relatedIdentifier"] for r in related if r["relationType"] == "HasVersion"} == {
+        versioned,
+        f"{concept}/{second}",
+    }
 
 
 def test_dandi_clis_dandiset_yaml_carries_the_doi(

@@ -90,6 +90,8 @@ def _record(
     identifier: str,
     version: str | None,
     goal: DoiGoal,
+    *,
+    resend: bool = False,
 ) -> None:
     row = session.get(Doi, doi)
     if row is None:
@@ -100,25 +102,26 @@ def _record(
         row.goal = goal.value
         row.updated_at = utcnow()
     session.flush()
-    _queue_on_commit(session, archive, doi)
+    _queue_on_commit(session, archive, doi, resend)
 
 
-def _queue_on_commit(session: Session, archive: Archive, doi: str) -> None:
-    queued: tuple[Archive, set[str]] | None = session.info.get(_QUEUED)
+def _queue_on_commit(session: Session, archive: Archive, doi: str, resend: bool) -> None:
+    """Queue *doi*'s job when the transaction commits (*resend*: its metadata changed)."""
+    queued: tuple[Archive, dict[str, bool]] | None = session.info.get(_QUEUED)
     if queued is None:
-        queued = session.info[_QUEUED] = (archive, set())
+        queued = session.info[_QUEUED] = (archive, {})
         event.listen(session, "after_commit", _after_commit)
         event.listen(session, "after_rollback", _after_rollback)
-    queued[1].add(doi)
+    queued[1][doi] = queued[1].get(doi, False) or resend
 
 
 def _after_commit(session: Session) -> None:
     if session.in_nested_transaction():
         return
-    queued: tuple[Archive, set[str]] | None = session.info.pop(_QUEUED, None)
+    queued: tuple[Archive, dict[str, bool]] | None = session.info.pop(_QUEUED, None)
     if queued is not None:
         for doi in sorted(queued[1]):  # the dandiset's DOI before its versions'
-            queue_doi(queued[0], doi)
+            queue_doi(queued[0], doi, resend=queued[1][doi])
 
 
 def _after_rollback(session: Session) -> None:
@@ -160,7 +163,8 @@ def version_published(
         return None
     identifier = dandiset.identifier
     concept = dandiset_doi_name(settings, identifier)
-    _record(session, archive, concept, identifier, None, DoiGoal.FINDABLE)
+    # its metadata is the latest version's, with one more HasVersion: sent again
+    _record(session, archive, concept, identifier, None, DoiGoal.FINDABLE, resend=True)
     doi = version_doi_name(settings, identifier, version)
     _record(session, archive, doi, identifier, version, DoiGoal.FINDABLE)
     return doi
