@@ -13,6 +13,8 @@ import typer
 from zarrchive.cli._common import admin_settings, fail, friendly_errors, open_archive
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from zarrchive.services.runtime import Archive
 
 app = typer.Typer(help="Administer the archive (users, fsck, gc).", no_args_is_help=True)
@@ -172,6 +174,24 @@ def _purge_trash(archive: Archive, *, apply: bool, console: object) -> None:
         )
 
 
+def _gc_blobs(archive: Archive, apply: bool, grace: timedelta) -> tuple[int, int]:
+    """Remove (or list) the blobs nothing references (:mod:`zarrchive.services.blob_gc`):
+    ``(count, bytes)``."""
+    from zarrchive.services.blob_gc import remove_unreferenced_blob, unreferenced_blobs
+
+    count = size = 0
+    for blob in unreferenced_blobs(archive, grace=grace):
+        if apply and not remove_unreferenced_blob(archive, blob.blob_id, grace=grace):
+            continue  # taken meanwhile
+        print(
+            f"{'removed' if apply else 'would remove'}\t{blob.key}\t(blob {blob.blob_id}: no "
+            f"asset or trash item references it since {blob.since:%Y-%m-%d})\t{blob.size}"
+        )
+        count += 1
+        size += blob.size
+    return count, size
+
+
 @app.command("usage")
 @friendly_errors
 def usage(
@@ -228,9 +248,10 @@ def gc(
     """Remove what no published snapshot and no open batch needs: noncurrent object versions
     of Zarrs (and of their .checksum nodes) that no pinned manifest names, the staging
     areas of batches no longer open (and their stray multipart uploads), the multipart
-    uploads of open batches abandoned for --grace-days, and whole Zarrs that no asset and no
-    version references (unchanged for --grace-days).  A dry run (nothing removed) unless
-    --apply."""
+    uploads of open batches abandoned for --grace-days, whole Zarrs that no asset, version or
+    trash item references (unchanged for --grace-days), and blobs that no asset or trash item
+    has referenced for --grace-days; first, it purges what has been in the trash for longer
+    than ZARRCHIVE_TRASH_DAYS.  A dry run (nothing removed) unless --apply."""
     from datetime import timedelta
 
     from rich.console import Console
@@ -249,6 +270,8 @@ def gc(
     grace = timedelta(days=grace_days)
     with open_archive() as archive:
         _purge_trash(archive, apply=apply, console=console)
+        freed_blobs, freed_blob_bytes = (0, 0) if zarr_ids else _gc_blobs(archive, apply, grace)
+        total_bytes += freed_blob_bytes
         chosen = zarr_ids or gc_zarr_ids(archive)
         unreferenced = {z.zarr_id: z for z in unreferenced_zarrs(archive, grace=grace)}
         for zarr_id in chosen:
@@ -283,6 +306,8 @@ def gc(
             total_multipart += len(report.multipart)
             total_bytes += report.bytes
     zarrs = f", and {total_zarrs} unreferenced Zarrs" if total_zarrs else ""
+    if freed_blobs:
+        zarrs += f", and {freed_blobs} unreferenced blobs"
     if total_multipart:
         zarrs += (
             f" ({total_multipart} stray or abandoned multipart uploads "

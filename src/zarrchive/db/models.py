@@ -525,6 +525,11 @@ class Blob(Base):
     #: ``dandi:sha2-256``, computed by a background job streaming the object (``None``
     #: until then; see :mod:`zarrchive.services.validation`).
     sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    #: The last time an uploader was given it (an upload of the same content) or an asset or
+    #: trash item let go of it (``None``: since ``created_at``): ``admin gc`` removes an
+    #: unreferenced blob only once both are older than its grace period (see
+    #: :mod:`zarrchive.services.blob_gc`).
+    touched_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class BlobUpload(Base):

@@ -273,6 +273,8 @@ def update_asset(
     clean, path = _metadata_path(metadata)
     if blob_id is not None or zarr_id is not None:
         _check_content(session, user, dandiset, found, blob_id, zarr_id, asset.id)
+        if asset.blob is not None:  # let go of: gc's grace period starts (blob_gc.py)
+            asset.blob.touched_at = utcnow()
         asset.blob_id = str(uuid.UUID(blob_id)) if blob_id else None
         asset.zarr_id = str(uuid.UUID(zarr_id)) if zarr_id else None
     _check_path_free(session, found, path, asset.id)

@@ -63,6 +63,7 @@ from zarrchive.db.models import (
     DandisetOwner,
     DandisetReviewer,
     Version,
+    utcnow,
 )
 from zarrchive.errors import Conflict, InvalidInput, NotFound, UploadVerificationFailed
 from zarrchive.jobs.lanes import JobLane
@@ -194,6 +195,7 @@ def stored_twin(session: Session, digests: Digests, *, embargoed: bool) -> Blob 
                 "differs in another (a digest collision): it is refused"
             )
         if match == ContentMatch.SAME:
+            blob.touched_at = utcnow()  # given to an uploader: kept from gc (blob_gc.py)
             return blob
     return None
 

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Dandiset, TrashedAsset, Version, utcnow
+from zarrchive.db.models import Asset, Blob, Dandiset, TrashedAsset, Version, utcnow
 from zarrchive.errors import Conflict, NotFound
 from zarrchive.services import audit, changes, dois, search
 from zarrchive.services.auth import Caller, is_owner, require_owner, require_writer
@@ -279,6 +279,9 @@ def purge_expired(
         count = session.scalar(select(func.count()).select_from(TrashedAsset).where(due))
         return Purged(assets=int(count or 0), dandisets=len(expired))
     assets = session.scalar(select(func.count()).select_from(TrashedAsset).where(due))
+    released = select(TrashedAsset.blob_id).where(due, TrashedAsset.blob_id.is_not(None))
+    # let go of: gc's grace period starts now (see zarrchive.services.blob_gc)
+    session.execute(update(Blob).where(Blob.id.in_(released)).values(touched_at=now or utcnow()))
     session.execute(delete(TrashedAsset).where(due))
     if expired:
         session.execute(delete(Version).where(Version.dandiset_id.in_(expired)))

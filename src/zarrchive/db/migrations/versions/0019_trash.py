@@ -1,11 +1,12 @@
 """trash: deleted dandisets stay (``deleted_at``, ``deleted_by``), deleted assets move to
-``trashed_assets``, both restorable until ``admin gc`` purges them
+``trashed_assets``, both restorable until ``admin gc`` purges them; ``blobs.touched_at`` (the
+last time a blob was given to an uploader or let go of, for gc's grace period)
 
 Revision ID: 0019
 Revises: 0018
 Create Date: 2026-11-29 08:00:00
 
-Two nullable columns and a new table: nothing existing is rewritten.
+Three nullable columns and a new table: nothing existing is rewritten.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.add_column("blobs", sa.Column("touched_at", sa.DateTime(timezone=True), nullable=True))
     op.add_column("dandisets", sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True))
     op.add_column("dandisets", sa.Column("deleted_by", sa.String(length=150), nullable=True))
     op.create_table(
@@ -52,3 +54,5 @@ def downgrade() -> None:
     with op.batch_alter_table("dandisets") as batch:
         batch.drop_column("deleted_by")
         batch.drop_column("deleted_at")
+    with op.batch_alter_table("blobs") as batch:
+        batch.drop_column("touched_at")
