@@ -4,6 +4,8 @@ store (unit tests: S3's own behaviour is the conformance suite's)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 from sqlalchemy import select
@@ -13,8 +15,10 @@ from zarrchive.checksum import ChecksumNode
 from zarrchive.db.models import Zarr
 from zarrchive.services import fsck as fsck_service
 from zarrchive.services.fsck import fsck
+from zarrchive.services.manifests import AuditStatus, ManifestStatus, write_manifest
 from zarrchive.services.runtime import Archive
-from zarrchive.storage.keys import checksum_node_key
+from zarrchive.storage.keys import checksum_node_key, zarr_prefix
+
 
 @pytest.fixture
 def archive(memory_archive: Archive) -> Archive:
@@ -67,3 +71,57 @@ def test_fsck_repair_refused_while_a_batch_is_open(
     with pytest.raises(Conflict, match="batch open"):
         fsck_service.fsck(archive, zarr_id, repair=True)
     assert archive.store.get(checksum_node_key(zarr_id, "arr")) == b"{}"  # untouched
+
+
+class CountedListings:
+    """How many times the archive's store listed a Zarr's objects (any listing call)."""
+
+    def __init__(self, store: Any, monkeypatch: pytest.MonkeyPatch, zarr_id: str) -> None:
+        self.calls: list[str] = []
+        prefix = zarr_prefix(zarr_id)
+        for name in ("iter_objects", "iter_current_versions", "iter_versions", "iter_directory"):
+            listed = getattr(store, name)
+
+            def counted(
+                p: str, *args: Any, _name: str = name, _listed: Any = listed, **kw: Any
+            ) -> Any:
+                if p.startswith(prefix) or prefix.startswith(p):
+                    self.calls.append(_name)
+                return _listed(p, *args, **kw)
+
+            monkeypatch.setattr(store, name, counted)
+
+
+def test_fsck_lists_the_zarr_once_for_the_tree_and_the_manifest(
+    api: httpx.Client, zarr_id: str, archive: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 10^6 files each listing takes minutes: the tree and the manifest audit share one."""
+    upload(api, zarr_id, FILES)
+    assert write_manifest(archive, zarr_id).status is ManifestStatus.WRITTEN
+    listings = CountedListings(archive.store, monkeypatch, zarr_id)
+    report = fsck(archive, zarr_id)
+    assert report.ok and report.manifest == AuditStatus.MATCHES
+    assert (report.checksum_from_s3, report.file_count) == (oracle(FILES), len(FILES))
+    assert len(listings.calls) == 1, listings.calls
+    # a file written behind the archive's back: both checks see it, from the one listing
+    archive.store.put(f"zarr/{zarr_id}/stray", b"stray")
+    listings.calls.clear()
+    report = fsck(archive, zarr_id)
+    assert len(listings.calls) == 1, listings.calls
+    assert report.manifest == AuditStatus.DIFFERS
+    assert any("database holds checksum" in p for p in report.problems)
+    assert any(p.startswith("manifest") and "stray" in p for p in report.problems)
+    assert report.checksum_from_s3 == oracle({**FILES, "stray": b"stray"})
+
+
+def test_fsck_of_a_busy_zarr_lists_it_once_for_the_tree(
+    api: httpx.Client, zarr_id: str, archive: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit ends before listing (a batch open): the tree still gets the whole listing."""
+    upload(api, zarr_id, FOUR_FILES)
+    open_batch(api, zarr_id, {"arr/0": b"x"})
+    listings = CountedListings(archive.store, monkeypatch, zarr_id)
+    report = fsck(archive, zarr_id)
+    assert report.manifest == AuditStatus.BUSY and report.ok, report.problems
+    assert (report.checksum_from_s3, report.file_count) == (oracle(FOUR_FILES), 4)
+    assert len(listings.calls) == 1, listings.calls

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -439,11 +439,17 @@ class ManifestAudit:
 
 
 def audit_manifest(
-    archive: Archive, zarr_id: str, *, reported: int = AUDIT_REPORTED
+    archive: Archive,
+    zarr_id: str,
+    *,
+    reported: int = AUDIT_REPORTED,
+    listing: Iterable[ManifestEntry] | None = None,
 ) -> ManifestAudit:
     """Compare the stored manifest of the Zarr's current checksum with a listing of S3
     (both streamed): every path missing from S3, extra in S3, or with another version,
-    ETag, size or last-modified second."""
+    ETag, size or last-modified second.  *listing* is :func:`current_entries` of the Zarr
+    when the caller lists it itself (fsck: one listing for the tree and the audit; it is
+    read whole unless the audit ends before listing: busy, or no manifest)."""
     before, store = _snapshot(archive, zarr_id)
     if before.busy:
         return ManifestAudit(zarr_id, before.checksum, AuditStatus.BUSY)
@@ -454,7 +460,8 @@ def audit_manifest(
     chunks = store.iter_content(manifest_key(zarr_id, before.checksum), chunk_size=READ_CHUNK)
     try:
         stored = read_manifest(chunk_stream(chunks), verify=False).entries
-        for difference in diff_manifests(stored, current_entries(store, zarr_id)):
+        actual = current_entries(store, zarr_id) if listing is None else listing
+        for difference in diff_manifests(stored, actual):
             count += 1
             if len(kept) < reported:
                 kept.append(difference)

@@ -404,18 +404,23 @@ class MemoryObjectStore:
             ]
 
     def iter_objects(self, prefix: str) -> Iterator[ObjectInfo]:
+        return self._objects(prefix)
+
+    def _objects(self, prefix: str) -> Iterator[ObjectInfo]:
+        # (the listings share these generators, not each other's public methods: a test
+        # that counts the calls of one listing counts what the services asked for)
         for key, history in self._histories(prefix):
             if not history[-1].is_delete_marker:
                 yield self._info(key, history[-1], listed=True)
 
     def iter_directory(self, prefix: str, *, start_after: str = "") -> Iterator[ObjectInfo]:
-        for info in self.iter_objects(prefix):
+        for info in self._objects(prefix):
             if "/" not in info.key[len(prefix) :] and info.key > start_after:
                 yield info
 
     def iter_prefixes(self, prefix: str) -> Iterator[str]:
         seen: set[str] = set()
-        for info in self.iter_objects(prefix):
+        for info in self._objects(prefix):
             rest = info.key[len(prefix) :]
             if "/" in rest:
                 sub = prefix + rest.split("/", 1)[0] + "/"
@@ -424,6 +429,9 @@ class MemoryObjectStore:
                     yield sub
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
+        return self._versions(prefix)
+
+    def _versions(self, prefix: str) -> Iterator[ObjectVersion]:
         for key, history in self._histories(prefix):
             for position, version in enumerate(reversed(history)):
                 yield ObjectVersion(
@@ -439,12 +447,12 @@ class MemoryObjectStore:
     def iter_current_versions(
         self, prefix: str, *, parallel: int = 8, page_size: int = 1000
     ) -> Iterator[ObjectVersion]:
-        for version in self.iter_versions(prefix):
+        for version in self._versions(prefix):
             if version.is_latest and not version.is_delete_marker:
                 yield version
 
     def latest_version(self, key: str) -> ObjectVersion | None:
-        for version in self.iter_versions(key):
+        for version in self._versions(key):
             if version.key == key and version.is_latest:
                 return version
         return None
