@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import httpx
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tests.conftest import Users
 from tests.helpers.api_uploads import FILES, assert_nodes_match, oracle, upload
@@ -19,7 +20,7 @@ from tests.helpers.zarr_client import (
     expect,
     oracle_checksum,
 )
-from zarrchive.db.models import Dandiset
+from zarrchive.db.models import Blob, Dandiset
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.manifest import manifest_key
 from zarrchive.services.fsck import fsck
@@ -206,11 +207,17 @@ def test_unembargo_moves_blobs_and_copies_shared_ones(
         (second, shared_id, "a.nwb"),
     ):
         ok(api.post(assets_url(dandiset), json={"metadata": {"path": path}, "blob_id": blob_id}))
+    sha256 = hashlib.sha256(shared).hexdigest()
+    with archive.db.write_session() as session:  # (as the digest job records it)
+        session.execute(update(Blob).where(Blob.id == shared_id).values(sha256=sha256))
     ok(api.post(f"/api/dandisets/{first}/unembargo/"))
 
     assets = {a["path"]: a for a in ok(api.get(assets_url(first)))["results"]}
     assert assets["b.nwb"]["blob_id"] == own_id  # moved
     assert assets["a.nwb"]["blob_id"] != shared_id  # copied: a public blob of its own
+    with archive.db.session() as session:  # the copy keeps every digest of the content
+        copy = session.get(Blob, assets["a.nwb"]["blob_id"])
+        assert copy is not None and (copy.sha256, copy.embargoed) == (sha256, False)
     with httpx.Client(base_url=str(api.base_url)) as anon:
         for path, body in (("a.nwb", shared), ("b.nwb", own)):
             redirect = anon.get(f"/api/assets/{assets[path]['asset_id']}/download/")

@@ -354,6 +354,7 @@ def _copy_blob(
             id=copy_id,
             md5=blob.md5,
             etag=blob.etag,
+            sha256=blob.sha256,  # the same content: its digest need not be computed again
             size=blob.size,
             key=blob_key(copy_id),
             embargoed=False,
