@@ -214,3 +214,20 @@ def test_the_page_shows_the_trash_to_owners_and_restores_from_it(
         assert done.status_code == 303, done.text
         assert 'id="trash-empty"' in owner.get(f"/dandiset/{dandiset}").text
     assert _paths(api, dandiset) == ["deleted-by-mistake.bin"]
+
+
+def test_a_private_file_is_not_restored_into_a_dandiset_made_public_meanwhile(
+    api: httpx.Client, archive: Archive
+) -> None:
+    ident = ok(api.post("/api/dandisets/", json={"name": "secret", "embargo": True}))["identifier"]
+    asset = add_blob_asset(api, ident, b"private", "private.bin")
+    ok(api.delete(f"{assets_url(ident)}{asset['asset_id']}/"), 204)
+    # as an unembargo leaves it: the draft's blobs moved, the trash's not
+    with archive.db.write_session() as session:
+        dandiset = session.get(Dandiset, int(ident))
+        assert dandiset is not None
+        dandiset.embargoed, dandiset.embargo_status = False, "open"
+    response = api.post(f"/api/dandisets/{ident}/trash/{asset['asset_id']}/restore/")
+    assert response.status_code == 409, response.text
+    assert "upload it again" in response.json()["detail"]
+    assert _paths(api, ident) == []

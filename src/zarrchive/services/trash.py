@@ -111,8 +111,10 @@ def trash_asset(session: Session, user: Caller | None, asset: Asset) -> None:
 def trash_dandiset(session: Session, user: Caller | None, dandiset: Dandiset) -> None:
     """Put an unpublished *dandiset* in the trash: its row stays (``deleted_at``), its draft's
     assets move to the trash with it; it leaves the search index."""
+    from zarrchive.services.versions import ensure_draft  # versions imports dandisets
+
     who = user.username if user is not None else ""
-    draft = _draft(session, dandiset)
+    draft = ensure_draft(session, dandiset)
     for asset in session.scalars(select(Asset).where(Asset.version_id == draft.id)):
         session.add(_trash_row(asset, dandiset.id, who, with_dandiset=True))
         session.delete(asset)
@@ -141,8 +143,10 @@ def _trashed_dandiset(session: Session, user: Caller | None, identifier: str) ->
 
 def restore_dandiset(session: Session, user: Caller | None, identifier: str) -> Dandiset:
     """Take a deleted dandiset out of the trash (owners and admins), with its draft's assets."""
+    from zarrchive.services.versions import ensure_draft  # versions imports dandisets
+
     dandiset = _trashed_dandiset(session, user, identifier)
-    draft = _draft(session, dandiset, lock=True)
+    draft = ensure_draft(session, dandiset)
     rows = list(
         session.scalars(
             select(TrashedAsset).where(
@@ -225,6 +229,12 @@ def restore_asset(
         raise Conflict(
             f"the draft of dandiset {dandiset.identifier} has an asset at {row.path!r} "
             f"({taken}): move or delete it first"
+        )
+    if row.blob is not None and row.blob.embargoed and not dandiset.embargoed:
+        # unembargoing moved the draft's blobs, not the trash's: this one is still private
+        raise Conflict(
+            f"dandiset {dandiset.identifier} was unembargoed after {row.path!r} was deleted: "
+            "its file is still in the embargoed bucket; upload it again"
         )
     if row.zarr_id is not None:
         holder = session.scalar(
