@@ -40,7 +40,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "worker": LazyCommand(
         "zarrchive.cli.worker",
         "worker",
-        "Run background jobs (manifests, backfills) from Redis; start one per core or machine.",
+        (
+            "Run background jobs from Redis; start one per core or machine, and some on "
+            "`--queue zarr` alone so that a Zarr's jobs never wait behind a long conversion."
+        ),
     ),
     "upload": LazyCommand(
         "zarrchive.cli.upload",

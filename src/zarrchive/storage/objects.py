@@ -547,8 +547,10 @@ class ObjectStore:
             self._delete_batch(batch)
 
     def _delete_batch(self, keys: list[str]) -> None:
+        # up to 1,000 deletes in one request: on a versioned bucket that is about a second of
+        # S3's work at rest and many more on a busy S3, so the copies' longer read timeout
         response = self._call(
-            self.client.delete_objects,
+            self.copy_client.delete_objects,
             Bucket=self.bucket,
             Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True},
         )
