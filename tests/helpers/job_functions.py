@@ -4,6 +4,7 @@ by RQ workers)."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -70,3 +71,12 @@ def held_conversion(blob_id: str) -> None:
         convert_blob_job(blob_id)
     finally:
         (gates / f"{blob_id}.converted").touch()
+
+
+def record_dandischema_imported(path: str) -> None:
+    """Append whether dandischema was already imported when the job started (by its worker,
+    before forking the job's process), then use it as a validation job does."""
+    imported = "dandischema.models" in sys.modules
+    from zarrchive.services.validation import schema
+
+    append_line(path, f"imported={imported} version={schema().version}")

@@ -76,6 +76,12 @@ def worker(
             if archive is not None:
                 archive.close()
                 set_current_archive(None)
+        if JobLane.CONTENT in lanes:
+            # validations run there, each job in a forked child: dandischema (seconds to
+            # import, 12-14 s under load) imported once here is already every child's
+            from zarrchive.services.validation import schema
+
+            schema()
         run_worker(
             url,
             queue_name=settings.redis_queue,
