@@ -53,6 +53,13 @@ def _sweep_pending(archive: Archive) -> None:
         sweep_pending(archive)
     except Exception:  # the database or S3 is down: the next write to each Zarr finishes it
         log.exception("could not look for verified batches to apply")
+    if archive is not None:
+        from zarrchive.services import dois
+
+        try:  # DOIs an outage left pending when the last process stopped
+            dois.queue_pending(archive)
+        except Exception:  # `zarrchive admin doi sync` sends them
+            log.exception("could not queue the DOIs left pending")
 
 
 #: The OpenAPI security scheme of ``Authorization: token KEY`` (``/docs``'s Authorize button).

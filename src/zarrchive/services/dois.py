@@ -21,6 +21,7 @@ with DataCite's message for the admins and not retried.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,8 @@ from sqlalchemy.orm import Session
 from zarrchive.config import DoiSettings
 from zarrchive.db.models import Dandiset, Doi, DoiGoal, DoiState, Version, utcnow
 from zarrchive.errors import DataCiteRefused, DataCiteUnavailable
-from zarrchive.jobs import JobLane
+from zarrchive.jobs import InProcessJobQueue, JobLane
+from zarrchive.jobs.queue import backoff_delay
 from zarrchive.services import doi_metadata, runtime
 from zarrchive.services.datacite import DataCiteClient
 from zarrchive.services.runtime import Archive
@@ -219,8 +221,52 @@ def dandiset_dois(session: Session, identifier: str) -> list[DoiStatus]:
 
 # -- the job --------------------------------------------------------------------------------------
 def sync_doi_job(doi: str, resend: bool = False) -> None:
-    """The background job (see :mod:`zarrchive.jobs`)."""
-    sync_doi(runtime.current_archive(), doi, resend=resend)
+    """The background job (see :mod:`zarrchive.jobs`).  DataCite down: RQ retries it (10 s,
+    1 min, 5 min: its scheduler); the in-process queue's retries (seconds) are shorter than an
+    outage, so there it is queued again later by a timer of this process, with a growing
+    delay, until DataCite answers (a restart queues what is still pending:
+    :func:`queue_pending`)."""
+    archive = runtime.current_archive()
+    try:
+        sync_doi(archive, doi, resend=resend)
+    except DataCiteUnavailable:
+        if not isinstance(archive.jobs, InProcessJobQueue):
+            raise
+        _retry_later(archive, doi, resend)
+
+
+#: The in-process retries of a DOI job while DataCite is down: seconds before the first,
+#: doubled each time up to the most.
+RETRY_FIRST = 10.0
+RETRY_MOST = 600.0
+
+
+def _retry_later(archive: Archive, doi: str, resend: bool) -> None:
+    with archive.db.session() as session:
+        row = session.get(Doi, doi)
+        attempts = row.attempts if row is not None else 1
+    delay = backoff_delay(max(attempts, 1), RETRY_FIRST, RETRY_MOST)
+    log.warning("DataCite did not answer for DOI %s: trying again in %.0f s", doi, delay)
+    timer = threading.Timer(delay, queue_doi, (archive, doi), {"resend": resend})
+    timer.daemon = True
+    timer.start()
+
+
+def queue_pending(archive: Archive) -> int:
+    """Queue the job of every DOI not at its goal that DataCite did not refuse (at start-up:
+    an outage's DOIs whose retries this process no longer holds); how many."""
+    settings = archive.settings.doi
+    if settings is None or archive.jobs is None:
+        return 0
+    with archive.db.session() as session:
+        rows = [
+            (r.doi, DoiState(r.state), DoiGoal(r.goal))
+            for r in session.scalars(select(Doi).where(Doi.refused_status.is_(None)))
+        ]
+    todo = [d for d, s, g in rows if doi_metadata.next_step(s, g, publish=settings.publish)]
+    for doi in todo:
+        queue_doi(archive, doi)
+    return len(todo)
 
 
 #: Steps one job takes at most (create, then publish: two).
@@ -482,6 +528,7 @@ __all__ = [
     "dandiset_unembargoed",
     "describe",
     "queue_doi",
+    "queue_pending",
     "sync_all",
     "sync_doi",
     "sync_doi_job",
