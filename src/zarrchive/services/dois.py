@@ -13,9 +13,10 @@ Unset ``ZARRCHIVE_DOI_*``: nothing here does anything (no row, no job, no call).
 The hooks record a :class:`~zarrchive.db.models.Doi` row in the caller's transaction and
 queue its job when it commits (content lane: a Zarr's jobs never wait for DataCite).  The job
 is keyed by the DOI and idempotent (DataCite's DOI is named: a retried create updates it);
-DataCite down is an error recorded on the row and a retry (the queue's backoff; a later DOI
-job that succeeds queues the ones still pending; ``doi sync`` too); a refusal (4xx) is recorded
-with DataCite's message for the admins and not retried.
+DataCite down is an error recorded on the row and a retry (RQ's; in-process a timer's, with a
+growing delay, see :func:`sync_doi_job`; a DOI job that succeeds, a server's start-up and
+``doi sync`` queue the ones still pending); a refusal (4xx) is recorded with DataCite's message
+for the admins and not retried.
 """
 
 from __future__ import annotations
