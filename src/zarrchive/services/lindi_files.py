@@ -48,7 +48,8 @@ from zarrchive.services import runtime
 from zarrchive.services.auth import Caller
 from zarrchive.services.blobs import blob_url, may_read_blob
 from zarrchive.services.runtime import Archive, current_archive
-from zarrchive.storage.objects import ObjectStore, s3_errors
+from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +264,7 @@ def _record(archive: Archive, blob_id: str, work: _Work, status: LindiStatus, si
 class _S3Reader:
     """Ranged GETs of one object, remembering the last S3 failure (for the signature)."""
 
-    def __init__(self, store: ObjectStore, key: str) -> None:
+    def __init__(self, store: ObjectStoreProtocol, key: str) -> None:
         self.store = store
         self.key = key
         self.failure: StorageError | None = None
@@ -274,17 +275,10 @@ class _S3Reader:
             return b""
         self.requests += 1
         try:
-            with s3_errors(f"GET {self.key!r} (bytes {offset}-{offset + size - 1})"):
-                response = self.store.client.get_object(
-                    Bucket=self.store.bucket,
-                    Key=self.key,
-                    Range=f"bytes={offset}-{offset + size - 1}",
-                )
-                body = response["Body"]
-                try:
-                    return bytes(body.read())
-                finally:
-                    body.close()
+            data = self.store.get_range(self.key, offset, size)
+            if data is None:
+                raise StorageError(f"S3 GET {self.key!r} failed: the blob is gone (NoSuchKey)")
+            return data
         except StorageError as exc:
             self.failure = exc
             raise
