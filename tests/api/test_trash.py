@@ -53,6 +53,9 @@ def test_a_deleted_asset_shows_nowhere_and_comes_back_exactly(
     assert api.get(f"{assets_url(dandiset)}{asset_id}/").status_code == 404
     found = ok(api.get("/api/dandisets/", params={"search": "precious"}))
     assert found["count"] == 0
+    for page in (f"/dandiset/{dandiset}/draft/files?location=data", f"/dandiset/{dandiset}"):
+        shown = anon.get(page)
+        assert shown.status_code == 200 and "precious.bin" not in shown.text
 
     # in the trash, to owners only
     (item,) = ok(api.get(f"/api/dandisets/{dandiset}/trash/"))
