@@ -171,14 +171,23 @@ def test_usage_and_stats_equal_what_listings_sum(
     orphan = create_zarr(api, dandiset, "orphan.zarr")
     upload(api, orphan, {"y": b"12345"})
     other = ok(api.post("/api/dandisets/", json={"name": "second"}))["identifier"]
-    add_blob_asset(api, other, b"d" * 7, "d.bin")
+    published = add_blob_asset(api, other, b"d" * 7, "d.bin")
+    add_blob_asset(api, other, b"e" * 3, "e.bin")
+    version = ok(api.post(f"/api/dandisets/{other}/versions/draft/publish/"))["version"]
+    ok(api.delete(f"{assets_url(other)}{published['asset_id']}/"), 204)
 
     report = usage_report(archive)
     draft = _sum_sizes(ok(api.get(assets_url(dandiset), params={"page_size": 1000}))["results"])
     trash = _sum_sizes(ok(api.get(f"/api/dandisets/{dandiset}/trash/")))
     mine = report.dandisets[dandiset]
     assert (mine.draft, mine.published_only, mine.trash) == (draft, 0, trash) == (50, 0, 20)
-    assert report.users["owner"].draft == 50 + 7
+    published_sizes = _sum_sizes(
+        ok(api.get(assets_url(other, version), params={"page_size": 1000}))["results"]
+    )
+    theirs = report.dandisets[other]
+    assert (theirs.draft, theirs.published_only, theirs.trash) == (3, published_sizes - 3, 7)
+    owner = report.users["owner"]
+    assert (owner.draft, owner.published_only, owner.trash) == (50 + 3, 7, 20 + 7)
     assert report.users["other"].total == 0
     assert (report.orphaned_zarrs, report.orphaned_zarr_bytes) == (1, 5)
     assert report.orphaned_blobs == 0
@@ -186,9 +195,9 @@ def test_usage_and_stats_equal_what_listings_sum(
     figures = ok(anon.get("/api/stats/"))
     assert figures == {
         "dandiset_count": 2,
-        "published_dandiset_count": 0,
+        "published_dandiset_count": 1,
         "user_count": 3,
-        "size": 50 + 7,
+        "size": 50 + 7 + 3,  # the published d.bin too, e.bin once for both versions
     }
 
 
