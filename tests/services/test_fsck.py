@@ -13,6 +13,7 @@ from sqlalchemy import select
 from tests.helpers.api_uploads import FILES, assert_nodes_match, info, open_batch, oracle, upload
 from zarrchive.checksum import ChecksumNode
 from zarrchive.db.models import Zarr
+from zarrchive.errors import InvalidInput
 from zarrchive.services import fsck as fsck_service
 from zarrchive.services.fsck import fsck
 from zarrchive.services.manifests import AuditStatus, ManifestStatus, write_manifest
@@ -125,3 +126,16 @@ def test_fsck_of_a_busy_zarr_lists_it_once_for_the_tree(
     assert report.manifest == AuditStatus.BUSY and report.ok, report.problems
     assert (report.checksum_from_s3, report.file_count) == (oracle(FOUR_FILES), 4)
     assert len(listings.calls) == 1, listings.calls
+
+
+def test_an_object_from_parts_without_a_recorded_md5_is_named(
+    api: httpx.Client, zarr_id: str, archive: Archive
+) -> None:
+    """Its ETag is not an md5 and the archive recorded none: fsck can't hash it, says so."""
+    upload(api, zarr_id, FOUR_FILES)
+    key = f"zarr/{zarr_id}/arr/2"
+    upload_id = archive.store.create_multipart_upload(key)
+    etag = archive.store.upload_part(key, upload_id, 1, b"two")  # type: ignore[attr-defined]
+    archive.store.complete_multipart_upload(key, upload_id, [(1, etag)])
+    with pytest.raises(InvalidInput, match=f"{zarr_id}/arr/2: its ETag .* is not an md5"):
+        fsck(archive, zarr_id)
