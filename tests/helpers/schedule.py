@@ -36,6 +36,8 @@ MODULE_SECONDS: dict[str, int] = {
     "tests/services/test_manifests.py": 46,
     "tests/api/test_request_guard.py": 44,
     "tests/api/test_embargo.py": 43,
+    "tests/api/test_trash.py": 41,  # alone, light (12 tests, sqlite + postgresql)
+    "tests/services/test_blob_gc.py": 28,  # alone, light (the CLI test: sqlite only)
     "tests/reliability/test_faults.py": 42,
     "tests/cli/test_review_serve_stop.py": 41,
     "tests/api/test_snapshots.py": 41,
