@@ -2,8 +2,9 @@
 
 :class:`ObjectStoreProtocol` lists exactly the members of
 :class:`zarrchive.storage.objects.ObjectStore` (S3 through boto3) that the services call;
-``tests/storage/conformance.py`` holds the behaviour each of them promises, and every
-implementation's test module runs it (as zarr-python's ``StoreTests``). Errors are the
+:class:`zarrchive.storage.memory.MemoryObjectStore` implements them in memory (for fast
+tests).  ``tests/storage/conformance.py`` holds the behaviour each of them promises, and
+every implementation's test module runs it (as zarr-python's ``StoreTests``). Errors are the
 archive's own: :class:`zarrchive.errors.StorageUnavailable` when the store says "later" or
 cannot be reached, :class:`zarrchive.errors.StorageError` for any other refusal,
 :class:`zarrchive.errors.InvalidInput` for a multipart upload the client got wrong.
