@@ -394,7 +394,7 @@ class ObjectStoreTests:
         node.set_file("a", md5(b"a"), 1)
         store.put(key, node.to_json(), "application/json")
         cache = NodeCache()
-        view = cache.get(store, key)  # (the services take the S3 class today)
+        view = cache.get(store, key)
         assert view is not None and view.file_names == ["a"] and view.digest == node.digest
         assert cache.get(store, key) is view
         node.set_file("b", md5(b"bb"), 2)

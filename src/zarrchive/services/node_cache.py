@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from zarrchive.checksum import ChecksumNode
 from zarrchive.checksum.node import ChildDigest
 from zarrchive.errors import ArchiveBusy, CorruptChecksumNode, InvalidChecksumNode
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 #: Kinds of listing rows, in listing order: directories first, then files.
 DIRECTORY, FILE = 0, 1
@@ -112,7 +112,7 @@ class NodeCache:
         #: Downloads and parses done (for tests and monitoring).
         self.loads = 0
 
-    def get(self, store: ObjectStore, key: str) -> NodeView | None:
+    def get(self, store: ObjectStoreProtocol, key: str) -> NodeView | None:
         """The node at *key* (``None`` if there is none), current as of this call."""
         head = store.head(key)
         if head is None:
@@ -138,7 +138,7 @@ class NodeCache:
         finally:
             lock.release()
 
-    def _lookup(self, store: ObjectStore, key: str, etag: str) -> NodeView | None:
+    def _lookup(self, store: ObjectStoreProtocol, key: str, etag: str) -> NodeView | None:
         with self._lock:
             entry = self._entries.get((store.endpoint_url or "", store.bucket, key, etag))
             if entry is None:
@@ -146,7 +146,7 @@ class NodeCache:
             self._entries.move_to_end((store.endpoint_url or "", store.bucket, key, etag))
             return entry.view
 
-    def _load(self, store: ObjectStore, key: str) -> NodeView | None:
+    def _load(self, store: ObjectStoreProtocol, key: str) -> NodeView | None:
         fetched = store.get_with_etag(key)
         if fetched is None:
             return None
@@ -165,7 +165,9 @@ class NodeCache:
         self.remember(store, key, etag, view, len(data))
         return view
 
-    def remember(self, store: ObjectStore, key: str, etag: str, view: NodeView, size: int) -> None:
+    def remember(
+        self, store: ObjectStoreProtocol, key: str, etag: str, view: NodeView, size: int
+    ) -> None:
         """Keep *view*, the node just written at *key* (*size* bytes of JSON, ETag *etag*)."""
         cost = size * _MEMORY_PER_BYTE
         if cost > self.budget_bytes:

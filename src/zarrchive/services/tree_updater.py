@@ -24,7 +24,7 @@ from zarrchive.errors import CorruptChecksumNode, InvalidChecksumNode
 from zarrchive.paths import parent_directories, split_path
 from zarrchive.services.node_cache import NODE_CACHE, NodeView
 from zarrchive.storage.keys import checksum_node_key
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 #: ``(md5, size)`` to set a file, ``None`` to remove it.
 FileChange = tuple[str, int] | None
@@ -43,7 +43,7 @@ def _depth(directory: str) -> int:
     return directory.count("/") + 1 if directory else 0
 
 
-def read_node(store: ObjectStore, zarr_id: str, directory: str) -> ChecksumNode | None:
+def read_node(store: ObjectStoreProtocol, zarr_id: str, directory: str) -> ChecksumNode | None:
     """The ``.checksum`` node of *directory*, or ``None`` if it has none.
 
     A node that can't be parsed is the archive's fault (:class:`CorruptChecksumNode`), never
@@ -63,7 +63,7 @@ def read_node(store: ObjectStore, zarr_id: str, directory: str) -> ChecksumNode 
 
 
 def read_nodes(
-    store: ObjectStore, zarr_id: str, directories: list[str]
+    store: ObjectStoreProtocol, zarr_id: str, directories: list[str]
 ) -> dict[str, ChecksumNode | None]:
     """Several nodes, read concurrently (on the store's pool for small requests: never behind
     an apply's queued copies)."""
@@ -105,7 +105,7 @@ def check_dropped_directories(changes: Iterable[str], drop_directories: Iterable
 
 
 def apply_changes(
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     changes: Mapping[str, FileChange],
     drop_directories: Sequence[str] = (),
@@ -186,7 +186,7 @@ def apply_changes(
 
 
 def file_lookup(
-    store: ObjectStore, zarr_id: str, paths: list[str]
+    store: ObjectStoreProtocol, zarr_id: str, paths: list[str]
 ) -> dict[str, tuple[str, int] | None]:
     """The current ``(md5, size)`` of each path per the tree (``None``: not a file)."""
     directories = sorted({split_path(p)[0] for p in paths})
