@@ -1,6 +1,7 @@
 """Issue #23 item 3: opening a batch checks its paths against the queued (verified, not yet
 applied) batches without reading the backlog: the database answers which paths clash.
-Byte order, not the database's collation, decides what is under a directory."""
+Byte order, not the database's collation, decides what is under a directory.  On the
+in-memory object store (the subject is the database's answer, not S3)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ from tests.helpers.zarr_client import md5
 from zarrchive.errors import InvalidInput
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import batches
+
+
+@pytest.fixture
+def archive(memory_archive: Archive) -> Archive:
+    return memory_archive
 
 
 def _open(api: httpx.Client, zarr_id: str, paths: list[str]) -> httpx.Response:
