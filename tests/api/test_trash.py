@@ -4,6 +4,7 @@ show nowhere meanwhile, and are purged after ``ZARRCHIVE_TRASH_DAYS``; storage a
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -154,6 +155,27 @@ def test_a_deleted_dandiset_is_restorable_by_its_owners_then_purged(
     assert api.post(f"/api/dandisets/{ident}/restore/").status_code == 404
 
 
+def _staging(archive: Archive) -> dict[str, int]:
+    """Every object of the buckets' staging areas (a full listing), with its size."""
+    return {
+        o.key: o.size
+        for store in (archive.store, archive.embargo_store)
+        for o in store.iter_objects("zarr-staging/")
+    }
+
+
+def _wait_for_staging(archive: Archive, zarr_ids: list[str], timeout: float = 60) -> None:
+    """Wait until the staging areas of *zarr_ids* hold only what no batch owns (applied
+    batches remove their staged objects after the apply)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ours = [k for k in _staging(archive) if k.split("/")[1] in zarr_ids]
+        if all(k.split("/")[2] == "f" * 32 for k in ours):
+            return
+        assert time.monotonic() < deadline, f"staging still holds {ours}"
+        time.sleep(0.2)
+
+
 def _sum_sizes(items: list[dict[str, Any]]) -> int:
     return sum(int(i["size"]) for i in items)
 
@@ -176,7 +198,16 @@ def test_usage_and_stats_equal_what_listings_sum(
     version = ok(api.post(f"/api/dandisets/{other}/versions/draft/publish/"))["version"]
     ok(api.delete(f"{assets_url(other)}{published['asset_id']}/"), 204)
 
+    # a staging area no batch owns any more (a crash between apply and cleanup leaves one)
+    leftover = f"zarr-staging/{zarr_id}/{'f' * 32}/x/0"
+    archive.store.put(leftover, b"left over")
+    _wait_for_staging(archive, [zarr_id, orphan])  # the applied batches' own cleanup is done
+
     report = usage_report(archive)
+    # the buckets are the test session's: other tests' leftovers count on both sides
+    staged = _staging(archive)
+    assert leftover in staged
+    assert (report.staging_objects, report.staging_bytes) == (len(staged), sum(staged.values()))
     draft = _sum_sizes(ok(api.get(assets_url(dandiset), params={"page_size": 1000}))["results"])
     trash = _sum_sizes(ok(api.get(f"/api/dandisets/{dandiset}/trash/")))
     mine = report.dandisets[dandiset]

@@ -10,8 +10,8 @@ however many assets name it.  For a dandiset:
 
 A user's figures are the sums over the dandisets they own.  The archive's ``orphaned``
 figures are what nothing references: blobs that no asset and no trash item names, Zarrs that
-no asset, no published version and no trash item names, and staging areas of batches that
-are no longer open or pending (read from S3).
+no asset, no published version, no trash item and no batch names, and staging areas of
+batches that are no longer open or pending (read from S3).
 """
 
 from __future__ import annotations
@@ -182,6 +182,8 @@ def usage_report(archive: Archive, *, with_staging: bool = True) -> UsageReport:
             for contents in group.values():
                 referenced |= contents
         referenced |= {("zarr", z) for z in session.scalars(select(ZarrPin.zarr_id))}
+        # being uploaded (its asset comes last): not orphaned, as gc sees it
+        referenced |= {("zarr", z) for z in session.scalars(select(UploadBatch.zarr_id))}
         for content, size in sizes.items():
             if content in referenced:
                 continue
