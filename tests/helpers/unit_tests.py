@@ -41,10 +41,6 @@ NOT_UNIT = (
     "tests/jobs/test_jobs_rerun.py",  # RQ workers on Redis
     "tests/db/test_migrations.py",
     "tests/storage/test_seaweedfs.py",
-    "tests/storage/test_signed_copy.py",
-    "tests/storage/test_s3_conformance.py",
-    "tests/storage/test_upload_memory.py",
-    "tests/storage/test_objects.py",
 )
 
 
