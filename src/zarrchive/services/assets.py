@@ -13,7 +13,6 @@ import fnmatch
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -24,6 +23,30 @@ from zarrchive.db.models import Asset, Blob, Dandiset, Version, utcnow
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_path
 from zarrchive.services import changes, trash
+from zarrchive.services.asset_views import (
+    ETAG_DIGEST as ETAG_DIGEST,
+)
+from zarrchive.services.asset_views import (
+    ZARR_DIGEST as ZARR_DIGEST,
+)
+from zarrchive.services.asset_views import (
+    ZARR_MEDIA_TYPE as ZARR_MEDIA_TYPE,
+)
+from zarrchive.services.asset_views import (
+    AssetInfo as AssetInfo,
+)
+from zarrchive.services.asset_views import (
+    asset_info as asset_info,
+)
+from zarrchive.services.asset_views import (
+    computed_metadata as computed_metadata,
+)
+from zarrchive.services.asset_views import (
+    parse_asset_id as parse_asset_id,
+)
+from zarrchive.services.asset_views import (
+    served_metadata as served_metadata,
+)
 from zarrchive.services.auth import Caller, require_owner, require_read
 from zarrchive.services.blobs import blob_url, may_read_blob
 from zarrchive.services.dandisets import get_dandiset
@@ -31,28 +54,10 @@ from zarrchive.services.lindi_files import request_lindi
 from zarrchive.services.runtime import Archive
 from zarrchive.services.snapshots import published_asset_checksum
 from zarrchive.services.versions import find_version, require_draft
-from zarrchive.services.zarrs import canonical_uuid, get_zarr
+from zarrchive.services.zarrs import get_zarr
 
-ZARR_MEDIA_TYPE = "application/x-zarr"
-ZARR_DIGEST = "dandi:dandi-zarr-checksum"
-MD5_DIGEST = "dandi:md5"
-ETAG_DIGEST = "dandi:dandi-etag"
 MAX_PAGE_SIZE = 1000
 ASSET_ORDERINGS = ("path", "created", "modified")
-
-
-@dataclass(frozen=True)
-class AssetInfo:
-    asset_id: str
-    path: str
-    dandiset: str
-    version: str
-    blob_id: str | None
-    zarr_id: str | None
-    size: int
-    metadata: dict[str, Any]
-    created: datetime
-    modified: datetime
 
 
 @dataclass(frozen=True)
@@ -69,59 +74,6 @@ class AssetPath:
     aggregate_files: int
     aggregate_size: int
     asset_id: str | None
-
-
-def computed_metadata(asset: Asset) -> dict[str, Any]:
-    """The stored metadata with the fields that follow the content filled in from it."""
-    metadata = dict(asset.metadata_ or {})
-    metadata["path"] = asset.path
-    if asset.zarr is not None:
-        metadata["encodingFormat"] = ZARR_MEDIA_TYPE
-        metadata["contentSize"] = asset.zarr.size
-        metadata["digest"] = {ZARR_DIGEST: asset.zarr.checksum}
-    elif asset.blob is not None:
-        metadata["contentSize"] = asset.blob.size
-        digest = {}
-        if asset.blob.etag is not None:
-            digest[ETAG_DIGEST] = asset.blob.etag
-        if asset.blob.md5 is not None:
-            digest[MD5_DIGEST] = asset.blob.md5
-        if asset.blob.sha256 is not None:
-            digest["dandi:sha2-256"] = asset.blob.sha256
-        metadata["digest"] = digest
-    return metadata
-
-
-def served_metadata(asset: Asset) -> dict[str, Any]:
-    """Draft assets: computed now; published assets: as pinned at publication."""
-    if asset.version.is_draft:
-        return computed_metadata(asset)
-    return dict(asset.metadata_ or {})
-
-
-def asset_info(asset: Asset, dandiset: Dandiset) -> AssetInfo:
-    metadata = served_metadata(asset)
-    size = metadata.get("contentSize")
-    return AssetInfo(
-        asset_id=asset.id,
-        path=asset.path,
-        dandiset=dandiset.identifier,
-        version=asset.version.version,
-        blob_id=asset.blob_id,
-        zarr_id=asset.zarr_id,
-        size=int(size) if isinstance(size, int) else 0,
-        metadata=metadata,
-        created=asset.created_at,
-        modified=asset.modified_at,
-    )
-
-
-def parse_asset_id(asset_id: str) -> str:
-    """The canonical form of an asset id."""
-    canonical = canonical_uuid(asset_id)
-    if canonical is None:
-        raise NotFound(f"no asset {asset_id!r}: asset ids are UUIDs")
-    return canonical
 
 
 def _metadata_path(metadata: object) -> tuple[dict[str, Any], str]:

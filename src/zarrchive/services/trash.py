@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
@@ -31,10 +30,8 @@ from sqlalchemy.orm import Session
 from zarrchive.db.models import Asset, Blob, Dandiset, TrashedAsset, Version, utcnow
 from zarrchive.errors import Conflict, NotFound
 from zarrchive.services import audit, changes, dois, search
+from zarrchive.services.asset_views import AssetInfo, asset_info, parse_asset_id
 from zarrchive.services.auth import Caller, is_owner, require_owner, require_writer
-
-if TYPE_CHECKING:
-    from zarrchive.services.assets import AssetInfo
 
 DRAFT = "draft"
 
@@ -207,7 +204,6 @@ def restore_asset(
 ) -> AssetInfo:
     """Put a deleted asset back at its path in the draft (owners): 409 if an asset holds the
     path now, or (a Zarr asset) if another asset holds its Zarr."""
-    from zarrchive.services.assets import asset_info, parse_asset_id
     from zarrchive.services.dandisets import get_dandiset
 
     dandiset = get_dandiset(session, user, identifier)

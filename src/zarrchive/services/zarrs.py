@@ -28,6 +28,7 @@ from zarrchive.db.models import (
     ZarrPin,
 )
 from zarrchive.errors import InvalidInput, InvalidPath, NotFound, ZarrFrozen
+from zarrchive.identifiers import canonical_uuid
 from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services.auth import Caller, readable_dandisets, require_owner, require_read
 from zarrchive.services.dandisets import get_dandiset
@@ -38,15 +39,6 @@ from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_pref
 from zarrchive.storage.objects import ObjectStore
 
 MAX_PAGE_SIZE = 1000
-
-
-def canonical_uuid(text: str) -> str | None:
-    """The canonical form of a UUID in ASCII hex, or ``None`` (``uuid.UUID`` also takes
-    Unicode digits such as ``\u0663`` for ``3``, which would give one record several ids)."""
-    try:
-        return str(uuid.UUID(text)) if text.isascii() else None
-    except (ValueError, AttributeError, TypeError):
-        return None
 
 
 def parse_zarr_id(zarr_id: str) -> str:
