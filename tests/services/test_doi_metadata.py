@@ -126,3 +126,24 @@ def test_datacite_errors_are_read_and_bounded(errors: list[dict[str, str]]) -> N
     else:
         assert message is None
     assert dm.datacite_errors("<html>") is None
+
+
+def test_the_archive_checks_kernel_4_before_sending() -> None:
+    """A payload DataCite's schema refuses is named before any call (a refusal the archive
+    records without asking DataCite)."""
+    valid: dict[str, Any] = {
+        "doi": "10.1/c/1",
+        "url": "http://a/dandiset/1/1",
+        "event": "publish",
+        "creators": [{"name": "Doe, Jane", "nameType": "Personal"}],
+        "titles": [{"title": "A"}],
+        "publisher": {"name": "DANDI Archive"},
+        "publicationYear": "2026",
+        "types": {"resourceTypeGeneral": "Dataset", "resourceType": "Neural Data"},
+        "schemaVersion": "http://datacite.org/schema/kernel-4",
+    }
+    assert dm.needs_full_metadata(valid)
+    assert dm.kernel_4_errors(valid) is None
+    assert "creators/0" in (dm.kernel_4_errors({**valid, "creators": [{"nom": "D"}]}) or "")
+    assert "titles" in (dm.kernel_4_errors({**valid, "titles": "A"}) or "")
+    assert not dm.needs_full_metadata({"doi": "10.1/c", "url": "http://a", "titles": []})

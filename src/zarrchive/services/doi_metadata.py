@@ -16,10 +16,15 @@ The archive's side (:mod:`zarrchive.services.dois`) reads the database and calls
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
+
+from jsonschema import Draft7Validator
 
 from zarrchive.db.models import DoiGoal, DoiState
 
@@ -213,6 +218,38 @@ def step_attributes(step: DoiStep, doi: str, metadata: dict[str, Any] | None) ->
     if step.event is not None:
         attributes["event"] = step.event.value
     return attributes
+
+
+@functools.cache
+def _kernel_4_validator() -> Draft7Validator:
+    """DataCite's kernel-4 metadata schema: the copy dandischema ships (and validates with)."""
+    from dandischema import datacite
+
+    path = Path(datacite.__file__).parent / "schema" / f"{KERNEL_4_SCHEMA}.json"
+    return Draft7Validator(json.loads(path.read_text(encoding="utf-8")))
+
+
+#: The name of the kernel-4 schema file in dandischema's package (Invenio's DataCite 4.5).
+KERNEL_4_SCHEMA = "inveniosoftware-4.5-81-g160250d"
+
+
+def needs_full_metadata(attributes: dict[str, Any]) -> bool:
+    """Whether DataCite checks *attributes* against its whole schema: a DOI published (made
+    Findable) or sent with its full metadata (creators)."""
+    return attributes.get("event") == DoiEvent.PUBLISH.value or "creators" in attributes
+
+
+def kernel_4_errors(attributes: dict[str, Any]) -> str | None:
+    """What DataCite's kernel-4 schema finds wrong in *attributes* (bounded), or ``None``: the
+    archive checks before sending, as DataCite will."""
+    payload = {k: v for k, v in attributes.items() if k not in ("event", "doi", "url")}
+    errors = sorted(_kernel_4_validator().iter_errors(payload), key=lambda e: list(e.path))
+    if not errors:
+        return None
+    text = "; ".join(
+        f"{'/'.join(str(p) for p in e.path) or '(top)'}: {e.message}" for e in errors[:5]
+    )
+    return text[:ERROR_LIMIT]
 
 
 def document(doi: str, attributes: dict[str, Any]) -> dict[str, Any]:

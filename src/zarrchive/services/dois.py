@@ -346,6 +346,13 @@ def _call(
             return datacite.update(doi, hide)
         return current
     attributes = doi_metadata.step_attributes(step, doi, metadata)
+    if doi_metadata.needs_full_metadata(attributes):
+        wrong = doi_metadata.kernel_4_errors(attributes)
+        if wrong is not None:
+            raise DataCiteRefused(
+                f"DOI {doi}: not sent, its metadata fails DataCite's kernel-4 schema: {wrong}",
+                status=422,
+            )
     if step.method is doi_metadata.DoiMethod.CREATE:
         return datacite.create(doi, attributes)
     return datacite.update(doi, attributes)
