@@ -13,13 +13,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
-
-_HOP_BY_HOP = {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade"}
+from tests.helpers.http_proxy import ProxiedRequest, proxy_server
 
 
 class CountingProxy:
@@ -29,6 +24,11 @@ class CountingProxy:
         self.seen: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self.url = ""
+
+    def record(self, request: ProxiedRequest) -> bool:
+        with self.lock:
+            self.seen.append((request.method, request.path))
+        return True
 
     def reset(self) -> None:
         with self.lock:
@@ -42,60 +42,6 @@ class CountingProxy:
 @contextlib.contextmanager
 def counting_proxy(upstream: str) -> Iterator[CountingProxy]:
     proxy = CountingProxy()
-    target = urlsplit(upstream)
-    client = httpx.Client(trust_env=False, timeout=120, follow_redirects=False)
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _forward(self) -> None:
-            with proxy.lock:
-                proxy.seen.append((self.command, self.path))
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP]
-            answer = client.request(
-                self.command,
-                f"{target.scheme}://{target.netloc}{self.path}",
-                headers=headers,
-                content=body,
-            )
-            self.send_response(answer.status_code)
-            for key, value in answer.headers.multi_items():
-                if key.lower() not in _HOP_BY_HOP | {"content-length", "content-encoding"}:
-                    self.send_header(key, value)
-            size = answer.headers.get("content-length", "0") if self.command == "HEAD" else None
-            self.send_header("Content-Length", size or str(len(answer.content)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(answer.content)
-
-        def do_GET(self) -> None:
-            self._forward()
-
-        def do_HEAD(self) -> None:
-            self._forward()
-
-        def do_PUT(self) -> None:
-            self._forward()
-
-        def do_POST(self) -> None:
-            self._forward()
-
-        def do_DELETE(self) -> None:
-            self._forward()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    proxy.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with proxy_server(upstream, on_request=proxy.record) as url:
+        proxy.url = url
         yield proxy
-    finally:
-        server.shutdown()
-        server.server_close()
-        client.close()

@@ -18,23 +18,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import httpx
-
-_HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-}
+from tests.helpers.http_proxy import ProxiedRequest, proxy_server
 
 
 @dataclass(frozen=True)
@@ -47,6 +34,12 @@ class SentPart:
     upload_id: str
     number: int
     size: int
+
+
+def _part_number(request: ProxiedRequest) -> int:
+    """The ``partNumber`` of an S3 multipart part request; 0 for any other."""
+    query = parse_qs(urlsplit(request.path).query)
+    return int(query["partNumber"][0]) if "partNumber" in query else 0
 
 
 class PartGate:
@@ -104,12 +97,25 @@ class PartGate:
             self._released = True
             self._cond.notify_all()
 
-    def sent(self, part: SentPart, status: int, to_s3: bool) -> None:
+    def on_request(self, request: ProxiedRequest) -> bool:
+        """The proxy's hook before forwarding: a part PUT goes through :meth:`admit`."""
+        number = _part_number(request)
+        return not (number and request.method == "PUT") or self.admit()
+
+    def on_answer(self, request: ProxiedRequest, status: int) -> None:
+        """The proxy's hook once answered: record a presigned PUT answered 200."""
+        target = urlsplit(request.path)
+        query = parse_qs(target.query)
+        to_s3 = request.method == "PUT" and "X-Amz-Signature" in query  # a presigned PUT
+        if status != 200 or not to_s3:
+            return
+        key = unquote(target.path).lstrip("/").partition("/")[2]
+        upload_id = query.get("uploadId", [""])[0]
+        part = SentPart(key, upload_id, _part_number(request), len(request.body))
         with self._cond:
-            if status == 200 and to_s3:
-                self.put_bytes += part.size
-                if part.number:
-                    self.parts.append(part)
+            self.put_bytes += part.size
+            if part.number:
+                self.parts.append(part)
 
     def part_numbers(self, key: str | None = None) -> list[int]:
         """The numbers of the parts answered 200 (of *key*, if given), in the order sent."""
@@ -124,68 +130,12 @@ class PartGate:
 @contextlib.contextmanager
 def part_gate(let_through: int | None = None, *, drop: bool = False) -> Iterator[PartGate]:
     gate = PartGate(let_through, drop)
-    upstream = httpx.Client(trust_env=False, timeout=300, follow_redirects=False)
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _forward(self) -> None:
-            target = urlsplit(self.path)
-            if not target.scheme:  # not a proxy request
-                self.send_error(400, "absolute URI expected")
-                return
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            query = parse_qs(target.query)
-            number = int(query["partNumber"][0]) if "partNumber" in query else 0
-            if number and self.command == "PUT" and not gate.admit():
-                self.close_connection = True  # no answer: the network failed
-                return
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
-            answer = upstream.request(self.command, self.path, headers=headers, content=body)
-            key = unquote(target.path).lstrip("/").partition("/")[2]
-            upload_id = query.get("uploadId", [""])[0]
-            to_s3 = self.command == "PUT" and "X-Amz-Signature" in query  # a presigned PUT
-            gate.sent(SentPart(key, upload_id, number, len(body)), answer.status_code, to_s3)
-            self.send_response(answer.status_code)
-            for name, value in answer.headers.multi_items():
-                if name.lower() not in _HOP_BY_HOP | {"content-length", "content-encoding"}:
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(answer.content)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(answer.content)
-
-        def do_GET(self) -> None:
-            self._forward()
-
-        def do_HEAD(self) -> None:
-            self._forward()
-
-        def do_PUT(self) -> None:
-            self._forward()
-
-        def do_POST(self) -> None:
-            self._forward()
-
-        def do_DELETE(self) -> None:
-            self._forward()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    gate.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield gate
-    finally:
-        gate.release()
-        server.shutdown()
-        server.server_close()
-        upstream.close()
+    with proxy_server(on_request=gate.on_request, on_answer=gate.on_answer, timeout=300) as url:
+        gate.url = url
+        try:
+            yield gate
+        finally:
+            gate.release()
 
 
 def wait_for(condition: Any, what: str, timeout: float = 120) -> None:
