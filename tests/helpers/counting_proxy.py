@@ -11,32 +11,13 @@ proxy's :attr:`~CountingProxy.url` sends it all its S3 traffic.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 
-from tests.helpers.http_proxy import ProxiedRequest, proxy_server
+from tests.helpers.http_proxy import RecordingProxy, proxy_server
 
 
-class CountingProxy:
-    """Started with :func:`counting_proxy`."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-        self.url = ""
-
-    def record(self, request: ProxiedRequest) -> bool:
-        with self.lock:
-            self.seen.append((request.method, request.path))
-        return True
-
-    def reset(self) -> None:
-        with self.lock:
-            self.seen.clear()
-
-    def requests(self) -> list[tuple[str, str]]:
-        with self.lock:
-            return list(self.seen)
+class CountingProxy(RecordingProxy):
+    """Started with :func:`counting_proxy`; :attr:`seen` lists ``(method, path and query)``."""
 
 
 @contextlib.contextmanager

@@ -4,25 +4,17 @@ forwards every request it is given and records its method and host."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from tests.helpers.http_proxy import ProxiedRequest, proxy_server
+from tests.helpers.http_proxy import ProxiedRequest, RecordingProxy, proxy_server
 
 
-class ForwardProxy:
+class ForwardProxy(RecordingProxy):
     """Started with :func:`forward_proxy`; :attr:`seen` lists ``(method, host:port)``."""
 
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str]] = []
-        self.lock = threading.Lock()
-        self.url = ""
-
-    def record(self, request: ProxiedRequest) -> bool:
-        with self.lock:
-            self.seen.append((request.method, urlsplit(request.path).netloc))
-        return True
+    def what(self, request: ProxiedRequest) -> str:
+        return urlsplit(request.path).netloc
 
 
 @contextlib.contextmanager

@@ -40,6 +40,32 @@ class ProxiedRequest:
     body: bytes
 
 
+class RecordingProxy:
+    """A proxy that records each request's ``(method, what)`` in :attr:`seen` (*what* as
+    :meth:`what` says); its :meth:`record` is the *on_request* hook of :func:`proxy_server`."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self.url = ""
+
+    def what(self, request: ProxiedRequest) -> str:
+        return request.path
+
+    def record(self, request: ProxiedRequest) -> bool:
+        with self.lock:
+            self.seen.append((request.method, self.what(request)))
+        return True
+
+    def reset(self) -> None:
+        with self.lock:
+            self.seen.clear()
+
+    def requests(self) -> list[tuple[str, str]]:
+        with self.lock:
+            return list(self.seen)
+
+
 @contextlib.contextmanager
 def proxy_server(
     upstream: str | None = None,
