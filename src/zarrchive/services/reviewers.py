@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from zarrchive.db.models import Dandiset, DandisetReviewer, User
@@ -26,8 +26,8 @@ from zarrchive.services.auth import (
     require_owner,
     require_user,
 )
+from zarrchive.services.dandiset_roles import parse_usernames, replace_members
 from zarrchive.services.dandisets import get_dandiset
-from zarrchive.services.owners import find_users, parse_usernames, user_info
 
 #: The most reviewers one dandiset can have (a PUT listing more is refused).
 MAX_REVIEWERS = 100
@@ -76,32 +76,16 @@ def set_reviewers(
     locked = get_dandiset(session, user, dandiset_id, lock=True)
     require_owner(user, locked)
     wanted = parse_usernames(usernames, MAX_REVIEWERS, "reviewers")
-    found = find_users(session, wanted) if wanted else {}
-    current = {r.username: r for r in _current(session, locked)}
-    removed = sorted(set(current) - set(wanted))
-    added = sorted(set(wanted) - set(current))
-    if removed:
-        session.execute(
-            delete(DandisetReviewer).where(
-                DandisetReviewer.dandiset_id == locked.id,
-                DandisetReviewer.user_id.in_([current[n].id for n in removed]),
-            )
-        )
-    for name in added:
-        session.add(DandisetReviewer(dandiset_id=locked.id, user_id=found[name].id))
-    if removed or added:
-        audit.record(
-            session,
-            locked,
-            user,
-            audit.RecordType.CHANGE_REVIEWERS,
-            {
-                "removed_reviewers": [user_info(n) for n in removed],
-                "added_reviewers": [user_info(n) for n in added],
-            },
-        )
-    session.flush()
-    session.expire(locked, ["reviewers"])
+    replace_members(
+        session,
+        user,
+        locked,
+        DandisetReviewer,
+        _current(session, locked),
+        wanted,
+        audit.RecordType.CHANGE_REVIEWERS,
+        "reviewers",
+    )
     return _reviewers(session, locked)
 
 

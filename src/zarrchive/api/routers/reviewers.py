@@ -3,23 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter
+from pydantic import BaseModel
 
 from zarrchive.api.bodies import JsonBody
-from zarrchive.api.deps import ArchiveDep, UserDep
+from zarrchive.api.routers.dandiset_roles import MemberIn, add_role_routes
 from zarrchive.services import reviewers
 
 router = APIRouter(tags=["dandisets"])
 
 
-class ReviewerIn(BaseModel):
+class ReviewerIn(MemberIn):
     """One reviewer, as the owners' list (``name`` and ``email`` are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-    username: str = Field(max_length=150, description="An existing user's name")
 
 
 class ReviewerOut(BaseModel):
@@ -27,39 +22,24 @@ class ReviewerOut(BaseModel):
     name: str
 
 
-def _out(found: list[reviewers.ReviewerInfo]) -> list[ReviewerOut]:
-    return [ReviewerOut(username=r.username, name=r.name) for r in found]
-
-
-@router.get(
-    "/api/dandisets/{dandiset_id}/reviewers/",
-    response_model=list[ReviewerOut],
-    summary="The dandiset's reviewers",
-)
-def get_reviewers(dandiset_id: str, archive: ArchiveDep, user: UserDep) -> list[ReviewerOut]:
-    """Owners and admins only (reviewers' names are shown to nobody else)."""
-    with archive.db.session() as session:
-        return _out(reviewers.list_reviewers(session, user, dandiset_id))
+def _out(found: reviewers.ReviewerInfo) -> ReviewerOut:
+    return ReviewerOut(username=found.username, name=found.name)
 
 
 #: Like the owners' ``PUT``: bounded by the body's size (a signed-in caller's).
 NEW_REVIEWERS = JsonBody(list[ReviewerIn], login=True)
 
-
-@router.put(
+add_role_routes(
+    router,
     "/api/dandisets/{dandiset_id}/reviewers/",
-    response_model=list[ReviewerOut],
-    summary="Replace the dandiset's reviewers",
-    openapi_extra=NEW_REVIEWERS.openapi,
-)
-def put_reviewers(
-    dandiset_id: str,
-    body: Annotated[list[ReviewerIn], Depends(NEW_REVIEWERS)],
-    archive: ArchiveDep,
-    user: UserDep,
-) -> list[ReviewerOut]:
-    """`[{"username": ...}, ...]` (may be empty): the new reviewers (owners and admins only;
+    role="reviewers",
+    body=NEW_REVIEWERS,
+    response_model=ReviewerOut,
+    out=_out,
+    list_members=reviewers.list_reviewers,
+    set_members=reviewers.set_reviewers,
+    get_doc="Owners and admins only (reviewers' names are shown to nobody else).",
+    put_doc="""`[{"username": ...}, ...]` (may be empty): the new reviewers (owners and admins only;
     400 naming a user that does not exist).  Reviewers read everything of the dandiset while
-    it is embargoed and change nothing; a removed one loses sight at once."""
-    with archive.db.write_session() as session:
-        return _out(reviewers.set_reviewers(session, user, dandiset_id, [r.username for r in body]))
+    it is embargoed and change nothing; a removed one loses sight at once.""",
+)
