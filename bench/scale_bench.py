@@ -340,9 +340,10 @@ def put_batch(
         digest = md5_to_content_md5(hashlib.md5(body).hexdigest())
         for attempt in range(5):
             try:
-                s3.put(
-                    item["upload_url"], content=body, headers={"Content-MD5": digest}
-                ).raise_for_status()
+                headers = {"Content-MD5": digest}
+                if item.get("content_type"):  # the type the URL signs
+                    headers["Content-Type"] = item["content_type"]
+                s3.put(item["upload_url"], content=body, headers=headers).raise_for_status()
                 return
             except httpx.HTTPError:
                 if attempt == 4:

@@ -117,7 +117,9 @@ def main(host: str, port: str, count: str, seconds: str, source: str) -> None:
     while pending and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=1.0):
             sock = _socket_of(key)
-            index = pending.pop(sock)
+            index = pending.pop(sock, None)
+            if index is None:  # connected already: the server answered it (read below)
+                continue
             selector.unregister(sock)
             if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
                 held.connect_failed += 1
