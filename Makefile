@@ -140,4 +140,4 @@ browser:
 test: lint typecheck browser pytest
 
 clean:
-	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) $(DANDI_VENV) $(OME_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) $(DANDI_VENV) $(OME_VENV) $(OIDC_PROVIDER)/node_modules .pytest_cache .mypy_cache .ruff_cache
