@@ -106,7 +106,9 @@ def test_connection_errors_are_retried_then_reported() -> None:
     ):
         client.info()
     assert caught.value.message.startswith("cannot reach the archive at http://127.0.0.1:")
-    assert time.monotonic() - start >= 0.05 + 0.1  # two waits: >= 0.05 s and >= 0.1 s
+    # an archive never reached is given up after 2 connection attempts (one wait, >= 0.05 s;
+    # once it has answered, every attempt of the policy is used: test_unreached_archive.py)
+    assert time.monotonic() - start >= 0.05
 
 
 def test_backoff_bounds() -> None:
