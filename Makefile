@@ -100,13 +100,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-# The OpenID Connect provider of the sign-in tests (panva's oidc-provider, from its lock
-# file); without npm they skip (tests/helpers/oidc_provider.py says why).
+# The OpenID Connect provider of the sign-in tests (panva's oidc-provider, from the lock file
+# in tests/oidc_provider), installed beside the Python venvs in .venv-oidc (its package files
+# are copied there; the tests copy provider.mjs in at start); without npm the tests skip
+# (tests/helpers/oidc_provider.py says why).
 OIDC_PROVIDER := tests/oidc_provider
-OIDC_PROVIDER_STAMP := $(OIDC_PROVIDER)/node_modules/.installed-stamp
-$(OIDC_PROVIDER_STAMP): $(OIDC_PROVIDER)/package-lock.json
+OIDC_VENV := .venv-oidc
+OIDC_PROVIDER_STAMP := $(OIDC_VENV)/.installed-stamp
+$(OIDC_PROVIDER_STAMP): $(OIDC_PROVIDER)/package.json $(OIDC_PROVIDER)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
-	    cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed-stamp; \
+	    mkdir -p $(OIDC_VENV) && cp $^ $(OIDC_VENV)/ && \
+	    cd $(OIDC_VENV) && npm ci --no-audit --no-fund --loglevel=error && touch .installed-stamp; \
 	else \
 	    echo "npm is missing: the OpenID Connect sign-in tests will skip"; \
 	fi
@@ -140,4 +144,4 @@ browser:
 test: lint typecheck browser pytest
 
 clean:
-	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) $(DANDI_VENV) $(OME_VENV) $(OIDC_PROVIDER)/node_modules .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LINDI_VENV) $(SCHEMATHESIS_VENV) $(S3FS_VENV) $(DANDI_VENV) $(OME_VENV) $(OIDC_VENV) .pytest_cache .mypy_cache .ruff_cache

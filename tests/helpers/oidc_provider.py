@@ -1,5 +1,5 @@
 """A real OpenID Connect provider for the sign-in tests: panva's ``oidc-provider`` (npm,
-installed from ``tests/oidc_provider/package-lock.json`` by ``make test``) run by Node.js on
+installed from ``tests/oidc_provider/package-lock.json`` into ``.venv-oidc`` by ``make test``) run by Node.js on
 loopback addresses, a tampering proxy in front of it, and the sign-in driven without a
 browser (httpx following the redirects, posting the provider's own login and consent forms).
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import os
 import re
 import shutil
 import socket
@@ -39,6 +40,8 @@ from joserfc.jwk import KeySet, RSAKey
 from zarrchive.config import OidcProvider
 
 PROVIDER_DIR = Path(__file__).resolve().parents[1] / "oidc_provider"
+#: Where ``make test`` installs the provider's npm packages (beside the Python venvs).
+INSTALL_DIR = Path(__file__).resolve().parents[2] / ".venv-oidc"
 #: The provider's host (another site than the archive's 127.0.0.1).
 PROVIDER_HOST = "127.0.0.2"
 KEY_ID = "zarrchive-test-key"
@@ -52,12 +55,17 @@ def require_provider() -> tuple[str, Path]:
     node = shutil.which("node")
     if node is None:
         pytest.skip("Node.js is missing: install nodejs and npm to run the OpenID Connect tests")
-    if not (PROVIDER_DIR / "node_modules" / "oidc-provider").is_dir():
+    if not (INSTALL_DIR / "node_modules" / "oidc-provider").is_dir():
         pytest.skip(
             "the OpenID Connect provider is not installed: run `make "
-            "tests/oidc_provider/node_modules/.installed-stamp` (npm ci in tests/oidc_provider)"
+            ".venv-oidc/.installed-stamp` (npm ci of tests/oidc_provider's lock in .venv-oidc)"
         )
-    return node, PROVIDER_DIR / "provider.mjs"
+    # the script runs beside the packages it imports (Node resolves from the script's place)
+    script = INSTALL_DIR / "provider.mjs"
+    staged = INSTALL_DIR / f".provider.{os.getpid()}.mjs"
+    shutil.copyfile(PROVIDER_DIR / "provider.mjs", staged)
+    os.replace(staged, script)
+    return node, script
 
 
 def _free_port(host: str) -> int:
