@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from zarrchive.api.pagination import PageRequest, page_request
@@ -14,7 +16,7 @@ from zarrchive.api.public_url import public_base
 from zarrchive.api.routers.audit import list_audit_records
 from zarrchive.errors import InvalidInput
 from zarrchive.services import assets, catalog, dois, owners, reviewers, trash, versions
-from zarrchive.services.auth import require_user
+from zarrchive.services.auth import Caller, require_user
 from zarrchive.services.dandiset_summary import summarize
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
@@ -130,16 +132,7 @@ async def set_owners(
     request: Request, archive: ArchiveOf, user: WebUser, dandiset_id: str
 ) -> RedirectResponse:
     """The owners form of a dandiset's page: one user name per line (or comma-separated)."""
-    fields = parse_form(await request.body())
-    require_form_from_here(request, fields.get(TOKEN_FIELD), request.state.form_token)
-    names = [n.strip() for n in fields.get("owners", "").replace(",", "\n").splitlines()]
-    await run_in_threadpool(_set_owners, archive, user, dandiset_id, [n for n in names if n])
-    return RedirectResponse(f"/dandiset/{dandiset_id}", status_code=303)
-
-
-def _set_owners(archive: ArchiveOf, user: WebUser, dandiset_id: str, names: list[str]) -> None:
-    with archive.db.write_session() as session:
-        owners.set_owners(session, require_user(user), dandiset_id, names)
+    return await _members_form(request, archive, user, dandiset_id, "owners", owners.set_owners)
 
 
 @router.post("/dandiset/{dandiset_id}/reviewers", response_model=None)
@@ -148,16 +141,34 @@ async def set_reviewers(
 ) -> RedirectResponse:
     """The reviewers form of a dandiset's page: one user name per line (or comma-separated;
     none removes every reviewer)."""
+    return await _members_form(
+        request, archive, user, dandiset_id, "reviewers", reviewers.set_reviewers
+    )
+
+
+#: A role's setter: ``(session, caller, dandiset id, user names)``.
+MemberSetter = Callable[[Session, Caller, str, list[str]], object]
+
+
+async def _members_form(
+    request: Request,
+    archive: ArchiveOf,
+    user: WebUser,
+    dandiset_id: str,
+    field: str,
+    setter: MemberSetter,
+) -> RedirectResponse:
+    """A role's form (owners, reviewers): the names of its field, checked as every form."""
     fields = parse_form(await request.body())
     require_form_from_here(request, fields.get(TOKEN_FIELD), request.state.form_token)
-    names = [n.strip() for n in fields.get("reviewers", "").replace(",", "\n").splitlines()]
-    await run_in_threadpool(_set_reviewers, archive, user, dandiset_id, [n for n in names if n])
+    names = [n.strip() for n in fields.get(field, "").replace(",", "\n").splitlines()]
+
+    def save() -> None:
+        with archive.db.write_session() as session:
+            setter(session, require_user(user), dandiset_id, [n for n in names if n])
+
+    await run_in_threadpool(save)
     return RedirectResponse(f"/dandiset/{dandiset_id}", status_code=303)
-
-
-def _set_reviewers(archive: ArchiveOf, user: WebUser, dandiset_id: str, names: list[str]) -> None:
-    with archive.db.write_session() as session:
-        reviewers.set_reviewers(session, require_user(user), dandiset_id, names)
 
 
 @router.post("/dandiset/{dandiset_id}/trash/{asset_id}/restore", response_model=None)
