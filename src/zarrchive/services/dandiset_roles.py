@@ -7,6 +7,8 @@ Each role's own rules (who may change it, whether it may become empty) stay in i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -17,6 +19,10 @@ from zarrchive.services.auth import Caller
 
 #: The table of a role's members (one row per dandiset and user).
 RoleTable = type[DandisetOwner] | type[DandisetReviewer]
+
+#: A role's setter (``owners.set_owners``, ``reviewers.set_reviewers``):
+#: ``(session, caller, dandiset id, user names)``.
+MemberSetter = Callable[[Session, Caller, str, list[str]], object]
 
 
 def parse_usernames(usernames: list[str], most: int, what: str) -> list[str]:

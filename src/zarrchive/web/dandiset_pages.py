@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from zarrchive.api.pagination import PageRequest, page_request
@@ -16,7 +14,8 @@ from zarrchive.api.public_url import public_base
 from zarrchive.api.routers.audit import list_audit_records
 from zarrchive.errors import InvalidInput
 from zarrchive.services import assets, catalog, dois, owners, reviewers, trash, versions
-from zarrchive.services.auth import Caller, require_user
+from zarrchive.services.auth import require_user
+from zarrchive.services.dandiset_roles import MemberSetter
 from zarrchive.services.dandiset_summary import summarize
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
@@ -144,10 +143,6 @@ async def set_reviewers(
     return await _members_form(
         request, archive, user, dandiset_id, "reviewers", reviewers.set_reviewers
     )
-
-
-#: A role's setter: ``(session, caller, dandiset id, user names)``.
-MemberSetter = Callable[[Session, Caller, str, list[str]], object]
 
 
 async def _members_form(
