@@ -127,7 +127,7 @@ unit: $(STAMP)
 	$(BIN)/pytest -m unit -n 2 -p no:cacheprovider
 
 # The reliability suite at full size (fuzz, races, crashes, faults, authorization, bad input):
-# see README "Reliability".  `make test` runs the same tests on a small budget.
+# see docs/reliability.md.  `make test` runs the same tests on a small budget.
 reliability: $(STAMP) $(SCHEMATHESIS_STAMP)
 	ZARRCHIVE_RELIABILITY=full $(BIN)/pytest tests/reliability tests/multiprocess/test_multiprocess.py -v -p no:cacheprovider
 

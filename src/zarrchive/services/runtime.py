@@ -57,7 +57,7 @@ class Archive:
             if not store.ensure_cors(BUCKET_CORS):
                 log.warning(
                     "could not set the CORS rules of bucket %s (browser viewers need them): "
-                    "see README 'Deploying'",
+                    "see docs/deploying.md",
                     bucket,
                 )
             stores.append(store)

@@ -318,7 +318,7 @@ class ObjectStore:
     def ensure_cors(self, configuration: dict[str, Any]) -> bool:
         """Give the bucket *configuration* as its CORS rules unless it has them; False
         (and nothing changed) when the credentials may not (an administrator sets them:
-        see README "Deploying")."""
+        see docs/deploying.md)."""
         try:
             current = self.client.get_bucket_cors(Bucket=self.bucket).get("CORSRules")
         except ClientError as exc:
