@@ -168,6 +168,9 @@ class Settings:
     #: Days a deleted asset or dandiset stays restorable before ``admin gc`` purges it
     #: (``ZARRCHIVE_TRASH_DAYS``; see :mod:`zarrchive.services.trash`).
     trash_days: int = 30
+    #: Days ``admin gc`` keeps a noncurrent S3 object version and a manifest's versions
+    #: (``ZARRCHIVE_VERSION_RETENTION_DAYS``; see :mod:`zarrchive.version_retention`).
+    version_retention_days: int = 30
 
     @property
     def embedded_s3(self) -> bool:
@@ -231,6 +234,9 @@ class Settings:
             oidc_providers=_oidc_providers(env, get),
             doi=_doi_settings(get),
             trash_days=_positive_int("TRASH_DAYS", get("TRASH_DAYS"), 30),
+            version_retention_days=_positive_int(
+                "VERSION_RETENTION_DAYS", get("VERSION_RETENTION_DAYS"), 30
+            ),
         )
 
 
