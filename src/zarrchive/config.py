@@ -171,6 +171,11 @@ class Settings:
     #: Days ``admin gc`` keeps a noncurrent S3 object version and a manifest's versions
     #: (``ZARRCHIVE_VERSION_RETENTION_DAYS``; see :mod:`zarrchive.version_retention`).
     version_retention_days: int = 30
+    #: Buckets (``bucket`` or ``bucket/prefix``) on the archive's own S3 endpoint that
+    #: ``POST .../upload/import/`` may copy from server-side (``ZARRCHIVE_IMPORT_BUCKETS``,
+    #: comma-separated; empty: server-side import is off; the archive's own buckets never
+    #: count: see :mod:`zarrchive.services.uploads.import_copy`).
+    import_buckets: tuple[str, ...] = ()
 
     @property
     def embedded_s3(self) -> bool:
@@ -237,6 +242,7 @@ class Settings:
             version_retention_days=_positive_int(
                 "VERSION_RETENTION_DAYS", get("VERSION_RETENTION_DAYS"), 30
             ),
+            import_buckets=_import_buckets(get("IMPORT_BUCKETS")),
         )
 
 
@@ -382,6 +388,26 @@ def _published_zarrs(raw: str | None) -> PublishedZarrs:
     except ValueError:
         choices = " or ".join(repr(m.value) for m in PublishedZarrs)
         raise ConfigurationError(f"ZARRCHIVE_PUBLISHED_ZARRS={raw!r}: expected {choices}") from None
+
+
+def _import_buckets(value: str | None) -> tuple[str, ...]:
+    """``ZARRCHIVE_IMPORT_BUCKETS``: comma-separated ``bucket`` or ``bucket/prefix`` (a
+    prefix ends at a ``/``: ``b/data`` allows ``b/data/...``, not ``b/database``)."""
+    allowed = []
+    for item in (value or "").split(","):
+        entry = item.strip().strip("/")
+        if not entry:
+            continue
+        bucket, _, prefix = entry.partition("/")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket) or any(
+            part in ("", ".", "..") for part in prefix.split("/") if prefix
+        ):
+            raise ConfigurationError(
+                f"ZARRCHIVE_IMPORT_BUCKETS={value!r}: {item.strip()!r} is not a bucket name "
+                "or bucket/prefix"
+            )
+        allowed.append(entry)
+    return tuple(allowed)
 
 
 def _origins(value: str | None) -> tuple[str, ...]:

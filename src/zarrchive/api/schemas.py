@@ -176,6 +176,41 @@ class UploadPartsOut(BaseModel):
     parts: list[UploadPartOut]
 
 
+#: Files one ``POST .../upload/import/`` names at most (a batch holds at most the server's
+#: ``max_batch_files``; the batch decides).
+MAX_IMPORT_FILES = 10_000
+
+
+class ImportFileIn(RequestModel):
+    path: str = Field(description="A file of the batch (its key is `{prefix}/{path}`)")
+    etag: str = Field(max_length=80, description="The source object's ETag, as listed")
+    version_id: str | None = Field(
+        None, max_length=1024, description="The source object's version, as listed"
+    )
+
+
+class ImportIn(RequestModel):
+    list_limits = {"files": MAX_IMPORT_FILES}
+    batch: str = Field(
+        min_length=32,
+        max_length=32,
+        pattern="^[0-9a-f]{32}$",
+        description="The uid of your open batch (or the batch opened ahead of it)",
+    )
+    bucket: str = Field(max_length=63, description="The source bucket, on the archive's S3")
+    prefix: str = Field("", max_length=1024, description="The Zarr's prefix in the bucket")
+    files: list[ImportFileIn] = Field(description=f"At most {MAX_IMPORT_FILES} files")
+
+
+class ImportOut(BaseModel):
+    batch: str
+    copied: int = Field(description="Files copied into the batch's staging area")
+    declined: list[str] = Field(
+        description="Files not copied (their source object was uploaded in parts and is "
+        "above the archive's multipart threshold): PUT them to their URLs yourself"
+    )
+
+
 class RefusedUploadOut(BaseModel):
     batch: str = Field(description="The batch's uid")
     path: str

@@ -135,7 +135,12 @@ def _paths(verb: str, shown: list[tuple[str, int]], total: int) -> list[str]:
 
 
 def upload(
-    local: Path = typer.Argument(..., help="The local Zarr directory.", show_default=False),
+    local: str = typer.Argument(
+        ...,
+        help="The local Zarr directory, or s3://BUCKET/PREFIX: a Zarr in a bucket, uploaded "
+        "without passing through this disk (see --source-endpoint-url).",
+        show_default=False,
+    ),
     dandiset: str = typer.Option(..., "--dandiset", "-d", help="The dandiset's identifier."),
     path: str | None = typer.Option(
         None,
@@ -170,6 +175,27 @@ def upload(
     ),
     no_cache: bool = NO_CACHE_OPTION,
     cancel: bool = typer.Option(False, "--cancel", help=CANCEL_HELP),
+    source_endpoint_url: str | None = typer.Option(
+        None,
+        "--source-endpoint-url",
+        help="With s3://: the source's S3 endpoint (default: AWS, or AWS_ENDPOINT_URL).",
+        show_default=False,
+    ),
+    source_profile: str | None = typer.Option(
+        None,
+        "--source-profile",
+        help="With s3://: the AWS profile whose credentials read the source (default: the "
+        "usual AWS variables and files).",
+        show_default=False,
+    ),
+    copy: str = typer.Option(
+        "auto",
+        "--copy",
+        help="With s3://: 'server' (the archive copies from the source bucket itself, when it "
+        "is on the archive's S3 and allowed: nothing passes through this machine), 'client' "
+        "(streamed from the source to the archive's S3 through this machine, never to disk) "
+        "or 'auto' (server when the archive can, else client).",
+    ),
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
 ) -> None:
@@ -198,7 +224,27 @@ def upload(
         disable_default_cache()
 
     if cancel:
-        _cancel(local, dandiset, path, api_url, token)
+        _cancel(Path(local), dandiset, path, api_url, token)
+        return
+    if local.startswith("s3://"):
+        from zarrchive.cli.s3_upload import import_from_s3
+
+        import_from_s3(
+            local,
+            dandiset=dandiset,
+            path=path,
+            jobs=jobs,
+            dry_run=dry_run,
+            patch=patch,
+            selection=selection,
+            force=force,
+            batch_files=batch_files,
+            source_endpoint_url=source_endpoint_url,
+            source_profile=source_profile,
+            copy=copy,
+            api_url=api_url,
+            token=token,
+        )
         return
     mode = ["freeze"]
     again = " ".join(

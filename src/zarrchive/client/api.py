@@ -600,6 +600,29 @@ class ApiClient:
         uid = response.headers.get(BATCH_HEADER)
         return str(uid) if uid else None
 
+    def import_files(
+        self,
+        zarr_id: str,
+        batch: str,
+        bucket: str,
+        prefix: str,
+        files: Sequence[tuple[str, str, str | None]],
+    ) -> list[str]:
+        """Ask the archive to copy files ``(path, source ETag, source version)`` of our open
+        *batch* from ``s3://{bucket}/{prefix}/{path}`` (server-side import); the paths it
+        declined (to send ourselves)."""
+        answer = self._json(
+            "POST",
+            f"/api/zarr/{_id(zarr_id)}/upload/import/",
+            json={
+                "batch": batch,
+                "bucket": bucket,
+                "prefix": prefix,
+                "files": [{"path": p, "etag": e, "version_id": v} for p, e, v in files],
+            },
+        )
+        return [str(p) for p in answer.get("declined", [])]
+
     def refused_batches(self, zarr_id: str, uids: Sequence[str]) -> dict[str, list[str]]:
         """Of the batches *uids*, those refused when applied: ``{uid: [refused paths]}``."""
         refused: dict[str, list[str]] = {}

@@ -19,6 +19,8 @@ from zarrchive.api.schemas import (
     DroppedFileOut,
     FileOut,
     FinalizeOut,
+    ImportIn,
+    ImportOut,
     ManifestOut,
     RefusedUploadOut,
     UploadFile,
@@ -37,6 +39,7 @@ from zarrchive.db.models import Zarr
 from zarrchive.errors import NotFound, NoUploadInProgress
 from zarrchive.services import manifests, uploads, zarr_info, zarrs
 from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads import import_copy
 
 router = APIRouter(tags=["zarr"])
 #: Names the batch that ``open`` opened and ``complete`` queued.
@@ -47,6 +50,7 @@ DELETED_PATHS = JsonBody(list[DeleteFile], login=True, max_items=batch_limit)
 UPLOAD_FILES = JsonBody(list[UploadFile], login=True, max_items=batch_limit)
 ZARR_FILES = JsonBody(list[ZarrFileIn], login=True, max_items=batch_limit)
 UPLOAD_PARTS = JsonBody(UploadPartsIn, login=True)
+IMPORT = JsonBody(ImportIn, login=True)
 #: ``GET /api/zarr/{id}.zarr/{path}``: every file and directory, the root included, with no
 #: name taken by another route (the app includes it before the snapshot and Zarr routes).
 tree_router = APIRouter(tags=["zarr"])
@@ -248,6 +252,33 @@ def upload_parts(
             for p in answer.parts
         ],
     )
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/upload/import/",
+    response_model=ImportOut,
+    summary="Copy files of your open batch from an S3 bucket the archive imports from",
+    openapi_extra=IMPORT.openapi,
+)
+def import_upload(
+    zarr_id: str, body: Annotated[ImportIn, Depends(IMPORT)], archive: ArchiveDep, user: UserDep
+) -> ImportOut:
+    """Instead of PUTting them: the archive copies each named file of the batch from
+    `s3://{bucket}/{prefix}/{path}` (on its own S3, with its own credentials) into the batch,
+    if the source object still has the listed `etag` (and `version_id`); then `complete`
+    the batch as usual.  403 unless the operator allows that bucket and prefix
+    (`ZARRCHIVE_IMPORT_BUCKETS`; never the archive's own buckets): send the files instead.
+    409 naming the files if a source object changed since it was listed: cancel the batch."""
+    result = import_copy.import_files(
+        archive,
+        user,
+        zarr_id,
+        body.batch,
+        body.bucket,
+        body.prefix,
+        [import_copy.SourceFile(f.path, f.etag, f.version_id) for f in body.files],
+    )
+    return ImportOut(batch=result.batch, copied=result.copied, declined=list(result.declined))
 
 
 @router.get(
