@@ -13,6 +13,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
+from tests.helpers.databases import from_scratch
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.db.migrate import alembic_config, upgrade
 from zarrchive.db.models import (
@@ -34,15 +35,6 @@ ZARR = "00000000-0000-0000-0000-000000000001"
 def _not_the_search_index(name: str | None, kind: str, _parents: object) -> bool:
     """The search index is the database's own kind of tables (FTS5, tsvector), not models."""
     return not (kind == "table" and name is not None and name.startswith(SEARCH_TABLES))
-
-
-def _from_scratch(db: Database) -> None:
-    """An empty database to upgrade step by step: the session's PostgreSQL database is at
-    head already (a SQLite test's file is new)."""
-    if not db.is_sqlite:
-        with db.engine.begin() as connection:
-            connection.execute(text("DROP SCHEMA public CASCADE"))
-            connection.execute(text("CREATE SCHEMA public"))
 
 
 def test_migrations_match_the_models(database_url: str) -> None:
@@ -98,7 +90,7 @@ def test_upgrading_keeps_open_batches_and_gives_them_identities(database_url: st
     """0003 rebuilds ``upload_batches`` on SQLite: an open batch and its files survive."""
     db = Database(database_url)
     try:
-        _from_scratch(db)
+        from_scratch(db)
         upgrade(db.engine, "0002")
         with db.engine.begin() as connection:
             connection.execute(
@@ -224,7 +216,7 @@ def test_0007_gives_blobs_of_one_part_their_dandi_etag(database_url: str) -> Non
     md5 becomes optional (DANDI's uploads announce only a dandi-etag)."""
     db = Database(database_url)
     try:
-        _from_scratch(db)
+        from_scratch(db)
         upgrade(db.engine, "0006")
         small, empty = b"small blob", b""
         rows = [
@@ -264,7 +256,7 @@ def test_0007_gives_blobs_of_one_part_their_dandi_etag(database_url: str) -> Non
 def test_migration_0014_fills_in_the_directories_of_queued_batches(database_url: str) -> None:
     db = Database(database_url)
     try:
-        _from_scratch(db)
+        from_scratch(db)
         upgrade(db.engine, "0013")
         _add_zarr(db)
         with db.engine.begin() as connection:  # the tables as of 0013 (not the models')
@@ -332,7 +324,7 @@ def test_migration_0015_keeps_batches_and_their_files(database_url: str) -> None
     files (rebuilding the table would cascade to them)."""
     db = Database(database_url)
     try:
-        _from_scratch(db)
+        from_scratch(db)
         upgrade(db.engine, "0014")
         _add_zarr(db)
         with db.engine.begin() as connection:
@@ -370,7 +362,7 @@ def test_migration_0016_keeps_the_open_batch_and_allows_one_batch_ahead(database
         connection.execute(text(sql), {"id": batch_id, "uid": str(batch_id) * 32, "z": ZARR})
 
     try:
-        _from_scratch(db)
+        from_scratch(db)
         upgrade(db.engine, "0015")
         _add_zarr(db)
         with db.engine.begin() as connection:
@@ -397,7 +389,7 @@ def test_migration_0017_approves_existing_users_and_keeps_their_keys(database_ur
     more powerful (read keys, keys of accounts not approved)."""
     db = Database(database_url)
     try:
-        _from_scratch(db)
+        from_scratch(db)
         upgrade(db.engine, "0016")
         with db.engine.begin() as connection:
             for uid, name in ((1, "old"), (2, "other")):

@@ -13,6 +13,9 @@ ordering (``COLLATE "C"``), publish, embargo and snapshots' transactions.
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
+
+from zarrchive.db.session import Database
 
 #: ``pytestmark = SQLITE_ONLY``: the module's tests run on SQLite only (their PostgreSQL
 #: variants are deselected by :func:`deselect_other_databases`).
@@ -32,3 +35,12 @@ def deselect_other_databases(config: pytest.Config, items: list[pytest.Item]) ->
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def from_scratch(db: Database) -> None:
+    """An empty database to upgrade step by step: the session's PostgreSQL database is at
+    head already (a SQLite test's file is new)."""
+    if not db.is_sqlite:
+        with db.engine.begin() as connection:
+            connection.execute(text("DROP SCHEMA public CASCADE"))
+            connection.execute(text("CREATE SCHEMA public"))

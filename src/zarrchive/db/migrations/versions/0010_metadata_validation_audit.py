@@ -11,10 +11,16 @@ assets are ``Valid``: they were published as they are.
 
 The search index (:mod:`zarrchive.services.search`) is the database's own kind: on
 PostgreSQL ``tsvector`` tables with GIN indexes, on SQLite FTS5 virtual tables; it is
-filled from the existing drafts here.
+filled from the existing drafts here, by the word rules of this revision, frozen below (a
+migration never imports live service code: what it writes must not change when the
+services do).
 """
 
 from __future__ import annotations
+
+import json
+import re
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -58,9 +64,67 @@ def upgrade() -> None:
     _create_search_index()
 
 
-def _create_search_index() -> None:
-    from zarrchive.services.search import document, index_assets
+# The search index's word rules as of this revision (services.search at 0010).
+_MAX_FIELD = 100_000
+_MAX_WORD = 200
+_MAX_PATH_WORDS = 64
+_WORD = re.compile(r"\w+", re.UNICODE)
 
+
+def _words(value: str) -> list[str]:
+    return [w for w in _WORD.findall(value.lower().replace("_", " ")) if w]
+
+
+def _text(value: Any) -> str:
+    return " ".join(_words(value if isinstance(value, str) else ""))[:_MAX_FIELD]
+
+
+def _document(metadata: dict[str, Any], name: str) -> tuple[str, str, str]:
+    """``(name, description and keywords, contributors' names)`` of a draft's metadata."""
+    keywords = metadata.get("keywords")
+    listed = (
+        " ".join(k for k in keywords if isinstance(k, str)) if isinstance(keywords, list) else ""
+    )
+    contributors = metadata.get("contributor")
+    names = (
+        " ".join(
+            str(c.get("name"))
+            for c in contributors
+            if isinstance(c, dict) and isinstance(c.get("name"), str)
+        )
+        if isinstance(contributors, list)
+        else ""
+    )
+    description = f"{_text(metadata.get('description'))} {_text(listed)}".strip()
+    return _text(name), description, _text(names)
+
+
+def _path_words(path: str) -> list[str]:
+    return sorted({w[:_MAX_WORD] for w in _words(path)})[:_MAX_PATH_WORDS]
+
+
+def _index_assets(bind: sa.Connection, rows: list[tuple[int, str, str]]) -> None:
+    """The draft assets ``(dandiset id, asset id, path)`` into the path index, counted."""
+    if not rows:
+        return
+    bind.execute(
+        sa.text("INSERT INTO search_assets (asset_id, dandiset_id, words) VALUES (:a, :d, :w)"),
+        [{"a": a, "d": d, "w": " ".join(_path_words(p))} for d, a, p in rows],
+    )
+    counts: dict[tuple[str, int], int] = {}
+    for d, _a, p in rows:
+        for w in _path_words(p):
+            counts[(w, d)] = counts.get((w, d), 0) + 1
+    bind.execute(
+        sa.text(
+            "INSERT INTO search_path_words (word, dandiset_id, uses) VALUES (:w, :d, :n) "
+            "ON CONFLICT (word, dandiset_id) DO UPDATE SET uses = search_path_words.uses + :n"
+        ),
+        [{"w": w, "d": d, "n": n} for (w, d), n in counts.items()],
+    )
+
+
+def _create_search_index() -> None:
     bind = op.get_bind()
     postgres = bind.dialect.name == "postgresql"
     if postgres:
@@ -90,12 +154,10 @@ def _create_search_index() -> None:
             "JOIN versions v ON v.dandiset_id = d.id AND v.version = 'draft'"
         )
     ).all()
-    import json
-
     for dandiset_id, name, version_id, metadata in drafts:
         if isinstance(metadata, str):
             metadata = json.loads(metadata)
-        title, description, contributors = document(metadata or {}, name)
+        title, description, contributors = _document(metadata or {}, name)
         values = {"id": dandiset_id, "n": title, "d": description, "c": contributors}
         if postgres:
             bind.execute(
@@ -118,7 +180,7 @@ def _create_search_index() -> None:
         assets = bind.execute(
             sa.text("SELECT id, path FROM assets WHERE version_id = :v"), {"v": version_id}
         ).all()
-        index_assets(bind, [(dandiset_id, a, p) for a, p in assets])
+        _index_assets(bind, [(dandiset_id, a, p) for a, p in assets])
 
 
 def downgrade() -> None:
