@@ -94,10 +94,15 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # batches verified before a crash are applied even if nobody writes to their Zarr
         await run_in_threadpool(_sweep_pending, archive)
+        from zarrchive.services import periodic
+
+        ticker = periodic.start_in_process(archive)  # e.g. embargo end dates, jobs in-process
         # what start-up made lives as long as the process: out of the collector's full
         # passes, which would otherwise walk it and stall every request meanwhile
         gc.freeze()
         yield
+        if ticker is not None:
+            ticker.stop()
         if close_on_shutdown:
             archive.close()
 

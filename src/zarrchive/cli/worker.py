@@ -82,12 +82,15 @@ def worker(
             from zarrchive.services.validation import schema
 
             schema()
+        from zarrchive.services.periodic import PERIODIC_JOBS
+
         run_worker(
             url,
             queue_name=settings.redis_queue,
             lanes=lanes,
             burst=burst,
             logging_level=log_level.upper(),
+            periodic=PERIODIC_JOBS,  # e.g. embargo end dates (one worker queues each check)
         )
     except ZarrchiveError as exc:
         typer.echo(f"error: {exc.message}", err=True)

@@ -11,7 +11,7 @@ verified ones queued to be applied in the order of their ``seq``.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -20,6 +20,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -274,6 +275,9 @@ class Dandiset(Base):
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
     #: an :class:`EmbargoStatus`
     embargo_status: Mapped[str] = mapped_column(String(16), default=EmbargoStatus.OPEN.value)
+    #: The day the archive unembargoes it by itself (DANDI's ``embargo_end_date``, shown as
+    #: ``access[].embargoedUntil``); once public, the day it became so.  ``None``: no end.
+    embargo_end_date: Mapped[date | None] = mapped_column(Date, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     #: In the trash since (``None``: not deleted): a deleted dandiset is seen only by
     #: :mod:`zarrchive.services.trash` until restored or purged; its draft's assets are rows
@@ -557,7 +561,7 @@ class BlobUpload(Base):
     validation: Mapped[str | None] = mapped_column(String(16), nullable=True)
     validation_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: The blob a background validation recorded (``validation`` is then ``valid``).
-    validated_blob_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    validated_blob_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

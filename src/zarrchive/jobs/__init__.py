@@ -11,6 +11,8 @@ conversion or validation never holds up a Zarr's apply, manifest or unembargo.
   lane on threads of its own.
 - :class:`RedisJobQueue`: RQ on Redis, an RQ queue per lane, consumed by ``zarrchive worker``
   (``--queue LANE`` for workers of one lane).
+- :class:`PeriodicJob`, :class:`Ticker`: jobs queued every so often by a thread of each process
+  that runs jobs (``zarrchive serve`` in-process, each ``zarrchive worker``).
 - :func:`job_queue_from_settings`: Redis when ``ZARRCHIVE_REDIS_URL`` is set, else in-process.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 from zarrchive.config import Settings
 from zarrchive.jobs.inprocess import InProcessJobQueue
 from zarrchive.jobs.lanes import JobLane, lane_for_name
+from zarrchive.jobs.periodic import PeriodicJob, Ticker
 from zarrchive.jobs.queue import JobFunc, JobQueue, import_string, resolve, run_job
 from zarrchive.jobs.rq_queue import DEFAULT_QUEUE, RedisJobQueue, lane_queue_names, run_worker
 
@@ -47,7 +50,9 @@ __all__ = [
     "JobFunc",
     "JobLane",
     "JobQueue",
+    "PeriodicJob",
     "RedisJobQueue",
+    "Ticker",
     "import_string",
     "job_queue_from_settings",
     "lane_for_name",

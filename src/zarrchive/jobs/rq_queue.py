@@ -50,6 +50,7 @@ from rq.serializers import JSONSerializer
 
 from zarrchive.errors import ConfigurationError, JobQueueClosed
 from zarrchive.jobs.lanes import JobLane
+from zarrchive.jobs.periodic import PeriodicJob, Ticker
 from zarrchive.jobs.queue import JobFunc, JobQueue, log, prepare, run_job
 
 #: The RQ function every job without a key runs.
@@ -257,6 +258,12 @@ class RedisJobQueue(JobQueue):
                 )
             log.info("job %s (key %s) replaced by a newer job before it started", job_id, key)
 
+    def claim_period(self, job: PeriodicJob) -> bool:
+        """Whether this process queues *job* for the period now starting: the first of the
+        workers ticking to ask (a ``SET NX`` that lasts most of the period) is told yes."""
+        name = f"zarrchive:jobs:{self.queue.name}:every:{job.func}"
+        return bool(self.connection.set(name, "1", nx=True, px=max(1, int(job.every * 900))))
+
     def close(self, *, wait: bool = True, timeout: float | None = None) -> None:
         """Refuse new jobs from this object; queued jobs stay in Redis for the workers."""
         self._closed = True
@@ -412,6 +419,7 @@ def run_worker(
     burst: bool = False,
     with_scheduler: bool = True,
     logging_level: str = "INFO",
+    periodic: Sequence[PeriodicJob] = (),
 ) -> bool:
     """Consume the jobs of *lanes* (every lane by default, in :class:`JobLane`'s order: a
     free worker takes a Zarr's job before content work) from the RQ queues of the archive's
@@ -419,6 +427,8 @@ def run_worker(
 
     With *burst*, return once the queues are empty.  Each job runs in a forked
     work horse (RQ's default worker), so a crashing job cannot take the worker down.
+    *periodic* jobs are queued by a ticker thread of this process (one worker of all those
+    running queues each period's, :meth:`RedisJobQueue.claim_period`), unless *burst*.
     """
     if not lanes:
         raise ConfigurationError("a worker needs at least one lane to consume")
@@ -431,6 +441,12 @@ def run_worker(
     worker = Worker(queues, connection=connection, serializer=JSONSerializer)
     logging.getLogger("zarrchive").setLevel(logging_level)
     log.info("consuming the RQ queue(s) %s", ", ".join(q.name for q in queues))
-    return bool(
-        worker.work(burst=burst, with_scheduler=with_scheduler, logging_level=logging_level)
-    )
+    ticking = RedisJobQueue(connection, queue_name=queue_name)
+    # a burst worker drains the queues and exits: it queues no periodic work
+    ticker = Ticker(ticking, () if burst else periodic, claim=ticking.claim_period).start()
+    try:
+        return bool(
+            worker.work(burst=burst, with_scheduler=with_scheduler, logging_level=logging_level)
+        )
+    finally:
+        ticker.stop()

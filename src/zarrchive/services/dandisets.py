@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import date
 from enum import StrEnum
 from typing import Any
 
@@ -23,6 +24,7 @@ from zarrchive.services.auth import (
     require_writer,
     user_row,
 )
+from zarrchive.services.embargo_dates import embargo_access
 from zarrchive.services.validation import instance_name, request_validation, schema_version
 
 DRAFT = "draft"
@@ -51,8 +53,15 @@ def create_dandiset(
     *,
     embargoed: bool = False,
     metadata: dict[str, Any] | None = None,
+    embargo_end: date | None = None,
+    funder: tuple[str, str] | None = None,
 ) -> Dandiset:
-    """A new dandiset owned by *user*; identifiers are sequential: ``000001``..."""
+    """A new dandiset owned by *user*; identifiers are sequential: ``000001``...
+
+    An embargoed one ends its embargo on *embargo_end* (checked by the caller:
+    :func:`~zarrchive.services.embargo_dates.embargo_end_date`), shown as its draft's
+    ``access[0].embargoedUntil``; *funder* (a funding source and an award number) is added
+    to its contributors as DANDI adds it."""
     caller = require_writer(user)
     if not isinstance(name, str):
         raise InvalidInput("a dandiset name must be a string")
@@ -63,7 +72,11 @@ def create_dandiset(
         raise InvalidInput("the dandiset's metadata must be a JSON object")
     # as DANDI creates a draft: of the current schema unless the metadata says otherwise
     metadata = {"schemaKey": "Dandiset", "schemaVersion": schema_version(), **(metadata or {})}
-    dandiset = Dandiset(name=name, embargoed=embargoed)
+    if embargoed:  # as DANDI: the access of an embargoed draft says until when
+        metadata["access"] = embargo_access(True, embargo_end)
+        if funder is not None:
+            metadata["contributor"] = [*_contributors(metadata), _funder(*funder)]
+    dandiset = Dandiset(name=name, embargoed=embargoed, embargo_end_date=embargo_end)
     dandiset.owners.append(user_row(session, caller))
     session.add(dandiset)
     session.flush()
@@ -87,6 +100,22 @@ def create_dandiset(
     )
     dois.dandiset_created(session, dandiset)
     return dandiset
+
+
+def _contributors(metadata: dict[str, Any]) -> list[Any]:
+    given = metadata.get("contributor")
+    return list(given) if isinstance(given, list) else []
+
+
+def _funder(source: str, award: str) -> dict[str, Any]:
+    """DANDI's contributor of an embargoed dandiset's funding source and award."""
+    return {
+        "schemaKey": "Organization",
+        "name": source,
+        "awardNumber": award,
+        "roleName": ["dcite:Funder"],
+        "includeInCitation": False,
+    }
 
 
 _IDENTIFIER = re.compile(r"[0-9]{6}")

@@ -15,6 +15,14 @@ the copy; the manifests of states published versions pin are rewritten with the
 copies' version ids, so every snapshot still reads exactly its state), the embargo bucket's copies are purged (any refused deletion fails
 the job) and only then the dandiset is ``open``.  Each step is idempotent, so an
 interrupted move is finished by running it again.
+
+End dates: an embargoed dandiset has an end date (DANDI's ``embargo_end_date``, given at
+creation as ``?embargo_end_date=YYYY-MM-DD``, by default two years on; shown in its draft's
+``access[0].embargoedUntil``).  On that day (UTC) the archive unembargoes it by itself: a
+periodic job (:data:`END_CHECK`, every minute, in-process and on the RQ workers alike)
+starts the move of every dandiset whose day has come, recorded in the audit log with no
+user.  The database decides who starts a move (a conditional update of the dandiset's
+status): any number of processes may check at once, one move starts.
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from zarrchive.db.models import (
@@ -39,10 +48,12 @@ from zarrchive.db.models import (
 )
 from zarrchive.errors import Conflict, StorageError
 from zarrchive.jobs.lanes import JobLane
+from zarrchive.jobs.periodic import PeriodicJob
 from zarrchive.services import audit, dois, lindi_files
-from zarrchive.services.auth import Caller, require_owner
+from zarrchive.services.auth import Caller, is_owner, is_reviewer, require_owner
 from zarrchive.services.blobs import Digests, stored_twin
 from zarrchive.services.dandisets import get_dandiset
+from zarrchive.services.embargo_dates import embargo_access, utc_today
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.services.snapshots import remap_pinned_manifests
 from zarrchive.services.uploads import open_batch, queue_manifest
@@ -73,6 +84,53 @@ def embargo_status(dandiset: Dandiset) -> str:
     return (EmbargoStatus.EMBARGOED if dandiset.embargoed else EmbargoStatus.OPEN).value
 
 
+# -- end dates (the dates themselves: :mod:`.embargo_dates`) ------------------------------
+def _claim_move(session: Session, dandiset: Dandiset, today: date) -> bool:
+    """Mark *dandiset* ``unembargoing`` if it is embargoed and no one marked it yet: the
+    database decides (a conditional update), so of processes racing one wins.  Its end date
+    becomes *today* if later (DANDI's), and its draft's ``access`` says so."""
+    claimed = session.execute(
+        update(Dandiset)
+        .where(
+            Dandiset.id == dandiset.id,
+            Dandiset.embargoed.is_(True),
+            Dandiset.embargo_status != EmbargoStatus.UNEMBARGOING.value,
+        )
+        .values(embargo_status=EmbargoStatus.UNEMBARGOING.value)
+        .execution_options(synchronize_session=False)
+    )
+    if getattr(claimed, "rowcount", 0) != 1:
+        return False
+    session.refresh(dandiset)
+    if dandiset.embargo_end_date is None or dandiset.embargo_end_date > today:
+        dandiset.embargo_end_date = today
+    draft = session.scalar(
+        select(Version).where(Version.dandiset_id == dandiset.id, Version.version == "draft")
+    )
+    if draft is not None and isinstance((draft.metadata_ or {}).get("access"), list):
+        draft.metadata_ = {
+            **draft.metadata_,
+            "access": embargo_access(False, dandiset.embargo_end_date),
+        }
+    return True
+
+
+def _busy_zarrs(session: Session, dandiset: Dandiset) -> list[str]:
+    zarrs = session.scalars(
+        select(Zarr).where(Zarr.dandiset_id == dandiset.id).with_for_update(of=Zarr)
+    )
+    return [z.id for z in zarrs if open_batch(session, z) is not None]
+
+
+def _queue_move(archive: Archive, number: int) -> None:
+    if archive.jobs is not None:
+        archive.jobs.enqueue(
+            UNEMBARGO_JOB, {"dandiset_id": number}, key=f"unembargo:{number}", lane=JobLane.ZARR
+        )
+    else:
+        move_to_public(archive, number)
+
+
 def start_unembargo(archive: Archive, user: Caller | None, identifier: str) -> str:
     """Begin making an embargoed dandiset public (owners); the move runs as a job.
     Returns the dandiset's identifier.
@@ -87,25 +145,94 @@ def start_unembargo(archive: Archive, user: Caller | None, identifier: str) -> s
         if not dandiset.embargoed and not resuming:
             raise Conflict(f"dandiset {dandiset.identifier} is not embargoed")
         if not resuming:
-            zarrs = session.scalars(
-                select(Zarr).where(Zarr.dandiset_id == dandiset.id).with_for_update(of=Zarr)
-            )
-            busy = [z.id for z in zarrs if open_batch(session, z) is not None]
+            busy = _busy_zarrs(session, dandiset)
             if busy:
                 raise Conflict(
                     f"Zarrs {', '.join(busy)} have upload batches open: complete or cancel "
                     "them, then unembargo"
                 )
-            dandiset.embargo_status = EmbargoStatus.UNEMBARGOING.value
-            audit.record(session, dandiset, user, audit.RecordType.UNEMBARGO_DANDISET, {})
+            if _claim_move(session, dandiset, utc_today()):
+                audit.record(session, dandiset, user, audit.RecordType.UNEMBARGO_DANDISET, {})
         number, shown = dandiset.id, dandiset.identifier
-    if archive.jobs is not None:
-        archive.jobs.enqueue(
-            UNEMBARGO_JOB, {"dandiset_id": number}, key=f"unembargo:{number}", lane=JobLane.ZARR
-        )
-    else:
-        move_to_public(archive, number)
+    _queue_move(archive, number)
     return shown
+
+
+def shown_end_date(archive: Archive, user: Caller | None, identifier: str) -> date | None:
+    """The day an embargoed (or unembargoing) dandiset's embargo ends, for its pages: to
+    its owners (and admins) and reviewers only; ``None`` to anyone else, or without one."""
+    with archive.db.session() as session:
+        dandiset = get_dandiset(session, user, identifier)
+        if not dandiset.embargoed or dandiset.embargo_end_date is None:
+            return None
+        if is_owner(user, dandiset) or is_reviewer(user, dandiset):
+            return dandiset.embargo_end_date
+        return None
+
+
+def due_embargoes(session: Session, today: date) -> list[int]:
+    """The embargoed dandisets (not in the trash, not being moved) whose end date has come."""
+    return list(
+        session.scalars(
+            select(Dandiset.id)
+            .where(
+                Dandiset.embargoed.is_(True),
+                Dandiset.embargo_status != EmbargoStatus.UNEMBARGOING.value,
+                Dandiset.deleted_at.is_(None),
+                Dandiset.embargo_end_date.is_not(None),
+                Dandiset.embargo_end_date <= today,
+            )
+            .order_by(Dandiset.id)
+        )
+    )
+
+
+def end_due_embargoes(archive: Archive, today: date) -> list[str]:
+    """Start the move of every embargoed dandiset whose end date is *today* or earlier (no
+    owner asks: the audit record has no user and says why); the identifiers started.  A
+    dandiset whose Zarrs have upload batches open waits for the next check."""
+    with archive.db.session() as session:
+        due = due_embargoes(session, today)
+    started = []
+    for number in due:
+        with archive.db.write_session() as session:
+            dandiset = session.get(Dandiset, number)
+            if dandiset is None:
+                continue
+            busy = _busy_zarrs(session, dandiset)
+            if busy:
+                log.info(
+                    "dandiset %06d: its embargo ended but Zarrs %s have upload batches open; "
+                    "it is unembargoed once they are applied or cancelled",
+                    number,
+                    ", ".join(busy),
+                )
+                continue
+            end = dandiset.embargo_end_date
+            if not _claim_move(session, dandiset, today):
+                continue  # another process started it
+            audit.record(
+                session,
+                dandiset,
+                None,
+                audit.RecordType.UNEMBARGO_DANDISET,
+                {"reason": "embargo_end_date", "embargo_end_date": end.isoformat() if end else ""},
+            )
+            shown = dandiset.identifier
+        log.info("dandiset %s: its embargo ended (%s): unembargoing it", shown, end)
+        _queue_move(archive, number)
+        started.append(shown)
+    return started
+
+
+def end_due_embargoes_job(now: str | None = None) -> None:
+    """The periodic job (:data:`END_CHECK`): *now* is the ticker's clock (ISO 8601)."""
+    today = datetime.fromisoformat(now).astimezone(UTC).date() if now else utc_today()
+    end_due_embargoes(current_archive(), today)
+
+
+#: The check of end dates: every minute, on the Zarr lane (where unembargo moves run).
+END_CHECK = PeriodicJob("zarrchive.services.embargo:end_due_embargoes_job", every=60.0)
 
 
 def _prefixes(zarr_ids: list[str]) -> list[str]:

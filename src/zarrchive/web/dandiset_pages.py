@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -13,7 +14,16 @@ from zarrchive.api.pagination import PageRequest, page_request
 from zarrchive.api.public_url import public_base
 from zarrchive.api.routers.audit import list_audit_records
 from zarrchive.errors import InvalidInput
-from zarrchive.services import assets, catalog, dois, owners, reviewers, trash, versions
+from zarrchive.services import (
+    assets,
+    catalog,
+    dois,
+    embargo,
+    owners,
+    reviewers,
+    trash,
+    versions,
+)
 from zarrchive.services.auth import require_user
 from zarrchive.services.dandiset_roles import MemberSetter
 from zarrchive.services.dandiset_summary import summarize
@@ -66,6 +76,7 @@ def _show(
         doi_admin=user is not None and user.is_admin,
         trashed=_trash(archive, user, view),
         trash_days=archive.settings.trash_days,
+        embargo_end=embargo.shown_end_date(archive, user, view.identifier),
     )
 
 
@@ -203,8 +214,12 @@ def files(
 def download_asset(
     request: Request, archive: ArchiveOf, user: WebUser, asset_id: str
 ) -> RedirectResponse:
-    """A blob: to its URL (presigned when embargoed); a Zarr: to its page."""
+    """A blob: to its URL (presigned when embargoed); a Zarr: to its page; a Zarr read as a
+    published snapshot (another dandiset's shared Zarr): to the snapshot's files."""
     target = assets.download_target(archive, user, asset_id)
     if target.url is not None:
         return RedirectResponse(target.url, status_code=302)
+    if target.snapshot is not None and target.zarr_id is not None:
+        quoted = urllib.parse.quote(target.snapshot, safe="")
+        return RedirectResponse(f"/api/zarr/{target.zarr_id}/snapshots/{quoted}/", status_code=302)
     return RedirectResponse(f"/zarr/{target.zarr_id}/", status_code=302)

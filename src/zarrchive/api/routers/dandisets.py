@@ -12,7 +12,7 @@ from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.schemas import DandisetCreate, DandisetOut, DandiVersionOut
 from zarrchive.db.models import Dandiset
-from zarrchive.services import dandisets, embargo, versions
+from zarrchive.services import dandisets, embargo, embargo_dates, versions
 
 router = APIRouter(tags=["dandisets"])
 NEW_DANDISET = JsonBody(DandisetCreate, login=True)
@@ -61,16 +61,41 @@ def create_dandiset(
     embargo_query: Annotated[
         bool, Query(alias="embargo", description="Create it embargoed (DANDI's way)")
     ] = False,
+    embargo_end_date: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="The day (YYYY-MM-DD, UTC) the archive unembargoes it by itself: "
+            "after today, at most two years on (five with an award); default two years",
+        ),
+    ] = None,
+    funding_source: Annotated[
+        str | None, Query(max_length=300, description="The award's funder (with award_number)")
+    ] = None,
+    award_number: Annotated[
+        str | None, Query(max_length=300, description="The award (with funding_source)")
+    ] = None,
 ) -> DandisetOut:
-    """DANDI's `{name, metadata}` (`?embargo=true` for an embargoed one), or
-    `{name, embargo}`.  The creator owns it; identifiers are sequential (`000001`, ...)."""
+    """DANDI's `{name, metadata}` (`?embargo=true` for an embargoed one, with DANDI's
+    `embargo_end_date`, `funding_source` and `award_number`), or `{name, embargo}`.  The
+    creator owns it; identifiers are sequential (`000001`, ...)."""
+    embargoed = body.embargo or embargo_query
+    funder = embargo_dates.funder(funding_source, award_number) if embargoed else None
+    end = embargo_dates.embargo_end_date(
+        embargo_end_date,
+        embargoed=embargoed,
+        funded=funder is not None,
+        today=embargo_dates.utc_today(),
+    )
     with archive.db.write_session() as session:
         dandiset = dandisets.create_dandiset(
             session,
             user,
             body.name,
-            embargoed=body.embargo or embargo_query,
+            embargoed=embargoed,
             metadata=body.metadata,
+            embargo_end=end,
+            funder=funder,
         )
         return dandiset_out(session, dandiset)
 
