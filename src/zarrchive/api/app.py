@@ -31,6 +31,7 @@ from zarrchive.api.routers import (
     trash,
     users,
     versions,
+    zarr_history,
     zarrs,
 )
 from zarrchive.services.runtime import Archive
@@ -124,6 +125,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(zarrs.tree_router)  # first: {id}.zarr/{path} serves every path
     app.include_router(readers.router)  # before snapshots and zarrs: refs.json, read/
     app.include_router(snapshots.router)  # before zarrs: its routes win over the catch-all
+    app.include_router(zarr_history.router)  # before zarrs, as snapshots
     app.include_router(zarrs.router)
     app.include_router(versions.router)
     app.include_router(assets.router)

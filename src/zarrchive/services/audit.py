@@ -57,6 +57,8 @@ class RecordType(StrEnum):
     #: out of the trash (:mod:`zarrchive.services.trash`)
     RESTORE_ASSET = "restore_asset"
     RESTORE_DANDISET = "restore_dandiset"
+    #: not DANDI's: a Zarr rolled back to an earlier checksum (:mod:`~.zarr_restore`)
+    RESTORE_ZARR = "restore_zarr"
 
 
 def bounded(value: Any) -> Any:

@@ -77,6 +77,11 @@ DROP_GRACE_SECONDS = 1.0
 WAIT_SECONDS = 60.0
 #: The import string of the apply job.
 APPLY_JOB = "zarrchive.services.uploads:apply_pending_job"
+#: How the uid of a *restore batch* begins (:mod:`zarrchive.services.zarr_restore`; an
+#: upload batch's uid is 32 hex digits, so never): an upload batch whose files are copied
+#: from the Zarr's own key at the version recorded as ``staged_version`` (the one an earlier
+#: manifest names), not from a staging area (it has none).
+RESTORE_UID_PREFIX = "restore-"
 
 
 # -- applying verified batches, in order ------------------------------------------------
@@ -96,6 +101,17 @@ class _Claimed:
     #: upload: queued unverified (``verify_on_apply``): the staged objects are checked here,
     #: before any copy (:func:`verify_claimed`)
     verify: bool = False
+
+    @property
+    def restore(self) -> bool:
+        """A restore batch (:data:`RESTORE_UID_PREFIX`): copies of recorded versions."""
+        return self.uid.startswith(RESTORE_UID_PREFIX)
+
+    def source_key(self, path: str) -> str:
+        """The key the file at *path* is copied from (at its ``files`` version)."""
+        if self.restore:
+            return zarr_object_key(self.zarr_id, path)
+        return staging_object_key(self.zarr_id, self.uid, path)
 
 
 class _Busy:
@@ -270,7 +286,7 @@ def _copy_into_place(
 
     def copy(item: tuple[str, tuple[str, int, str | None]]) -> WrittenObject | None:
         path, (md5, size, version) = item
-        source = staging_object_key(claimed.zarr_id, claimed.uid, path)
+        source = claimed.source_key(path)
         # the archive's type, whatever the uploader sent (DANDI's PUTs sign none)
         written = store.copy_within(
             source,
@@ -316,7 +332,7 @@ def _copy_big_files(
         md5, size, version = claimed.files[path]
         copy = prepare_verified_copy(
             store,
-            staging_object_key(claimed.zarr_id, claimed.uid, path),
+            claimed.source_key(path),
             version,
             zarr_object_key(claimed.zarr_id, path),
             size,
@@ -602,7 +618,7 @@ def _apply_claimed(
     finally:
         if expansion is not None:
             expansion.close()  # the spool of deleted paths
-    if claimed.kind == BatchKind.UPLOAD:
+    if claimed.kind == BatchKind.UPLOAD and not claimed.restore:
         drop(store, zarr_id, claimed.uid)
     return True
 

@@ -1,0 +1,87 @@
+"""``/api/zarr/{id}/history/`` and ``/api/zarr/{id}/restore/``: a Zarr's checksums, and rolling
+it back to one of them (:mod:`zarrchive.services.zarr_restore`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from zarrchive.api.bodies import JsonBody
+from zarrchive.api.deps import ArchiveDep, UserDep
+from zarrchive.services import zarr_history, zarr_restore
+
+router = APIRouter(tags=["zarr"])
+
+
+class ZarrStateOut(BaseModel):
+    checksum: str
+    #: the last time the Zarr came to this checksum
+    time: datetime
+    file_count: int
+    size: int
+    restorable: bool
+    current: bool
+
+
+class RestoreIn(BaseModel):
+    checksum: str = Field(min_length=1, max_length=80)
+
+
+class RestoreOut(BaseModel):
+    zarr_id: str
+    checksum_before: str
+    checksum: str
+    copied: int
+    deleted: int
+    batches: int
+    #: False: the apply job applies the batches (the Zarr is ``applying`` until then)
+    applied: bool
+
+
+RESTORE_BODY = JsonBody(RestoreIn, login=True)
+
+
+@router.get(
+    "/api/zarr/{zarr_id}/history/",
+    response_model=list[ZarrStateOut],
+    summary="The checksums the Zarr had, newest first",
+)
+def history(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[ZarrStateOut]:
+    """Each checksum the Zarr had (from its manifests and change records), once, at the last
+    time it came to it, newest first: its file count and size, whether it is the current one,
+    and whether the Zarr can be restored to it (it has a manifest)."""
+    with archive.db.session() as session:
+        states = zarr_history.zarr_history(session, user, zarr_id)
+    return [ZarrStateOut(**state.__dict__) for state in states]
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/restore/",
+    response_model=RestoreOut,
+    responses={
+        403: {"description": "Not an owner of the Zarr's dandiset"},
+        404: {"description": "No such Zarr, or no manifest of that checksum"},
+        409: {"description": "Frozen by a published version, or a batch open or pending"},
+    },
+    summary="Roll the Zarr back to an earlier checksum",
+    openapi_extra=RESTORE_BODY.openapi,
+)
+def restore(
+    zarr_id: str,
+    body: Annotated[RestoreIn, Depends(RESTORE_BODY)],
+    archive: ArchiveDep,
+    user: UserDep,
+) -> RestoreOut:
+    """Bring the Zarr (owners, drafts only) back to `checksum`, one the history lists as
+    restorable: every file at the version its manifest records (server-side copies of
+    those versions into place, the files it lacks deleted), as batches of the apply engine
+    (`max_batch_files` changes each); only differences are copied.  The current checksum
+    changes nothing (200, no batch).  Up to `max_batch_files` changes are applied before the
+    answer; with more, `applied` is false and the Zarr is `applying` until its checksum is
+    `checksum`.  Refused, changing nothing: 404 without a manifest of `checksum`, 403 for
+    non-owners, 409 when a published version froze the Zarr or a batch is open or pending."""
+    outcome = zarr_restore.restore_zarr(archive, user, zarr_id, body.checksum)
+    return RestoreOut(**outcome.__dict__)
