@@ -88,7 +88,7 @@ def test_gc_dry_run_then_apply(
     upload(api, zarr_id, {"a": b"333", "b": b"changed"})
     before = all_versions(s3, bucket, zarr_id)
     env = admin_env(settings)
-    result = CliRunner().invoke(app, ["admin", "gc", zarr_id], env=env)
+    result = CliRunner().invoke(app, ["admin", "gc", zarr_id, "--retention-days", "0"], env=env)
     assert result.exit_code == 0, result.stderr
     lines = [line.split("\t") for line in result.stdout.splitlines()]
     assert lines and all(line[0] == "would remove" for line in lines)
@@ -101,7 +101,9 @@ def test_gc_dry_run_then_apply(
         result.stderr.replace("\n", " ")
     )
     assert all_versions(s3, bucket, zarr_id) == before  # a dry run removes nothing
-    result = CliRunner().invoke(app, ["admin", "gc", zarr_id, "--apply"], env=env)
+    result = CliRunner().invoke(
+        app, ["admin", "gc", zarr_id, "--apply", "--retention-days", "0"], env=env
+    )
     assert result.exit_code == 0, result.stderr
     assert all_versions(s3, bucket, zarr_id) == before - listed
     assert read_snapshot(api, zarr_id, oracle({"a": b"1", "b": b"pinned"})) == {

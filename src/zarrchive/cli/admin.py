@@ -244,9 +244,21 @@ def gc(
         "batch's big file only once nothing has been sent to it for this many days (an "
         "interrupted upload leaves them for its rerun).",
     ),
+    retention_days: float | None = typer.Option(
+        None,
+        "--retention-days",
+        min=0,
+        help="Remove a noncurrent object version only once it has been noncurrent for this "
+        "many days, and keep the versions every manifest younger than this names (a Zarr "
+        "can be rolled back to those states) [default: ZARRCHIVE_VERSION_RETENTION_DAYS, 30]",
+        show_default=False,
+    ),
 ) -> None:
     """Remove what no published snapshot and no open batch needs: noncurrent object versions
-    of Zarrs (and of their .checksum nodes) that no pinned manifest names, the staging
+    of Zarrs (their objects, .checksum nodes and manifest files) and of blobs noncurrent for
+    longer than ZARRCHIVE_VERSION_RETENTION_DAYS that no kept manifest names (a published
+    version's, the current state's, one younger than the retention, a trashed Zarr's, a
+    rollback's target), the staging
     areas of batches no longer open (and their stray multipart uploads), the multipart
     uploads of open batches abandoned for --grace-days, whole Zarrs that no asset, version or
     trash item references (unchanged for --grace-days), and blobs that no asset or trash item
@@ -258,17 +270,25 @@ def gc(
 
     from zarrchive.cli._common import human_size
     from zarrchive.services.snapshots import (
-        collect_garbage,
         gc_zarr_ids,
         remove_unreferenced_zarr,
         unreferenced_zarrs,
     )
+    from zarrchive.services.version_gc import collect_zarr, content_versions
 
     console = Console(stderr=True, soft_wrap=True)
     total_versions = total_bytes = total_staging = total_zarrs = total_multipart = 0
     verb = "removed" if apply else "would remove"
     grace = timedelta(days=grace_days)
     with open_archive() as archive:
+        retention = timedelta(
+            days=archive.settings.version_retention_days
+            if retention_days is None
+            else retention_days
+        )
+        unknown = sorted(set(zarr_ids or ()) - set(gc_zarr_ids(archive)))
+        if unknown:  # before anything is removed
+            raise fail(f"no Zarr {', '.join(map(repr, unknown))}: nothing removed")
         _purge_trash(archive, apply=apply, console=console)
         freed_blobs, freed_blob_bytes = (0, 0) if zarr_ids else _gc_blobs(archive, apply, grace)
         total_bytes += freed_blob_bytes
@@ -288,12 +308,14 @@ def gc(
                 total_zarrs += 1
                 total_bytes += whole.size
                 continue
-            report = collect_garbage(archive, zarr_id, apply=apply, abandoned_after=grace)
-            if report.skipped:
-                console.print(f"[yellow]skipped[/] {report.zarr_id}: {report.skipped}")
+            report = collect_zarr(
+                archive, zarr_id, retention=retention, apply=apply, abandoned_after=grace
+            )
+            if report.versions.skipped:
+                console.print(f"[yellow]skipped[/] {zarr_id}: {report.versions.skipped}")
                 continue
-            for key, version_id, size in report.versions:
-                print(f"{verb}\t{key}\t{version_id}\t{size}")
+            for version in report.versions.versions:
+                print(f"{verb}\t{version.key}\t{version.version_id}\t{version.size}")
             for prefix, size in report.staging:
                 print(f"{verb}\t{prefix}\t(staging)\t{size}")
             for key, upload_id, why in report.multipart:
@@ -301,10 +323,16 @@ def gc(
                     f"{'aborted' if apply else 'would abort'}\t{key}\t(multipart upload "
                     f"{upload_id}: {why})"
                 )
-            total_versions += len(report.versions)
+            total_versions += len(report.versions.versions)
             total_staging += len(report.staging)
             total_multipart += len(report.multipart)
             total_bytes += report.bytes
+        if not zarr_ids:
+            for content in content_versions(archive, retention=retention, apply=apply):
+                for version in content.versions:
+                    print(f"{verb}\t{version.key}\t{version.version_id}\t{version.size}")
+                total_versions += len(content.versions)
+                total_bytes += content.freed.bytes
     zarrs = f", and {total_zarrs} unreferenced Zarrs" if total_zarrs else ""
     if freed_blobs:
         zarrs += f", and {freed_blobs} unreferenced blobs"
