@@ -373,7 +373,16 @@ class VersionInfoOut(DandiVersionOut):
 class AssetIn(RequestModel):
     metadata: dict[str, Any] = Field(description="The asset's metadata, with its 'path'")
     blob_id: str | None = Field(default=None, description="A validated blob's id")
-    zarr_id: str | None = Field(default=None, description="A Zarr of the same dandiset")
+    zarr_id: str | None = Field(
+        default=None,
+        description="A Zarr of the same dandiset, or a published one of another dandiset",
+    )
+    zarr_checksum: str | None = Field(
+        default=None,
+        max_length=80,
+        description="A Zarr of another dandiset: the published state to read (its checksum; "
+        "default: the newest)",
+    )
 
 
 class LindiFileState(StrEnum):
@@ -382,6 +391,18 @@ class LindiFileState(StrEnum):
     PENDING = "pending"
     READY = "ready"
     FAILED = "failed"
+
+
+class SharedZarrOut(BaseModel):
+    """The state of another dandiset's Zarr that an asset reads."""
+
+    dandiset: str = Field(description="The Zarr's own dandiset")
+    zarr_id: str
+    mode: str = Field(description="freeze (the Zarr is frozen: read live) or snapshot")
+    checksum: str = Field(description="The state read, for ever")
+    snapshot_url: str | None = Field(
+        default=None, description="snapshot mode: where the state's files are listed"
+    )
 
 
 class AssetOut(BaseModel):
@@ -411,6 +432,9 @@ class AssetOut(BaseModel):
         default=None, description="pending, ready or failed (null: not HDF5, or a Zarr)"
     )
     lindi_error: str | None = Field(default=None, description="Why it failed")
+    shared_zarr: SharedZarrOut | None = Field(
+        default=None, description="A Zarr of another dandiset: the state this asset reads"
+    )
 
 
 class AssetPathOut(BaseModel):

@@ -597,6 +597,14 @@ class Asset(Base):
     version: Mapped[Version] = relationship(lazy="joined", innerjoin=True)
     blob: Mapped[Blob | None] = relationship(lazy="joined")
     zarr: Mapped[Zarr | None] = relationship(lazy="joined")
+    #: the pinned state of another dandiset's Zarr this asset reads (``None``: its own Zarr,
+    #: or a blob)
+    shared: Mapped[SharedZarrAsset | None] = relationship(
+        primaryjoin="foreign(SharedZarrAsset.asset_id) == Asset.id",
+        viewonly=True,
+        uselist=False,
+        lazy="joined",
+    )
 
 
 class TrashedAsset(Base):
@@ -643,6 +651,39 @@ class ZarrPin(Base):
     version_id: Mapped[int] = mapped_column(ForeignKey("versions.id", ondelete="CASCADE"))
     checksum: Mapped[str] = mapped_column(String(80))
     frozen: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class SharedZarrMode(StrEnum):
+    """How an asset of one dandiset reads a Zarr of another (see
+    :mod:`zarrchive.services.shared_zarrs`)."""
+
+    #: the Zarr is frozen (published in ``freeze`` mode): its live state is the pinned one
+    FREEZE = "freeze"
+    #: a published snapshot of the Zarr, read through its manifest, whatever its draft does
+    SNAPSHOT = "snapshot"
+
+
+class SharedZarrAsset(Base):
+    """An asset (``asset_id``, of dandiset ``dandiset_id``) whose Zarr belongs to another
+    dandiset: the state it reads, pinned when it was made (``mode``, ``checksum``).
+
+    Keyed by the asset's id without a foreign key: the id is the same in ``assets`` and in
+    ``trashed_assets``, so a trashed and restored asset keeps its pin; a row whose asset is
+    in neither (purged) holds nothing (:func:`zarrchive.services.shared_zarrs.held_checksums`).
+    """
+
+    __tablename__ = "shared_zarr_assets"
+    __table_args__ = (CheckConstraint(_one_of("mode", SharedZarrMode), name="ck_shared_zarr_mode"),)
+
+    asset_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    dandiset_id: Mapped[int] = mapped_column(
+        ForeignKey("dandisets.id", ondelete="CASCADE"), index=True
+    )
+    zarr_id: Mapped[str] = mapped_column(ForeignKey("zarrs.id", ondelete="CASCADE"), index=True)
+    #: a :class:`SharedZarrMode`
+    mode: Mapped[str] = mapped_column(String(16))
+    checksum: Mapped[str] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from zarrchive.db.models import Asset, Dandiset
 from zarrchive.errors import NotFound
 from zarrchive.identifiers import canonical_uuid
+from zarrchive.services.shared_zarrs import SharedState, shared_state
 
 ZARR_MEDIA_TYPE = "application/x-zarr"
 ZARR_DIGEST = "dandi:dandi-zarr-checksum"
@@ -32,13 +33,22 @@ class AssetInfo:
     metadata: dict[str, Any]
     created: datetime
     modified: datetime
+    #: the state of another dandiset's Zarr the asset reads (``None``: a blob, or a Zarr of
+    #: its own dandiset): see :mod:`zarrchive.services.shared_zarrs`
+    shared: SharedState | None = None
 
 
 def computed_metadata(asset: Asset) -> dict[str, Any]:
-    """The stored metadata with the fields that follow the content filled in from it."""
+    """The stored metadata with the fields that follow the content filled in from it (a
+    shared Zarr's: the state the asset pinned, never the Zarr's live one)."""
     metadata = dict(asset.metadata_ or {})
     metadata["path"] = asset.path
-    if asset.zarr is not None:
+    shared = shared_state(asset) if asset.zarr is not None else None
+    if shared is not None:
+        metadata["encodingFormat"] = ZARR_MEDIA_TYPE
+        metadata["contentSize"] = shared.size
+        metadata["digest"] = {ZARR_DIGEST: shared.checksum}
+    elif asset.zarr is not None:
         metadata["encodingFormat"] = ZARR_MEDIA_TYPE
         metadata["contentSize"] = asset.zarr.size
         metadata["digest"] = {ZARR_DIGEST: asset.zarr.checksum}
@@ -76,6 +86,7 @@ def asset_info(asset: Asset, dandiset: Dandiset) -> AssetInfo:
         metadata=metadata,
         created=asset.created_at,
         modified=asset.modified_at,
+        shared=shared_state(asset),
     )
 
 

@@ -19,10 +19,10 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, Version, utcnow
+from zarrchive.db.models import Asset, Blob, Dandiset, SharedZarrMode, Version, Zarr, utcnow
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_path
-from zarrchive.services import changes, trash
+from zarrchive.services import changes, shared_zarrs, trash
 from zarrchive.services.asset_views import (
     ETAG_DIGEST as ETAG_DIGEST,
 )
@@ -85,6 +85,15 @@ def _metadata_path(metadata: object) -> tuple[dict[str, Any], str]:
     return {**metadata, "path": path}, path
 
 
+@dataclass(frozen=True)
+class _Share:
+    """An asset's content is another dandiset's Zarr, in this state."""
+
+    zarr: Zarr
+    mode: SharedZarrMode
+    checksum: str
+
+
 def _check_content(
     session: Session,
     user: Caller | None,
@@ -93,23 +102,35 @@ def _check_content(
     blob_id: str | None,
     zarr_id: str | None,
     asset_id: str | None,
-) -> None:
-    """The blob or Zarr may become the content of an asset of *version* (else 400/404).
+    zarr_checksum: str | None = None,
+) -> _Share | None:
+    """The blob or Zarr may become the content of an asset of *version* (else 4xx);
+    a Zarr of another dandiset: the state the asset takes of it
+    (:func:`~zarrchive.services.shared_zarrs.check_reference`).
 
     The caller must be allowed to read it (:func:`~zarrchive.services.blobs.may_read_blob`,
     a Zarr's dandiset): someone else's embargoed blob or Zarr is answered 404 as if it did
-    not exist, whatever its id tells.  A Zarr without files is no asset (400).
+    not exist, whatever its id tells.
     """
     if (blob_id is None) == (zarr_id is None):
         raise InvalidInput("give exactly one of 'blob_id' and 'zarr_id'")
+    if zarr_checksum is not None and zarr_id is None:
+        raise InvalidInput("'zarr_checksum' names a state of the Zarr 'zarr_id': give both")
     if zarr_id is not None:
         zarr = get_zarr(session, user, zarr_id)
-        trash.refuse_trashed_zarr(session, zarr.id)
+        share = None
         if zarr.dandiset_id != dandiset.id:
-            raise InvalidInput(
-                f"Zarr {zarr.id} belongs to dandiset {zarr.dandiset.identifier}, "
-                f"not to dandiset {dandiset.identifier}"
+            mode, checksum = shared_zarrs.check_reference(
+                session, user, dandiset, zarr, zarr_checksum
             )
+            share = _Share(zarr, mode, checksum)
+        else:
+            if zarr_checksum is not None:
+                raise InvalidInput(
+                    f"Zarr {zarr.id} belongs to dandiset {dandiset.identifier}: its assets "
+                    "read it live ('zarr_checksum' pins a Zarr of another dandiset)"
+                )
+            trash.refuse_trashed_zarr(session, zarr.id)
         # an empty Zarr may be an asset: dandi-cli creates the asset of a new Zarr before it
         # uploads its files (dandischema's validation refuses to publish an empty one)
         other = session.scalar(
@@ -122,7 +143,7 @@ def _check_content(
                 f"Zarr {zarr.id} is already the asset {other!r} of this version: "
                 "a Zarr is one asset"
             )
-        return
+        return share
     assert blob_id is not None
     try:
         blob = session.get(Blob, str(uuid.UUID(blob_id)))
@@ -135,6 +156,7 @@ def _check_content(
             f"blob {blob.id} is embargoed and dandiset {dandiset.identifier} is public: "
             "upload the file again for this dandiset"
         )
+    return None
 
 
 def _check_path_free(
@@ -174,11 +196,14 @@ def create_asset(
     *,
     blob_id: str | None = None,
     zarr_id: str | None = None,
+    zarr_checksum: str | None = None,
 ) -> AssetInfo:
-    """A new asset of the draft pointing at a blob or a Zarr of the same dandiset."""
+    """A new asset of the draft pointing at a blob or a Zarr of the same dandiset, or at a
+    published state of another dandiset's Zarr (*zarr_checksum*, or its newest: see
+    :mod:`zarrchive.services.shared_zarrs`)."""
     dandiset, found = _writable_version(session, user, dandiset_id, version, "add assets to")
     clean, path = _metadata_path(metadata)
-    _check_content(session, user, dandiset, found, blob_id, zarr_id, None)
+    share = _check_content(session, user, dandiset, found, blob_id, zarr_id, None, zarr_checksum)
     _check_path_free(session, found, path)
     asset = Asset(
         id=str(uuid.uuid4()),
@@ -190,6 +215,8 @@ def create_asset(
     )
     session.add(asset)
     _flush(session, found, path)
+    if share is not None:
+        shared_zarrs.record(session, asset.id, dandiset, share.zarr, share.mode, share.checksum)
     if asset.blob_id is not None:
         request_lindi(session, asset.blob_id)  # its LINDI file, if HDF5 (in the background)
     found.modified_at = utcnow()
@@ -218,13 +245,21 @@ def update_asset(
     *,
     blob_id: str | None = None,
     zarr_id: str | None = None,
+    zarr_checksum: str | None = None,
 ) -> AssetInfo:
     """Replace an asset's metadata (and path); with a blob or Zarr id, its content too."""
     dandiset, found = _writable_version(session, user, dandiset_id, version, "change assets of")
     asset = _find_asset(session, found, asset_id)
     clean, path = _metadata_path(metadata)
+    if zarr_checksum is not None and zarr_id is None:
+        raise InvalidInput("'zarr_checksum' names a state of the Zarr 'zarr_id': give both")
     if blob_id is not None or zarr_id is not None:
-        _check_content(session, user, dandiset, found, blob_id, zarr_id, asset.id)
+        share = _check_content(
+            session, user, dandiset, found, blob_id, zarr_id, asset.id, zarr_checksum
+        )
+        shared_zarrs.forget(session, asset.id)
+        if share is not None:
+            shared_zarrs.record(session, asset.id, dandiset, share.zarr, share.mode, share.checksum)
         if asset.blob is not None:  # let go of: gc's grace period starts (blob_gc.py)
             asset.blob.touched_at = utcnow()
         asset.blob_id = str(uuid.UUID(blob_id)) if blob_id else None
@@ -300,6 +335,9 @@ def download_target(archive: Archive, user: Caller | None, asset_id: str) -> Ass
         if asset.blob is not None:
             url = blob_url(archive, asset.blob.key, embargoed=asset.blob.embargoed)
             return AssetDownload(url, None, None)
+        shared = shared_zarrs.shared_state(asset)
+        if shared is not None:  # the state it pinned of another dandiset's Zarr
+            return AssetDownload(None, asset.zarr_id, shared.snapshot)
         pinned = published_asset_checksum(session, asset.id)
         return AssetDownload(None, asset.zarr_id, pinned[1] if pinned is not None else None)
 

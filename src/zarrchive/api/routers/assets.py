@@ -13,7 +13,13 @@ from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.public_url import public_base
-from zarrchive.api.schemas import AssetIn, AssetOut, AssetPathOut, LindiFileState
+from zarrchive.api.schemas import (
+    AssetIn,
+    AssetOut,
+    AssetPathOut,
+    LindiFileState,
+    SharedZarrOut,
+)
 from zarrchive.db.models import LindiState
 from zarrchive.errors import InvalidInput
 from zarrchive.services import assets, lindi_files
@@ -50,6 +56,25 @@ def lindi_statuses(
     return lindi_files.statuses(session, (i.blob_id for i in infos))
 
 
+def snapshot_route(zarr_id: str, checksum: str) -> str:
+    return f"/api/zarr/{zarr_id}/snapshots/{urllib.parse.quote(checksum, safe='')}/"
+
+
+def shared_out(info: assets.AssetInfo) -> SharedZarrOut | None:
+    shared = info.shared
+    if shared is None:
+        return None
+    return SharedZarrOut(
+        dandiset=shared.dandiset,
+        zarr_id=shared.zarr_id,
+        mode=shared.mode.value,
+        checksum=shared.checksum,
+        snapshot_url=(
+            snapshot_route(shared.zarr_id, shared.snapshot) if shared.snapshot is not None else None
+        ),
+    )
+
+
 def asset_out(
     info: assets.AssetInfo,
     *,
@@ -73,6 +98,7 @@ def asset_out(
         version=info.version,
         blob_id=info.blob_id,
         zarr_id=info.zarr_id,
+        shared_zarr=shared_out(info),
         **extra,
     )
 
@@ -91,8 +117,15 @@ def create_asset(
     user: UserDep,
     request: Request,
 ) -> AssetOut:
-    """Give `metadata` with its `path` and either `blob_id` or `zarr_id` (a Zarr of the same
-    dandiset).  Paths are unique per version.  Owners only, in the draft only."""
+    """Give `metadata` with its `path` and either `blob_id` or `zarr_id`.  Paths are unique
+    per version.  Owners only, in the draft only.
+
+    A Zarr of **another dandiset** that you may read is shared, never copied: the asset
+    reads one published state of it for ever (`zarr_checksum`, default the newest): a
+    frozen Zarr (`freeze` mode) live, else the published snapshot of that checksum,
+    whatever the other dandiset's draft does.  404 for a Zarr you can't read; 409 for a
+    Zarr with no published state or a checksum no published version pins; an embargoed
+    Zarr: 403 unless you own its dandiset, 409 unless this dandiset is embargoed too."""
     with archive.db.write_session() as session:
         info = assets.create_asset(
             session,
@@ -102,6 +135,7 @@ def create_asset(
             body.metadata,
             blob_id=body.blob_id,
             zarr_id=body.zarr_id,
+            zarr_checksum=body.zarr_checksum,
         )
         lindi = lindi_statuses(session, [info])
     return asset_out(info, lindi=lindi, base=api_base(request))
@@ -223,6 +257,7 @@ def update_asset(
             body.metadata,
             blob_id=body.blob_id,
             zarr_id=body.zarr_id,
+            zarr_checksum=body.zarr_checksum,
         )
         lindi = lindi_statuses(session, [info])
     return asset_out(info, lindi=lindi, base=api_base(request))
@@ -268,8 +303,8 @@ def _download(archive: ArchiveDep, user: UserDep, asset_id: str) -> RedirectResp
     if target.url is not None:
         return RedirectResponse(target.url, status_code=302)
     where = f"/api/zarr/{target.zarr_id}/"
-    if target.snapshot is not None:
-        where += f"snapshots/{urllib.parse.quote(target.snapshot, safe='')}/"
+    if target.snapshot is not None and target.zarr_id is not None:
+        where = snapshot_route(target.zarr_id, target.snapshot)
     raise InvalidInput(
         "Unable to provide download link for zarr assets: browse the Zarr's files at "
         f"{where} (or download it with `zarrchive download` or `dandi download`)"
