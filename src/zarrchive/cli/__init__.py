@@ -76,6 +76,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "rm",
         "Delete files and whole directories of a Zarr (you are asked first).",
     ),
+    "restore": LazyCommand(
+        "zarrchive.cli.restore",
+        "restore",
+        "Roll a Zarr back to an earlier checksum, or list the checksums it had.",
+    ),
     "admin": LazyCommand("zarrchive.cli.admin", "app", "Administer the archive (users, fsck, gc)."),
     "lindi": LazyCommand("zarrchive.cli.lindi", "app", "LINDI: HDF5/NWB files as Zarr."),
     "manifest": LazyCommand("zarrchive.cli.manifest", "app", "Zarr manifest files."),

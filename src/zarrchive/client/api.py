@@ -641,6 +641,20 @@ class ApiClient:
         )
         return self.get_zarr(zarr_id)
 
+    def restore_zarr(self, zarr_id: str, checksum: str) -> dict[str, Any]:
+        """Roll the Zarr back to *checksum* (one its history lists as restorable): the
+        archive's answer (``copied``, ``deleted``, ``batches``, ``applied``...)."""
+        result: dict[str, Any] = self._json(
+            "POST", f"/api/zarr/{_id(zarr_id)}/restore/", json={"checksum": checksum}
+        )
+        return result
+
+    def zarr_history(self, zarr_id: str) -> list[dict[str, Any]]:
+        """The checksums the Zarr had, newest first (``checksum``, ``time``, ``file_count``,
+        ``size``, ``restorable``, ``current``)."""
+        result: list[dict[str, Any]] = self._json("GET", f"/api/zarr/{_id(zarr_id)}/history/")
+        return result
+
     def stat_path(self, zarr_id: str, path: str) -> tuple[bool, int, int] | None:
         """``(is a directory, files, bytes)`` of the Zarr's entry *path* (a trailing ``/``
         asks for a directory), or None if there is none."""

@@ -1,0 +1,96 @@
+"""A restore of more changes than a batch holds, on the in-memory store: deletions first,
+then batches of copies (one of a file above the multipart threshold, copied in parts), left
+to the apply job; the Zarr is the earlier state exactly once it is applied.  The history
+lists each state once, newest first."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from tests.helpers.api_uploads import assert_nodes_match, info, oracle, s3_body
+from tests.helpers.databases import SQLITE_ONLY
+from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.seeded_zarr import seed_zarr
+from tests.helpers.zarr_client import delete_files
+from zarrchive.db.models import BatchKind, UploadBatch
+from zarrchive.services.manifests import current_entries, write_manifest
+from zarrchive.services.runtime import Archive
+from zarrchive.services.uploads.apply import RESTORE_UID_PREFIX
+
+pytestmark = [SQLITE_ONLY, pytest.mark.settings(max_batch_files=2, multipart_threshold=5 << 20)]
+BIG = bytes(range(256)) * ((5 << 20) // 256 + 1)  # above the threshold
+
+
+@pytest.fixture
+def archive(memory_archive: Archive) -> Archive:
+    return memory_archive
+
+
+def files_in_s3(archive: Archive, zarr_id: str) -> dict[str, bytes]:
+    paths = [e.path for e in current_entries(archive.store, zarr_id)]
+    return {p: s3_body(archive, zarr_id, p) or b"" for p in paths}
+
+
+def test_a_large_restore_is_applied_by_the_job_in_batches(
+    api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
+) -> None:
+    files_a = {"big": BIG, "a/0": b"0", "a/1": b"1", "b": b"b", "c/d/e": b"e"}
+    seed_zarr(archive, zarr_id, files_a)
+    a = info(api, zarr_id)["checksum"]
+    assert a == oracle(files_a)
+    write_manifest(archive, zarr_id)
+    changed = {"big": BIG[::-1], "a/0": b"zero", "a/1": b"one", "x": b"x", "y/z": b"z"}
+    seed_zarr(archive, zarr_id, changed)
+    delete_files(api, zarr_id, ["c/d/e"])
+    files_b = {**{p: v for p, v in files_a.items() if p != "c/d/e"}, **changed}
+    b = info(api, zarr_id)["checksum"]
+    assert b == oracle(files_b)
+    write_manifest(archive, zarr_id)
+
+    response = api.post(f"/api/zarr/{zarr_id}/restore/", json={"checksum": a})
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "zarr_id": zarr_id,
+        "checksum_before": b,
+        "checksum": a,
+        "copied": 4,  # big, a/0, a/1, c/d/e
+        "deleted": 2,  # x, y/z
+        "batches": 3,
+        "applied": False,
+    }
+    with archive.db.session() as session:
+        queued = [
+            (
+                batch.kind,
+                batch.uid.startswith(RESTORE_UID_PREFIX),
+                sorted(f.path for f in batch.files),
+            )
+            for batch in session.scalars(
+                select(UploadBatch).where(UploadBatch.zarr_id == zarr_id).order_by(UploadBatch.seq)
+            )
+        ]
+    assert queued == [
+        (BatchKind.DELETE, False, ["x", "y/z"]),
+        (BatchKind.UPLOAD, True, ["a/0", "a/1"]),
+        (BatchKind.UPLOAD, True, ["big", "c/d/e"]),
+    ]
+    assert info(api, zarr_id)["upload_state"] == "applying"
+    # a second restore waits for the first
+    assert api.post(f"/api/zarr/{zarr_id}/restore/", json={"checksum": b}).status_code == 409
+    held.run("apply:")
+    assert info(api, zarr_id)["checksum"] == a
+    assert files_in_s3(archive, zarr_id) == files_a
+    assert_nodes_match(archive, zarr_id, files_a)
+
+    history = api.get(f"/api/zarr/{zarr_id}/history/").json()
+    # each state once, newest first: A now, the two states between the restore's batches
+    # (no manifest), B
+    assert [(s["checksum"], s["current"], s["restorable"]) for s in history] == [
+        (a, True, True),
+        (history[1]["checksum"], False, False),
+        (history[2]["checksum"], False, False),
+        (b, False, True),
+    ]
+    assert [s["time"] for s in history] == sorted((s["time"] for s in history), reverse=True)
