@@ -127,13 +127,15 @@ def test_assets_validation(api: httpx.Client, dandiset: str, zarr_id: str, archi
         f"no blob '{missing}': upload it first (POST /api/uploads/initialize/)",
     )
     refused({"metadata": {"path": "x"}, "zarr_id": missing}, 404, f"no Zarr {missing}")
-    # a Zarr of another dandiset
+    # a Zarr of another dandiset is shared only once published (tests/api/test_shared_zarrs.py)
     second = ok(api.post("/api/dandisets/", json={"name": "second"}))["identifier"]
     foreign = ok(api.post("/api/zarr/", json={"name": "f.zarr", "dandiset": second}))["zarr_id"]
     refused(
         {"metadata": {"path": "f.zarr"}, "zarr_id": foreign},
-        400,
-        f"Zarr {foreign} belongs to dandiset {second}, not to dandiset {dandiset}",
+        409,
+        f"Zarr {foreign} of dandiset {second} has no published state: a Zarr of another "
+        "dandiset is shared as a published version holds it (publish dandiset "
+        f"{second} first)",
     )
     # an embargoed blob cannot serve a public dandiset
     secret = ok(api.post("/api/dandisets/", json={"name": "s", "embargo": True}))["identifier"]
