@@ -10,7 +10,10 @@ upload URLs already use, checked against botocore's byte for byte), sent on a ur
 connection pool (the HTTP library botocore itself sends with), and its small XML answer read
 with the standard library.
 
-It does what botocore does for this one operation: the ``x-amz-copy-source`` header encoded
+An unembargo's copies (from the embargo bucket to the public one, on the same endpoint) and
+its multipart copies' parts (``UploadPartCopy``) are sent the same way.
+
+It does what botocore does for these operations: the ``x-amz-copy-source`` header encoded
 as botocore encodes it, one retry of a transient failure (5xx, ``SlowDown``, a connection
 error), and the error S3 may put in a ``200`` answer of a copy that failed part-way (retried
 as botocore retries it).  :class:`~zarrchive.storage.objects.ObjectStore` uses it where its
@@ -94,17 +97,19 @@ def _texts(root: ElementTree.Element) -> dict[str, str]:
     return {_local(child.tag): (child.text or "") for child in root}
 
 
-def parse_copy_answer(status: int, headers: Mapping[str, str], body: bytes) -> CopyAnswer:
+def parse_copy_answer(
+    status: int, headers: Mapping[str, str], body: bytes, *, result: str = "CopyObjectResult"
+) -> CopyAnswer:
     """The copy S3 answered with *status*, *headers* and *body*; raises :class:`S3Refused`
     for an error, including one in a ``200`` answer (S3 sends it when a copy fails after it
     has begun: botocore treats it as an ``InternalError``, 500) or a ``200`` whose body is
-    not a ``CopyObjectResult``."""
+    not a *result* (``CopyObjectResult``; an ``UploadPartCopy``'s: ``CopyPartResult``)."""
     try:
         root = ElementTree.fromstring(body) if body.strip() else None
     except ElementTree.ParseError:
         root = None
     fields = _texts(root) if root is not None else {}
-    if status != 200 or root is None or _local(root.tag) != "CopyObjectResult":
+    if status != 200 or root is None or _local(root.tag) != result:
         if status == 200:  # an error after the copy began, or an answer that is not one
             raise S3Refused(500, fields.get("Code", "InternalError"), fields.get("Message", ""))
         raise S3Refused(status, fields.get("Code", str(status)), fields.get("Message", ""))
@@ -117,7 +122,8 @@ def parse_copy_answer(status: int, headers: Mapping[str, str], body: bytes) -> C
 
 
 class CopySender:
-    """Sends ``CopyObject`` requests within one bucket, each signed by *presigner*.
+    """Sends ``CopyObject`` and ``UploadPartCopy`` requests to one bucket (from it, or from
+    another bucket of the same endpoint: an unembargo's copies), each signed by *presigner*.
 
     *verify* is the TLS verification of an ``https`` endpoint as botocore was given it:
     ``True`` (the default certificate store), ``False``, or a CA bundle's path."""
@@ -135,6 +141,8 @@ class CopySender:
     ) -> None:
         self._presigner = presigner
         self._bucket = bucket
+        #: The S3 endpoint copies are sent to (a source bucket must be on it).
+        self.endpoint_url = endpoint_url.rstrip("/")
         tls: dict[str, str] = {}
         if endpoint_url.startswith("https:"):
             if verify is False:
@@ -156,22 +164,60 @@ class CopySender:
         version_id: str | None = None,
         *,
         content_type: str | None = None,
+        source_bucket: str | None = None,
     ) -> CopyAnswer:
-        """Copy *source_key* (at *version_id*) to *key*, keeping its metadata (with
-        *content_type*: replacing it, the copy has that type and no user metadata); retried
-        once after a transient failure.  Raises :class:`S3Refused` or :class:`S3Unreachable`."""
+        """Copy *source_key* (at *version_id*; of *source_bucket*, default this bucket) to
+        *key*, keeping its metadata (with *content_type*: replacing it, the copy has that
+        type and no user metadata); retried once after a transient failure.  Raises
+        :class:`S3Refused` or :class:`S3Unreachable`."""
         headers = {
-            "x-amz-copy-source": copy_source_header(self._bucket, source_key, version_id),
+            "x-amz-copy-source": copy_source_header(
+                source_bucket or self._bucket, source_key, version_id
+            ),
             "x-amz-metadata-directive": "REPLACE" if content_type else "COPY",
         }
         if content_type:
             headers["Content-Type"] = content_type
+        return self._send(key, headers, {}, "CopyObjectResult")
+
+    def copy_part(
+        self,
+        source_key: str,
+        version_id: str | None,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        first: int,
+        last: int,
+        *,
+        source_bucket: str | None = None,
+    ) -> str:
+        """``UploadPartCopy``: bytes *first*..*last* (inclusive) of *source_key* (at
+        *version_id*; of *source_bucket*, default this bucket) as part *part_number* of the
+        multipart upload *upload_id* of *key*; the part's ETag (unquoted).  Retried once
+        after a transient failure, as :meth:`copy`."""
+        headers = {
+            "x-amz-copy-source": copy_source_header(
+                source_bucket or self._bucket, source_key, version_id
+            ),
+            "x-amz-copy-source-range": f"bytes={first}-{last}",
+        }
+        params = {"partNumber": str(part_number), "uploadId": upload_id}
+        return self._send(key, headers, params, "CopyPartResult").etag
+
+    def _send(
+        self, key: str, headers: dict[str, str], params: dict[str, str], result: str
+    ) -> CopyAnswer:
         for attempt in range(1, ATTEMPTS + 1):
-            url = self._presigner.url("PUT", self._bucket, key, URL_SECONDS, headers=headers)
+            url = self._presigner.url(
+                "PUT", self._bucket, key, URL_SECONDS, headers=headers, params=params
+            )
             target = "/" + url.split("/", 3)[3]  # path and query: the pool's host is signed
             try:
                 response = self._pool.urlopen("PUT", target, headers=headers, body=b"")
-                return parse_copy_answer(response.status, response.headers, response.data)
+                return parse_copy_answer(
+                    response.status, response.headers, response.data, result=result
+                )
             except urllib3.exceptions.HTTPError as exc:
                 if attempt == ATTEMPTS:
                     raise S3Unreachable(str(exc)) from exc
