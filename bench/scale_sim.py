@@ -1,0 +1,385 @@
+"""A Zarr of N entries by simulation (issue #39 item 4): seeded directly, then every
+operation of a Zarr's life measured on it, for time, peak RSS and S3 requests.
+
+The archive runs in this process (:mod:`local_archive`: its own SeaweedFS, SQLite, the API
+served by uvicorn in a thread, the job queue in-process).  Seeding writes what a long run of
+uploads would leave, without batches: N empty objects ``arr/{a}/{b}/{c}`` (100 per leaf
+directory; all share one md5) PUT in parallel to presigned URLs, every ``.checksum`` node
+(computed in one streamed pass, :func:`~zarrchive.checksum.iter_directory_digests`), the
+checksum, count and size in the Zarr's row, then the first manifest from a listing (which
+leaves the rest mark the change records chain from).  Then, in order, each a phase:
+
+1. a 500-file batch (250 overwrites spread over the Zarr, 250 new files): ``complete``
+   (``POST .../upload/complete/``, the PUTs before it not counted), then its apply (until the
+   Zarr is at rest), then its manifest (from records: until listed);
+2. ``GET /api/zarr/{id}/refs.json`` of that state (streamed, bytes counted);
+3. a page of DANDI's flat listing (``GET /api/zarr/{id}/files/``, from the manifest and the
+   records) and a directory listing at a leaf (``GET /api/zarr/{id}.zarr/arr/0/0/``);
+4. a snapshot-mode publish (``POST .../versions/draft/publish/``);
+5. ``fsck`` (one listing of the Zarr, the tree recomputed, the manifest audited);
+6. the diff between the seeded state and the batch's (the two manifests, streamed):
+   ``manifest.diff_manifests``, since no rollback exists yet in the archive.
+
+Peak RSS is this process's ``VmHWM``, reset before each phase (the archive, its jobs and the
+driver are one process).  S3 requests are counted on the archive's botocore clients
+(``before-send``) and on its own signed copies; the driver's presigned PUTs are not counted.
+
+    .venv/bin/python bench/scale_sim.py --files 1000000 [--jobs 32] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import hashlib
+import itertools
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from local_archive import local_archive
+from scale_bench import reset_peak, vm_hwm_mib
+
+EMPTY_MD5 = hashlib.md5(b"").hexdigest()
+BATCH = 500
+NAMES = sorted(str(i) for i in range(100))
+
+
+def entry_paths(n: int) -> Iterator[str]:
+    """*n* paths ``arr/{a}/{b}/{c}`` in key order (100 per leaf, 10^4 per ``arr/{a}``)."""
+    tops = sorted(str(i) for i in range((n + 9999) // 10000))
+    return itertools.islice((f"arr/{a}/{b}/{c}" for a in tops for b in NAMES for c in NAMES), n)
+
+
+def change_paths(n: int) -> list[str]:
+    """The batch: 250 overwrites spread over the Zarr, 250 new files."""
+    overwrite = list(itertools.islice(entry_paths(n), 0, None, max(1, n // 250)))[:250]
+    return [*overwrite, *(f"new/{i // 100}/{i % 100}" for i in range(BATCH - len(overwrite)))]
+
+
+@dataclass
+class Phase:
+    name: str
+    seconds: float
+    peak_rss_mib: float
+    s3_requests: int
+    detail: str = ""
+
+
+@dataclass
+class Results:
+    files: int
+    machine: str
+    load_before: float
+    seed_seconds: dict[str, float] = field(default_factory=dict)
+    phases: list[Phase] = field(default_factory=list)
+
+
+class RequestCounter:
+    """S3 requests the archive sent: its botocore clients' ``before-send`` events and its
+    own signed copies."""
+
+    def __init__(self, store: Any) -> None:
+        self.count = 0
+        for client in {id(c): c for c in (store.client, store.copy_client)}.values():
+            client.meta.events.register("before-send.s3", self._sent)
+        copier = getattr(store, "_copier", None)
+        if copier is not None:
+            copy = copier.copy
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.count += 1
+                return copy(*args, **kwargs)
+
+            copier.copy = counted
+
+    def _sent(self, **_kwargs: Any) -> None:
+        self.count += 1
+
+
+class Sim:
+    def __init__(self, archive: Any, url: str, n: int, jobs: int) -> None:
+        from zarrchive.services.auth import create_user
+
+        self.archive, self.n, self.jobs = archive, n, jobs
+        with archive.db.session() as session:
+            token = create_user(session, "bench", admin=True)[1]
+        self.api = httpx.Client(
+            base_url=url, headers={"Authorization": f"token {token}"}, timeout=7200
+        )
+        self.anon = httpx.Client(base_url=url, timeout=7200)
+        self.counter = RequestCounter(archive.store)
+        self.results = Results(
+            n, f"{os.cpu_count()} cores, Python {platform.python_version()}", os.getloadavg()[0]
+        )
+        self.dandiset = self.api.post("/api/dandisets/", json={"name": "scale"}).json()[
+            "identifier"
+        ]
+        self.zarr_id = (
+            self.api.post("/api/zarr/", json={"name": "sim.zarr", "dandiset": self.dandiset})
+            .raise_for_status()
+            .json()["zarr_id"]
+        )
+        self.api.post(
+            f"/api/dandisets/{self.dandiset}/versions/draft/assets/",
+            json={"metadata": {"path": "sim.zarr"}, "zarr_id": self.zarr_id},
+        ).raise_for_status()
+
+    def phase(self, name: str, fn: Callable[[], str]) -> Phase:
+        reset_peak()
+        before = self.counter.count
+        started = time.perf_counter()
+        detail = fn()
+        phase = Phase(
+            name, time.perf_counter() - started, vm_hwm_mib(), self.counter.count - before, detail
+        )
+        self.results.phases.append(phase)
+        print(
+            f"  {name:46} {phase.seconds:9.2f} s {phase.peak_rss_mib:7.0f} MiB "
+            f"{phase.s3_requests:>9} S3 req  {detail}",
+            flush=True,
+        )
+        return phase
+
+    # -- seeding ----------------------------------------------------------------------------
+    def seed(self) -> str:
+        from zarrchive.checksum import iter_directory_digests
+        from zarrchive.content_types import zarr_content_type
+        from zarrchive.db.models import Zarr
+        from zarrchive.services.manifests import write_manifest
+        from zarrchive.storage.keys import checksum_node_key, zarr_object_key
+
+        store = self.archive.store
+        times = self.results.seed_seconds
+        limits = httpx.Limits(max_connections=self.jobs, max_keepalive_connections=self.jobs)
+        started = time.perf_counter()
+        with (
+            httpx.Client(timeout=600, limits=limits) as s3,
+            concurrent.futures.ThreadPoolExecutor(self.jobs) as pool,
+        ):
+
+            def put(key_body: tuple[str, bytes, str]) -> None:
+                key, body, md5 = key_body
+                kind = "application/json" if key.endswith("/.checksum") else None
+                kind = kind or zarr_content_type(key)
+                url = store.presign_put(key, md5, 3600, kind)
+                for attempt in range(5):
+                    try:
+                        headers = {"Content-MD5": _b64(md5), "Content-Type": kind}
+                        s3.put(url, content=body, headers=headers).raise_for_status()
+                        return
+                    except httpx.HTTPError:
+                        if attempt == 4:
+                            raise
+                        time.sleep(0.5 * (attempt + 1))
+
+            def put_all(items: Iterator[tuple[str, bytes, str]], what: str) -> int:
+                done = 0
+                while chunk := list(itertools.islice(items, 20000)):
+                    list(pool.map(put, chunk))
+                    done += len(chunk)
+                    if done % 200000 == 0:
+                        rate = done / (time.perf_counter() - started)
+                        print(f"    {done} {what} PUT ({rate:.0f}/s)", flush=True)
+                return done
+
+            objects = (
+                (zarr_object_key(self.zarr_id, p), b"", EMPTY_MD5) for p in entry_paths(self.n)
+            )
+            put_all(objects, "objects")
+            times["objects"] = time.perf_counter() - started
+            print(f"  seeded {self.n} objects in {times['objects']:.0f} s", flush=True)
+            root: tuple[str, int, int] = ("", 0, 0)
+
+            def nodes() -> Iterator[tuple[str, bytes, str]]:
+                nonlocal root
+                digests = iter_directory_digests(
+                    ((p, 0, EMPTY_MD5) for p in entry_paths(self.n)), grouped=True, with_nodes=True
+                )
+                for d in digests:
+                    assert d.node_json is not None
+                    body = d.node_json.encode("ascii")
+                    if d.path == "":
+                        root = (d.digest, d.count, d.size)
+                    yield checksum_node_key(self.zarr_id, d.path), body, _md5(body)
+
+            started = time.perf_counter()
+            count = put_all(nodes(), "nodes")
+            times["nodes"] = time.perf_counter() - started
+            print(f"  seeded {count} .checksum nodes in {times['nodes']:.0f} s", flush=True)
+        checksum, files, size = root
+        with self.archive.db.write_session() as session:
+            zarr = session.get(Zarr, self.zarr_id)
+            assert zarr is not None
+            zarr.checksum, zarr.file_count, zarr.size = checksum, files, size
+        first = self.phase(
+            "seed: first manifest (a listing of S3)",
+            lambda: str(write_manifest(self.archive, self.zarr_id).source),
+        )
+        times["first manifest"] = first.seconds
+        return checksum
+
+    # -- the measured operations -------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        return dict(self.api.get(f"/api/zarr/{self.zarr_id}/").raise_for_status().json())
+
+    def wait_at_rest(self) -> dict[str, Any]:
+        while True:
+            state = self.info()
+            if state.get("upload_state", "at_rest") == "at_rest":
+                return state
+            time.sleep(0.05)
+
+    def wait_manifest(self, checksum: str) -> str:
+        while True:
+            rows = self.api.get(f"/api/zarr/{self.zarr_id}/manifests/").raise_for_status().json()
+            for row in rows:
+                if row["checksum"] == checksum:
+                    return f"{row['entries']} entries"
+            time.sleep(0.05)
+
+    def batch(self) -> str:
+        paths = change_paths(self.n)
+        bodies = {p: f"v1/{p}".encode() for p in paths}
+        files = [{"path": p, "etag": _md5(b)} for p, b in bodies.items()]
+        opened = self.api.post(f"/api/zarr/{self.zarr_id}/upload/", json=files)
+        opened.raise_for_status()
+        with (
+            httpx.Client(timeout=120) as s3,
+            concurrent.futures.ThreadPoolExecutor(16) as pool,
+        ):
+
+            def put(item: dict[str, str]) -> None:
+                body = bodies[item["path"]]
+                headers = {"Content-MD5": _b64(_md5(body))}
+                if item.get("content_type"):
+                    headers["Content-Type"] = item["content_type"]
+                s3.put(item["upload_url"], content=body, headers=headers).raise_for_status()
+
+            list(pool.map(put, opened.json()))
+
+        def complete() -> str:
+            self.api.post(f"/api/zarr/{self.zarr_id}/upload/complete/").raise_for_status()
+            return f"{len(paths)} files (250 overwrites, 250 new)"
+
+        self.phase("500-file batch: complete", complete)
+        self.phase(
+            "500-file batch: apply (until at rest)",
+            lambda: f"{self.wait_at_rest()['file_count']} files",
+        )
+        checksum = str(self.info()["checksum"])
+        self.phase("500-file batch: its manifest (records)", lambda: self.wait_manifest(checksum))
+        return checksum
+
+    def refs(self) -> str:
+        size = 0
+        with self.anon.stream("GET", f"/api/zarr/{self.zarr_id}/refs.json") as answer:
+            answer.raise_for_status()
+            for chunk in answer.iter_bytes(1 << 20):
+                size += len(chunk)
+        return f"{size / 1e6:.1f} MB"
+
+    def files_page(self) -> str:
+        middle = next(itertools.islice(entry_paths(self.n), self.n // 2, None))
+        answer = self.anon.get(f"/api/zarr/{self.zarr_id}/files/", params={"after": middle})
+        rows = answer.raise_for_status().json()["results"]
+        return f"{len(rows)} rows after {middle}"
+
+    def directory(self) -> str:
+        answer = self.anon.get(f"/api/zarr/{self.zarr_id}.zarr/arr/0/0/")
+        body = answer.raise_for_status().json()
+        return f"{len(body['files'])} files, {len(body['directories'])} directories"
+
+    def publish(self) -> str:
+        answer = self.api.post(f"/api/dandisets/{self.dandiset}/versions/draft/publish/")
+        return f"version {answer.raise_for_status().json()['version']}"
+
+    def fsck(self) -> str:
+        from zarrchive.services.fsck import fsck
+
+        report = fsck(self.archive, self.zarr_id)
+        assert report.ok, report.problems[:10]
+        return f"{report.file_count} files, ok, manifest {report.manifest}"
+
+    def diff(self, before: str, after: str) -> str:
+        from zarrchive.manifest import manifest_key, read_manifest
+        from zarrchive.manifest.merge import diff_manifests
+        from zarrchive.manifest.writer import chunk_stream
+        from zarrchive.services.manifests import READ_CHUNK
+
+        store = self.archive.store
+
+        def entries(checksum: str) -> Any:
+            chunks = store.iter_content(manifest_key(self.zarr_id, checksum), chunk_size=READ_CHUNK)
+            return read_manifest(chunk_stream(chunks), verify=False).entries
+
+        kinds: dict[str, int] = {}
+        for difference in diff_manifests(entries(before), entries(after)):
+            kinds[str(difference.kind)] = kinds.get(str(difference.kind), 0) + 1
+        return ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
+
+    def run(self) -> Results:
+        started = time.perf_counter()
+        first = self.seed()
+        print(f"  seeded in {time.perf_counter() - started:.0f} s ({first})", flush=True)
+        second = self.batch()
+        self.phase("refs.json of that state", self.refs)
+        self.phase("flat listing page (files/?after=the middle)", self.files_page)
+        self.phase("directory listing (arr/0/0/)", self.directory)
+        self.phase("snapshot publish", self.publish)
+        self.phase("fsck", self.fsck)
+        self.phase("diff of two states (two manifests)", lambda: self.diff(first, second))
+        return self.results
+
+
+def _md5(body: bytes) -> str:
+    return hashlib.md5(body).hexdigest()
+
+
+def _b64(md5_hex: str) -> str:
+    from zarrchive.storage.objects import md5_to_content_md5
+
+    return md5_to_content_md5(md5_hex)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--jobs", type=int, default=32, help="parallel PUTs while seeding")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args()
+    print(
+        f"scale_sim --files {args.files}: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    with local_archive("scale-sim-", published_zarrs="snapshot", publish_requires_valid=False) as (
+        archive,
+        url,
+        _work,
+    ):
+        from zarrchive.allocator import map_large_blocks
+        from zarrchive.jobs import job_queue_from_settings
+        from zarrchive.services.runtime import set_current_archive
+
+        map_large_blocks()  # as zarrchive serve does
+        archive.jobs = job_queue_from_settings(archive.settings)  # jobs in-process, as serve
+        set_current_archive(archive)
+        results = Sim(archive, url, args.files, args.jobs).run()
+    print(f"load after: {os.getloadavg()[0]:.1f}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(asdict(results), indent=1))
+
+
+if __name__ == "__main__":
+    main()
