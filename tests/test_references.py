@@ -42,7 +42,7 @@ def expand(document: dict[str, object]) -> dict[str, bytes | str]:
 
 
 paths = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1
+    st.characters(exclude_categories=["Cs"], exclude_characters="/\x00"), min_size=1
 ).map(lambda s: "d/" + s)
 urls = st.text("abcdefghijklmnopqrstuvwxyz0123456789-._~%/?=&:").map(lambda s: "https://h/" + s)
 

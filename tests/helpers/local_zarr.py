@@ -19,7 +19,7 @@ def make_zarr(path: Path, *, seed: int = 0, coarse: int = 1) -> dict[str, np.nda
     """A zarr-python Zarr of about ``1850 / coarse`` small files; returns its arrays."""
     rng = np.random.default_rng(seed)
     root = zarr.open_group(path, mode="w")
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "a": rng.integers(0, 1000, size=(260, 200), dtype="int32"),
         "g/b": rng.random((100, 100, 4)),
         "g/c": rng.integers(0, 255, size=(60, 100), dtype="uint8"),

@@ -77,7 +77,7 @@ def write_sharded_zarr(path: Path, *, big_shard: bool = False) -> ShardedSource:
             chunk_shape=PLANE_CHUNKS,
             codecs=[BytesCodec(), BloscCodec(cname="lz4", clevel=5)],
             index_codecs=[BytesCodec()],
-            index_location="start",  # type: ignore[arg-type]
+            index_location="start",
         ),
         compressors=None,
         fill_value=0,

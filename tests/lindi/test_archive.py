@@ -113,9 +113,11 @@ def _pynwb_summary(source: Any) -> dict[str, Any]:
         warnings.simplefilter("ignore")
         if isinstance(source, Path):
             with pynwb.NWBHDF5IO(str(source), "r") as io:
-                return nwb_summary(io.read())
+                summary: dict[str, Any] = nwb_summary(io.read())
+                return summary
         with pynwb.NWBHDF5IO(file=source, mode="r") as io:
-            return nwb_summary(io.read())
+            summary = nwb_summary(io.read())
+            return summary
 
 
 def _same_datasets(ours: File, local: Path) -> None:

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from zarrchive.db.models import LindiState
 from zarrchive.errors import LindiTooLarge
 from zarrchive.lindi import ConvertOptions, hdf5_to_rfs
+from zarrchive.lindi.blob_task import failure_reason
 from zarrchive.lindi.convert import check_bounds
 from zarrchive.lindi.rangefile import RangeFile
 from zarrchive.services.lindi_files import (
     HDF5_SIGNATURE,
     LindiStatus,
-    failure_reason,
     is_hdf5,
     signature_offsets,
 )

@@ -35,7 +35,7 @@ def test_unsupported_filter_names_filter_and_dataset(
     h5path: Path, kwargs: dict[str, object], name: str
 ) -> None:
     with h5py.File(h5path, "w") as f:
-        f.create_dataset("acq/data", data=np.arange(5000, dtype="i4"), chunks=(100,), **kwargs)  # type: ignore[arg-type]
+        f.create_dataset("acq/data", data=np.arange(5000, dtype="i4"), chunks=(100,), **kwargs)
     with pytest.raises(UnsupportedFilter) as info:
         hdf5_to_rfs(h5path)
     assert f"'{name}'" in info.value.message

@@ -117,7 +117,7 @@ def test_short_raw_chunk_is_padded_after_decoding() -> None:
 
 def test_short_chunk_with_compression_and_fletcher32_decodes_right() -> None:
     """The last piece of a dataset, gzip + fletcher32: padding the encoded bytes would break it."""
-    configs = [
+    configs: list[dict[str, Any]] = [
         {"id": "shuffle", "elementsize": 8},
         {"id": "zlib", "level": 4},
         {"id": "fletcher32"},
@@ -699,7 +699,7 @@ def test_reference_store_is_a_read_only_zarr_store() -> None:
 def test_summarize_codecs_like_h5py() -> None:
     from zarrchive.lindi.codecs import summarize
 
-    pipeline = [
+    pipeline: list[dict[str, Any]] = [
         {"id": "shuffle", "elementsize": 4},
         {"id": "zlib", "level": 5},
         {"id": "fletcher32"},

@@ -8,6 +8,8 @@ import numcodecs
 import zarr
 from hypothesis import given
 from hypothesis import strategies as st
+from zarr.codecs import ZstdCodec
+from zarr.core.metadata import ArrayV3Metadata
 
 from zarrchive.services.codec_names import describe
 
@@ -28,8 +30,9 @@ def test_v3_codecs_and_sharding() -> None:
         chunks=(16, 16),
         shards=(32, 32),
         dtype="u2",
-        compressors=zarr.codecs.ZstdCodec(level=0),
+        compressors=ZstdCodec(level=0),
     )
+    assert isinstance(array.metadata, ArrayV3Metadata)
     (sharding,) = array.metadata.codecs
     assert describe(sharding.to_dict()) == (
         "sharding (inner chunks 16 × 16: bytes (endian little), zstd (level 0, checksum false))"

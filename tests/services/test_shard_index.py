@@ -41,7 +41,7 @@ def test_the_index_of_shards_zarr_python_writes(location: str, checksum: bool) -
         chunk_shape=(4, 5),
         codecs=[zarr.codecs.BytesCodec(), ZstdCodec(level=3)],
         index_codecs=index_codecs,  # type: ignore[arg-type]
-        index_location=location,  # type: ignore[arg-type]
+        index_location=location,
     )
     array = zarr.create_array(
         store,
