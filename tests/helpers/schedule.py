@@ -27,6 +27,7 @@ MODULE_SECONDS: dict[str, int] = {
     "tests/web/test_oidc_signin.py": 45,  # alone: 40 s light (provider, proxy, 10 archives)
     "tests/services/test_dois.py": 110,  # alone: 102 s light (16 tests, sqlite + postgresql)
     "tests/dandi/test_dandi_accounts.py": 45,  # estimate: an embargoed upload, 3 downloads
+    "tests/dandi/test_dandi_shared_zarr.py": 45,  # alone, light: a serve child, one download
     "tests/client/test_multipart_ctrl_c.py": 60,  # estimate: 4 CLI uploads interrupted + reruns
     "tests/reliability/test_review_embargo.py": 56,
     "tests/api/test_zarr_api.py": 51,
