@@ -42,7 +42,8 @@ def share(api: httpx.Client, dandiset: str, zarr_id: str, status: int = 200, **e
 
 def what_b_reads(api: httpx.Client, dandiset: str, asset_id: str) -> dict[str, Any]:
     """Everything B's users see of the asset: its routes (metadata, info, listing, paths),
-    and the bytes its download route leads to (the snapshot's files, or the frozen Zarr's)."""
+    and the bytes its download route and its page's link lead to (the snapshot's files, or
+    the frozen Zarr's)."""
     metadata = ok(api.get(f"{assets_url(dandiset)}{asset_id}/"))
     info = ok(api.get(f"/api/assets/{asset_id}/info/"))
     listed = ok(api.get(assets_url(dandiset), params={"metadata": "true"}))["results"]
@@ -50,11 +51,15 @@ def what_b_reads(api: httpx.Client, dandiset: str, asset_id: str) -> dict[str, A
     paths = ok(api.get(f"{assets_url(dandiset)}paths/", params={"path_prefix": folder}))
     download = api.get(f"/api/assets/{asset_id}/download/")
     assert download.status_code == 400, download.text
+    page = api.get(f"/download/asset/{asset_id}")  # the files page's "open" link
+    assert page.status_code == 302, page.text
     shared = info["shared_zarr"]
     if shared["mode"] == "snapshot":
         assert shared["snapshot_url"] in download.text
+        assert page.headers["location"] == shared["snapshot_url"]
         files = read_snapshot(api, info["zarr_id"], shared["checksum"])
     else:
+        assert page.headers["location"] == f"/zarr/{info['zarr_id']}/"
         files = read_live(api, info["zarr_id"])
     info.pop("modified")  # (a restored asset's changes)
     return {
