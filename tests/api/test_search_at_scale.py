@@ -9,9 +9,11 @@ import os
 import statistics
 import time
 import uuid
+from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import insert
 
 from zarrchive.db.models import Asset, Dandiset, Version
 from zarrchive.services import search
@@ -37,15 +39,15 @@ def fill(archive: Archive) -> None:
                 {"id": i, "name": f"Dataset {i} of {SPECIES[i % 8]} recordings"}
                 for i in range(start + 1, start + 1001)
             ]
-            session.execute(Dandiset.__table__.insert(), dandisets)
+            session.execute(insert(Dandiset), dandisets)
             session.execute(
-                Version.__table__.insert(),
+                insert(Version),
                 [
                     {"id": d["id"], "dandiset_id": d["id"], "version": "draft", "metadata": {}}
                     for d in dandisets
                 ],
             )
-            assets = []
+            assets: list[dict[str, Any]] = []
             for d in dandisets:
                 for n in range(ASSETS_PER_DANDISET):
                     assets.append(
@@ -56,18 +58,20 @@ def fill(archive: Archive) -> None:
                             "metadata": {},
                         }
                     )
-            session.execute(Asset.__table__.insert(), assets)
+            session.execute(insert(Asset), assets)
             search.index_assets(
                 session,
                 [(a["version_id"], a["id"], a["path"]) for a in assets],
             )
-            for d in dandisets:
+            for i in range(start + 1, start + 1001):
                 metadata = {
-                    "description": f"Electrophysiology in the {SPECIES[d['id'] % 8]} cortex",
-                    "keywords": ["ecephys", f"kw{d['id']}"],
-                    "contributor": [{"name": f"Person{d['id'] % 97}, Ann"}],
+                    "description": f"Electrophysiology in the {SPECIES[i % 8]} cortex",
+                    "keywords": ["ecephys", f"kw{i}"],
+                    "contributor": [{"name": f"Person{i % 97}, Ann"}],
                 }
-                search.index_dandiset(session, d["id"], d["name"], metadata)
+                search.index_dandiset(
+                    session, i, f"Dataset {i} of {SPECIES[i % 8]} recordings", metadata
+                )
 
 
 @pytest.mark.slow
