@@ -758,6 +758,40 @@ def now_ns() -> int:
     return time.time_ns()
 
 
+#: A file this process wrote and checked itself: ``(os_directory, name, stat after it was
+#: put in place, md5)``.
+WrittenFile = tuple[str, str, os.stat_result, str]
+
+
+def store_written(cache: DigestCache, files: Iterable[WrittenFile]) -> int:
+    """Save the md5s of files this process wrote itself, their bytes checked against the
+    md5 while they were written (a download), without reading them again; the number saved.
+
+    Each file's stat record is the one taken right after it was renamed into place.  It is
+    stored as if hashed now: only the files whose mtime and ctime are already
+    :data:`SETTLE_NS` old are kept (:func:`may_store`), the rest is hashed by the next
+    command that needs it.  A later write changes the record (mtime, or ctime when the
+    mtime is restored), as for a file hashed by reading; the one window this adds is
+    between the rename and that stat (microseconds): another program rewriting the new
+    file in place, with the same size, within one timestamp tick of the rename.
+    """
+    hashed = now_ns()
+    return cache.store(
+        (
+            where,
+            name,
+            st.st_dev,
+            st.st_ino,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            md5,
+            hashed,
+        )
+        for where, name, st, md5 in files
+    )
+
+
 __all__ = [
     "SETTLE_NS",
     "STAT_FIELDS",
@@ -767,6 +801,7 @@ __all__ = [
     "Known",
     "RowWriter",
     "StatKey",
+    "WrittenFile",
     "cache_enabled",
     "default_cache",
     "default_cache_dir",
@@ -779,6 +814,7 @@ __all__ = [
     "pack_md5s",
     "pack_records",
     "stat_key",
+    "store_written",
     "unpack_md5s",
     "unpack_records",
 ]

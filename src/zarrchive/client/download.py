@@ -25,16 +25,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field, replace
+from functools import partial as partial_call
 from typing import IO, Protocol
 
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
 from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
+from zarrchive.client.digest_cache import WrittenFile
 from zarrchive.client.local import default_jobs, hash_local, transfer_jobs
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import (
@@ -44,7 +48,6 @@ from zarrchive.client.remote import (
     os_path,
     walk_remote,
 )
-from zarrchive.client.upload import _wait_all
 from zarrchive.errors import (
     InvalidInput,
     LocalFileError,
@@ -66,7 +69,16 @@ from zarrchive.transport import (
 )
 
 PARTIAL_SUFFIX = ".zarrchive-partial"
+#: Beside the partial copy of a big file: which of its parts are written (resumption).
+PARTS_SUFFIX = ".parts"
 S3_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
+#: Parallel GETs by default: small files are bound by each request's round trip, not by
+#: bandwidth, so more connections than cores pay (a download mostly waits).
+DOWNLOAD_JOBS = 16
+#: Files of at least this size are read in parallel ranged GETs of :data:`PART_SIZE`
+#: (written in place, so memory stays one block per connection whatever the file's size).
+BIG_FILE = 64 << 20
+PART_SIZE = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,11 @@ class RemoteFile:
     size: int
     #: The object's public URL.
     url: str
+
+
+#: ``fetch_range(file, start, end, write)``: bytes ``[start, end)`` of *file* to *write*, in
+#: order, one attempt (errors as for :meth:`Fetcher.fetch`).
+RangeFetch = Callable[[RemoteFile, int, int, Callable[[bytes], None]], None]
 
 
 class Fetcher(Protocol):
@@ -114,11 +131,26 @@ class HttpFetcher:
         )
 
     def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
+        self._get(file, write, None, 200)
+
+    def fetch_range(
+        self, file: RemoteFile, start: int, end: int, write: Callable[[bytes], None]
+    ) -> None:
+        """Bytes ``[start, end)`` of *file* (a ranged GET: 206)."""
+        self._get(file, write, {"Range": f"bytes={start}-{end - 1}"}, 206)
+
+    def _get(
+        self,
+        file: RemoteFile,
+        write: Callable[[bytes], None],
+        headers: dict[str, str] | None,
+        expected: int,
+    ) -> None:
         try:
-            with self.http.stream("GET", file.url) as response:
+            with self.http.stream("GET", file.url, headers=headers) as response:
                 status = response.status_code
-                if status == 200:
-                    for block in response.iter_bytes(1 << 20):
+                if status == expected:
+                    for block in response.iter_raw(1 << 20):
                         write(block)
                     return
                 response.read()
@@ -242,14 +274,22 @@ class Downloader:
         fetcher: Fetcher | None = None,
         retry: RetryPolicy | None = None,
         on_retry: RetryHook | None = None,
+        big_file: int = BIG_FILE,
+        part_size: int = PART_SIZE,
     ) -> None:
         self.client = client
         self.retry = retry or client.retry
         self.on_retry = on_retry or client.on_retry
-        self.jobs = transfer_jobs(jobs)
+        self.jobs = transfer_jobs(jobs if jobs is not None else max(DOWNLOAD_JOBS, default_jobs()))
         self.progress: Progress = progress or NullProgress()
         self._own_fetcher = fetcher is None
-        self.fetcher: Fetcher = fetcher or HttpFetcher(max_connections=self.jobs)
+        self.fetcher: Fetcher = fetcher or HttpFetcher(max_connections=2 * self.jobs)
+        if part_size < 1:
+            raise InvalidInput(f"the part size must be at least 1 byte, got {part_size}")
+        self.big_file = big_file
+        self.part_size = part_size
+        #: The fetcher's ranged reads, if it has them (else big files come in one GET).
+        self._range_fetch: RangeFetch | None = getattr(self.fetcher, "fetch_range", None)
 
     def close(self) -> None:
         if self._own_fetcher:
@@ -303,7 +343,8 @@ class Downloader:
         return scan_tree(root, cache=cache, jobs=jobs, progress=report).checksum
 
     def _compare(self, zarr: ZarrInfo, root: str) -> _Comparison:
-        entries = self._local_entries(root)
+        # (a big file's partial copy kept for resumption is not one of the Zarr's files)
+        entries = [e for e in self._local_entries(root) if not _is_partial(e.path)]
         digests = local_digests(entries)
         if not entries:
             digests[""] = EMPTY_CHECKSUM
@@ -369,7 +410,7 @@ class Downloader:
             os.makedirs(root, exist_ok=True)
         except OSError as exc:
             raise LocalFileError(f"cannot create {root!r}: {exc.strerror}") from None
-        _remove_partials(root)
+        resumable = _remove_partials(root)
         if zarr.file_count:
             # Unchanged local files: the cached directory digests give the root's checksum at
             # the cost of a stat per entry; equal to the archive's, there is nothing to do
@@ -400,6 +441,10 @@ class Downloader:
         elif comparison.extra:
             result.extra = comparison.extra
         fetch = comparison.fetch
+        wanted = {os_path(root, f.path) + PARTIAL_SUFFIX for f in fetch if f.size >= self.big_file}
+        for stale in resumable - wanted:  # a big file's parts no longer needed
+            _unlink(stale + PARTS_SUFFIX)
+            _unlink(stale)
         if private and fetch:
             urls = self._private_urls(zarr, [f.path for f in fetch])
             fetch = [replace(f, url=urls[f.path]) for f in fetch]
@@ -419,70 +464,192 @@ class Downloader:
         if not files:
             return []
         self.progress.start("download", len(files), sum(f.size for f in files))
-        with ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-get") as pool:
-            futures = [pool.submit(self._fetch_one, root, f) for f in files]
-            try:
-                _wait_all(futures)
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        written: list[WrittenFile] = []
+        made: set[str] = {root}
+        # Big files first: their parts keep every connection busy while the small ones
+        # fill the gaps (a big file last would leave one file's parts as the tail).
+        ordered = sorted(files, key=lambda f: f.size < self.big_file)
+        parts_pool = (
+            ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-range")
+            if ordered[0].size >= self.big_file and self._range_fetch is not None
+            else None
+        )
+        try:
+            _run_all(
+                min(self.jobs, len(files)),
+                ordered,
+                lambda f: written.append(self._fetch_one(root, f, made, parts_pool)),
+            )
+        finally:
+            if parts_pool is not None:
+                parts_pool.shutdown(wait=True, cancel_futures=True)
+            self._remember(written)
         result.downloaded = len(files)
         result.downloaded_bytes = sum(f.size for f in files)
         return files
 
-    def _fetch_one(self, root: str, file: RemoteFile) -> bool:
+    def _remember(self, written: list[WrittenFile]) -> None:
+        """Put the md5s checked while downloading in the digest cache: the next command
+        (a no-op download, verify, upload) stats these files instead of reading them."""
+        from zarrchive.client.digest_cache import default_cache, store_written
+
+        cache = default_cache()
+        if cache is not None and written:
+            store_written(cache, written)
+
+    def _prepare_place(self, root: str, file: RemoteFile, made: set[str]) -> str:
         final = os_path(root, file.path)
-        partial = final + PARTIAL_SUFFIX
         parent = os.path.dirname(final)
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except FileExistsError:
-            raise LocalFileError(
-                f"cannot write {file.path!r}: {parent!r} is a file locally (the archive has a "
-                "directory there); use --sync to replace it"
-            ) from None
-        except NotADirectoryError:
-            raise LocalFileError(
-                f"cannot write {file.path!r}: a parent is a file locally; use --sync"
-            ) from None
+        if parent not in made:
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except FileExistsError:
+                raise LocalFileError(
+                    f"cannot write {file.path!r}: {parent!r} is a file locally (the archive has "
+                    "a directory there); use --sync to replace it"
+                ) from None
+            except NotADirectoryError:
+                raise LocalFileError(
+                    f"cannot write {file.path!r}: a parent is a file locally; use --sync"
+                ) from None
+            made.add(parent)
         if os.path.isdir(final):
             raise LocalFileError(
                 f"cannot write {file.path!r}: it is a directory locally (the archive has a "
                 "file there); use --sync to replace it"
             )
+        return final
 
-        def attempt() -> None:
-            sink = _Sink(self.progress)
-            try:
-                with open(partial, "wb") as out:
-                    sink.out = out
-                    self.fetcher.fetch(file, sink.write)
-            except OSError as exc:
-                _unlink(partial)
-                self.progress.advance(0, -sink.size)
-                raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
-            except BaseException:
-                _unlink(partial)
-                self.progress.advance(0, -sink.size)
-                raise
-            md5 = sink.digest.hexdigest()
-            if md5 == file.md5 and sink.size == file.size:
-                os.replace(partial, final)
-                self.progress.advance(1, 0)
-                return
-            self.progress.advance(0, -sink.size)
-            _unlink(partial)
-            raise TryAgain(
-                f"{file.path!r}: the downloaded bytes have md5 {md5} "
-                f"({sink.size} bytes), the archive says {file.md5} ({file.size} bytes)"
-            )
-
+    def _fetch_one(
+        self,
+        root: str,
+        file: RemoteFile,
+        made: set[str],
+        parts_pool: ThreadPoolExecutor | None,
+    ) -> WrittenFile:
+        final = self._prepare_place(root, file, made)
+        partial = final + PARTIAL_SUFFIX
+        attempt: Callable[[], None]
+        retry_on: tuple[type[Exception], ...] = (NetworkError,)
+        if parts_pool is not None and file.size >= self.big_file:
+            # (each part retries its own failures: the file is tried again only when its
+            # md5 is wrong once all parts are in)
+            attempt, retry_on = partial_call(self._fetch_ranges, file, partial, parts_pool), ()
+        else:
+            attempt = partial_call(self._fetch_whole, file, partial)
         try:
             run(
                 self.retry,
                 attempt,
                 what=f"GET {file.path!r}",
+                on_retry=self.on_retry,
+                retry_on=retry_on,
+            )
+        except TryAgain as exc:
+            raise TransferError(exc.reason) from None
+        except RETRY_EXCEPTIONS as exc:  # from a fetcher of the caller's
+            raise NetworkError(f"cannot download {file.path!r}: {transport_message(exc)}") from None
+        os.replace(partial, final)
+        _unlink(partial + PARTS_SUFFIX)
+        self.progress.advance(1, 0)
+        return os.path.dirname(final), os.path.basename(final), os.stat(final), file.md5
+
+    def _fetch_whole(self, file: RemoteFile, partial: str) -> None:
+        """One attempt at *file* in one GET: *partial* holds its checked bytes after."""
+        sink = _Sink(self.progress)
+        try:
+            with open(partial, "wb") as out:
+                sink.out = out
+                self.fetcher.fetch(file, sink.write)
+        except OSError as exc:
+            _unlink(partial)
+            self.progress.advance(0, -sink.size)
+            raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
+        except BaseException:
+            _unlink(partial)
+            self.progress.advance(0, -sink.size)
+            raise
+        md5 = sink.digest.hexdigest()
+        if md5 != file.md5 or sink.size != file.size:
+            self.progress.advance(0, -sink.size)
+            _unlink(partial)
+            raise _mismatch(file, md5, sink.size)
+
+    def _fetch_ranges(self, file: RemoteFile, partial: str, pool: ThreadPoolExecutor) -> None:
+        """One attempt at a big *file* in parallel ranged GETs written in place: the parts
+        a previous attempt or run finished (:class:`_PartsRecord`) are kept; the md5 is
+        computed over the file's finished prefix while the later parts arrive."""
+        fetch_range = self._range_fetch
+        assert fetch_range is not None
+        record = _PartsRecord.load(partial, file, self.part_size)
+        try:
+            fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
+        hasher = _PrefixHasher(fd, record)
+        try:
+            if not record.done:
+                os.ftruncate(fd, file.size)
+            self.progress.advance(0, record.done_bytes())
+            hasher.advance()
+            futures = {
+                pool.submit(self._fetch_part, fetch_range, file, fd, start, end): index
+                for index, (start, end) in enumerate(record.ranges)
+                if index not in record.done
+            }
+            try:
+                for future in as_completed(futures):
+                    future.result()
+                    record.finish(futures[future])
+                    hasher.advance()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                wait(futures)
+                self.progress.advance(0, -record.done_bytes())
+                raise
+            md5 = hasher.hexdigest()
+        except OSError as exc:
+            raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+        if md5 != file.md5:
+            self.progress.advance(0, -file.size)
+            _unlink(partial + PARTS_SUFFIX)
+            _unlink(partial)
+            raise _mismatch(file, md5, file.size)
+
+    def _fetch_part(
+        self, fetch_range: RangeFetch, file: RemoteFile, fd: int, start: int, end: int
+    ) -> None:
+        """Bytes ``[start, end)`` of *file* written at their place in *fd*, retried alone."""
+
+        def attempt() -> None:
+            offset = [start]
+
+            def write(block: bytes) -> None:
+                if offset[0] + len(block) > end:
+                    raise TryAgain(f"{file.path!r}: S3 sent more than the range asked")
+                os.pwrite(fd, block, offset[0])
+                offset[0] += len(block)
+                self.progress.advance(0, len(block))
+
+            try:
+                fetch_range(file, start, end, write)
+                if offset[0] != end:
+                    raise TryAgain(
+                        f"{file.path!r}: S3 sent {offset[0] - start} bytes of a range of "
+                        f"{end - start}"
+                    )
+            except BaseException:
+                self.progress.advance(0, start - offset[0])
+                raise
+
+        try:
+            run(
+                self.retry,
+                attempt,
+                what=f"GET {file.path!r} bytes {start}-{end - 1}",
                 on_retry=self.on_retry,
                 retry_on=(NetworkError,),
             )
@@ -490,7 +657,144 @@ class Downloader:
             raise TransferError(exc.reason) from None
         except RETRY_EXCEPTIONS as exc:  # from a fetcher of the caller's
             raise NetworkError(f"cannot download {file.path!r}: {transport_message(exc)}") from None
-        return True
+
+
+def _mismatch(file: RemoteFile, md5: str, size: int) -> TryAgain:
+    return TryAgain(
+        f"{file.path!r}: the downloaded bytes have md5 {md5} "
+        f"({size} bytes), the archive says {file.md5} ({file.size} bytes)"
+    )
+
+
+def _run_all(jobs: int, items: list[RemoteFile], work: Callable[[RemoteFile], object]) -> None:
+    """``work(item)`` for every item on *jobs* threads that take the next item when done
+    (no future per item: 10^6 files cost no memory beyond their list); the first error
+    stops the others (each finishes the file it has) and is raised."""
+    lock = threading.Lock()
+    queue = iter(items)
+    failed: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if failed:
+                    return
+                item = next(queue, None)
+            if item is None:
+                return
+            try:
+                work(item)
+            except BaseException as exc:
+                with lock:
+                    failed.append(exc)
+                return
+
+    threads = [
+        threading.Thread(target=worker, name=f"zarrchive-get-{i}", daemon=True) for i in range(jobs)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.5)  # (a bare join would not hear Ctrl-C)
+    except BaseException as exc:
+        with lock:
+            failed.append(exc)
+        for thread in threads:
+            thread.join()
+        raise
+    if failed:
+        raise failed[0]
+
+
+class _PartsRecord:
+    """Which parts of a big file's partial copy are written: ``NAME.zarrchive-partial.parts``
+    beside it (JSON: the file's md5, size and part size, the finished parts), so that an
+    interrupted download resumes with the parts it lacks.  Rewritten (atomically) as each
+    part finishes; a record for other content or another part size starts over.  The whole
+    file's md5 is checked at the end whatever the record says."""
+
+    def __init__(self, path: str, file: RemoteFile, part_size: int, done: set[int]) -> None:
+        self.path = path
+        self.file = file
+        self.part_size = part_size
+        self.ranges = [
+            (start, min(start + part_size, file.size)) for start in range(0, file.size, part_size)
+        ]
+        self.done = done
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, partial: str, file: RemoteFile, part_size: int) -> _PartsRecord:
+        path = partial + PARTS_SUFFIX
+        done: set[int] = set()
+        try:
+            with open(path, encoding="utf-8") as source:
+                saved = json.load(source)
+            if (
+                isinstance(saved, dict)
+                and saved.get("md5") == file.md5
+                and saved.get("size") == file.size
+                and saved.get("part_size") == part_size
+                and os.path.getsize(partial) == file.size
+            ):
+                count = -(-file.size // part_size)
+                done = {i for i in saved.get("done", []) if isinstance(i, int) and 0 <= i < count}
+        except (OSError, ValueError):
+            done = set()
+        if not done:
+            _unlink(path)
+        return cls(path, file, part_size, done)
+
+    def done_bytes(self) -> int:
+        with self._lock:
+            return sum(self.ranges[i][1] - self.ranges[i][0] for i in self.done)
+
+    def finish(self, index: int) -> None:
+        with self._lock:
+            self.done.add(index)
+            text = json.dumps(
+                {
+                    "md5": self.file.md5,
+                    "size": self.file.size,
+                    "part_size": self.part_size,
+                    "done": sorted(self.done),
+                }
+            )
+        temporary = self.path + ".new"
+        with open(temporary, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, self.path)
+
+
+class _PrefixHasher:
+    """The md5 of a file written out of order: it reads back (from the page cache) and
+    hashes the finished parts that follow what it has hashed, so the digest is ready
+    when the last part arrives, with no part held in memory."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self, fd: int, record: _PartsRecord) -> None:
+        self.fd = fd
+        self.record = record
+        self.digest = hashlib.md5(usedforsecurity=False)
+        self.next_part = 0
+
+    def advance(self) -> None:
+        ranges, done = self.record.ranges, self.record.done
+        while self.next_part < len(ranges) and self.next_part in done:
+            start, end = ranges[self.next_part]
+            while start < end:
+                block = os.pread(self.fd, min(self.BLOCK, end - start), start)
+                if not block:
+                    raise TryAgain(f"{self.record.file.path!r}: the partial file is short")
+                self.digest.update(block)
+                start += len(block)
+            self.next_part += 1
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
 
 
 class _Sink:
@@ -524,12 +828,28 @@ def _unlink(path: str) -> None:
         os.unlink(path)
 
 
-def _remove_partials(root: str) -> None:
-    """Remove the partial files an interrupted download left behind."""
+def _is_partial(path: str) -> bool:
+    return path.endswith((PARTIAL_SUFFIX, PARTIAL_SUFFIX + PARTS_SUFFIX))
+
+
+def _remove_partials(root: str) -> set[str]:
+    """Remove the partial files an interrupted download left behind, except the big files'
+    with a record of their parts (:class:`_PartsRecord`): their paths are returned."""
+    kept: set[str] = set()
     for directory, _dirs, files in os.walk(root):
+        names = set(files)
         for name in files:
             if name.endswith(PARTIAL_SUFFIX):
+                if name + PARTS_SUFFIX in names:
+                    kept.add(os.path.join(directory, name))
+                else:
+                    _unlink(os.path.join(directory, name))
+            elif (
+                name.endswith(PARTIAL_SUFFIX + PARTS_SUFFIX)
+                and name[: -len(PARTS_SUFFIX)] not in names
+            ) or name.endswith(PARTIAL_SUFFIX + PARTS_SUFFIX + ".new"):
                 _unlink(os.path.join(directory, name))
+    return kept
 
 
 def _prune_empty_directories(root: str, deleted: list[str]) -> None:
@@ -545,7 +865,11 @@ def _prune_empty_directories(root: str, deleted: list[str]) -> None:
 
 
 __all__ = [
+    "BIG_FILE",
+    "DOWNLOAD_JOBS",
     "PARTIAL_SUFFIX",
+    "PARTS_SUFFIX",
+    "PART_SIZE",
     "DownloadResult",
     "Downloader",
     "Fetcher",
