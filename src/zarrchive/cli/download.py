@@ -15,7 +15,6 @@ import typer
 
 from zarrchive.cli._common import (
     API_URL_OPTION,
-    JOBS_OPTION,
     TOKEN_OPTION,
     human_size,
     make_progress,
@@ -34,6 +33,15 @@ ZARR_ARGUMENT = typer.Argument(
     show_default=False,
 )
 
+DOWNLOAD_JOBS_OPTION = typer.Option(
+    None,
+    "--jobs",
+    "-j",
+    help="Parallel GETs (default: 16, or the machine's CPUs + 2 if more); a file of 64 MiB "
+    "or more comes in ranged GETs of 16 MiB on as many more.",
+    show_default=False,
+)
+
 VERIFY_JOBS_OPTION = typer.Option(
     None,
     "--jobs",
@@ -46,13 +54,16 @@ VERIFY_JOBS_OPTION = typer.Option(
 def download(
     zarr: str = ZARR_ARGUMENT,
     dest: Path = typer.Argument(..., help="The local directory.", show_default=False),
-    jobs: int | None = JOBS_OPTION,
+    jobs: int | None = DOWNLOAD_JOBS_OPTION,
     sync: bool = typer.Option(False, "--sync", help="Delete local files not in the archive."),
     api_url: str | None = API_URL_OPTION,
     token: str | None = TOKEN_OPTION,
     no_cache: bool = NO_CACHE_OPTION,
 ) -> None:
-    """Download a Zarr (only missing or differing files); check every md5 and the checksum."""
+    """Download a Zarr (only missing or differing files); check every md5 and the checksum.
+
+    An interrupted download resumes: files already in place are skipped (a stat each when
+    the digest cache knows them), a big file's finished parts are kept."""
     from zarrchive.client.api import ApiClient
     from zarrchive.client.digest_cache import disable_default_cache
     from zarrchive.client.snapshot import SnapshotDownloader
