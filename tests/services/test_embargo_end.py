@@ -19,7 +19,7 @@ from tests.helpers.web_forms import sign_in
 from tests.helpers.zarr_client import expect
 from zarrchive.db.models import AuditRecord, Dandiset, EmbargoStatus
 from zarrchive.errors import InvalidInput
-from zarrchive.jobs import InProcessJobQueue, Ticker
+from zarrchive.jobs import InProcessJobQueue, PeriodicJob, Ticker
 from zarrchive.services import embargo
 from zarrchive.services.embargo_dates import (
     EMBARGO_DAYS,
@@ -285,3 +285,49 @@ def _owner(archive: Archive, users: Users) -> Any:
     from zarrchive.services.auth import authenticate
 
     return authenticate(archive, users.owner)
+
+
+# -- the ticker ------------------------------------------------------------------------------
+def test_the_ticker_queues_at_once_with_its_clock_only_what_it_claims(archive: Archive) -> None:
+    queued: list[tuple[str, dict[str, Any], str | None]] = []
+
+    class Recorder(InProcessJobQueue):
+        def enqueue(self, func: Any, kwargs: Any = None, **kw: Any) -> str:
+            queued.append((str(func), dict(kwargs or {}), kw.get("key")))
+            if len(queued) == 2:
+                raise RuntimeError("Redis away")  # logged; the ticker goes on
+            return "held"
+
+    jobs = Recorder(threads=1)
+    moment = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+    hourly = PeriodicJob(embargo.END_CHECK.func, every=3600.0)
+    refused = PeriodicJob("zarrchive.services.embargo:unembargo_job", every=3600.0)
+    ticker = Ticker(
+        jobs, [hourly, refused], clock=lambda: moment, claim=lambda job: job is hourly
+    ).start()
+    try:
+        wait_until(lambda: ticker.queued == 1, "the first tick")
+        assert not ticker.tick(hourly)  # the queue failed: logged, not raised
+        assert ticker.tick(hourly)
+    finally:
+        ticker.stop()
+        jobs.close()
+    assert [q[0] for q in queued] == [embargo.END_CHECK.func] * 3
+    assert queued[0][1:] == ({"now": moment.isoformat()}, f"every:{embargo.END_CHECK.func}")
+
+
+def test_the_api_process_ticks_only_when_it_runs_the_jobs(archive: Archive) -> None:
+    from zarrchive.jobs import RedisJobQueue
+    from zarrchive.services.periodic import PERIODIC_JOBS, start_in_process
+
+    assert embargo.END_CHECK in PERIODIC_JOBS
+    assert start_in_process(None) is None and start_in_process(archive) is None  # no queue
+    archive.jobs = InProcessJobQueue(threads=1)
+    try:
+        ticker = start_in_process(archive, clock=lambda: datetime(2000, 1, 1, tzinfo=UTC))
+        assert ticker is not None
+        ticker.stop()
+    finally:
+        archive.jobs.close()
+        archive.jobs = None
+    assert RedisJobQueue.claim_period  # on Redis the workers tick (tests/jobs/...on_rq.py)
