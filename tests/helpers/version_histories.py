@@ -27,6 +27,7 @@ from zarrchive.services.tree_updater import apply_changes
 from zarrchive.services.version_gc import content_versions, zarr_versions
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import zarr_object_key
+from zarrchive.version_retention import Freed
 
 #: The retention of the histories' gc runs.
 RETENTION = timedelta(days=30)
@@ -169,11 +170,13 @@ class History:
     def wait(self, days: int) -> None:
         self.clock.offset += timedelta(days=days)
 
-    def gc(self) -> None:
-        """A gc run (applied), then :meth:`check` of what it had to keep."""
+    def gc(self) -> Freed:
+        """A gc run (applied), then :meth:`check` of what it had to keep; what it freed."""
         now = self.clock()
         report = zarr_versions(self.archive, self.zarr_id, retention=RETENTION, apply=True, now=now)
-        content_versions(self.archive, retention=RETENTION, apply=True, now=now)
+        freed = report.freed
+        for content in content_versions(self.archive, retention=RETENTION, apply=True, now=now):
+            freed += content.freed
         assert report.skipped is None, report.skipped
         # what the issue promises, from the model: the published states, the current one,
         # those of manifests younger than the retention, all while the Zarr is in the trash
@@ -186,6 +189,7 @@ class History:
         assert set(report.kept) == promised
         self.lost |= set(manifests) - promised
         self.check(promised - self.lost)
+        return freed
 
     def manifests(self) -> dict[str, datetime]:
         """``checksum -> created_at`` of the Zarr's manifests."""

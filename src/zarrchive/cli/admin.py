@@ -199,7 +199,8 @@ def usage(
 ) -> None:
     """Bytes per dandiset and per user (of their dandisets): the draft's, what only published
     versions hold, the trash's; and what nothing references (orphaned blobs and Zarrs, staging
-    leftovers).  Each blob or Zarr is counted once per figure."""
+    leftovers, noncurrent object versions no published or restorable state needs).  Each blob
+    or Zarr is counted once per figure."""
     from zarrchive.cli._common import human_size
     from zarrchive.services.usage import Usage, usage_report
 
@@ -226,6 +227,8 @@ def usage(
         f"orphaned\t{report.orphaned_blobs} blobs {human_size(report.orphaned_blob_bytes)}"
         f"\t{report.orphaned_zarrs} Zarrs {human_size(report.orphaned_zarr_bytes)}"
         f"\t{report.staging_objects} staging objects {human_size(report.staging_bytes)}"
+        f"\t{report.unneeded_versions} noncurrent versions "
+        f"{human_size(report.unneeded_version_bytes)}"
     )
 
 

@@ -10,14 +10,18 @@ however many assets name it.  For a dandiset:
 
 A user's figures are the sums over the dandisets they own.  The archive's ``orphaned``
 figures are what nothing references: blobs that no asset and no trash item names, Zarrs that
-no asset, no published version, no trash item and no batch names, and staging areas of
-batches that are no longer open or pending (read from S3).
+no asset, no published version, no trash item and no batch names, staging areas of
+batches that are no longer open or pending (read from S3), and the noncurrent S3 object
+versions that no pinned state, no manifest within the retention, no trashed Zarr and no
+rollback needs (:mod:`zarrchive.services.version_gc`, whatever their age: ``admin gc``
+removes those noncurrent for longer than ``ZARRCHIVE_VERSION_RETENTION_DAYS``).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -35,6 +39,7 @@ from zarrchive.db.models import (
     ZarrPin,
 )
 from zarrchive.services.runtime import Archive
+from zarrchive.services.version_gc import all_versions
 from zarrchive.storage.keys import STAGING_ROOT
 
 DRAFT = "draft"
@@ -97,6 +102,9 @@ class UsageReport:
     orphaned_zarr_bytes: int = 0
     staging_objects: int = 0
     staging_bytes: int = 0
+    #: noncurrent object versions nothing needs (any age)
+    unneeded_versions: int = 0
+    unneeded_version_bytes: int = 0
 
     def as_json(self) -> dict[str, object]:
         def figures(usage: Usage) -> dict[str, int]:
@@ -117,13 +125,20 @@ class UsageReport:
                 "zarr_bytes": self.orphaned_zarr_bytes,
                 "staging_objects": self.staging_objects,
                 "staging_bytes": self.staging_bytes,
+                "noncurrent_versions": self.unneeded_versions,
+                "noncurrent_version_bytes": self.unneeded_version_bytes,
                 "bytes": self.orphaned_bytes,
             },
         }
 
     @property
     def orphaned_bytes(self) -> int:
-        return self.orphaned_blob_bytes + self.orphaned_zarr_bytes + self.staging_bytes
+        return (
+            self.orphaned_blob_bytes
+            + self.orphaned_zarr_bytes
+            + self.staging_bytes
+            + self.unneeded_version_bytes
+        )
 
 
 def _content(blob_id: str | None, zarr_id: str | None) -> Content | None:
@@ -134,8 +149,11 @@ def _content(blob_id: str | None, zarr_id: str | None) -> Content | None:
     return None
 
 
-def usage_report(archive: Archive, *, with_staging: bool = True) -> UsageReport:
-    """The storage report (see the module); *with_staging* lists the staging areas in S3."""
+def usage_report(
+    archive: Archive, *, with_staging: bool = True, with_versions: bool = True
+) -> UsageReport:
+    """The storage report (see the module); *with_staging* lists the staging areas in S3,
+    *with_versions* every version of the Zarrs' and blobs' keys."""
     report = UsageReport()
     with archive.db.session() as session:
         sizes: dict[Content, int] = {
@@ -202,4 +220,10 @@ def usage_report(archive: Archive, *, with_staging: bool = True) -> UsageReport:
                     continue  # an open or pending batch's upload
                 report.staging_objects += 1
                 report.staging_bytes += obj.size
+    if with_versions:
+        retention = timedelta(days=archive.settings.version_retention_days)
+        for area in all_versions(archive, retention=retention, expire_all=True):
+            freed = area.freed
+            report.unneeded_versions += freed.count
+            report.unneeded_version_bytes += freed.bytes
     return report
