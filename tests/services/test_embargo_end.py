@@ -134,6 +134,7 @@ def test_bad_end_dates_are_refused_with_400_and_nothing_created(
         {"embargo_end_date": today.isoformat()},  # not after today
         {"embargo_end_date": "30/06/2027"},  # malformed
         {"embargo_end_date": "2027-02-30"},  # no such day
+        {"embargo_end_date": "2027-01-01" * 10},  # far too long
         {"embargo_end_date": (today + timedelta(days=3 * 365)).isoformat()},  # too far
         {"funding_source": "NIH"},  # a funder without an award
         {"award_number": "R01"},  # an award without a funder
