@@ -58,6 +58,10 @@ from zarrchive.transport import RETRY_EXCEPTIONS, call, http_client, transport_m
 #: How files reach a batch: ``server`` (the archive copies), ``client`` (streamed by us),
 #: ``auto`` (server-side when the archive can, else streamed).
 CopyMode = Literal["auto", "server", "client"]
+#: Sizes declared when a batch is opened: up to the smallest multipart threshold an archive
+#: may have (so no file goes in parts; a batch whose every size is declared is queued at once
+#: and checked by the apply, ``verify=apply``).
+DECLARED_BYTES = 5 * 1024**2
 #: S3's largest single PUT: a bigger source object is not imported (yet).
 MAX_IMPORT_BYTES = 5 * 1024**3
 S3_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
@@ -97,6 +101,8 @@ class S3Importer:
         #: Batches whose files the archive copied, and files we streamed.
         self.server_copied = 0
         self.streamed = 0
+        #: The batches queued (their apply may refuse them).
+        self._queued: list[str] = []
 
     # -- public -------------------------------------------------------------------------
     def run(
@@ -173,7 +179,19 @@ class S3Importer:
             self.progress.start("uploading", len(upload), sum(e.size for e in upload))
             self._send(zid, upload, by_path, limit, result)
         self.progress.stop()
+        started = time.perf_counter()
         result.remote_checksum = self._wait_at_rest(zid).checksum
+        result.add_time("apply", started)
+        if self._queued:
+            refused = self.client.refused_batches(zid, self._queued)
+            if refused:
+                paths = sorted(p for batch in refused.values() for p in batch)
+                raise SourceChanged(
+                    f"the archive refused {len(refused)} batches when it applied them ("
+                    f"{len(paths)} files differ from their listed md5, e.g. {paths[0]!r}: a "
+                    "source object changed during the import); nothing of them was recorded: "
+                    "run the upload again"
+                )
         if dandiset is not None and zarr_id is None and result.ok:
             result.asset_id, result.asset_created = _ensure_asset(self.client, dandiset, name, zid)
         return result
@@ -226,12 +244,18 @@ class S3Importer:
             with ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-import") as pool:
                 for start in range(0, len(upload), limit):
                     chunk = upload[start : start + limit]
+                    started = time.perf_counter()
                     uid, urls = self._open(zarr_id, chunk)
+                    result.add_time("open", started)
                     try:
+                        started = time.perf_counter()
                         self._stage(s3, pool, zarr_id, uid, chunk, urls, by_path)
+                        result.add_time("put", started)
                         if self.on_batch_sent is not None:
                             self.on_batch_sent(uid)
+                        started = time.perf_counter()
                         self._complete(zarr_id)
+                        result.add_time("complete", started)
                     except (SourceChanged, ApiError, TransferError) as exc:
                         if not isinstance(exc, NetworkError):
                             self._cancel(zarr_id)
@@ -243,11 +267,16 @@ class S3Importer:
             s3.close()
 
     def _open(self, zarr_id: str, chunk: list[ZarrEntry]) -> tuple[str, dict[str, str]]:
-        """Open a batch of *chunk* (``path, md5``; sizes not declared: nothing goes in
-        parts): its uid and URLs.  Our own open batch of exactly these files (an interrupted
+        """Open a batch of *chunk* (``path, md5``, and the sizes up to
+        :data:`DECLARED_BYTES`, so that nothing goes in parts): its uid and URLs.  Our own open batch of exactly these files (an interrupted
         run's) is taken up; any other open batch is cancelled first."""
         path = f"/api/zarr/{urllib.parse.quote(zarr_id, safe='')}/upload/"
-        body = [{"path": e.path, "etag": e.md5} for e in chunk]
+        body: list[dict[str, Any]] = [
+            {"path": e.path, "etag": e.md5, "size": e.size}
+            if e.size <= DECLARED_BYTES
+            else {"path": e.path, "etag": e.md5}
+            for e in chunk
+        ]
         try:
             response = self.client.request("POST", path, json=body, params={"resume": "true"})
         except ApiError as exc:
@@ -357,10 +386,14 @@ class S3Importer:
         )
 
     def _complete(self, zarr_id: str) -> None:
-        """Verify and queue the open batch: a staged object without its listed md5 (a source
-        changed under an S3 that ignored ``If-Match``) refuses it."""
+        """Queue the open batch (``verify=apply`` when every size was declared: the apply
+        checks it, else verified now): a staged object without its listed md5 (a source
+        changed under an S3 that ignored ``If-Match``) refuses it, now (400) or when applied
+        (:meth:`run` asks at the end)."""
         try:
-            self.client.complete_upload(zarr_id)
+            uid = self.client.queue_upload(zarr_id)
+            if uid is not None:
+                self._queued.append(uid)
         except ApiError as exc:
             if exc.status_code == 404 and self.client.last_retried:
                 return  # our first attempt completed it; its answer was lost

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import base64
 import logging
+import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 from sqlalchemy import select
 
@@ -58,11 +60,18 @@ from zarrchive.services.uploads.records import _writable
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import staging_object_key
 from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.presign import Credentials, Presigner
+from zarrchive.storage.signed_copy import (
+    URL_SECONDS,
+    S3Refused,
+    copy_source_header,
+    parse_copy_answer,
+)
 
 log = logging.getLogger(__name__)
 
 #: Copies sent at once by one request.
-COPY_THREADS = 16
+COPY_THREADS = 32
 #: What :meth:`_Copier.copy` says of a file it declined.
 _DECLINED = -1
 
@@ -161,9 +170,16 @@ def import_files(
         )
     if not isinstance(store, ObjectStore):
         raise PermissionDenied("server-side import needs the archive on S3: send the files")
-    copier = _Copier(store, bucket, normalized, zarr_id, batch_uid, settings.multipart_threshold)
-    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="import-copy") as pool:
-        outcomes = list(pool.map(lambda job: copier.copy(*job), plan))
+    signed = _SignedCopies.of(archive)
+    copier = _Copier(
+        store, bucket, normalized, zarr_id, batch_uid, settings.multipart_threshold, signed
+    )
+    try:
+        with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="import-copy") as pool:
+            outcomes = list(pool.map(lambda job: copier.copy(*job), plan))
+    finally:
+        if signed is not None:
+            signed.close()
     changed = sorted(path for path, size in outcomes if size is None)
     declined = tuple(sorted(path for path, size in outcomes if size == _DECLINED))
     if changed:
@@ -187,7 +203,9 @@ class _Copier:
         zarr_id: str,
         uid: str,
         threshold: int,
+        signed: _SignedCopies | None = None,
     ) -> None:
+        self.signed = signed
         self.store = store
         self.bucket = bucket
         self.prefix = prefix
@@ -207,6 +225,10 @@ class _Copier:
         try:
             if plain_md5(item.etag) is None:
                 return item.path, self._through(client, source, item, md5, target)
+            if self.signed is not None:
+                return item.path, self.signed.copy(
+                    self.bucket, key, item, self.store.bucket, target
+                )
             answer = client.copy_object(
                 Bucket=self.store.bucket,
                 Key=target,
@@ -253,6 +275,8 @@ class _Copier:
         """Raise for S3's refusal of a copy, unless it says the source changed."""
         code = _code(exc)
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code == "NoSuchBucket":
+            raise PermissionDenied(f"the archive can't read s3://{self.bucket}/{key} ({code})")
         if code in ("PreconditionFailed", "NoSuchKey", "NoSuchVersion", "404") or status in (
             404,
             412,
@@ -263,6 +287,76 @@ class _Copier:
                 f"the archive can't read s3://{self.bucket}/{key} ({code}): send the files yourself"
             )
         raise StorageError(f"S3 refused the import of s3://{self.bucket}/{key}: {code} ({status})")
+
+
+class _SignedCopies:
+    """The import's ``CopyObject`` requests signed by the archive's own signer and sent with
+    urllib3, as the apply's copies are (:mod:`zarrchive.storage.signed_copy`: about half
+    botocore's CPU a copy), but from another bucket, with ``x-amz-copy-source-if-match``."""
+
+    def __init__(self, presigner: Presigner, endpoint_url: str, connections: int) -> None:
+        self.presigner = presigner
+        self.pool = urllib3.connection_from_url(
+            endpoint_url,
+            maxsize=connections,
+            timeout=urllib3.Timeout(connect=10.0, read=300.0),
+            retries=False,
+        )
+
+    @classmethod
+    def of(cls, archive: Archive) -> _SignedCopies | None:
+        """The archive's, when it has static credentials for a plain-HTTP(S) endpoint."""
+        settings = archive.settings
+        endpoint = settings.s3_endpoint_url
+        if not (endpoint and settings.s3_access_key_id and settings.s3_secret_access_key):
+            return None
+        if urllib.parse.urlsplit(endpoint).scheme != "http":
+            return None  # (TLS options as botocore got them: left to botocore)
+        credentials = Credentials(settings.s3_access_key_id, settings.s3_secret_access_key)
+        return cls(Presigner(endpoint, credentials, settings.s3_region), endpoint, COPY_THREADS)
+
+    def copy(
+        self, bucket: str, key: str, item: SourceFile, target_bucket: str, target: str
+    ) -> int | None:
+        """0 once copied; None: the source changed (412, or gone)."""
+        headers = {
+            "x-amz-copy-source": copy_source_header(bucket, key, item.version_id),
+            "x-amz-copy-source-if-match": item.etag,
+            "x-amz-metadata-directive": "REPLACE",
+            "Content-Type": zarr_content_type(item.path),
+        }
+        for attempt in (1, 2):
+            url = self.presigner.url("PUT", target_bucket, target, URL_SECONDS, headers=headers)
+            path = "/" + url.split("/", 3)[3]
+            try:
+                response = self.pool.urlopen("PUT", path, headers=headers, body=b"")
+                parse_copy_answer(response.status, response.headers, response.data)
+                return 0
+            except urllib3.exceptions.HTTPError as exc:
+                if attempt == 2:
+                    raise StorageError(
+                        f"S3 did not answer the import of s3://{bucket}/{key}: {exc}"
+                    ) from None
+            except S3Refused as refused:
+                if refused.status == 403 or refused.code == "NoSuchBucket":
+                    raise PermissionDenied(
+                        f"the archive can't read s3://{bucket}/{key} ({refused.code}): send "
+                        "the files yourself"
+                    ) from None
+                if refused.status in (404, 412) or refused.code in (
+                    "PreconditionFailed",
+                    "NoSuchKey",
+                    "NoSuchVersion",
+                ):
+                    return None
+                if attempt == 2 or not refused.transient:
+                    raise StorageError(
+                        f"S3 refused the import of s3://{bucket}/{key}: {refused}"
+                    ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 def _code(exc: ClientError) -> str:
