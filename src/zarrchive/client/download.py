@@ -14,11 +14,22 @@ A fetcher makes one attempt; the :class:`Downloader` retries the whole file (the
 the stream, the md5 check) under its retry policy (:func:`zarrchive.transport.run`):
 a failed attempt of any kind, before or after the first byte, starts the file again.
 
-Every file is written to ``NAME.zarrchive-partial`` next to its place, its md5
+The files are read on :data:`DOWNLOAD_JOBS` threads (``--jobs``), each taking the next file
+when done.  A file of at least :data:`BIG_FILE` bytes, when the fetcher has ``fetch_range``
+(:class:`HttpFetcher` has), comes in parallel ranged GETs of :data:`PART_SIZE` written in
+place (memory: one block per connection), each part retried alone; its md5 is computed
+over the finished prefix while later parts arrive, and a record beside the partial copy
+(``NAME.zarrchive-partial.parts``) lists the finished parts, so an interrupted download
+resumes with the parts it lacks (the whole file's md5 is checked whatever the record says).
+
+Every small file is written to ``NAME.zarrchive-partial`` next to its place, its md5
 checked while it streams, then renamed into place: an interrupted download
 leaves no wrong file behind, and a rerun skips every file already present with
-the right md5.  At the end the tree hash of the files is compared with the
-archive's checksum.
+the right md5.  The md5s checked go to the digest cache
+(:func:`zarrchive.client.digest_cache.store_written`): the next download, verify or upload
+of the copy stats these files instead of reading them, and a no-op download is a stat per
+file (:meth:`Downloader._cached_root_checksum`).  At the end the tree hash of the files is
+compared with the archive's checksum.
 """
 
 from __future__ import annotations
@@ -474,11 +485,13 @@ class Downloader:
             if ordered[0].size >= self.big_file and self._range_fetch is not None
             else None
         )
+        stop = threading.Event()
         try:
             _run_all(
                 min(self.jobs, len(files)),
                 ordered,
-                lambda f: written.append(self._fetch_one(root, f, made, parts_pool)),
+                lambda f: written.append(self._fetch_one(root, f, made, parts_pool, stop)),
+                stop,
             )
         finally:
             if parts_pool is not None:
@@ -526,6 +539,7 @@ class Downloader:
         file: RemoteFile,
         made: set[str],
         parts_pool: ThreadPoolExecutor | None,
+        stop: threading.Event,
     ) -> WrittenFile:
         final = self._prepare_place(root, file, made)
         partial = final + PARTIAL_SUFFIX
@@ -534,7 +548,10 @@ class Downloader:
         if parts_pool is not None and file.size >= self.big_file:
             # (each part retries its own failures: the file is tried again only when its
             # md5 is wrong once all parts are in)
-            attempt, retry_on = partial_call(self._fetch_ranges, file, partial, parts_pool), ()
+            attempt, retry_on = (
+                partial_call(self._fetch_ranges, file, partial, parts_pool, stop),
+                (),
+            )
         else:
             attempt = partial_call(self._fetch_whole, file, partial)
         try:
@@ -575,7 +592,9 @@ class Downloader:
             _unlink(partial)
             raise _mismatch(file, md5, sink.size)
 
-    def _fetch_ranges(self, file: RemoteFile, partial: str, pool: ThreadPoolExecutor) -> None:
+    def _fetch_ranges(
+        self, file: RemoteFile, partial: str, pool: ThreadPoolExecutor, stop: threading.Event
+    ) -> None:
         """One attempt at a big *file* in parallel ranged GETs written in place: the parts
         a previous attempt or run finished (:class:`_PartsRecord`) are kept; the md5 is
         computed over the file's finished prefix while the later parts arrive."""
@@ -599,6 +618,8 @@ class Downloader:
             }
             try:
                 for future in as_completed(futures):
+                    if stop.is_set():  # another file failed, or Ctrl-C: keep what is done
+                        raise _Stopped
                     future.result()
                     record.finish(futures[future])
                     hasher.advance()
@@ -659,6 +680,10 @@ class Downloader:
             raise NetworkError(f"cannot download {file.path!r}: {transport_message(exc)}") from None
 
 
+class _Stopped(Exception):
+    """The download stops (another file failed, or Ctrl-C): a big file leaves its parts."""
+
+
 def _mismatch(file: RemoteFile, md5: str, size: int) -> TryAgain:
     return TryAgain(
         f"{file.path!r}: the downloaded bytes have md5 {md5} "
@@ -666,10 +691,16 @@ def _mismatch(file: RemoteFile, md5: str, size: int) -> TryAgain:
     )
 
 
-def _run_all(jobs: int, items: list[RemoteFile], work: Callable[[RemoteFile], object]) -> None:
+def _run_all(
+    jobs: int,
+    items: list[RemoteFile],
+    work: Callable[[RemoteFile], object],
+    stop: threading.Event,
+) -> None:
     """``work(item)`` for every item on *jobs* threads that take the next item when done
     (no future per item: 10^6 files cost no memory beyond their list); the first error
-    stops the others (each finishes the file it has) and is raised."""
+    (or Ctrl-C) sets *stop* and stops the others (each finishes the small file it has; a big
+    file stops after its part under way) and is raised."""
     lock = threading.Lock()
     queue = iter(items)
     failed: list[BaseException] = []
@@ -687,6 +718,7 @@ def _run_all(jobs: int, items: list[RemoteFile], work: Callable[[RemoteFile], ob
             except BaseException as exc:
                 with lock:
                     failed.append(exc)
+                stop.set()
                 return
 
     threads = [
@@ -701,11 +733,12 @@ def _run_all(jobs: int, items: list[RemoteFile], work: Callable[[RemoteFile], ob
     except BaseException as exc:
         with lock:
             failed.append(exc)
+        stop.set()
         for thread in threads:
             thread.join()
         raise
     if failed:
-        raise failed[0]
+        raise next((e for e in failed if not isinstance(e, _Stopped)), failed[0])
 
 
 class _PartsRecord:
