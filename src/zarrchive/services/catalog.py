@@ -8,6 +8,7 @@ for lists, :func:`zarrchive.services.dandisets.get_dandiset` for one dandiset.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -15,9 +16,19 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, LindiState, Version, Zarr
+from zarrchive.checksum.digest import ZarrDigest
+from zarrchive.db.models import (
+    Asset,
+    Blob,
+    Dandiset,
+    LindiState,
+    SharedZarrAsset,
+    SharedZarrMode,
+    Version,
+    Zarr,
+)
 from zarrchive.errors import InvalidInput
-from zarrchive.services import lindi_files
+from zarrchive.services import lindi_files, shared_zarrs
 from zarrchive.services.audit import AuditEntry, list_records
 from zarrchive.services.auth import Caller, is_owner
 from zarrchive.services.dandisets import DandisetFilter, get_dandiset, list_dandisets
@@ -81,7 +92,8 @@ def shown_versions(session: Session, dandiset_ids: list[int]) -> dict[int, Versi
 
 def version_totals(session: Session, versions: list[Version]) -> dict[int, tuple[int, int]]:
     """``version id -> (asset count, size)``: blobs' sizes, and Zarrs' live sizes in a
-    draft or the pinned ``contentSize`` of a published version (as the API's versions)."""
+    draft or the pinned ``contentSize`` of a published version (as the API's versions); a
+    draft's Zarr of another dandiset: the size of the state its asset pinned."""
     ids = [v.id for v in versions]
     totals: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     if not ids:
@@ -100,10 +112,17 @@ def version_totals(session: Session, versions: list[Version]) -> dict[int, tuple
         for version_id, size in session.execute(
             select(Asset.version_id, func.coalesce(func.sum(Zarr.size), 0))
             .join(Zarr, Zarr.id == Asset.zarr_id)
-            .where(Asset.version_id.in_(drafts))
+            .join(Version, Version.id == Asset.version_id)
+            .where(Asset.version_id.in_(drafts), Zarr.dandiset_id == Version.dandiset_id)
             .group_by(Asset.version_id)
         ):
             totals[version_id][1] += int(size)
+        for version_id, checksum in session.execute(
+            select(Asset.version_id, SharedZarrAsset.checksum)
+            .join(SharedZarrAsset, SharedZarrAsset.asset_id == Asset.id)
+            .where(Asset.version_id.in_(drafts))
+        ):
+            totals[version_id][1] += ZarrDigest.totals(checksum)[1]
     published = [v.id for v in versions if not v.is_draft]
     if published:
         for version_id, metadata in session.execute(
@@ -227,6 +246,19 @@ class TreeAsset:
     #: ``failed: reason`` (:class:`~zarrchive.services.lindi_files.LindiStatus`).
     lindi_url: str | None = None
     lindi_state: str | None = None
+    #: A Zarr of another dandiset (:mod:`~zarrchive.services.shared_zarrs`): the checksum of
+    #: the state the asset reads (``None``: a blob, or a Zarr of the dandiset itself).
+    shared_checksum: str | None = None
+    #: Where the Zarr's link leads: its page, or the snapshot a shared asset pinned.
+    zarr_url: str | None = None
+
+
+def zarr_link(zarr_id: str, state: shared_zarrs.SharedState | None) -> str:
+    """The page of a Zarr asset: the Zarr's own, or for an asset that reads a snapshot of
+    another dandiset's Zarr, that snapshot (a frozen Zarr's live state is the pinned one)."""
+    if state is not None and state.mode is SharedZarrMode.SNAPSHOT:
+        return f"/api/zarr/{zarr_id}/snapshots/{urllib.parse.quote(state.checksum, safe='')}/"
+    return f"/zarr/{zarr_id}/"
 
 
 @dataclass(frozen=True)
@@ -300,10 +332,14 @@ def _asset_tree(
     folders: dict[str, list[int]] = {}
     assets: list[TreeAsset] = []
     lindi = lindi_files.statuses(session, (row[8] for row in rows[:MAX_TREE_ASSETS]))
+    shared = shared_zarrs.version_states(session, version)
     for row in rows[:MAX_TREE_ASSETS]:
         asset_id, path, zarr_id, metadata, blob_size, zarr_size, blob_key, blob_embargoed = row[:8]
         status = lindi.get(row[8]) if row[8] is not None else None
-        if zarr_id is not None and not version.is_draft:
+        state = shared.get(asset_id)
+        if state is not None:  # another dandiset's Zarr: the state it pinned
+            size = state.size
+        elif zarr_id is not None and not version.is_draft:
             pinned = (metadata or {}).get("contentSize", 0)
             size = pinned if isinstance(pinned, int) else 0
         else:
@@ -333,6 +369,8 @@ def _asset_tree(
                     shown,
                     lindi_url=f"/api/assets/{asset_id}/lindi.json" if has_lindi else None,
                     lindi_state=status.text if has_lindi and status is not None else None,
+                    shared_checksum=state.checksum if state is not None else None,
+                    zarr_url=zarr_link(zarr_id, state) if zarr_id is not None else None,
                 )
             )
     return AssetTree(

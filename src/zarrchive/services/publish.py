@@ -25,6 +25,13 @@ checks that no Zarr has a batch open and reads their checksums.  Zarr writes
 take the same Zarr lock before :func:`ensure_writable`, so each either
 completes before the publication (which then pins its result) or sees it
 and is refused.
+
+A shared asset (a Zarr of another dandiset: :mod:`zarrchive.services.shared_zarrs`)
+already reads one published state of that Zarr: the version pins that state (its
+checksum, whose manifest the other dandiset's publication wrote) and the published copy
+keeps it (:func:`~zarrchive.services.shared_zarrs.carry_to_published`).  What the other
+dandiset does meanwhile (a batch open, an emptied draft Zarr, a state with no manifest
+yet) is none of this publication's business: those Zarrs are neither locked nor checked.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
-from zarrchive.services import audit, dois, validation, validation_jobs
+from zarrchive.services import audit, dois, shared_zarrs, validation, validation_jobs
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import get_dandiset
 from zarrchive.services.runtime import Archive
@@ -141,13 +148,14 @@ def _draft_zarr_ids(archive: Archive, user: Caller | None, dandiset_id: str) -> 
         dandiset = get_dandiset(session, user, dandiset_id)
         require_owner(user, dandiset)
         draft = find_version(session, dandiset, DRAFT)
+        # the dandiset's own Zarrs: a shared one's pinned state has its manifest already
         return sorted(
             {
                 z
                 for z in session.scalars(
-                    select(Asset.zarr_id).where(
-                        Asset.version_id == draft.id, Asset.zarr_id.is_not(None)
-                    )
+                    select(Asset.zarr_id)
+                    .join(Zarr, Zarr.id == Asset.zarr_id)
+                    .where(Asset.version_id == draft.id, Zarr.dandiset_id == dandiset.id)
                 )
                 if z is not None
             }
@@ -212,7 +220,9 @@ def _publish(
             raise Conflict(
                 f"the draft of dandiset {dandiset.identifier} has no assets: nothing to publish"
             )
-        zarr_ids = sorted({a.zarr_id for a in assets if a.zarr_id is not None})
+        shared = {a.id: state for a in assets if (state := shared_zarrs.shared_state(a))}
+        own = [a for a in assets if a.id not in shared]
+        zarr_ids = sorted({a.zarr_id for a in own if a.zarr_id is not None})
         zarrs = []
         for zarr_id in zarr_ids:
             # the row lock, and fresh values: the checksum pinned below is the locked one
@@ -223,18 +233,18 @@ def _publish(
             session.scalars(select(UploadBatch.zarr_id).where(UploadBatch.zarr_id.in_(zarr_ids)))
         )
         if busy:
-            paths = [a.path for a in assets if a.zarr_id in busy]
+            paths = [a.path for a in own if a.zarr_id in busy]
             raise Conflict(
                 f"{len(busy)} Zarr(s) of the draft have an upload batch open "
                 f"({', '.join(paths[:10])}): complete or cancel them, then publish",
                 detail={
                     "message": "Zarrs of the draft have an upload batch open",
                     "zarrs": [
-                        {"path": a.path, "zarr_id": a.zarr_id} for a in assets if a.zarr_id in busy
+                        {"path": a.path, "zarr_id": a.zarr_id} for a in own if a.zarr_id in busy
                     ],
                 },
             )
-        _refuse_empty_zarrs(assets, zarrs)
+        _refuse_empty_zarrs(own, zarrs)
         if mode == PublishedZarrs.SNAPSHOT:
             _check_manifests(session, zarrs)
         moment = now or datetime.now(UTC)
@@ -292,6 +302,10 @@ def _publish(
                 )
             )
         add_pins(session, published.id, zarrs, mode)
+        shared_zarrs.pin_states(session, published.id, list(shared.values()))
+        shared_zarrs.carry_to_published(
+            session, [(asset.id, new_id) for new_id, asset, _ in copies if asset.id in shared]
+        )
         audit.record(session, dandiset, user, audit.RecordType.PUBLISH_DANDISET, {"version": name})
         session.flush()
         return version_info(session, dandiset, published), zarr_ids

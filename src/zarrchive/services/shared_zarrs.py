@@ -51,6 +51,9 @@ from zarrchive.db.models import (
 from zarrchive.errors import Conflict, InvalidInput, PermissionDenied
 from zarrchive.services.auth import Caller, is_owner
 
+#: DANDI's Zarr checksum digest in an asset's metadata.
+_ZARR_DIGEST = "dandi:dandi-zarr-checksum"
+
 
 @dataclass(frozen=True)
 class SharedState:
@@ -222,6 +225,45 @@ def carry_to_published(session: Session, copies: list[tuple[str, str]]) -> None:
             )
         )
     session.flush()
+
+
+def version_states(session: Session, version: Version) -> dict[str, SharedState]:
+    """``asset id -> the shared state it reads`` for the assets of *version* whose Zarr
+    belongs to another dandiset (their rows, or a published copy's pinned digest): what the
+    version's totals and pages show of them, never the Zarr's live values."""
+    rows = session.execute(
+        select(Asset.id, Asset.metadata_, Zarr.id, Zarr.dandiset_id, SharedZarrAsset)
+        .join(Zarr, Zarr.id == Asset.zarr_id)
+        .outerjoin(SharedZarrAsset, SharedZarrAsset.asset_id == Asset.id)
+        .where(Asset.version_id == version.id, Zarr.dandiset_id != version.dandiset_id)
+    ).all()
+    found: dict[str, SharedState] = {}
+    for asset_id, metadata, zarr_id, dandiset_id, row in rows:
+        if row is not None:
+            mode, checksum = SharedZarrMode(row.mode), row.checksum
+        else:  # a published copy from before its row was carried: its pinned digest
+            digest = (metadata or {}).get("digest") or {}
+            pinned = digest.get(_ZARR_DIGEST) if isinstance(digest, dict) else None
+            if not isinstance(pinned, str):
+                continue
+            mode, checksum = SharedZarrMode.SNAPSHOT, pinned
+        found[asset_id] = SharedState(zarr_id, f"{dandiset_id:06d}", mode, checksum)
+    return found
+
+
+def pin_states(session: Session, version_id: int, states: list[SharedState]) -> None:
+    """For publication: the published version *version_id* pins each shared state it reads
+    (the state's checksum, never the Zarr's live one).  Only a ``freeze`` state's pin is
+    frozen (its Zarr is frozen already); a snapshot's Zarr stays its dandiset's to change."""
+    for state in states:
+        session.add(
+            ZarrPin(
+                zarr_id=state.zarr_id,
+                version_id=version_id,
+                checksum=state.checksum,
+                frozen=state.mode is SharedZarrMode.FREEZE,
+            )
+        )
 
 
 def held_checksums(session: Session, zarr_id: str) -> set[str]:

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, TrashedAsset, Version, utcnow
+from zarrchive.db.models import Asset, Blob, Dandiset, TrashedAsset, Version, Zarr, utcnow
 from zarrchive.errors import Conflict, NotFound
 from zarrchive.services import audit, changes, dois, search
 from zarrchive.services.asset_views import AssetInfo, asset_info, parse_asset_id
@@ -250,9 +250,16 @@ def restore_asset(
 
 
 def refuse_trashed_zarr(session: Session, zarr_id: str) -> None:
-    """Refuse to change a Zarr that a trashed asset holds: restoring it gives it back as it
-    was deleted (restore the asset first)."""
-    path = session.scalar(select(TrashedAsset.path).where(TrashedAsset.zarr_id == zarr_id))
+    """Refuse to change a Zarr that a trashed asset of its own dandiset holds: restoring it
+    gives it back as it was deleted (restore the asset first).  A trashed asset of another
+    dandiset that shared the Zarr (:mod:`~zarrchive.services.shared_zarrs`) reads a pinned
+    state, which no change of the Zarr touches: it does not count."""
+    path = session.scalar(
+        select(TrashedAsset.path)
+        .join(Zarr, Zarr.id == TrashedAsset.zarr_id)
+        .where(TrashedAsset.zarr_id == zarr_id, TrashedAsset.dandiset_id == Zarr.dandiset_id)
+        .limit(1)
+    )
     if path is not None:
         raise Conflict(
             f"Zarr {zarr_id} is the deleted asset {path!r}, in its dandiset's trash: restore "

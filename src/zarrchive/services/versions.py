@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from zarrchive.checksum.digest import ZarrDigest
 from zarrchive.db.models import Asset, Blob, Dandiset, MetadataStatus, Version, Zarr, utcnow
 from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
-from zarrchive.services import audit, search
+from zarrchive.services import audit, search, shared_zarrs
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import draft_metadata, get_dandiset
 from zarrchive.services.validation import (
@@ -200,16 +200,24 @@ def require_draft(version: Version, dandiset: Dandiset, what: str) -> None:
 
 
 def version_zarrs(session: Session, version: Version) -> list[ZarrAtVersion]:
-    """The Zarrs of *version*'s assets: live values in the draft, pinned ones if published."""
+    """The Zarrs of *version*'s assets: live values in the draft, pinned ones if published
+    (and the pinned state of another dandiset's Zarr in the draft too)."""
     rows = session.execute(
-        select(Asset.path, Asset.metadata_, Zarr)
+        select(Asset.id, Asset.path, Asset.metadata_, Zarr)
         .join(Zarr, Zarr.id == Asset.zarr_id)
         .where(Asset.version_id == version.id)
         .order_by(Asset.path)
     ).all()
+    # another dandiset's Zarr: the state the asset pinned, never the Zarr's live values
+    shared = shared_zarrs.version_states(session, version) if version.is_draft else {}
     result = []
-    for path, metadata, zarr in rows:
-        if version.is_draft:
+    for asset_id, path, metadata, zarr in rows:
+        state = shared.get(asset_id)
+        if state is not None:
+            result.append(
+                ZarrAtVersion(zarr.id, path, state.checksum, state.file_count, state.size)
+            )
+        elif version.is_draft:
             result.append(ZarrAtVersion(zarr.id, path, zarr.checksum, zarr.file_count, zarr.size))
         else:
             digest = (metadata.get("digest") or {}).get("dandi:dandi-zarr-checksum", "")
