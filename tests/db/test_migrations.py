@@ -151,6 +151,8 @@ def test_batch_states_are_checked_by_the_database(database_url: str) -> None:
             raise AssertionError(f"the database accepted {column}={value!r}")
         with db.write_session() as session:
             session.add(UploadBatch(zarr_id=ZARR, kind=BatchKind.DELETE, state=BatchState.APPLYING))
+            # 0022: a rollback's batches
+            session.add(UploadBatch(zarr_id=ZARR, kind=BatchKind.RESTORE, state=BatchState.QUEUED))
     finally:
         db.dispose()
 

@@ -63,7 +63,7 @@ def test_each_job_goes_to_its_lane(
     lindi_files.queue_conversion(archive, "blob")
     validation.queue_blob_sha256(archive, "blob")
     validation.queue_validation(archive, dandiset)
-    assert apply._schedule(archive, "zarr")
+    assert apply.schedule_apply(archive, "zarr")
     queue_manifest(archive, "zarr")
     response = api.post(f"/api/dandisets/{embargoed[0]}/unembargo/")
     assert response.status_code == 200, response.text

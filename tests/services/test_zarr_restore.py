@@ -17,7 +17,6 @@ from tests.helpers.zarr_client import delete_files
 from zarrchive.db.models import BatchKind, UploadBatch
 from zarrchive.services.manifests import current_entries, write_manifest
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads.apply import RESTORE_UID_PREFIX
 
 pytestmark = [SQLITE_ONLY, pytest.mark.settings(max_batch_files=2, multipart_threshold=5 << 20)]
 BIG = bytes(range(256)) * ((5 << 20) // 256 + 1)  # above the threshold
@@ -62,19 +61,15 @@ def test_a_large_restore_is_applied_by_the_job_in_batches(
     }
     with archive.db.session() as session:
         queued = [
-            (
-                batch.kind,
-                batch.uid.startswith(RESTORE_UID_PREFIX),
-                sorted(f.path for f in batch.files),
-            )
+            (batch.kind, sorted(f.path for f in batch.files))
             for batch in session.scalars(
                 select(UploadBatch).where(UploadBatch.zarr_id == zarr_id).order_by(UploadBatch.seq)
             )
         ]
     assert queued == [
-        (BatchKind.DELETE, False, ["x", "y/z"]),
-        (BatchKind.UPLOAD, True, ["a/0", "a/1"]),
-        (BatchKind.UPLOAD, True, ["big", "c/d/e"]),
+        (BatchKind.DELETE, ["x", "y/z"]),
+        (BatchKind.RESTORE, ["a/0", "a/1"]),
+        (BatchKind.RESTORE, ["big", "c/d/e"]),
     ]
     assert info(api, zarr_id)["upload_state"] == "applying"
     # a second restore waits for the first

@@ -70,6 +70,9 @@ class BatchKind(StrEnum):
     UPLOAD = "upload"
     #: files being deleted
     DELETE = "delete"
+    #: files copied back from the versions of the Zarr's own objects that an earlier
+    #: manifest records (a rollback, :mod:`zarrchive.services.zarr_restore`): no staging area
+    RESTORE = "restore"
 
 
 class BatchState(StrEnum):

@@ -9,7 +9,7 @@ manifests and audit trail):
 
 - first ``delete`` batches: the paths the target lacks (a path that is a file in one state
   and a directory in the other is deleted before it is written);
-- then *restore batches* (:data:`~zarrchive.services.uploads.apply.RESTORE_UID_PREFIX`):
+- then *restore batches* (``BatchKind.RESTORE``):
   upload batches whose files are server-side copies of the versions the target's manifest
   names (``staged_version``), from the Zarr's own keys, into place; nothing is uploaded.
   Files above the multipart threshold are copied in parts, their md5 checked as they are.
@@ -56,7 +56,7 @@ from zarrchive.services import audit
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.manifests import READ_CHUNK, ManifestStatus, write_manifest
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads.apply import RESTORE_UID_PREFIX, _schedule, apply_pending
+from zarrchive.services.uploads.apply import apply_pending, schedule_apply
 from zarrchive.services.uploads.batches import record_directories
 from zarrchive.services.uploads.parts import part_size_for
 from zarrchive.services.uploads.records import _lock_for_write, _next_seq
@@ -227,8 +227,8 @@ def _queue(
     for chunk in _chunks(plan.copies, limit):
         batch = UploadBatch(
             zarr_id=zarr_id,
-            uid=RESTORE_UID_PREFIX + uuid.uuid4().hex[: 32 - len(RESTORE_UID_PREFIX)],
-            kind=BatchKind.UPLOAD,
+            uid=uuid.uuid4().hex,
+            kind=BatchKind.RESTORE,
             state=BatchState.QUEUED,
             seq=seq + batches,
             created_by=creator,
@@ -332,7 +332,7 @@ def restore_zarr(
         batches,
     )
     outcome = RestoreOutcome(zarr_id, current, checksum, plan.copied, plan.deleted, batches, True)
-    if plan.copied + plan.deleted > archive.settings.max_batch_files and _schedule(
+    if plan.copied + plan.deleted > archive.settings.max_batch_files and schedule_apply(
         archive, zarr_id
     ):
         return replace(outcome, applied=False)

@@ -77,13 +77,6 @@ DROP_GRACE_SECONDS = 1.0
 WAIT_SECONDS = 60.0
 #: The import string of the apply job.
 APPLY_JOB = "zarrchive.services.uploads:apply_pending_job"
-#: How the uid of a *restore batch* begins (:mod:`zarrchive.services.zarr_restore`; an
-#: upload batch's uid is 32 hex digits, so never): an upload batch whose files are copied
-#: from the Zarr's own key at the version recorded as ``staged_version`` (the one an earlier
-#: manifest names), not from a staging area (it has none).
-RESTORE_UID_PREFIX = "restore-"
-
-
 # -- applying verified batches, in order ------------------------------------------------
 @dataclass(frozen=True)
 class _Claimed:
@@ -102,14 +95,11 @@ class _Claimed:
     #: before any copy (:func:`verify_claimed`)
     verify: bool = False
 
-    @property
-    def restore(self) -> bool:
-        """A restore batch (:data:`RESTORE_UID_PREFIX`): copies of recorded versions."""
-        return self.uid.startswith(RESTORE_UID_PREFIX)
-
     def source_key(self, path: str) -> str:
-        """The key the file at *path* is copied from (at its ``files`` version)."""
-        if self.restore:
+        """The key the file at *path* is copied from (at its ``files`` version): the staging
+        area's, or for a restore batch the Zarr's own (the version an earlier manifest
+        recorded, in ``staged_version``)."""
+        if self.kind == BatchKind.RESTORE:
             return zarr_object_key(self.zarr_id, path)
         return staging_object_key(self.zarr_id, self.uid, path)
 
@@ -161,7 +151,7 @@ def _claim_next(
         claimed = _Claimed(zarr.id, batch.uid, batch.kind, batch.seq, verify=batch.verify_on_apply)
         for f in batch.files:
             claimed.paths.append(f.path)
-            if batch.kind == BatchKind.UPLOAD:
+            if batch.kind in (BatchKind.UPLOAD, BatchKind.RESTORE):
                 assert f.etag is not None and f.size is not None
                 claimed.files[f.path] = (f.etag, f.size, f.staged_version)
                 if f.part_size is not None:
@@ -618,7 +608,7 @@ def _apply_claimed(
     finally:
         if expansion is not None:
             expansion.close()  # the spool of deleted paths
-    if claimed.kind == BatchKind.UPLOAD and not claimed.restore:
+    if claimed.kind == BatchKind.UPLOAD:  # a restore batch has no staging area
         drop(store, zarr_id, claimed.uid)
     return True
 
@@ -776,7 +766,7 @@ def apply_pending_job(zarr_id: str) -> None:
         log.warning("%s", exc.message)
 
 
-def _schedule(archive: Archive, zarr_id: str) -> bool:
+def schedule_apply(archive: Archive, zarr_id: str) -> bool:
     """Queue the apply job of the Zarr; False if there is no job queue (or it refused):
     the caller then applies itself."""
     if archive.jobs is None:
@@ -791,14 +781,14 @@ def _schedule(archive: Archive, zarr_id: str) -> bool:
     return True
 
 
-def _kick(archive: Archive, zarr_id: str) -> None:
+def apply_soon(archive: Archive, zarr_id: str) -> None:
     """Make sure the Zarr's pending batches (if any) get applied: queue the job, or without
     a queue apply them now.  Every write calls it, so a batch left behind by a crash is
     finished by the next write."""
     with archive.db.session() as session:
         if not _has_pending(session, zarr_id):
             return
-    if not _schedule(archive, zarr_id):
+    if not schedule_apply(archive, zarr_id):
         try:
             apply_pending(archive, zarr_id, wait=True)
         except UploadVerificationFailed as exc:  # an earlier batch, recorded as refused
@@ -821,7 +811,7 @@ def sweep_pending(archive: Archive) -> int:
         )
     for zarr_id in zarr_ids:
         try:
-            _kick(archive, zarr_id)
+            apply_soon(archive, zarr_id)
         except ZarrchiveError as exc:
             log.warning("Zarr %s: could not apply its pending batches: %s", zarr_id, exc.message)
     if zarr_ids:

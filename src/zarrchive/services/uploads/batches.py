@@ -39,10 +39,10 @@ from zarrchive.services.tree_updater import (
 from zarrchive.services.uploads import directory_delete
 from zarrchive.services.uploads.apply import (
     WAIT_SECONDS,
-    _kick,
-    _schedule,
     apply_pending,
+    apply_soon,
     queue_manifest,
+    schedule_apply,
 )
 from zarrchive.services.uploads.directory_delete import (
     encode_targets,
@@ -121,7 +121,7 @@ def start_batch(
     if status.open:
         raise _open_already(zarr_id)
     if status.pending:
-        _kick(archive, zarr_id)  # a batch left behind by a crash is finished (or queued)
+        apply_soon(archive, zarr_id)  # a batch left behind by a crash is finished (or queued)
     _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
     return _record_batch(archive, user, zarr_id, checked, declared)
 
@@ -150,7 +150,7 @@ def _start_next_batch(
     batch of exactly these files is answered again.
     """
     if status.pending:
-        _kick(archive, zarr_id)
+        apply_soon(archive, zarr_id)
     with archive.db.session() as session:
         before = _followed_batch(session, user, zarr_id, after)
         following = _the_next_batch(session, before)
@@ -345,7 +345,7 @@ def _queued_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> list[st
                     select(UploadBatch.id).where(
                         UploadBatch.id.in_(ids[start : start + _CLASH_CHUNK]),
                         UploadBatch.zarr_id == zarr_id,
-                        UploadBatch.kind == BatchKind.UPLOAD,
+                        UploadBatch.kind.in_((BatchKind.UPLOAD, BatchKind.RESTORE)),
                         UploadBatch.state.in_(PENDING_STATES),
                     )
                 )
@@ -453,14 +453,14 @@ def complete_batch(
     if not status.open and status.pending:
         # a retried complete whose batch was verified (its answer lost, or its apply
         # failed): the batch is queued; apply it (with *wait*) or make sure it will be
-        if wait or not _schedule(archive, zarr_id):
+        if wait or not schedule_apply(archive, zarr_id):
             apply_pending(archive, zarr_id, wait=True)
         return None
     if verify_on_apply:
         queued = _queue_unverified(archive, user, zarr_id)
         if queued is not None:
             uid, seq = queued
-            if wait or not _schedule(archive, zarr_id):
+            if wait or not schedule_apply(archive, zarr_id):
                 apply_pending(archive, zarr_id, wait=True, until_seq=seq)
             return uid
     with archive.db.session() as session:
@@ -490,7 +490,7 @@ def complete_batch(
         _promote_next(session, batch)
         seq = batch.seq
     # Recorded as verified: from here on the batch is applied, whatever happens to us.
-    if wait or not _schedule(archive, zarr_id):
+    if wait or not schedule_apply(archive, zarr_id):
         apply_pending(archive, zarr_id, wait=True, until_seq=seq)
     return uid
 
@@ -574,7 +574,7 @@ def cancel_batch(archive: Archive, user: Caller | None, zarr_id: str) -> None:
     """
     zarr_id, status = _writable(archive, user, zarr_id)
     if status.pending:
-        _kick(archive, zarr_id)
+        apply_soon(archive, zarr_id)
     with archive.db.write_session() as session:
         zarr = _lock_for_write(session, user, zarr_id)
         batch = _the_open_batch(session, zarr.id)
@@ -651,7 +651,7 @@ def delete_files(
             seq = batch.seq
             break
     deletion = Deletion(zarr_id, resolved.file_count, len(resolved.directories), True)
-    if resolved.file_count > directory_delete.INLINE_DELETE_FILES and _schedule(archive, zarr_id):
+    if resolved.file_count > directory_delete.INLINE_DELETE_FILES and schedule_apply(archive, zarr_id):
         return replace(deletion, applied=False)
     apply_pending(archive, zarr_id, wait=True, until_seq=seq)
     return deletion

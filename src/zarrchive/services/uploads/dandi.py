@@ -26,7 +26,12 @@ from zarrchive.errors import (
 from zarrchive.paths import find_file_directory_clashes
 from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads.apply import _kick, _schedule, apply_pending, queue_manifest
+from zarrchive.services.uploads.apply import (
+    apply_pending,
+    apply_soon,
+    queue_manifest,
+    schedule_apply,
+)
 from zarrchive.services.uploads.batches import (
     _big_files,
     _refuse_file_directory_clashes,
@@ -137,7 +142,7 @@ def extend_batch(
     checked = _validate_files(files)
     zarr_id, status = _writable(archive, user, zarr_id)
     if status.pending:
-        _kick(archive, zarr_id)
+        apply_soon(archive, zarr_id)
     _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
     limit = dandi_batch_limit(archive)
     with archive.db.session() as session:
@@ -207,7 +212,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
     """
     zarr_id, status = _writable(archive, user, zarr_id)
     if status.pending:
-        _kick(archive, zarr_id)
+        apply_soon(archive, zarr_id)
     for _round in range(FINALIZE_ROUNDS):
         with archive.db.session() as session:
             current = _open_batch_files(session, zarr_id)
@@ -267,7 +272,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
         )
     abort_uploads(store, zarr_id, uid, unfinished)  # (after the commit: the batch ended)
     if staged:
-        if not _schedule(archive, zarr_id):
+        if not schedule_apply(archive, zarr_id):
             apply_pending(archive, zarr_id, wait=True)
     else:
         _drop_staging(store, zarr_id, uid)
