@@ -35,7 +35,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import InvalidManifest, NotFound, StorageError
-from zarrchive.manifest import manifest_key, read_manifest
+from zarrchive.manifest import MANIFEST_PREFIX, manifest_key, read_manifest
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import purge_stale_staging
 from zarrchive.services.uploads.abandoned import abandoned_uploads
@@ -123,11 +123,13 @@ def zarr_versions(
     apply: bool = False,
     now: datetime | None = None,
     expire_all: bool = False,
+    listed: dict[str, list[ExpiredVersion]] | None = None,
 ) -> VersionGcReport:
     """The noncurrent versions of one Zarr that gc removes (with *apply*: removed), those
     noncurrent since more than *retention* before *now* and named by no kept manifest.
     *expire_all*: every noncurrent version no kept manifest names, whatever its age (what
-    ``admin usage`` counts as unneeded)."""
+    ``admin usage`` counts as unneeded).  *listed*: the expired versions of its bucket's
+    Zarrs by id, listed beforehand (:func:`expired_by_zarr`), instead of listing its own."""
     now = now or utcnow()
     with archive.db.session() as session:
         zarr = session.get(Zarr, zarr_id)
@@ -140,11 +142,18 @@ def zarr_versions(
         report.skipped = "its dandiset is being unembargoed"
         return report
     cutoff = now if expire_all else now - retention
-    expired = [
-        v
-        for prefix in (zarr_prefix(zarr_id), checksum_prefix(zarr_id), manifest_prefix(zarr_id))
-        for v in expired_versions(store.iter_versions(prefix), cutoff=cutoff)
-    ]
+    if listed is not None:
+        expired = listed.get(zarr_id, [])
+    else:
+        expired = [
+            v
+            for prefix in (
+                zarr_prefix(zarr_id),
+                checksum_prefix(zarr_id),
+                manifest_prefix(zarr_id),
+            )
+            for v in expired_versions(store.iter_versions(prefix), cutoff=cutoff)
+        ]
     with archive.db.session() as session:
         zarr = session.get(Zarr, zarr_id)
         if zarr is None:  # removed meanwhile
@@ -218,6 +227,21 @@ def content_versions(
     return reports
 
 
+#: The roots of the Zarrs' keys: ``{root}{zarr_id}/...``.
+ZARR_ROOTS = ("zarr/", "zarr_checksums/", MANIFEST_PREFIX)
+
+
+def expired_by_zarr(store: ObjectStore, cutoff: datetime) -> dict[str, list[ExpiredVersion]]:
+    """The versions of every Zarr's keys in *store* noncurrent since *cutoff*, by Zarr id:
+    one listing per root, not three per Zarr."""
+    found: dict[str, list[ExpiredVersion]] = {}
+    for root in ZARR_ROOTS:
+        for version in expired_versions(store.iter_versions(root), cutoff=cutoff):
+            zarr_id = version.key[len(root) :].partition("/")[0]
+            found.setdefault(zarr_id, []).append(version)
+    return found
+
+
 def all_versions(
     archive: Archive,
     *,
@@ -226,12 +250,21 @@ def all_versions(
     now: datetime | None = None,
     expire_all: bool = False,
 ) -> list[VersionGcReport]:
-    """:func:`zarr_versions` of every Zarr (oldest first), then :func:`content_versions`."""
-    with archive.db.session() as session:
-        ids = list(session.scalars(select(Zarr.id).order_by(Zarr.created_at, Zarr.id)))
+    """:func:`zarr_versions` of every Zarr (oldest first), then :func:`content_versions`.
+    Each bucket's Zarr keys are listed once, before any Zarr's holds are read."""
     now = now or utcnow()
+    cutoff = now if expire_all else now - retention
+    listed = {
+        store.bucket: expired_by_zarr(store, cutoff)
+        for store in (archive.store, archive.embargo_store)
+    }
+    with archive.db.session() as session:
+        zarrs = [
+            (z.id, archive.store_for(z.dandiset.embargoed).bucket)
+            for z in session.scalars(select(Zarr).order_by(Zarr.created_at, Zarr.id))
+        ]
     reports = []
-    for zarr_id in ids:
+    for zarr_id, bucket in zarrs:
         try:
             reports.append(
                 zarr_versions(
@@ -241,6 +274,7 @@ def all_versions(
                     apply=apply,
                     now=now,
                     expire_all=expire_all,
+                    listed=listed[bucket],
                 )
             )
         except NotFound:
