@@ -33,7 +33,7 @@ from sqlalchemy.engine import make_url
 
 from tests.helpers import reliability as reliability_figures
 from tests.helpers import session_end
-from tests.helpers.databases import deselect_other_databases
+from tests.helpers.databases import deselect_other_databases, new_sqlite_database
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.memory_archive import memory_archive as memory_archive_of
 from tests.helpers.schedule import longest_modules_first
@@ -189,8 +189,8 @@ def _truncate_postgres(url: str) -> None:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'zarrchive.sqlite3'}"
+    if request.param == "sqlite":  # a copy of a migrated database (tests/helpers/databases.py)
+        return new_sqlite_database(tmp_path / "zarrchive.sqlite3")
     reason = _postgres_ready()
     if reason is not None:
         pytest.skip(reason)
