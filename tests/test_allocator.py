@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import platform
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import sys
 import pytest
 
 from zarrchive.allocator import LARGE_BLOCK
+from zarrchive.config import Settings
 
 glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc")
 
@@ -72,9 +74,9 @@ def test_the_server_processes_map_large_blocks_first(
     from zarrchive import allocator
     from zarrchive.cli import serve
 
-    monkeypatch.setattr(serve.logging, "basicConfig", lambda **_: None)  # (the test's own)
+    monkeypatch.setattr(logging, "basicConfig", lambda **_: None)  # (the test's own)
     monkeypatch.setattr(allocator, "map_large_blocks", _refuse_to_start)
-    monkeypatch.setattr(serve.Settings, "from_env", _started_unmapped)
+    monkeypatch.setattr(Settings, "from_env", _started_unmapped)
     with pytest.raises(_Mapped):
         if entry == "serve":
             serve.serve(host=None, port=None, workers=1)

@@ -74,7 +74,7 @@ def test_the_clash_check_does_not_grow_with_the_backlog(
     api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
 ) -> None:
     new = [f"arr/c/new/{j}" for j in range(200)] + ["arr/c/0/0/deeper", "arr/c/1"]
-    costs = []
+    costs: list[int] = []
     for first, added in ((0, 1), (1, 59)):  # a backlog of 1 batch, then of 60 (200 files each)
         _queue_backlog(archive, zarr_id, first, added, 200)
         with _sqlite_steps(archive) as steps:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,10 +89,11 @@ def test_the_embargo_bucket_refuses_anonymous_listing_and_reads(
     assert outcome["ls"] == "denied" and outcome["cat"] == "denied", outcome
     assert outcome["zarr"] != "allowed", outcome
     client = unsigned_client(seaweedfs)
-    for call in (
+    calls: list[Callable[[], object]] = [
         lambda: client.list_objects_v2(Bucket=bucket, Prefix=f"zarr/{zarr_id}/"),
         lambda: client.get_object(Bucket=bucket, Key=f"zarr/{zarr_id}/a/.zarray"),
-    ):
+    ]
+    for call in calls:
         with pytest.raises(ClientError) as refused:
             call()
         assert refused.value.response["Error"]["Code"] == "AccessDenied"

@@ -63,6 +63,7 @@ def test_anonymous_callers_get_401_before_the_body_is_parsed(
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
             for route, _ in needing_token:
                 url = re.sub(r"\{[^}]+\}", "x", route.path)
+                assert route.methods is not None
                 (method,) = route.methods
                 headers = {"Content-Type": JSON}
                 answers.append(

@@ -26,7 +26,7 @@ from zarrchive.services import fsck as fsck_service
 from zarrchive.services import uploads
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import checksum_node_key, staging_zarr_prefix
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.objects import ObjectStore, WrittenVersion
 
 pytestmark = SQLITE_ONLY
 
@@ -145,7 +145,7 @@ def test_interrupted_copy_is_finished_by_the_retried_complete(
     copy = ObjectStore.copy_within
     calls = [0]
 
-    def flaky(self: ObjectStore, *args: Any, **kwargs: Any) -> str:
+    def flaky(self: ObjectStore, *args: Any, **kwargs: Any) -> WrittenVersion:
         calls[0] += 1
         if calls[0] > 1:
             raise StorageError("injected: the server died while copying")

@@ -20,7 +20,7 @@ from zarrchive.errors import StorageError
 from zarrchive.services import uploads
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import staging_zarr_prefix
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.objects import ObjectStore, WrittenVersion
 
 APPLY = "apply:"
 
@@ -153,7 +153,7 @@ def _fail_copies_after(monkeypatch: pytest.MonkeyPatch, good: int) -> None:
     copy = ObjectStore.copy_within
     calls = [0]
 
-    def flaky(self: ObjectStore, *args: Any, **kwargs: Any) -> str:
+    def flaky(self: ObjectStore, *args: Any, **kwargs: Any) -> WrittenVersion:
         calls[0] += 1
         if calls[0] > good:
             raise StorageError("injected: the applier died while copying")

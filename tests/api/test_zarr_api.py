@@ -352,7 +352,7 @@ def test_list_zarrs(api: httpx.Client, zarr_id: str, dandiset: str) -> None:
     assert [z["zarr_id"] for z in listed["results"]] == [zarr_id, second["zarr_id"]]
     named = api.get("/api/zarr/", params={"dandiset": dandiset, "name": "b.zarr"}).json()
     assert [z["zarr_id"] for z in named["results"]] == [second["zarr_id"]]
-    params = {"dandiset": dandiset, "page_size": 1}
+    params: dict[str, str | int] = {"dandiset": dandiset, "page_size": 1}
     first_page = api.get("/api/zarr/", params=params).json()
     assert first_page["count"] == 2 and first_page["previous"] is None
     rest = api.get(first_page["next"]).json()  # a full URL

@@ -178,6 +178,7 @@ def test_the_archives_queue_runs_jobs_of_two_keys_at_once(tmp_path: Path) -> Non
     # `zarrchive serve`'s queue: a Zarr's manifest job runs while its apply job still drops
     # staging objects; jobs of one key still never overlap
     q = job_queue_from_settings(Settings.from_env({}))
+    assert isinstance(q, InProcessJobQueue)
     out, gate = tmp_path / "out", tmp_path / "gate"
     try:  # the apply job runs until the manifest job has run beside it (events, not time)
         q.enqueue(

@@ -85,9 +85,9 @@ def queue(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[JobQ
     """A queue with two consumers per lane (two threads each, or two RQ workers of every
     lane) and their logs."""
     if request.param == "inprocess":
-        q = InProcessJobQueue(threads=2, max_retries=0)
-        yield q, lambda: ""
-        q.close(wait=False, timeout=5)
+        local = InProcessJobQueue(threads=2, max_retries=0)
+        yield local, lambda: ""
+        local.close(wait=False, timeout=5)
         return
     reason = redis_skip_reason(REDIS_URL)
     if reason is not None:

@@ -323,7 +323,9 @@ def test_the_denial_names_only_the_two_listings_of_one_bucket() -> None:
     from zarrchive.storage.seaweedfs import anonymous_multipart_listing_denial
 
     policy = anonymous_multipart_listing_denial("pub")
-    (statement,) = policy["Statement"]  # type: ignore[misc]
+    statements = policy["Statement"]
+    assert isinstance(statements, list)
+    (statement,) = statements
     assert statement["Effect"] == "Deny"
     assert sorted(statement["Action"]) == [
         "s3:ListBucketMultipartUploads",

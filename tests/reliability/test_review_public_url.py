@@ -39,7 +39,7 @@ def _clean(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def _get(client: httpx.Client, url: str, **params: object) -> httpx.Response:
+def _get(client: httpx.Client, url: str, **params: str | int) -> httpx.Response:
     return _clean(client.get(url, params=params, headers={"Host": FORGED}))
 
 

@@ -314,7 +314,7 @@ def test_odd_cookies_are_anonymous_never_errors(base_url: str, module_tokens: To
     ]
     with httpx.Client(base_url=base_url, timeout=60) as client:
         for value in odd:
-            home = client.get("/", headers={"Cookie": SESSION_COOKIE.encode() + b"=" + value})
+            home = client.get("/", headers=[(b"Cookie", SESSION_COOKIE.encode() + b"=" + value)])
             assert home.status_code == 200 and 'id="signed-in-user"' not in home.text
     # a cookie of the old kind (the raw token) signs nobody in and is deleted on sight
     with httpx.Client(base_url=base_url, timeout=60) as client:

@@ -54,6 +54,7 @@ def test_manifest_content_is_exact(
         ]
         newest = max(newest or head["LastModified"], head["LastModified"])
     assert manifest["entries"] == expected_entries
+    assert newest is not None
     assert manifest["statistics"] == {
         "entries": len(FILES),
         "depth": 3,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -105,6 +105,7 @@ def test_an_empty_prefix_lists_nothing(store: ObjectStore) -> None:
 def test_stopping_early_leaves_no_thread_behind(store: ObjectStore) -> None:
     before = {t for t in threading.enumerate() if t.name.startswith("s3-list")}
     listing = store.iter_current_versions(PREFIX, parallel=4, page_size=2)
+    assert isinstance(listing, Generator)
     first = [next(listing) for _ in range(3)]
     assert first == serial(store)[:3]
     listing.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
@@ -183,7 +184,7 @@ def test_the_stores_fallback_to_botocore_makes_the_same_urls() -> None:
         secret_access_key="wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
     )
     slow._presigner = None
-    calls = [
+    calls: list[Callable[[ObjectStore], str]] = [
         lambda s: s.presign_put(KEYS[4], "d41d8cd98f00b204e9800998ecf8427e", 3600),
         lambda s: s.presign_put(
             KEYS[1], "d41d8cd98f00b204e9800998ecf8427e", 60, "application/json"

@@ -85,8 +85,10 @@ def app_from_env() -> FastAPI:
 
 @friendly_errors
 def serve(
-    host: str = typer.Option(None, help="Address to listen on [env ZARRCHIVE_HOST; 127.0.0.1]"),
-    port: int = typer.Option(None, help="Port to listen on [env ZARRCHIVE_PORT; 8000]"),
+    host: str | None = typer.Option(
+        None, help="Address to listen on [env ZARRCHIVE_HOST; 127.0.0.1]"
+    ),
+    port: int | None = typer.Option(None, help="Port to listen on [env ZARRCHIVE_PORT; 8000]"),
     workers: int = typer.Option(
         1,
         "--workers",
