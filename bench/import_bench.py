@@ -143,6 +143,7 @@ def main() -> None:
             listed = ", ".join(f"{s:.1f}" for s in seconds)
             best = min(seconds)
             print(f"| {way} | {listed} | {best:.1f} | {args.files / best:.0f} |")
+        archive.jobs.close(wait=True, timeout=120)  # (manifest jobs, before S3 stops)
 
 
 if __name__ == "__main__":
