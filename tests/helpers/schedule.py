@@ -20,7 +20,7 @@ import pytest
 MODULE_SECONDS: dict[str, int] = {
     "tests/reliability/test_hostile_hdf5.py": 120,  # measured alone on a loaded machine
     "tests/reliability/test_review_listing_cost.py": 120,  # alone, load 20 (1,000 directories)
-    "tests/reliability/test_authorization.py": 105,  # 76 measured; two roles added (estimate)
+    "tests/reliability/test_authorization.py": 130,  # CI 244 s; about half since worlds are shared
     "tests/services/test_manifest_records.py": 81,
     "tests/dandi/test_dandi_blobs.py": 77,
     "tests/web/test_oidc_browser.py": 75,  # alone: 65 s light, 155 s loaded (serve, provider, dandi)
@@ -32,14 +32,14 @@ MODULE_SECONDS: dict[str, int] = {
     "tests/reliability/test_review_embargo.py": 56,
     "tests/api/test_zarr_api.py": 51,
     "tests/api/test_directory_delete.py": 50,
-    "tests/multiprocess/test_multiprocess.py": 49,
+    "tests/multiprocess/test_multiprocess.py": 80,  # CI: 70 s its postgresql test alone
     "tests/web/test_pages.py": 49,
     "tests/services/test_manifests.py": 46,
     "tests/api/test_request_guard.py": 44,
     "tests/api/test_embargo.py": 43,
     "tests/api/test_trash.py": 41,  # alone, light (12 tests, sqlite + postgresql)
     "tests/services/test_blob_gc.py": 28,  # alone, light (the CLI test: sqlite only)
-    "tests/reliability/test_faults.py": 42,
+    "tests/reliability/test_faults.py": 60,  # CI: 34 s s3_paused_mid_batch alone
     "tests/cli/test_review_serve_stop.py": 41,
     "tests/api/test_snapshots.py": 41,
     "tests/api/test_upload_pipeline.py": 40,
@@ -49,28 +49,28 @@ MODULE_SECONDS: dict[str, int] = {
     "tests/api/test_zarr_multipart.py": 38,
     "tests/client/test_patch_upload.py": 37,
     "tests/reliability/test_bad_input.py": 37,
-    "tests/client/test_upload.py": 37,
+    "tests/client/test_upload.py": 130,  # CI: 53 + 43 s its two longest
     "tests/reliability/test_fuzz.py": 36,
     "tests/client/test_download.py": 36,
     "tests/api/test_publish.py": 35,
-    "tests/client/test_resume.py": 34,
-    "tests/client/test_snapshots.py": 32,
+    "tests/client/test_resume.py": 50,  # CI: 23 + 21 s
+    "tests/client/test_snapshots.py": 55,  # CI: 43 s its longest
     "tests/web/test_browser.py": 31,
     "tests/api/test_blobs.py": 30,
     "tests/web/test_ome_zarr.py": 30,
-    "tests/client/test_upload_pipeline.py": 29,
+    "tests/client/test_upload_pipeline.py": 150,  # CI: 41 + 36 + 35 + 33 s
     "tests/api/test_upload_integrity.py": 28,
     "tests/storage/test_s3_conformance.py": 27,
     "tests/lindi/test_archive.py": 26,
     "tests/storage/test_seaweedfs.py": 26,
     "tests/cli/test_serve_and_admin.py": 25,
     "tests/multiprocess/test_manifest_after_overlap.py": 25,
-    "tests/dandi/test_dandi_zarr.py": 25,
-    "tests/scale/test_scale_bench.py": 24,
+    "tests/dandi/test_dandi_zarr.py": 40,  # CI: 33 s
+    "tests/scale/test_scale_bench.py": 60,  # CI: 56 s
     "tests/reliability/test_review_embedded_s3.py": 23,
     "tests/reliability/test_review_event_loop.py": 21,
     "tests/services/test_embargo.py": 21,
-    "tests/reliability/test_crashes.py": 21,
+    "tests/reliability/test_crashes.py": 30,  # CI: 23 s
     "tests/api/test_dandi_zarr_listing.py": 21,
     "tests/dandi/test_dandi_publish_valid.py": 20,
     "tests/api/test_reference_files.py": 19,
