@@ -1155,23 +1155,25 @@ def copy_object_version(
     aborted if any part fails.  Both buckets on one endpoint (the archive's two), the copies
     and parts are sent as the apply's copies are (:mod:`.signed_copy`), else by botocore.
     """
-    copy_source: dict[str, str] = {"Bucket": source.bucket, "Key": source_key or key}
+    source_key = source_key or key
+    copy_source: dict[str, str] = {"Bucket": source.bucket, "Key": source_key}
     if version_id is not None:
         copy_source["VersionId"] = version_id
     signed = _signed_copier(target, source)
-    if signed is not None:
-        _copy_version_signed(target, source, signed, key, copy_source, size, part_size, threshold)
-        return
     if size <= threshold:
-        target._call(
-            target.client.copy_object,
-            Bucket=target.bucket,
-            Key=key,
-            CopySource=copy_source,
-            MetadataDirective="COPY",
-        )
+        if signed is not None:
+            with s3_errors(f"copy_object of {source_key!r} to {key!r}"):
+                signed.copy(source_key, key, version_id, source_bucket=source.bucket)
+        else:
+            target._call(
+                target.client.copy_object,
+                Bucket=target.bucket,
+                Key=key,
+                CopySource=copy_source,
+                MetadataDirective="COPY",
+            )
         return
-    head_kwargs: dict[str, Any] = {"Bucket": source.bucket, "Key": copy_source["Key"]}
+    head_kwargs: dict[str, Any] = {"Bucket": source.bucket, "Key": source_key}
     if version_id is not None:
         head_kwargs["VersionId"] = version_id
     head = source._call(source.client.head_object, **head_kwargs)
@@ -1180,20 +1182,35 @@ def copy_object_version(
         str(head.get("ContentType") or "application/octet-stream"),
         dict(head.get("Metadata") or {}),  # (the md5 recorded on objects from parts)
     )
+
+    def copy_part(number: int, start: int, end: int) -> str:
+        if signed is not None:
+            with s3_errors(f"upload_part_copy of {source_key!r} to {key!r}"):
+                return signed.copy_part(
+                    source_key,
+                    version_id,
+                    key,
+                    upload_id,
+                    number,
+                    start,
+                    end,
+                    source_bucket=source.bucket,
+                )
+        response = target._call(
+            target.client.upload_part_copy,
+            Bucket=target.bucket,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=number,
+            CopySource=copy_source,
+            CopySourceRange=f"bytes={start}-{end}",
+        )
+        return _strip(response["CopyPartResult"]["ETag"])
+
     parts: list[tuple[int, str]] = []
     try:
         for number, start in enumerate(range(0, size, part_size), start=1):
-            end = min(start + part_size, size) - 1
-            response = target._call(
-                target.client.upload_part_copy,
-                Bucket=target.bucket,
-                Key=key,
-                UploadId=upload_id,
-                PartNumber=number,
-                CopySource=copy_source,
-                CopySourceRange=f"bytes={start}-{end}",
-            )
-            parts.append((number, _strip(response["CopyPartResult"]["ETag"])))
+            parts.append((number, copy_part(number, start, min(start + part_size, size) - 1)))
         target.complete_multipart_upload(key, upload_id, parts)
     except BaseException:
         target.abort_multipart_upload(key, upload_id)
@@ -1208,54 +1225,6 @@ def _signed_copier(target: ObjectStore, source: ObjectStore) -> CopySender | Non
     if mine is None or theirs is None or mine.endpoint_url != theirs.endpoint_url:
         return None
     return mine
-
-
-def _copy_version_signed(
-    target: ObjectStore,
-    source: ObjectStore,
-    copier: CopySender,
-    key: str,
-    copy_source: dict[str, str],
-    size: int,
-    part_size: int,
-    threshold: int,
-) -> None:
-    """:func:`copy_object_version` by *copier* (:mod:`.signed_copy`): the same requests."""
-    source_bucket, source_key = source.bucket, copy_source["Key"]
-    version_id = copy_source.get("VersionId")
-    if size <= threshold:
-        with s3_errors(f"copy_object of {source_key!r} to {key!r}"):
-            copier.copy(source_key, key, version_id, source_bucket=source_bucket)
-        return
-    head_kwargs: dict[str, Any] = {"Bucket": source_bucket, "Key": source_key}
-    if version_id is not None:
-        head_kwargs["VersionId"] = version_id
-    head = source._call(source.client.head_object, **head_kwargs)
-    upload_id = target.create_multipart_upload(
-        key,
-        str(head.get("ContentType") or "application/octet-stream"),
-        dict(head.get("Metadata") or {}),  # (the md5 recorded on objects from parts)
-    )
-    parts: list[tuple[int, str]] = []
-    try:
-        for number, start in enumerate(range(0, size, part_size), start=1):
-            end = min(start + part_size, size) - 1
-            with s3_errors(f"upload_part_copy of {source_key!r} to {key!r}"):
-                etag = copier.copy_part(
-                    source_key,
-                    version_id,
-                    key,
-                    upload_id,
-                    number,
-                    start,
-                    end,
-                    source_bucket=source_bucket,
-                )
-            parts.append((number, etag))
-        target.complete_multipart_upload(key, upload_id, parts)
-    except BaseException:
-        target.abort_multipart_upload(key, upload_id)
-        raise
 
 
 def delete_versions(store: ObjectStore, versions: list[tuple[str, str]], what: str) -> None:
