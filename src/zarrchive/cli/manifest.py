@@ -86,8 +86,9 @@ def audit(
     all_zarrs: bool = typer.Option(False, "--all", help="Every Zarr of the archive"),
 ) -> None:
     """Compare the manifest of each Zarr's current checksum with a listing of S3 and print
-    every difference (missing, extra, another version, ETag, size or time).  Exit code 1
-    when any differs or could not be audited (busy: run again at rest)."""
+    every difference (missing, extra, another version, ETag, size or time); objects that
+    hash to another checksum than the archive's raise the Zarr's checksum-mismatch alarm.
+    Exit code 1 when any differs or could not be audited (busy: run again at rest)."""
     from rich.console import Console
 
     from zarrchive.services.manifests import AuditStatus, audit_manifest
@@ -103,6 +104,14 @@ def audit(
             hidden = outcome.difference_count - len(outcome.differences)
             if hidden:
                 console.print(f"  ... and {hidden} more")
+            if outcome.s3_checksum != outcome.checksum:
+                held = outcome.s3_checksum or "no checksum (an object without an md5)"
+                console.print(
+                    f"  [red]MISMATCH: S3 holds {held}[/]: the alarm is raised (the manifest's "
+                    "zarrChecksumMismatch, the Zarr's checksum_mismatch) until "
+                    f"'zarrchive admin fsck --repair {zarr_id}'",
+                    soft_wrap=True,
+                )
         elif outcome.status is not AuditStatus.MATCHES:
             console.print(f"{outcome.status} {zarr_id} {outcome.checksum}")
         return outcome.status

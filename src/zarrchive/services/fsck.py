@@ -10,6 +10,10 @@ entry used by both as it comes (a Zarr of 10^6 files was listed twice: 505 s):
 - the manifest of the Zarr's checksum (made from the apply's records, never from a listing)
   is compared with it (:func:`~zarrchive.services.manifests.audit_manifest`); a repair
   writes a differing one again from a listing (unless a published version pins it).
+
+Without a repair, S3 objects that hash to another checksum than the archive's raise the
+alarm users see (:func:`~zarrchive.services.manifests.raise_mismatch_alarm`: the manifest's
+``zarrChecksumMismatch`` and the Zarr's ``checksum_mismatch``, a second listing only then).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from zarrchive.services.manifests import (
     audit_manifest,
     current_entries,
     is_pinned,
+    raise_mismatch_alarm,
     write_manifest,
 )
 from zarrchive.services.runtime import Archive
@@ -160,6 +165,11 @@ def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
         queue_manifest(archive, zarr_id)
         return report
     _audit_manifest(archive, report, audit, repair=repair)
+    if not repair and root_checksum != db_checksum:
+        # S3 disagrees with the tree (a write behind the archive's back): the alarm users
+        # see (the manifest's zarrChecksumMismatch, the Zarr's checksum_mismatch) stays up
+        # until a repair
+        raise_mismatch_alarm(archive, zarr_id, root_checksum)
     return report
 
 
@@ -196,7 +206,13 @@ def manifest_problems(archive: Archive, zarr_id: str) -> list[str]:
     audit = audit_manifest(archive, zarr_id)
     if audit.status in (AuditStatus.BUSY, AuditStatus.SUPERSEDED):
         return [f"manifest not audited: the Zarr is not at rest ({audit.status}); run again"]
-    return _difference_problems(audit)
+    problems = _difference_problems(audit)
+    if audit.status is AuditStatus.DIFFERS and audit.s3_checksum != audit.checksum:
+        problems.append(
+            f"S3 holds checksum {audit.s3_checksum or '(none: an object without an md5)'}, "
+            f"the archive {audit.checksum}: the checksum-mismatch alarm is up until a repair"
+        )
+    return problems
 
 
 def _difference_problems(audit: ManifestAudit) -> list[str]:

@@ -40,6 +40,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import is_md5
+from zarrchive.checksum.tree import TreeHasher
 from zarrchive.db.models import (
     EmbargoStatus,
     UploadBatch,
@@ -362,6 +363,32 @@ def _from_records(
     return generated
 
 
+def raise_mismatch_alarm(archive: Archive, zarr_id: str, s3_checksum: str | None) -> None:
+    """An audit found the Zarr's S3 objects hashing to *s3_checksum* (``None``: not
+    computable, an object without an md5), not to the archive's checksum: a write behind
+    the archive's back.  Show it where users look, as a listed manifest does: the manifest
+    of the current checksum is written again from a listing (its ``zarrChecksumMismatch``
+    set) and its row records the listing's checksum (``checksum_mismatch`` of
+    ``GET /api/zarr/{id}/``).  A manifest a published version pins is never rewritten: its
+    row alone records the alarm.  A busy or changing Zarr is left alone (audit it again at
+    rest).  The alarm stays until S3 and the tree agree again (``fsck --repair``): a
+    manifest whose listing differs is no base for records (:mod:`.manifest_changes`), so
+    the next states' manifests are listed, and carry it, until then."""
+    outcome = write_manifest(archive, zarr_id, force=True, from_listing=True)
+    if outcome.status is ManifestStatus.WRITTEN:
+        return
+    if outcome.status is ManifestStatus.EXISTS and s3_checksum is not None:  # pinned
+        with archive.db.write_session() as session:
+            row = session.scalar(
+                select(ZarrManifest).where(
+                    ZarrManifest.zarr_id == zarr_id, ZarrManifest.checksum == outcome.checksum
+                )
+            )
+            if row is not None:
+                row.listing_checksum = s3_checksum
+                row.created_at = utcnow()
+
+
 def generate_manifest_job(zarr_id: str) -> None:
     """The background job (see :mod:`zarrchive.jobs`)."""
     outcome = write_manifest(current_archive(), zarr_id)
@@ -436,6 +463,8 @@ class ManifestAudit:
     #: the first :data:`AUDIT_REPORTED` differences, by path
     differences: tuple[ManifestDifference, ...] = ()
     difference_count: int = 0
+    #: the tree hash of S3's listing, when the audit listed it itself and could compute it
+    s3_checksum: str | None = None
 
 
 def audit_manifest(
@@ -449,7 +478,12 @@ def audit_manifest(
     (both streamed): every path missing from S3, extra in S3, or with another version,
     ETag, size or last-modified second.  *listing* is :func:`current_entries` of the Zarr
     when the caller lists it itself (fsck: one listing for the tree and the audit; it is
-    read whole unless the audit ends before listing: busy, or no manifest)."""
+    read whole unless the audit ends before listing: busy, or no manifest).
+
+    When it lists S3 itself, the audit also hashes the listing: objects that hash to
+    another checksum than the archive's (a write behind its back) raise the alarm
+    (:func:`raise_mismatch_alarm`).  A caller passing *listing* hashes it and raises the
+    alarm itself (fsck)."""
     before, store = _snapshot(archive, zarr_id)
     if before.busy:
         return ManifestAudit(zarr_id, before.checksum, AuditStatus.BUSY)
@@ -460,7 +494,9 @@ def audit_manifest(
     chunks = store.iter_content(manifest_key(zarr_id, before.checksum), chunk_size=READ_CHUNK)
     try:
         stored = read_manifest(chunk_stream(chunks), verify=False).entries
-        actual = current_entries(store, zarr_id) if listing is None else listing
+        tree = _ListingTree() if listing is None else None
+        actual = tree.seen(current_entries(store, zarr_id)) if tree is not None else listing
+        assert actual is not None
         for difference in diff_manifests(stored, actual):
             count += 1
             if len(kept) < reported:
@@ -470,5 +506,30 @@ def audit_manifest(
     after, _ = _snapshot(archive, zarr_id)
     if after != before:
         return ManifestAudit(zarr_id, before.checksum, AuditStatus.SUPERSEDED)
-    status = AuditStatus.DIFFERS if count else AuditStatus.MATCHES
-    return ManifestAudit(zarr_id, before.checksum, status, tuple(kept), count)
+    s3_checksum = None if tree is None else tree.checksum()
+    mismatch = tree is not None and s3_checksum != before.checksum
+    # once the alarm is up the manifest names what S3 holds: the audit still differs
+    status = AuditStatus.DIFFERS if count or mismatch else AuditStatus.MATCHES
+    if mismatch and count:
+        raise_mismatch_alarm(archive, zarr_id, s3_checksum)
+    return ManifestAudit(zarr_id, before.checksum, status, tuple(kept), count, s3_checksum)
+
+
+class _ListingTree:
+    """The tree hash of a listing, computed as it goes by (``None`` when an entry has no
+    md5: S3 holds an object the archive never verified)."""
+
+    def __init__(self) -> None:
+        self.hasher = TreeHasher()
+        self.unhashable = False
+
+    def seen(self, entries: Iterable[ManifestEntry]) -> Iterator[ManifestEntry]:
+        for entry in entries:
+            if is_md5(entry.etag):
+                self.hasher.add(entry.path, entry.size, entry.etag)
+            else:
+                self.unhashable = True
+            yield entry
+
+    def checksum(self) -> str | None:
+        return None if self.unhashable else self.hasher.finish().digest
