@@ -62,7 +62,8 @@ class ZarrHolds:
     """What holds states of one Zarr (from the database)."""
 
     current_checksum: str
-    #: ``checksum -> frozen`` of every published version's pin
+    #: ``checksum -> frozen`` of every published version's pin, and of every state an asset
+    #: of another dandiset reads (a shared Zarr)
     pins: dict[str, bool]
     #: some trash item (an asset, or a deleted dandiset's asset) names the Zarr
     trashed: bool = False

@@ -37,6 +37,7 @@ from zarrchive.db.models import (
 from zarrchive.errors import InvalidManifest, NotFound, StorageError
 from zarrchive.manifest import MANIFEST_PREFIX, manifest_key, read_manifest
 from zarrchive.services.runtime import Archive
+from zarrchive.services.shared_zarrs import held_checksums
 from zarrchive.services.uploads import purge_stale_staging
 from zarrchive.services.uploads.abandoned import abandoned_uploads
 from zarrchive.services.uploads.multipart import StrayUpload, abort_stray, stray_uploads
@@ -91,6 +92,8 @@ def _zarr_holds(session: Session, zarr: Zarr) -> ZarrHolds:
         select(ZarrPin.checksum, ZarrPin.frozen).where(ZarrPin.zarr_id == zarr.id)
     ):
         pins[checksum] = pins.get(checksum, False) or bool(frozen)
+    for checksum in held_checksums(session, zarr.id):  # other dandisets' assets read these
+        pins.setdefault(checksum, False)
     trashed = bool(session.scalar(select(exists().where(TrashedAsset.zarr_id == zarr.id))))
     return ZarrHolds(zarr.checksum, pins, trashed=trashed, rollback_targets=frozenset())
 
