@@ -18,7 +18,9 @@ leaves the rest mark the change records chain from).  Then, in order, each a pha
 4. a snapshot-mode publish (``POST .../versions/draft/publish/``);
 5. ``fsck`` (one listing of the Zarr, the tree recomputed, the manifest audited);
 6. the diff between the seeded state and the batch's (the two manifests, streamed):
-   ``manifest.diff_manifests``, since no rollback exists yet in the archive.
+   ``manifest.diff_manifests``;
+7. where the archive has it (``/api/zarr/{id}/history/``), the rollback to the seeded state
+   (``POST /api/zarr/{id}/restore/``, until at rest).
 
 Peak RSS is this process's ``VmHWM``, reset before each phase (the archive, its jobs and the
 driver are one process).  S3 requests are counted on the archive's botocore clients
@@ -328,6 +330,13 @@ class Sim:
             kinds[str(difference.kind)] = kinds.get(str(difference.kind), 0) + 1
         return ", ".join(f"{v} {k}" for k, v in sorted(kinds.items()))
 
+    def restore(self, checksum: str) -> str:
+        answer = self.api.post(f"/api/zarr/{self.zarr_id}/restore/", json={"checksum": checksum})
+        body = answer.raise_for_status().json()
+        state = self.wait_at_rest()
+        assert state["checksum"] == checksum, (state, checksum)
+        return f"{body.get('copied')} copied, {body.get('deleted')} deleted"
+
     def run(self) -> Results:
         started = time.perf_counter()
         first = self.seed()
@@ -339,6 +348,8 @@ class Sim:
         self.phase("snapshot publish", self.publish)
         self.phase("fsck", self.fsck)
         self.phase("diff of two states (two manifests)", lambda: self.diff(first, second))
+        if self.api.get(f"/api/zarr/{self.zarr_id}/history/").status_code == 200:
+            self.phase("rollback to the seeded state (restore)", lambda: self.restore(first))
         return self.results
 
 
