@@ -149,6 +149,11 @@ def _trash_dandiset(api: httpx.Client, w: World) -> None:
     expect(api.delete(f"/api/dandisets/{w.dandiset}/"), 204)
 
 
+def _note_checksum(api: httpx.Client, w: World) -> None:
+    """The Zarr's current checksum in ``checksum`` (restoring to it changes nothing)."""
+    w.checksum = expect(api.get(f"/api/zarr/{w.zarr_id}/"))["checksum"]
+
+
 def _add_zarr(api: httpx.Client, w: World) -> None:
     w.zarr_id = create_zarr(api, w.dandiset, "second.zarr")
 
@@ -300,6 +305,16 @@ ROWS = [
         mutating=True,
     ),
     Row("GET", Z + "snapshots/", "read", lambda w: f"/api/zarr/{w.zarr_id}/snapshots/"),
+    Row("GET", Z + "history/", "read", lambda w: f"/api/zarr/{w.zarr_id}/history/"),
+    Row(
+        "POST",
+        Z + "restore/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/restore/",
+        lambda w: {"checksum": w.checksum},
+        mutating=True,
+        prepare=_note_checksum,
+    ),
     Row(
         "GET",
         S,
@@ -620,6 +635,9 @@ def test_authorization_matrix(
     shared = make_world(module_api, embargoed)
     failures: list[str] = []
     for index, row in enumerate(ROWS):
+        # the row's prepared world (made when a role first needs it): every denied role's,
+        # and every allowed role's when the request changes nothing
+        prepared: World | None = None
         # denied roles first, on a world they must not change; then the allowed ones
         for role in sorted(ROLES, key=lambda r: expected_denial(row, r, embargoed) is None):
             denial = expected_denial(row, role, embargoed)
@@ -633,11 +651,15 @@ def test_authorization_matrix(
                 # turns); every refusal is still checked.  make reliability makes both.
                 continue
             world = shared
-            if row.mutating and denial is None:
+            if row.mutating and denial is None:  # an allowed change: a world of its own
                 world = make_world(module_api, embargoed)
-            if row.prepare is not None:
-                world = make_world(module_api, embargoed) if world is shared else world
-                row.prepare(module_api, world)
+                if row.prepare is not None:
+                    row.prepare(module_api, world)
+            elif row.prepare is not None:
+                if prepared is None:
+                    prepared = make_world(module_api, embargoed)
+                    row.prepare(module_api, prepared)
+                world = prepared
             with authed(base, tokens[role]) as client:
                 body = row.body(world) if row.body else None
                 kwargs = {"json": body} if body is not None else {}
