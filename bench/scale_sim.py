@@ -387,6 +387,7 @@ def main() -> None:
         archive.jobs = job_queue_from_settings(archive.settings)  # jobs in-process, as serve
         set_current_archive(archive)
         results = Sim(archive, url, args.files, args.jobs).run()
+        archive.jobs.close(wait=True)  # the last manifest job, before S3 stops
     print(f"load after: {os.getloadavg()[0]:.1f}")
     if args.json is not None:
         args.json.write_text(json.dumps(asdict(results), indent=1))
