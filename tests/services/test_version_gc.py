@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import httpx
 import pytest
 from sqlalchemy import update
 
+from tests.helpers.assets import add_zarr_asset
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.seeded_zarr import seed_zarr
 from zarrchive.db.models import (
@@ -17,6 +19,8 @@ from zarrchive.db.models import (
     BatchState,
     Dandiset,
     EmbargoStatus,
+    SharedZarrAsset,
+    SharedZarrMode,
     UploadBatch,
     Zarr,
     ZarrPin,
@@ -27,6 +31,7 @@ from zarrchive.manifest import manifest_key
 from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
 from zarrchive.services.version_gc import content_versions, zarr_versions
+from zarrchive.version_retention import KeepReason
 
 pytestmark = SQLITE_ONLY
 DAY = timedelta(days=1)
@@ -115,3 +120,31 @@ def test_an_unembargoing_zarr_is_left_alone(archive: Archive, zarr_id: str) -> N
         archive, zarr_id, retention=RETENTION, apply=True, now=utcnow() + 31 * DAY
     )
     assert report.skipped == "its dandiset is being unembargoed"
+
+
+def test_a_state_another_dandisets_asset_reads_is_kept(
+    archive: Archive, api: httpx.Client, dandiset: str, zarr_id: str
+) -> None:
+    seed_zarr(archive, zarr_id, {"a": b"1"})
+    write_manifest(archive, zarr_id)
+    with archive.db.session() as session:
+        shared = session.get(Zarr, zarr_id).checksum  # type: ignore[union-attr]
+    seed_zarr(archive, zarr_id, {"a": b"2"})
+    asset = add_zarr_asset(api, dandiset, zarr_id, "z.zarr")
+    late = utcnow() + 31 * DAY
+    dropped = zarr_versions(archive, zarr_id, retention=RETENTION, now=late)
+    assert "a" in {v.key.rsplit("/", 1)[-1] for v in dropped.versions}  # without the hold
+    with archive.db.write_session() as session:
+        session.add(
+            SharedZarrAsset(
+                asset_id=asset["asset_id"],
+                dandiset_id=int(dandiset),
+                zarr_id=zarr_id,
+                mode=SharedZarrMode.SNAPSHOT,
+                checksum=shared,
+            )
+        )
+    report = zarr_versions(archive, zarr_id, retention=RETENTION, apply=True, now=late)
+    assert report.kept[shared] == {KeepReason.PINNED}
+    assert all(not v.key.endswith("/a") for v in report.versions)
+    assert len([v for v in archive.store.iter_versions(f"zarr/{zarr_id}/a")]) == 2
