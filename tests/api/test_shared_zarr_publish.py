@@ -45,6 +45,9 @@ def test_b_s_trash_never_blocks_a_s_uploads(api: httpx.Client) -> None:
     # A changes its draft Zarr: B's trashed asset reads a pinned state, which this leaves be
     upload(api, zarr_id, {"x/0": b"A goes on"})
     assert ok(api.get(f"/api/zarr/{zarr_id}/"))["checksum"] != oracle(FIRST)
+    # B's trash lists the size of the state the asset pinned
+    (item,) = ok(api.get(f"/api/dandisets/{b}/trash/"))
+    assert item["size"] == sum(len(v) for v in FIRST.values())
 
     # A's own trash still holds the Zarr as it was deleted (restore the asset first)
     ok(api.delete(f"{assets_url(a)}{a_asset}/"), 204)

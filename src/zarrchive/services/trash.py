@@ -27,7 +27,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
 
-from zarrchive.db.models import Asset, Blob, Dandiset, TrashedAsset, Version, Zarr, utcnow
+from zarrchive.checksum.digest import ZarrDigest
+from zarrchive.db.models import (
+    Asset,
+    Blob,
+    Dandiset,
+    SharedZarrAsset,
+    TrashedAsset,
+    Version,
+    Zarr,
+    utcnow,
+)
 from zarrchive.errors import Conflict, NotFound
 from zarrchive.services import audit, changes, dois, search
 from zarrchive.services.asset_views import AssetInfo, asset_info, parse_asset_id
@@ -49,9 +59,14 @@ class TrashItem:
     restorable_until: datetime
 
 
-def item_size(row: TrashedAsset) -> int:
+def item_size(row: TrashedAsset, shared: dict[str, str] | None = None) -> int:
+    """The trashed asset's size; a Zarr of another dandiset (*shared*: asset id -> the
+    checksum it pinned): the pinned state's, not the Zarr's live one."""
     if row.blob is not None:
         return row.blob.size
+    pinned = (shared or {}).get(row.id)
+    if pinned is not None:
+        return ZarrDigest.totals(pinned)[1]
     if row.zarr is not None:
         return row.zarr.size
     return 0
@@ -181,16 +196,26 @@ def list_trash(
     dandiset = get_dandiset(session, user, identifier)
     if not is_owner(user, dandiset):  # owners' and admins' keys of any scope
         require_owner(user, dandiset)
-    rows = session.scalars(
-        select(TrashedAsset)
-        .where(TrashedAsset.dandiset_id == dandiset.id, TrashedAsset.with_dandiset.is_(False))
-        .order_by(TrashedAsset.deleted_at.desc(), TrashedAsset.path)
+    rows = list(
+        session.scalars(
+            select(TrashedAsset)
+            .where(TrashedAsset.dandiset_id == dandiset.id, TrashedAsset.with_dandiset.is_(False))
+            .order_by(TrashedAsset.deleted_at.desc(), TrashedAsset.path)
+        )
     )
+    shared = {
+        asset_id: checksum
+        for asset_id, checksum in session.execute(
+            select(SharedZarrAsset.asset_id, SharedZarrAsset.checksum).where(
+                SharedZarrAsset.asset_id.in_([r.id for r in rows if r.zarr_id is not None])
+            )
+        )
+    }
     return [
         TrashItem(
             asset_id=row.id,
             path=row.path,
-            size=item_size(row),
+            size=item_size(row, shared),
             deleted_at=row.deleted_at,
             deleted_by=row.deleted_by,
             restorable_until=row.deleted_at + timedelta(days=days),
