@@ -155,7 +155,7 @@ class Settings:
     max_connections_per_client: int = 256
     #: The archive's external address, ``scheme://host[:port]`` (``ZARRCHIVE_PUBLIC_URL``):
     #: every absolute URL the archive writes (pagination links, ``/api/info/``, LINDI files,
-    #: redirects) uses it instead of the request's ``Host`` (:mod:`zarrchive.api.public_url`).
+    #: redirects) uses it instead of the request's ``Host`` (:mod:`zarrchive.http_common.public_url`).
     public_url: str | None = None
     #: E-mail domains whose verified addresses approve a new account at once
     #: (``ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS``; see :mod:`zarrchive.services.accounts`).

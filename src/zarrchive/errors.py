@@ -2,7 +2,7 @@
 
 Every error the library, the server or the client raises on purpose derives from
 :class:`ZarrchiveError`.  The API maps the classes below to HTTP status codes in
-one place (``zarrchive.api.errors``); the CLI turns them into one-line messages.
+one place (``zarrchive.http_common.errors``); the CLI turns them into one-line messages.
 
 Messages say what was wrong and what to do about it.
 """

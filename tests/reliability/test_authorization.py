@@ -290,6 +290,21 @@ ROWS = [
     ),
     Row(
         "POST",
+        Z + "upload/import/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/upload/import/",
+        lambda w: {
+            "batch": "0" * 32,
+            "bucket": "a-source",
+            "prefix": "z.zarr",
+            "files": [{"path": "new", "etag": md5(b"new")}],
+        },
+        mutating=True,
+        # who may write is decided first; the test archive imports from no bucket: 403
+        allowed_also=frozenset({403}),
+    ),
+    Row(
+        "POST",
         Z + "upload/complete/",
         "write",
         lambda w: f"/api/zarr/{w.zarr_id}/upload/complete/",

@@ -14,9 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from zarrchive import __version__
 from zarrchive.api.bodies import document_bodies
 from zarrchive.api.cors import CorsMiddleware
-from zarrchive.api.errors import install_error_handlers
 from zarrchive.api.middleware import RequestGuard
-from zarrchive.api.public_url import PublicAddress
 from zarrchive.api.routers import (
     assets,
     audit,
@@ -34,6 +32,8 @@ from zarrchive.api.routers import (
     zarr_history,
     zarrs,
 )
+from zarrchive.http_common.errors import install_error_handlers
+from zarrchive.http_common.public_url import PublicAddress
 from zarrchive.services.runtime import Archive
 
 log = logging.getLogger(__name__)

@@ -24,9 +24,9 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from zarrchive.api.errors import DATABASE_DOWN, database_unavailable, error_response
 from zarrchive.config import ANONYMOUS_BODY_LIMIT
 from zarrchive.errors import AuthenticationRequired, InvalidInput, RequestTooLarge, ZarrchiveError
+from zarrchive.http_common.errors import DATABASE_DOWN, database_unavailable, error_response
 from zarrchive.services.auth import Caller, authenticate
 from zarrchive.services.runtime import Archive
 

@@ -15,8 +15,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from zarrchive.api.routers.auth import KeyId
 from zarrchive.errors import InvalidInput
+from zarrchive.http_common.params import KeyId
 from zarrchive.services import accounts, api_keys
 from zarrchive.services.accounts import AccountStatus
 from zarrchive.services.auth import Caller, require_user

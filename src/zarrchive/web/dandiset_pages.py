@@ -10,10 +10,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
-from zarrchive.api.pagination import PageRequest, page_request
-from zarrchive.api.public_url import public_base
-from zarrchive.api.routers.audit import list_audit_records
 from zarrchive.errors import InvalidInput
+from zarrchive.http_common.pagination import PageRequest, make_page, page_request
+from zarrchive.http_common.public_url import public_base
 from zarrchive.services import (
     assets,
     catalog,
@@ -24,6 +23,7 @@ from zarrchive.services import (
     trash,
     versions,
 )
+from zarrchive.services.audit_trail import audit_page
 from zarrchive.services.auth import require_user
 from zarrchive.services.dandiset_roles import MemberSetter
 from zarrchive.services.dandiset_summary import summarize
@@ -113,8 +113,15 @@ def audit_json(
     record_type: Annotated[str | None, Query(max_length=32)] = None,
 ) -> JSONResponse:
     """``/api/dandisets/{id}/audit/`` (owners and admins)."""
-    found = list_audit_records(dandiset_id, request, archive, user, asked, record_type)
-    return JSONResponse(found.model_dump(mode="json"))
+    count, rows = audit_page(
+        archive,
+        user,
+        dandiset_id,
+        offset=asked.offset,
+        limit=asked.page_size,
+        record_type=record_type,
+    )
+    return JSONResponse(make_page(request, asked, count, rows).model_dump(mode="json"))
 
 
 @router.get("/dandiset/{dandiset_id}/{version}/metadata.json", response_class=JSONResponse)

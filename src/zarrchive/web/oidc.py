@@ -28,10 +28,10 @@ from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
-from zarrchive.api.errors import status_code_for
-from zarrchive.api.public_url import public_base
 from zarrchive.config import OidcProvider
 from zarrchive.errors import NotFound, PermissionDenied, SignInRefused, ZarrchiveError
+from zarrchive.http_common.errors import status_code_for
+from zarrchive.http_common.public_url import public_base
 from zarrchive.services import oidc
 from zarrchive.services.accounts import AccountStatus
 from zarrchive.services.auth import Caller

@@ -14,8 +14,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from zarrchive.api.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, status_code_for
 from zarrchive.errors import DatabaseUnavailable, ZarrchiveError
+from zarrchive.http_common.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, status_code_for
 from zarrchive.services.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.web_sessions import session_user

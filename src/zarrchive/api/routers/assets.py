@@ -11,8 +11,6 @@ from sqlalchemy.orm import Session
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
-from zarrchive.api.public_url import public_base
 from zarrchive.api.schemas import (
     AssetIn,
     AssetOut,
@@ -22,6 +20,8 @@ from zarrchive.api.schemas import (
 )
 from zarrchive.db.models import LindiState
 from zarrchive.errors import InvalidInput
+from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
+from zarrchive.http_common.public_url import public_base
 from zarrchive.services import assets, lindi_files
 
 router = APIRouter(tags=["assets"])

@@ -10,13 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, Path, Response
+from fastapi import APIRouter, Depends, Header, Response
 from pydantic import BaseModel, Field
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.middleware import parse_token
 from zarrchive.api.schemas import RequestModel
+from zarrchive.http_common.params import KeyId
 from zarrchive.services import api_keys
 from zarrchive.services.auth import require_user
 
@@ -88,7 +89,6 @@ class KeyCreate(RequestModel):
 
 NEW_KEY = JsonBody(KeyCreate, login=True)
 #: A key's id (a database integer: larger ones are no key's, refused before any query).
-KeyId = Annotated[int, Path(ge=1, le=2**31 - 1, description="The key's id")]
 
 
 def _out(info: api_keys.KeyInfo) -> KeyOut:

@@ -9,9 +9,9 @@ from sqlalchemy.orm import Session
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.schemas import DandisetCreate, DandisetOut, DandiVersionOut
 from zarrchive.db.models import Dandiset
+from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.services import dandisets, embargo, embargo_dates, versions
 
 router = APIRouter(tags=["dandisets"])

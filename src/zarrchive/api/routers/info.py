@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request
 
 from zarrchive import __version__
 from zarrchive.api.deps import ArchiveDep
-from zarrchive.api.public_url import public_base
 from zarrchive.api.schemas import ServerInfo, Services, ServiceUrl
+from zarrchive.http_common.public_url import public_base
 
 router = APIRouter(tags=["info"])
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import RedirectResponse, StreamingResponse
 
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.public_url import public_base
+from zarrchive.http_common.public_url import public_base
 from zarrchive.services import references, snapshots, zarrs
 
 router = APIRouter(tags=["readers"])

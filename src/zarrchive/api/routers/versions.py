@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.api.routers.dandisets import dandiset_out, version_summary
 from zarrchive.api.schemas import (
     DandiVersionOut,
@@ -18,6 +17,7 @@ from zarrchive.api.schemas import (
     VersionMetadataIn,
     VersionZarrOut,
 )
+from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.services import dandisets, publish, versions
 
 router = APIRouter(tags=["versions"])

@@ -10,8 +10,6 @@ from sqlalchemy.orm import Session
 
 from zarrchive.api.bodies import JsonBody, batch_limit
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.pagination import Page, PageRequest, make_page, page_request
-from zarrchive.api.public_url import public_request_url
 from zarrchive.api.schemas import (
     DeleteFile,
     DirectoryOut,
@@ -37,6 +35,8 @@ from zarrchive.api.schemas import (
 from zarrchive.content_types import zarr_content_type
 from zarrchive.db.models import Zarr
 from zarrchive.errors import NotFound, NoUploadInProgress
+from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
+from zarrchive.http_common.public_url import public_request_url
 from zarrchive.services import manifests, uploads, zarr_info, zarrs
 from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import import_copy

@@ -117,6 +117,7 @@ def import_files(
     :class:`InvalidInput` (400) for a path not in the batch or an ETag that contradicts its
     md5, :class:`SourceChanged` (409) when a source object changed since it was listed."""
     settings = archive.settings
+    zarr_id, _status = _writable(archive, user, zarr_id)  # who may write it, before the source
     try:
         normalized = check_source(
             bucket,
@@ -128,7 +129,6 @@ def import_files(
         if refused.forbidden:
             raise PermissionDenied(refused.message) from None
         raise InvalidInput(refused.message) from None
-    zarr_id, _status = _writable(archive, user, zarr_id)
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
         batch = session.scalar(

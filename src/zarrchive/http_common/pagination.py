@@ -11,7 +11,7 @@ from typing import Annotated, Generic, TypeVar
 from fastapi import Query, Request
 from pydantic import BaseModel, Field
 
-from zarrchive.api.public_url import public_request_url
+from zarrchive.http_common.public_url import public_request_url
 
 T = TypeVar("T")
 
