@@ -105,6 +105,19 @@ def test_the_end_date_given_at_creation_is_kept_and_shown_as_dandis(
             "embargoedUntil": end,
         }
     ]
+    # a metadata PUT can't change it: the archive writes the embargo it enforces
+    changed = {
+        **draft,
+        "access": [{"schemaKey": "AccessRequirements", "status": "dandi:OpenAccess"}],
+    }
+    expect(
+        api.put(
+            f"/api/dandisets/{identifier}/versions/draft/",
+            json={"name": draft["name"], "metadata": changed},
+        )
+    )
+    again = expect(api.get(f"/api/dandisets/{identifier}/versions/draft/"))
+    assert again["access"] == draft["access"]
     # DANDI's funder and award: five years allowed, the funder a contributor
     far = (utc_today() + timedelta(days=4 * 365)).isoformat()
     funded = expect(

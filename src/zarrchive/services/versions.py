@@ -22,6 +22,7 @@ from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
 from zarrchive.services import audit, search, shared_zarrs
 from zarrchive.services.auth import Caller, require_owner
 from zarrchive.services.dandisets import draft_metadata, get_dandiset
+from zarrchive.services.embargo_dates import embargo_access
 from zarrchive.services.validation import (
     DraftValidation,
     instance_name,
@@ -325,6 +326,9 @@ def update_draft_metadata(
         raise InvalidInput("a dandiset name must have 1 to 300 characters")
     new_name = (name or str(metadata.get("name") or "") or dandiset.name).strip()
     found.metadata_ = draft_metadata(dandiset.identifier, new_name, metadata)
+    if dandiset.embargoed or dandiset.embargo_end_date is not None:
+        # the archive's, as DANDI rewrites it on every save: the embargo it enforces
+        found.metadata_["access"] = embargo_access(dandiset.embargoed, dandiset.embargo_end_date)
     dandiset.name = new_name
     found.modified_at = utcnow()
     mark_pending(session, found)
