@@ -72,7 +72,7 @@ def trace_server() -> None:
         if hasattr(uploads, name):
             setattr(uploads, name, getattr(batches, name))
     for name in (
-        "_refuse_file_directory_clashes",
+        "refuse_file_directory_clashes",
         "_queued_clashes",
         "_verify_staged",
         "_urls",
@@ -88,7 +88,7 @@ def trace_server() -> None:
     for name in ("copy_within", "get", "put"):
         _wrap(ObjectStore, name, "server", f"slow.{name}", slower_than=0.15)
     _wrap(apply, "_renew", "server", "slow._renew", slower_than=0.05)
-    _wrap(apply, "_drop_staging", "server")
+    _wrap(apply, "drop_staging", "server")
 
 
 def main() -> None:

@@ -210,7 +210,7 @@ def test_a_batch_checked_while_the_one_before_is_copied_is_refused_all_the_same(
 def record_copies_and_drops(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
     """Every batch copy and staging drop of the appliers from now on: ``(what, when)``."""
     events: list[tuple[str, float]] = []
-    copy, drop = apply._copy_into_place, apply._drop_staging
+    copy, drop = apply._copy_into_place, apply.drop_staging
 
     def copied(*args: Any) -> Any:
         events.append(("copy", time.monotonic()))
@@ -221,7 +221,7 @@ def record_copies_and_drops(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, 
         drop(store, zid, uid)
 
     monkeypatch.setattr(apply, "_copy_into_place", copied)
-    monkeypatch.setattr(apply, "_drop_staging", dropped)
+    monkeypatch.setattr(apply, "drop_staging", dropped)
     return events
 
 
@@ -318,13 +318,13 @@ def test_the_manifest_job_is_queued_at_rest_before_the_staging_drops_end(
     # a backlog's drops take seconds each: the manifest of the Zarr at rest must not wait for
     # them (a second job thread, or another worker, makes it meanwhile)
     queued_while_dropping: list[list[str]] = []
-    drop = apply._drop_staging
+    drop = apply.drop_staging
 
     def dropped(store: Any, zid: str, uid: str) -> None:
         queued_while_dropping.append(held.queued("manifest:"))
         drop(store, zid, uid)
 
-    monkeypatch.setattr(apply, "_drop_staging", dropped)
+    monkeypatch.setattr(apply, "drop_staging", dropped)
     for i in range(2):
         files = {f"arr/{i}": bytes([i]) * 10}
         put_files(open_declared(api, zarr_id, files), files)

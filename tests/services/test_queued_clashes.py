@@ -74,4 +74,4 @@ def test_many_paths_are_checked_in_chunks(
         "'q/3/x' would make 'q/3' a directory, but a batch being applied writes it as a file",
     ]
     with pytest.raises(InvalidInput):
-        batches._refuse_file_directory_clashes(archive, zarr_id, ["q"])
+        batches.refuse_file_directory_clashes(archive, zarr_id, ["q"])

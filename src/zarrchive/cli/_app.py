@@ -9,7 +9,7 @@ from typer._click.formatting import HelpFormatter
 from typer._click.utils import make_default_short_help
 
 from zarrchive.cli import COMMANDS
-from zarrchive.cli._common import ZarrchiveGroup, _natural
+from zarrchive.cli._common import ZarrchiveGroup, natural_help
 
 
 def load_command(name: str) -> Command:
@@ -33,7 +33,7 @@ def load_command(name: str) -> Command:
     assert isinstance(group, typer.core.TyperGroup)
     command = group.commands[name]
     command.name = name
-    _natural(command)
+    natural_help(command)
     return command
 
 

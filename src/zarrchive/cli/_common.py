@@ -241,7 +241,7 @@ class _Argument(TyperArgument):
         return f"{name}..." if self.nargs != 1 else name
 
 
-def _natural(command: Command) -> None:
+def natural_help(command: Command) -> None:
     """Give *command* (and a group's subcommands) the help of :class:`_Option` and
     :class:`_Argument` (typer's own shows ``<bool>``, ``<str>`` and ``{local}``)."""
     if type(command) is TyperCommand:
@@ -257,7 +257,7 @@ def _natural(command: Command) -> None:
                 param.metavar = param.name.upper()
     if isinstance(command, TyperGroup):
         for sub in command.commands.values():
-            _natural(sub)
+            natural_help(sub)
 
 
 def _help_option(option: Any) -> Any:
@@ -283,7 +283,7 @@ class ZarrchiveGroup(TyperGroup):
         return _help_option(super().get_help_option(ctx))
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        _natural(self)
+        natural_help(self)
         return super().main(*args, **kwargs)
 
     def resolve_command(

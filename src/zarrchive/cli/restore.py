@@ -87,12 +87,12 @@ def restore(
     token: str | None = TOKEN_OPTION,
 ) -> None:
     """Roll a Zarr back to an earlier checksum, or list the checksums it had."""
-    from zarrchive.cli.rm import _resolve
+    from zarrchive.cli.rm import resolve_draft_zarr
     from zarrchive.client.api import ApiClient
 
     def run() -> str:
         with ApiClient.from_env(api_url, token, on_retry=say_retry) as client:
-            zarr = _resolve(client, address)
+            zarr = resolve_draft_zarr(client, address)
             if to is None:
                 return _history(client, zarr)
             done = client.restore_zarr(zarr.zarr_id, to)

@@ -43,7 +43,7 @@ class NotConfirmed(Exception):
     """The user said no (exit 1)."""
 
 
-def _resolve(client: ApiClient, address: str) -> ZarrInfo:
+def resolve_draft_zarr(client: ApiClient, address: str) -> ZarrInfo:
     from zarrchive.client.address import is_versioned_address, parse_address
     from zarrchive.client.download import resolve_zarr
 
@@ -156,7 +156,7 @@ def rm(
 
     def run() -> str:
         with ApiClient.from_env(api_url, token, on_retry=say_retry) as client:
-            zarr = _resolve(client, address)
+            zarr = resolve_draft_zarr(client, address)
             directories, files, size = _look_up(client, zarr, paths)
             what = _what(directories, files, size)
             if not yes:

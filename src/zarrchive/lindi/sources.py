@@ -23,7 +23,7 @@ from zarr.storage import LocalStore
 
 import zarrchive.lindi.refs as rfs_mod
 from zarrchive.errors import InvalidInput, InvalidLindiFile
-from zarrchive.lindi.store import LindiReferenceStore, RangeReader, _shared_client
+from zarrchive.lindi.store import LindiReferenceStore, RangeReader, shared_client
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
@@ -198,7 +198,7 @@ def _from_hdf5(location: str, reader: RangeReader | None) -> Source:
 
 def _remote_head(url: str) -> bytes:
     try:
-        resp = _shared_client().get(url, headers={"Range": "bytes=0-7"})
+        resp = shared_client().get(url, headers={"Range": "bytes=0-7"})
     except httpx.HTTPError as exc:
         raise InvalidInput(f"cannot read {url}: {exc}") from exc
     if resp.status_code not in (200, 206):

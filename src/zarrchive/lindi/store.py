@@ -49,7 +49,7 @@ _CLIENT: httpx.Client | None = None
 _CLIENT_LOCK = threading.Lock()
 
 
-def _shared_client() -> httpx.Client:
+def shared_client() -> httpx.Client:
     """One HTTP client per process (thread-safe; making one costs tens of milliseconds)."""
     global _CLIENT
     with _CLIENT_LOCK:
@@ -124,7 +124,7 @@ class RangeReader:
 
     def _http(self) -> httpx.Client:
         if self._client is None:
-            self._client = _shared_client()
+            self._client = shared_client()
         return self._client
 
     def _fetch(self, url: str, offset: int, size: int) -> bytes:

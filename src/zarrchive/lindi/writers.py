@@ -43,9 +43,9 @@ def load_lindi_json(location: str | os.PathLike[str]) -> dict[str, Any]:
     """The reference file system of a ``.lindi.json`` file (local path or http(s) URL)."""
     text = os.fspath(location)
     if rfs_mod.is_remote(text):
-        from zarrchive.lindi.store import _shared_client
+        from zarrchive.lindi.store import shared_client
 
-        resp = _shared_client().get(text, timeout=120)
+        resp = shared_client().get(text, timeout=120)
         if resp.status_code != 200:
             raise InvalidInput(f"cannot read {text}: HTTP {resp.status_code}")
         return rfs_mod.load_json_text(resp.content, source=text)

@@ -342,7 +342,7 @@ def content_urls(archive: Archive, session: Session, asset: Asset) -> list[str]:
     return [api]
 
 
-def _version_facts(
+def version_facts(
     archive: Archive, session: Session, dandiset: Dandiset, version: Version
 ) -> VersionFacts:
     """What the archive knows of *version* (rows of the caller's *session*)."""
@@ -355,7 +355,7 @@ def _version_facts(
     )
 
 
-def _version_totals(session: Session, version: Version) -> tuple[int, bool]:
+def version_contents(session: Session, version: Version) -> tuple[int, bool]:
     """``(asset count, any asset has bytes)`` of *version*."""
     count = session.scalar(select(func.count()).where(Asset.version_id == version.id)) or 0
     sized = session.scalar(

@@ -30,14 +30,14 @@ from zarrchive.services.validation import (
     ZARR_MEDIA_TYPE,
     AssetError,
     MetadataError,
-    _version_facts,
-    _version_totals,
     check,
     content_urls,
     fingerprint,
     published_asset,
     queue_validation,
     validatable_dandiset,
+    version_contents,
+    version_facts,
     version_fingerprint,
 )
 from zarrchive.services.versions import served_metadata
@@ -186,8 +186,8 @@ def _validate_version(archive: Archive, version_id: int) -> MetadataStatus | Non
         dandiset = session.get(Dandiset, version.dandiset_id)
         assert dandiset is not None
         metadata = served_metadata(dandiset, version)
-        count, sized = _version_totals(session, version)
-        facts = _version_facts(archive, session, dandiset, version)
+        count, sized = version_contents(session, version)
+        facts = version_facts(archive, session, dandiset, version)
         modified = version.modified_at
         print_ = version_fingerprint(metadata, dandiset.embargoed, count, sized)
     errors = check(
@@ -265,7 +265,7 @@ def _current_version_result(
 ) -> bool | None:
     """Whether the draft's metadata was validated valid in its current state (``None``:
     not validated in this state)."""
-    count, sized = _version_totals(session, draft)
+    count, sized = version_contents(session, draft)
     print_ = version_fingerprint(served_metadata(dandiset, draft), dandiset.embargoed, count, sized)
     if draft.validated != print_ or draft.status not in (
         MetadataStatus.VALID,

@@ -59,7 +59,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads.apply import apply_pending, schedule_apply
 from zarrchive.services.uploads.batches import record_directories
 from zarrchive.services.uploads.parts import part_size_for
-from zarrchive.services.uploads.records import _lock_for_write, _next_seq
+from zarrchive.services.uploads.records import lock_for_write, next_seq
 from zarrchive.services.zarrs import ensure_writable, get_zarr
 from zarrchive.storage.keys import zarr_object_key
 from zarrchive.storage.objects import ObjectStore
@@ -209,7 +209,7 @@ def _queue(
     """Queue the plan's batches (under the Zarr's lock): ``(batches, last seq)``."""
     limit = archive.settings.max_batch_files
     threshold = archive.settings.multipart_threshold
-    seq = _next_seq(session, zarr_id)
+    seq = next_seq(session, zarr_id)
     batches = 0
     creator = user.id if user is not None else None
     for chunk in _chunks(plan.deletes, limit):
@@ -272,7 +272,7 @@ def _queue_plan(
             )
     with archive.db.write_session() as session:
         try:
-            zarr = _lock_for_write(session, user, zarr_id)
+            zarr = lock_for_write(session, user, zarr_id)
         except ZarrFrozen as exc:
             raise Conflict(exc.message) from None
         if zarr.checksum != current or session.scalar(

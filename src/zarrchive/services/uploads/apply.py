@@ -47,8 +47,8 @@ from zarrchive.services.uploads.multipart import (
     finish_verified_copy,
     prepare_verified_copy,
 )
-from zarrchive.services.uploads.records import _has_pending, upload_status
-from zarrchive.services.uploads.staging import _drop_staging, check_staged
+from zarrchive.services.uploads.records import has_pending, upload_status
+from zarrchive.services.uploads.staging import check_staged, drop_staging
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
@@ -77,6 +77,8 @@ DROP_GRACE_SECONDS = 1.0
 WAIT_SECONDS = 60.0
 #: The import string of the apply job.
 APPLY_JOB = "zarrchive.services.uploads:apply_pending_job"
+
+
 # -- applying verified batches, in order ------------------------------------------------
 @dataclass(frozen=True)
 class _Claimed:
@@ -520,7 +522,7 @@ def _apply_claimed(
     archive: Archive,
     claimed: _Claimed,
     token: str,
-    drop: Callable[[ObjectStore, str, str], object] = _drop_staging,
+    drop: Callable[[ObjectStore, str, str], object] = drop_staging,
     ahead: _Ahead | None = None,
 ) -> bool:
     """Apply a claimed batch; False if the claim was lost to another applier meanwhile.
@@ -600,7 +602,7 @@ def _apply_claimed(
     except _Refused as refused:
         if not _refuse(archive, claimed, token, refused):
             return False
-        _drop_staging(store, zarr_id, claimed.uid)
+        drop_staging(store, zarr_id, claimed.uid)
         raise refusal_error(zarr_id, refused.problems) from None
     except BaseException:
         _release(archive, claimed, token)
@@ -654,7 +656,7 @@ def apply_pending(
     def release(count: int) -> None:
         count = max(0, count)
         for item in held[:count]:
-            dropping.append(dropper.submit(_drop_staging, *item))
+            dropping.append(dropper.submit(drop_staging, *item))
         del held[:count]
 
     def drop(store: ObjectStore, zarr_id: str, uid: str) -> object:
@@ -735,7 +737,7 @@ def finish_interrupted(archive: Archive, zarr_id: str, *, expected: bool = False
     this call applied any.  (``admin fsck`` calls it first; kept by name for callers.)"""
     with archive.db.session() as session:
         zarr_id = get_zarr(session, None, zarr_id, check_read=False).id
-        if not _has_pending(session, zarr_id):
+        if not has_pending(session, zarr_id):
             return False
     if not expected:
         log.warning("Zarr %s: applying its pending batches", zarr_id)
@@ -786,7 +788,7 @@ def apply_soon(archive: Archive, zarr_id: str) -> None:
     a queue apply them now.  Every write calls it, so a batch left behind by a crash is
     finished by the next write."""
     with archive.db.session() as session:
-        if not _has_pending(session, zarr_id):
+        if not has_pending(session, zarr_id):
             return
     if not schedule_apply(archive, zarr_id):
         try:

@@ -55,19 +55,19 @@ from zarrchive.services.uploads.records import (
     OpenedBatch,
     UploadStatus,
     UploadUrl,
-    _check_batch_size,
-    _has_pending,
-    _lock_for_write,
-    _new_upload_batch,
-    _next_seq,
-    _promote_next,
-    _the_next_batch,
-    _the_open_batch,
-    _validate_files,
-    _writable,
+    check_batch_size,
+    has_pending,
+    lock_for_write,
+    new_upload_batch,
+    next_seq,
+    promote_next,
+    the_next_batch,
+    the_open_batch,
     upload_status,
+    validate_batch_files,
+    writable_zarr,
 )
-from zarrchive.services.uploads.staging import _drop_staging, check_staged
+from zarrchive.services.uploads.staging import check_staged, drop_staging
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import staging_object_key
 from zarrchive.storage.objects import ObjectStore
@@ -106,10 +106,10 @@ def start_batch(
     With *after* (the uid of the Zarr's open batch, opened by the same user) the batch is
     opened ahead as that batch's *next* batch (see :func:`_start_next_batch`).
     """
-    _check_batch_size(archive, len(files), "batch")
-    checked = _validate_files(files)
+    check_batch_size(archive, len(files), "batch")
+    checked = validate_batch_files(files)
     declared = _declared_sizes(archive, [p for p, _ in checked], sizes or {})
-    zarr_id, status = _writable(archive, user, zarr_id)
+    zarr_id, status = writable_zarr(archive, user, zarr_id)
     if after is not None:
         return _start_next_batch(
             archive, user, zarr_id, status, after, checked, declared, resume=resume
@@ -122,7 +122,7 @@ def start_batch(
         raise _open_already(zarr_id)
     if status.pending:
         apply_soon(archive, zarr_id)  # a batch left behind by a crash is finished (or queued)
-    _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
+    refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
     return _record_batch(archive, user, zarr_id, checked, declared)
 
 
@@ -153,7 +153,7 @@ def _start_next_batch(
         apply_soon(archive, zarr_id)
     with archive.db.session() as session:
         before = _followed_batch(session, user, zarr_id, after)
-        following = _the_next_batch(session, before)
+        following = the_next_batch(session, before)
         if following is not None:
             if resume and _holds_exactly(following, user, checked, declared):
                 uid = following.uid
@@ -161,7 +161,7 @@ def _start_next_batch(
                 return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
             raise _next_taken(zarr_id, after)
         theirs = [f.path for f in before.files]
-    _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked], following=theirs)
+    refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked], following=theirs)
     return _record_batch(archive, user, zarr_id, checked, declared, after=after)
 
 
@@ -178,19 +178,19 @@ def _record_batch(
     next batch of the open batch *after*, and sign its URLs.  409 if that place was taken
     meanwhile: looked at again under the lock, and kept by the partial unique indexes."""
     with archive.db.write_session() as session:
-        zarr = _lock_for_write(session, user, zarr_id)
+        zarr = lock_for_write(session, user, zarr_id)
         follows: int | None = None
         if after is None:
             taken = _open_already(zarr.id)
-            if _the_open_batch(session, zarr.id) is not None:
+            if the_open_batch(session, zarr.id) is not None:
                 raise taken
         else:
             taken = _next_taken(zarr.id, after)
             before = _followed_batch(session, user, zarr.id, after)
-            if _the_next_batch(session, before) is not None:
+            if the_next_batch(session, before) is not None:
                 raise taken
             follows = before.id
-        batch = _new_upload_batch(session, zarr, user, checked, declared, follows=follows)
+        batch = new_upload_batch(session, zarr, user, checked, declared, follows=follows)
         zarr.modified_at = utcnow()
         try:
             session.flush()
@@ -217,7 +217,7 @@ def _next_taken(zarr_id: str, after: str) -> UploadInProgress:
 
 def _followed_batch(session: Session, user: Caller | None, zarr_id: str, uid: str) -> UploadBatch:
     """The open batch *uid* a next batch may follow (opened by *user*), else 409."""
-    batch = _the_open_batch(session, zarr_id)
+    batch = the_open_batch(session, zarr_id)
     if batch is None or batch.uid != uid or batch.kind != BatchKind.UPLOAD:
         raise UploadInProgress(
             f"Zarr {zarr_id}: batch {uid} is not its open upload batch (completed, cancelled "
@@ -301,7 +301,7 @@ def _same_open_batch(
     """The open batch again (fresh URLs), if it holds exactly *checked* with the same
     declared sizes and *user* opened it; else None."""
     with archive.db.session() as session:
-        batch = _the_open_batch(session, zarr_id)
+        batch = the_open_batch(session, zarr_id)
         if batch is None or not _holds_exactly(batch, user, checked, declared):
             return None
         uid = batch.uid
@@ -372,7 +372,7 @@ def record_directories(session: Session, batch: UploadBatch) -> None:
     session.add_all(UploadBatchDirectory(batch_id=batch.id, path=d) for d in sorted(directories))
 
 
-def _refuse_file_directory_clashes(
+def refuse_file_directory_clashes(
     archive: Archive, zarr_id: str, paths: list[str], *, following: list[str] | None = None
 ) -> None:
     """A file and a directory of one name (``a`` and ``a/b``), in the batch or against the
@@ -449,7 +449,7 @@ def complete_batch(
     however slow the S3 listing; the uploader learns of a refusal from ``.../upload/refused/``
     (by the uid returned here) once the Zarr is at rest.
     """
-    zarr_id, status = _writable(archive, user, zarr_id)
+    zarr_id, status = writable_zarr(archive, user, zarr_id)
     if not status.open and status.pending:
         # a retried complete whose batch was verified (its answer lost, or its apply
         # failed): the batch is queued; apply it (with *wait*) or make sure it will be
@@ -464,19 +464,19 @@ def complete_batch(
                 apply_pending(archive, zarr_id, wait=True, until_seq=seq)
             return uid
     with archive.db.session() as session:
-        batch = _the_open_batch(session, zarr_id)
+        batch = the_open_batch(session, zarr_id)
         if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
         uid = batch.uid
         expected = {f.path: f.etag for f in batch.files}
         declared = {f.path: (f.size, f.part_size is not None) for f in batch.files}
-        big = _big_files(batch)
+        big = big_files(batch)
         store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
     _assembled, part_problems = assemble(store, zarr_id, uid, big)
     staged = _verify_staged(store, zarr_id, uid, expected, declared, part_problems)
     with archive.db.write_session() as session:
-        zarr = _lock_for_write(session, user, zarr_id)
-        batch = _the_open_batch(session, zarr.id)
+        zarr = lock_for_write(session, user, zarr_id)
+        batch = the_open_batch(session, zarr.id)
         if batch is None or batch.uid != uid:
             raise NoUploadInProgress(
                 f"Zarr {zarr.id}: the batch was completed or cancelled meanwhile by another request"
@@ -485,9 +485,9 @@ def complete_batch(
             f.size, f.staged_version = staged[f.path]
             f.multipart_upload_id = None  # assembled: the upload is gone
         batch.state = BatchState.QUEUED
-        batch.seq = _next_seq(session, zarr.id)
+        batch.seq = next_seq(session, zarr.id)
         record_directories(session, batch)
-        _promote_next(session, batch)
+        promote_next(session, batch)
         seq = batch.seq
     # Recorded as verified: from here on the batch is applied, whatever happens to us.
     if wait or not schedule_apply(archive, zarr_id):
@@ -502,8 +502,8 @@ def _queue_unverified(
     can't be (a file uploaded in parts, or one without a declared size): it is then
     verified now."""
     with archive.db.write_session() as session:
-        zarr = _lock_for_write(session, user, zarr_id)
-        batch = _the_open_batch(session, zarr.id)
+        zarr = lock_for_write(session, user, zarr_id)
+        batch = the_open_batch(session, zarr.id)
         if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         if any(f.part_size is not None or f.size is None for f in batch.files):
@@ -513,13 +513,13 @@ def _queue_unverified(
             return None  # (refused by the check now, which names them)
         batch.state = BatchState.QUEUED
         batch.verify_on_apply = True
-        batch.seq = _next_seq(session, zarr.id)
+        batch.seq = next_seq(session, zarr.id)
         record_directories(session, batch)
-        _promote_next(session, batch)
+        promote_next(session, batch)
         return batch.uid, batch.seq
 
 
-def _big_files(batch: UploadBatch) -> list[BigFile]:
+def big_files(batch: UploadBatch) -> list[BigFile]:
     return [
         BigFile(f.path, f.size, f.part_size, f.multipart_upload_id)
         for f in batch.files
@@ -572,25 +572,25 @@ def cancel_batch(archive: Archive, user: Caller | None, zarr_id: str) -> None:
     keys), so nothing needs restoring; the staging objects are removed after the commit,
     outside the lock.
     """
-    zarr_id, status = _writable(archive, user, zarr_id)
+    zarr_id, status = writable_zarr(archive, user, zarr_id)
     if status.pending:
         apply_soon(archive, zarr_id)
     with archive.db.write_session() as session:
-        zarr = _lock_for_write(session, user, zarr_id)
-        batch = _the_open_batch(session, zarr.id)
+        zarr = lock_for_write(session, user, zarr_id)
+        batch = the_open_batch(session, zarr.id)
         if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
-        cancelled = [b for b in (_the_next_batch(session, batch), batch) if b is not None]
-        dropped = [(b.uid, _big_files(b)) for b in cancelled]
+        cancelled = [b for b in (the_next_batch(session, batch), batch) if b is not None]
+        dropped = [(b.uid, big_files(b)) for b in cancelled]
         store = archive.store_for(zarr.dandiset.embargoed)
         for b in cancelled:
             session.delete(b)
             session.flush()  # the next batch first: it names the open one
         zarr.modified_at = utcnow()
-        at_rest = not _has_pending(session, zarr.id)
+        at_rest = not has_pending(session, zarr.id)
     for uid, big in dropped:
         abort_uploads(store, zarr_id, uid, big)
-        _drop_staging(store, zarr_id, uid)
+        drop_staging(store, zarr_id, uid)
     if at_rest:  # the Zarr is at rest again: its checksum may still lack a manifest
         queue_manifest(archive, zarr_id)
 
@@ -621,9 +621,9 @@ def delete_files(
     :data:`~.directory_delete.INLINE_DELETE_FILES` files are deleted before the answer (as
     DANDI does); more are left to the apply job, when the archive has a job queue.
     """
-    _check_batch_size(archive, len(paths), "deletion")
+    check_batch_size(archive, len(paths), "deletion")
     targets = parse_targets(paths)
-    zarr_id, _status = _writable(archive, user, zarr_id)
+    zarr_id, _status = writable_zarr(archive, user, zarr_id)
     deadline = time.monotonic() + WAIT_SECONDS
     while True:
         try:
@@ -633,8 +633,8 @@ def delete_files(
         except UploadVerificationFailed as exc:  # an earlier batch, recorded as refused
             log.warning("%s", exc.message)
         with archive.db.write_session() as session:
-            zarr = _lock_for_write(session, user, zarr_id)
-            if _has_pending(session, zarr.id):
+            zarr = lock_for_write(session, user, zarr_id)
+            if has_pending(session, zarr.id):
                 continue  # a batch was verified meanwhile: it comes first
             store = archive.store_for(zarr.dandiset.embargoed)
             resolved = resolve_targets(store, zarr.id, targets)
@@ -643,7 +643,7 @@ def delete_files(
                 uid=uuid.uuid4().hex,
                 kind=BatchKind.DELETE,
                 state=BatchState.QUEUED,
-                seq=_next_seq(session, zarr.id),
+                seq=next_seq(session, zarr.id),
                 created_by=user.id if user else None,
             )
             batch.files = [UploadBatchFile(path=p) for p in encode_targets(resolved)]
@@ -651,7 +651,9 @@ def delete_files(
             seq = batch.seq
             break
     deletion = Deletion(zarr_id, resolved.file_count, len(resolved.directories), True)
-    if resolved.file_count > directory_delete.INLINE_DELETE_FILES and schedule_apply(archive, zarr_id):
+    if resolved.file_count > directory_delete.INLINE_DELETE_FILES and schedule_apply(
+        archive, zarr_id
+    ):
         return replace(deletion, applied=False)
     apply_pending(archive, zarr_id, wait=True, until_seq=seq)
     return deletion

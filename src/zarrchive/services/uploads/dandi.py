@@ -33,24 +33,24 @@ from zarrchive.services.uploads.apply import (
     schedule_apply,
 )
 from zarrchive.services.uploads.batches import (
-    _big_files,
-    _refuse_file_directory_clashes,
+    big_files,
     record_directories,
+    refuse_file_directory_clashes,
 )
 from zarrchive.services.uploads.multipart import abort_uploads
 from zarrchive.services.uploads.records import (
     IS_THE_OPEN_BATCH,
-    _check_batch_size,
-    _has_pending,
-    _lock_for_write,
-    _new_upload_batch,
-    _next_seq,
-    _promote_next,
-    _the_open_batch,
-    _validate_files,
-    _writable,
+    check_batch_size,
+    has_pending,
+    lock_for_write,
+    new_upload_batch,
+    next_seq,
+    promote_next,
+    the_open_batch,
+    validate_batch_files,
+    writable_zarr,
 )
-from zarrchive.services.uploads.staging import _drop_staging, check_staged
+from zarrchive.services.uploads.staging import check_staged, drop_staging
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
@@ -138,12 +138,12 @@ def extend_batch(
     Each request holds at most ``max_batch_files`` files; an open batch that would pass
     :func:`dandi_batch_limit` is finalized first (see :data:`DANDI_BATCH_FACTOR`).
     """
-    _check_batch_size(archive, len(files), "request")
-    checked = _validate_files(files)
-    zarr_id, status = _writable(archive, user, zarr_id)
+    check_batch_size(archive, len(files), "request")
+    checked = validate_batch_files(files)
+    zarr_id, status = writable_zarr(archive, user, zarr_id)
     if status.pending:
         apply_soon(archive, zarr_id)
-    _refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
+    refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
     limit = dandi_batch_limit(archive)
     with archive.db.session() as session:
         current = _open_batch_files(session, zarr_id)
@@ -159,10 +159,10 @@ def extend_batch(
                 len(report.dropped),
             )
     with archive.db.write_session() as session:
-        zarr = _lock_for_write(session, user, zarr_id)
+        zarr = lock_for_write(session, user, zarr_id)
         current = _open_batch_files(session, zarr.id)
         if current is None:
-            batch = _new_upload_batch(session, zarr, user, checked)
+            batch = new_upload_batch(session, zarr, user, checked)
             try:
                 session.flush()
             except IntegrityError as exc:  # a concurrent request opened one
@@ -210,7 +210,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
     With no batch open, nothing to do: the answer says so (the Zarr is, or becomes,
     ``Complete``).
     """
-    zarr_id, status = _writable(archive, user, zarr_id)
+    zarr_id, status = writable_zarr(archive, user, zarr_id)
     if status.pending:
         apply_soon(archive, zarr_id)
     for _round in range(FINALIZE_ROUNDS):
@@ -234,26 +234,26 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
             dropped.append(DroppedFile(path, expected[path], expected[path], "file_and_directory"))
             del staged[path]
         with archive.db.write_session() as session:
-            zarr = _lock_for_write(session, user, zarr_id)
-            batch = _the_open_batch(session, zarr.id)
+            zarr = lock_for_write(session, user, zarr_id)
+            batch = the_open_batch(session, zarr.id)
             if batch is None or batch.uid != uid:
                 continue  # finalized or cancelled meanwhile: look again
             if {f.path: f.etag or "" for f in batch.files} != expected:
                 continue  # extended meanwhile: verify again
-            unfinished = [b for b in _big_files(batch) if b.path not in staged]
+            unfinished = [b for b in big_files(batch) if b.path not in staged]
             batch.files = [f for f in batch.files if f.path in staged]
             for f in batch.files:
                 f.size, f.staged_version = staged[f.path]
             zarr.modified_at = utcnow()
             if batch.files:
                 batch.state = BatchState.QUEUED
-                batch.seq = _next_seq(session, zarr.id)
+                batch.seq = next_seq(session, zarr.id)
                 record_directories(session, batch)
                 at_rest = False
             else:
                 session.delete(batch)
-                at_rest = not _has_pending(session, zarr.id)
-            _promote_next(session, batch)  # (a batch our uploader opened ahead of it)
+                at_rest = not has_pending(session, zarr.id)
+            promote_next(session, batch)  # (a batch our uploader opened ahead of it)
         break
     else:
         raise Conflict(
@@ -275,7 +275,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
         if not schedule_apply(archive, zarr_id):
             apply_pending(archive, zarr_id, wait=True)
     else:
-        _drop_staging(store, zarr_id, uid)
+        drop_staging(store, zarr_id, uid)
         if at_rest:
             queue_manifest(archive, zarr_id)
     return FinalizeReport(zarr_id, uid, len(staged), dropped)

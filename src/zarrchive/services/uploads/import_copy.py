@@ -56,7 +56,7 @@ from zarrchive.services.uploads.import_rules import (
     plain_md5,
     source_key,
 )
-from zarrchive.services.uploads.records import _writable
+from zarrchive.services.uploads.records import writable_zarr
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import staging_object_key
 from zarrchive.storage.objects import ObjectStore
@@ -117,7 +117,7 @@ def import_files(
     :class:`InvalidInput` (400) for a path not in the batch or an ETag that contradicts its
     md5, :class:`SourceChanged` (409) when a source object changed since it was listed."""
     settings = archive.settings
-    zarr_id, _status = _writable(archive, user, zarr_id)  # who may write it, before the source
+    zarr_id, _status = writable_zarr(archive, user, zarr_id)  # who may write it, before the source
     try:
         normalized = check_source(
             bucket,

@@ -53,7 +53,7 @@ from zarrchive.services.uploads.parts import (
     part_count,
     part_length,
 )
-from zarrchive.services.uploads.records import _the_open_batch, _writable
+from zarrchive.services.uploads.records import the_open_batch, writable_zarr
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
@@ -110,9 +110,9 @@ def part_urls(
 ) -> PartUrls:
     """Presigned PUT URLs for parts ``(number, md5)`` of the open batch's big file *path*
     (see the module's step 2)."""
-    zarr_id, _status = _writable(archive, user, zarr_id)
+    zarr_id, _status = writable_zarr(archive, user, zarr_id)
     with archive.db.session() as session:
-        batch = _the_open_batch(session, zarr_id)
+        batch = the_open_batch(session, zarr_id)
         if batch is None:
             raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
         row = session.scalar(
@@ -387,7 +387,7 @@ def refusals(
     them were refused."""
     if len(batches) > MAX_REFUSAL_BATCHES:
         raise InvalidInput(f"ask for at most {MAX_REFUSAL_BATCHES} batches at a time")
-    zarr_id, _status = _writable(archive, user, zarr_id)
+    zarr_id, _status = writable_zarr(archive, user, zarr_id)
     query = select(RefusedUpload).where(RefusedUpload.zarr_id == zarr_id)
     if batches:
         query = query.where(RefusedUpload.batch_uid.in_(sorted(batches))).order_by(RefusedUpload.id)

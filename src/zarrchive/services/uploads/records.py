@@ -93,7 +93,7 @@ def upload_status(session: Session, zarr_id: str) -> UploadStatus:
     )
 
 
-def _writable(archive: Archive, user: Caller | None, zarr_id: str) -> tuple[str, UploadStatus]:
+def writable_zarr(archive: Archive, user: Caller | None, zarr_id: str) -> tuple[str, UploadStatus]:
     """Refuse (404/403) unless *user* may write the Zarr; its normalised id and its batches."""
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
@@ -102,7 +102,7 @@ def _writable(archive: Archive, user: Caller | None, zarr_id: str) -> tuple[str,
         return zarr.id, upload_status(session, zarr.id)
 
 
-def _lock_for_write(session: Session, user: Caller | None, zarr_id: str) -> Zarr:
+def lock_for_write(session: Session, user: Caller | None, zarr_id: str) -> Zarr:
     zarr = get_zarr(session, user, zarr_id, lock=True)
     require_owner(user, zarr.dandiset)
     ensure_writable(session, zarr)
@@ -114,7 +114,7 @@ def _lock_for_write(session: Session, user: Caller | None, zarr_id: str) -> Zarr
     return zarr
 
 
-def _new_upload_batch(
+def new_upload_batch(
     session: Session,
     zarr: Zarr,
     user: Caller | None,
@@ -164,27 +164,27 @@ def open_batch(session: Session, zarr: Zarr) -> UploadBatch | None:
 IS_THE_OPEN_BATCH = and_(UploadBatch.state == BatchState.OPEN, UploadBatch.follows.is_(None))
 
 
-def _the_open_batch(session: Session, zarr_id: str) -> UploadBatch | None:
+def the_open_batch(session: Session, zarr_id: str) -> UploadBatch | None:
     """The Zarr's ``open`` upload batch (at most one: the database says so); a next batch
-    opened ahead is not it (see :func:`_the_next_batch`)."""
+    opened ahead is not it (see :func:`the_next_batch`)."""
     return session.scalar(
         select(UploadBatch).where(UploadBatch.zarr_id == zarr_id, IS_THE_OPEN_BATCH)
     )
 
 
-def _the_next_batch(session: Session, batch: UploadBatch) -> UploadBatch | None:
+def the_next_batch(session: Session, batch: UploadBatch) -> UploadBatch | None:
     """The batch opened ahead to follow the open *batch* (at most one), or None."""
     return session.scalar(select(UploadBatch).where(UploadBatch.follows == batch.id))
 
 
-def _promote_next(session: Session, batch: UploadBatch) -> None:
+def promote_next(session: Session, batch: UploadBatch) -> None:
     """*batch*, the open batch, has just been queued: the batch opened ahead to follow it
     (if any) becomes the Zarr's open batch, in the same transaction."""
     session.flush()  # the open batch is no longer open before its successor is
     session.execute(update(UploadBatch).where(UploadBatch.follows == batch.id).values(follows=None))
 
 
-def _has_pending(session: Session, zarr_id: str) -> bool:
+def has_pending(session: Session, zarr_id: str) -> bool:
     return (
         session.scalar(
             select(UploadBatch.id)
@@ -195,13 +195,13 @@ def _has_pending(session: Session, zarr_id: str) -> bool:
     )
 
 
-def _next_seq(session: Session, zarr_id: str) -> int:
+def next_seq(session: Session, zarr_id: str) -> int:
     """The next apply order number of the Zarr (call under its row lock)."""
     last = session.scalar(select(func.max(UploadBatch.seq)).where(UploadBatch.zarr_id == zarr_id))
     return (last or 0) + 1
 
 
-def _check_batch_size(archive: Archive, count: int, what: str) -> None:
+def check_batch_size(archive: Archive, count: int, what: str) -> None:
     limit = archive.settings.max_batch_files
     if count == 0:
         raise InvalidInput(f"the {what} is empty: send at least one file")
@@ -236,7 +236,7 @@ def _validate(
     return result
 
 
-def _validate_files(files: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+def validate_batch_files(files: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """``(path, md5)`` pairs, checked."""
     return [(p, e) for p, e in _validate(files) if e is not None]
 

@@ -24,7 +24,7 @@ from zarrchive.storage.objects import ObjectStore
 log = logging.getLogger(__name__)
 
 
-def _drop_staging(store: ObjectStore, zarr_id: str, uid: str) -> None:
+def drop_staging(store: ObjectStore, zarr_id: str, uid: str) -> None:
     """Remove a finished batch's staging objects for good (best effort: garbage if it fails)."""
     try:
         store.purge(staging_prefix(zarr_id, uid))

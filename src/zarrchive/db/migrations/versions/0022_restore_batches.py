@@ -22,7 +22,11 @@ NEW = "kind IN ('upload', 'delete', 'restore')"
 
 
 def _check(condition: str) -> None:
-    with op.batch_alter_table("upload_batches") as batch:
+    # SQLite rebuilds the table: it keeps AUTOINCREMENT (a batch's id is never reused) only
+    # when told
+    with op.batch_alter_table(
+        "upload_batches", table_kwargs={"sqlite_autoincrement": True}
+    ) as batch:
         batch.drop_constraint("ck_batch_kind", type_="check")
         batch.create_check_constraint("ck_batch_kind", condition)
 
