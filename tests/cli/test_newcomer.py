@@ -169,7 +169,7 @@ def test_help_placeholders_read_naturally(page: list[str]) -> None:
     assert not re.search(r"\{[a-z_]+\}", text), text  # typer's {local}
     if page == ["upload"]:
         assert "Usage: zarrchive upload [OPTIONS] LOCAL" in text
-        assert re.search(r"LOCAL\s+PATH\s+The local Zarr directory", text)
+        assert re.search(r"LOCAL\s+TEXT\s+The local Zarr directory, or\s+s3://BUCKET/PREFIX", text)
         assert re.search(r"-d, --dandiset\s+TEXT", text)
         assert re.search(r"-j, --jobs\s+INTEGER", text)
         assert re.search(r"--dry-run\s+Only say", text)
