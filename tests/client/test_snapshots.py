@@ -110,12 +110,13 @@ def test_versions_download_verify_and_open_exactly(
     assert code == 1 and "missing\td/" in out and "extra\tg/c/" in out
 
     env = admin_env(settings)
-    code, out, err = run(env, "admin", "gc")
+    # retention 0: every noncurrent version goes that no kept manifest (pinned, current) names
+    code, out, err = run(env, "admin", "gc", "--retention-days", "0")
     assert code == 0, err
     assert "would remove" in err and "rerun with --apply" in err
     listed = [line for line in out.splitlines() if line.startswith("would remove\t")]
     assert listed  # noncurrent .checksum nodes and replaced chunks of no snapshot
-    code, out, err = run(env, "admin", "gc", "--apply")
+    code, out, err = run(env, "admin", "gc", "--apply", "--retention-days", "0")
     assert code == 0, err
     assert len([line for line in out.splitlines() if line.startswith("removed\t")]) == len(listed)
     SNAPSHOT_CACHE.clear()

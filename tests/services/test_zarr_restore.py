@@ -5,16 +5,18 @@ lists each state once, newest first."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from tests.helpers.api_uploads import assert_nodes_match, info, oracle, s3_body
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.seeded_zarr import seed_zarr
 from tests.helpers.zarr_client import delete_files
-from zarrchive.db.models import BatchKind, UploadBatch
+from zarrchive.db.models import BatchKind, UploadBatch, ZarrManifest, utcnow
 from zarrchive.services.manifests import current_entries, write_manifest
 from zarrchive.services.runtime import Archive
 
@@ -89,3 +91,31 @@ def test_a_large_restore_is_applied_by_the_job_in_batches(
         (b, False, True),
     ]
     assert [s["time"] for s in history] == sorted((s["time"] for s in history), reverse=True)
+
+
+def test_a_state_older_than_the_retention_is_not_restorable(
+    api: httpx.Client, zarr_id: str, archive: Archive
+) -> None:
+    """gc may collect the versions an old manifest names (older than the retention, pinned
+    by no published version): the history says so and a restore to it is refused, before
+    anything is copied; within the retention it is restorable."""
+    seed_zarr(archive, zarr_id, {"a": b"1"})
+    old = info(api, zarr_id)["checksum"]
+    write_manifest(archive, zarr_id)
+    seed_zarr(archive, zarr_id, {"a": b"2"})
+    now = info(api, zarr_id)["checksum"]
+    write_manifest(archive, zarr_id)
+    states = {s["checksum"]: s for s in api.get(f"/api/zarr/{zarr_id}/history/").json()}
+    assert states[old]["restorable"] and states[now]["restorable"]
+    days = archive.settings.version_retention_days
+    with archive.db.write_session() as session:
+        session.execute(
+            update(ZarrManifest)
+            .where(ZarrManifest.zarr_id == zarr_id, ZarrManifest.checksum == old)
+            .values(created_at=utcnow() - timedelta(days=days + 1))
+        )
+    states = {s["checksum"]: s for s in api.get(f"/api/zarr/{zarr_id}/history/").json()}
+    assert not states[old]["restorable"] and states[now]["restorable"]
+    refused = api.post(f"/api/zarr/{zarr_id}/restore/", json={"checksum": old})
+    assert refused.status_code == 409 and "retention" in refused.text, refused.text
+    assert info(api, zarr_id)["checksum"] == now

@@ -86,7 +86,9 @@ class VersionGcReport:
         return freed(self.versions)
 
 
-def _zarr_holds(session: Session, zarr: Zarr) -> ZarrHolds:
+def zarr_holds(session: Session, zarr: Zarr) -> ZarrHolds:
+    """What holds states of *zarr*: its published pins, the states other dandisets' assets
+    read, the trash, its current checksum."""
     pins: dict[str, bool] = {}
     for checksum, frozen in session.execute(
         select(ZarrPin.checksum, ZarrPin.frozen).where(ZarrPin.zarr_id == zarr.id)
@@ -168,7 +170,7 @@ def zarr_versions(
                 )
             )
         )
-        holds = _zarr_holds(session, zarr)
+        holds = zarr_holds(session, zarr)
         manifests = [
             ManifestRecord(c, t)
             for c, t in session.execute(

@@ -5,14 +5,17 @@ per checksum at which it came to rest) and its change records (``zarr_change_set
 checksum after each applied batch, kept until a manifest covers them).  Each checksum is
 listed once, at the last time the Zarr came to it (a change record's time; a manifest's
 when no record is left); its file count and size are those the checksum itself carries
-(``{md5}-{count}--{size}``).  A checksum with a good manifest is *restorable*
-(:mod:`zarrchive.services.zarr_restore`).
+(``{md5}-{count}--{size}``).  A checksum is *restorable*
+(:mod:`zarrchive.services.zarr_restore`) when it has a good manifest that gc keeps with the
+object versions it names (:func:`zarrchive.version_retention.keep_reasons`: pinned by a
+published version or another dandiset's asset, current, younger than
+``ZARRCHIVE_VERSION_RETENTION_DAYS``, or the Zarr in the trash).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -20,7 +23,9 @@ from sqlalchemy.orm import Session
 from zarrchive.checksum import ZarrDigest
 from zarrchive.db.models import ZarrChangeSet, ZarrManifest
 from zarrchive.services.auth import Caller
+from zarrchive.services.version_gc import zarr_holds
 from zarrchive.services.zarrs import get_zarr
+from zarrchive.version_retention import ManifestRecord, keep_reasons
 
 
 @dataclass(frozen=True)
@@ -32,15 +37,25 @@ class ZarrState:
     time: datetime
     file_count: int
     size: int
-    #: it has a manifest that describes it: the Zarr can be restored to it
+    #: it has a manifest that describes it and gc keeps (see the module): the Zarr can be
+    #: restored to it
     restorable: bool
     #: the Zarr's checksum now
     current: bool
 
 
-def zarr_history(session: Session, user: Caller | None, zarr_id: str) -> list[ZarrState]:
-    """The checksums of the Zarr (readable by *user*), newest first (see the module)."""
+def zarr_history(
+    session: Session,
+    user: Caller | None,
+    zarr_id: str,
+    *,
+    now: datetime,
+    retention: timedelta,
+) -> list[ZarrState]:
+    """The checksums of the Zarr (readable by *user*), newest first (see the module), with
+    gc's *retention* at *now*."""
     zarr = get_zarr(session, user, zarr_id)
+    holds = zarr_holds(session, zarr)
     times: dict[str, datetime] = {}
     restorable: dict[str, bool] = {}
     for checksum, created, listing in session.execute(
@@ -49,7 +64,8 @@ def zarr_history(session: Session, user: Caller | None, zarr_id: str) -> list[Za
         )
     ):
         times[checksum] = created
-        restorable[checksum] = listing == checksum
+        kept = keep_reasons(ManifestRecord(checksum, created), holds, now=now, retention=retention)
+        restorable[checksum] = listing == checksum and bool(kept)
     applied: dict[str, datetime] = {}
     for checksum, when in session.execute(
         select(ZarrChangeSet.checksum_after, ZarrChangeSet.applied_at).where(

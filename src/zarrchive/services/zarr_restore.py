@@ -29,6 +29,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import IO
 
 from sqlalchemy import select
@@ -40,6 +41,7 @@ from zarrchive.db.models import (
     UploadBatch,
     UploadBatchFile,
     ZarrManifest,
+    utcnow,
 )
 from zarrchive.errors import (
     ArchiveBusy,
@@ -60,9 +62,11 @@ from zarrchive.services.uploads.apply import apply_pending, schedule_apply
 from zarrchive.services.uploads.batches import record_directories
 from zarrchive.services.uploads.parts import part_size_for
 from zarrchive.services.uploads.records import lock_for_write, next_seq
+from zarrchive.services.version_gc import zarr_holds
 from zarrchive.services.zarrs import ensure_writable, get_zarr
 from zarrchive.storage.keys import zarr_object_key
 from zarrchive.storage.objects import ObjectStore
+from zarrchive.version_retention import ManifestRecord, keep_reasons
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +136,19 @@ def _check(archive: Archive, user: Caller | None, zarr_id: str, target: str) -> 
                 f"Zarr {zarr.id} has no manifest of checksum {target}, so it can't be restored "
                 f"to it: GET /api/zarr/{zarr.id}/history/ lists the checksums it can be "
                 "restored to"
+            )
+        retention = timedelta(days=archive.settings.version_retention_days)
+        if not keep_reasons(
+            ManifestRecord(target, row.created_at),
+            zarr_holds(session, zarr),
+            now=utcnow(),
+            retention=retention,
+        ):
+            raise Conflict(
+                f"the manifest of checksum {target} of Zarr {zarr.id} is older than the "
+                f"archive's retention ({retention.days} days, ZARRCHIVE_VERSION_RETENTION_DAYS) "
+                "and no published version pins it: the object versions it names may have "
+                "been collected, so it can't be restored to that checksum"
             )
         if row.mismatch:
             raise Conflict(

@@ -3,7 +3,7 @@ it back to one of them (:mod:`zarrchive.services.zarr_restore`)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
+from zarrchive.db.models import utcnow
 from zarrchive.services import zarr_history, zarr_restore
 
 router = APIRouter(tags=["zarr"])
@@ -52,9 +53,16 @@ RESTORE_BODY = JsonBody(RestoreIn, login=True)
 def history(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[ZarrStateOut]:
     """Each checksum the Zarr had (from its manifests and change records), once, at the last
     time it came to it, newest first: its file count and size, whether it is the current one,
-    and whether the Zarr can be restored to it (it has a manifest)."""
+    and whether the Zarr can be restored to it (it has a manifest, which gc keeps with the
+    object versions it names: published, current, or younger than the archive's retention)."""
     with archive.db.session() as session:
-        states = zarr_history.zarr_history(session, user, zarr_id)
+        states = zarr_history.zarr_history(
+            session,
+            user,
+            zarr_id,
+            now=utcnow(),
+            retention=timedelta(days=archive.settings.version_retention_days),
+        )
     return [ZarrStateOut(**state.__dict__) for state in states]
 
 
