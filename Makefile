@@ -98,7 +98,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench examples
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src tests
 
 # The OpenID Connect provider of the sign-in tests (panva's oidc-provider, from the lock file
 # in tests/oidc_provider), installed beside the Python venvs in .venv-oidc (its package files

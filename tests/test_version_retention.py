@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -40,7 +41,7 @@ histories = st.dictionaries(
 def listing(spec: dict[str, list[tuple[bool, int]]], start: int = 0) -> list[ObjectVersion]:
     """S3's listing of *spec* (by key; newest first), the i-th write of a key on day
     ``start + 3 * i`` (+1 per key, so keys differ)."""
-    out = []
+    out: list[ObjectVersion] = []
     for k, (key, writes) in enumerate(sorted(spec.items())):
         entries = [
             ObjectVersion(
@@ -59,7 +60,9 @@ def listing(spec: dict[str, list[tuple[bool, int]]], start: int = 0) -> list[Obj
 
 
 @given(histories, st.integers(-2, 25), st.booleans())
-def test_expired_versions_are_those_noncurrent_since_the_cutoff(spec, cut, spare) -> None:
+def test_expired_versions_are_those_noncurrent_since_the_cutoff(
+    spec: dict[str, list[tuple[bool, int]]], cut: int, spare: bool
+) -> None:
     cutoff = day(cut)
     got = list(expired_versions(listing(spec), cutoff=cutoff, keep_content_under_marker=spare))
     want = []
@@ -93,7 +96,9 @@ refs = st.sets(st.tuples(st.sampled_from("abc"), st.sampled_from("xyz")), max_si
 
 
 @given(refs, st.lists(refs, max_size=4))
-def test_removable_versions_are_the_expired_no_stream_names(expired, needed) -> None:
+def test_removable_versions_are_the_expired_no_stream_names(
+    expired: set[tuple[str, str]], needed: list[set[tuple[str, str]]]
+) -> None:
     candidates = [ExpiredVersion(k, v, 1, False, T0) for k, v in sorted(expired)]
     got = removable_versions(candidates, (iter(n) for n in needed))
     named = set().union(*needed) if needed else set()
@@ -104,7 +109,7 @@ def test_removable_versions_are_the_expired_no_stream_names(expired, needed) -> 
 def test_removable_versions_stops_reading_once_nothing_is_left() -> None:
     read: list[int] = []
 
-    def stream(n: int):
+    def stream(n: int) -> Iterator[tuple[str, str]]:
         read.append(n)
         yield ("a", "x")
 
@@ -143,7 +148,11 @@ checksums = st.sampled_from(["c1", "c2", "c3", "c4"])
     st.frozensets(checksums),
 )
 def test_plan_manifests_keeps_exactly_what_a_reason_holds(
-    manifests, pins, current, trashed, rollback
+    manifests: dict[str, int],
+    pins: dict[str, bool],
+    current: str,
+    trashed: bool,
+    rollback: frozenset[str],
 ) -> None:
     now, retention = day(60), 30 * DAY
     holds = ZarrHolds(current, pins, trashed=trashed, rollback_targets=rollback)
@@ -178,7 +187,7 @@ steps = st.lists(
 @settings(max_examples=300)
 @given(steps, st.integers(0, 30), st.integers(1, 10), st.sets(st.integers(0, 24)))
 def test_nothing_a_kept_manifest_or_the_retention_holds_is_removable(
-    history, horizon, retention_days, pinned_steps
+    history: list[tuple[str, str]], horizon: int, retention_days: int, pinned_steps: set[int]
 ) -> None:
     """A Zarr written one step a day; manifests name the current versions; gc at
     *horizon* days after the last step: what it removes is noncurrent for the retention and

@@ -12,7 +12,7 @@ import pytest
 from tests.helpers.api_uploads import FILES, assert_nodes_match, info, oracle, put_files, upload
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import compute_checksum
-from zarrchive.services import uploads
+from zarrchive.services import tree_updater, uploads
 from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
 
@@ -85,7 +85,7 @@ def test_crash_mid_update_is_finished_by_the_next_write(
 ) -> None:
     upload(api, zarr_id, FILES)
     batch = {"arr/0": b"changed", "arr/sub/deep/z": b"new", "top": b"top"}
-    real_apply = uploads.apply.apply_changes
+    real_apply = tree_updater.apply_changes
 
     def crash_half_way(store: Any, zid: str, changes: Any) -> Any:
         first = dict(list(changes.items())[:1])

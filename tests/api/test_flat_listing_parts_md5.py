@@ -14,6 +14,7 @@ from tests.helpers.multipart import MIB, THRESHOLD, big_bytes, open_sized, put_s
 from tests.helpers.zarr_client import md5
 from zarrchive.services import recorded_listing, zarrs
 from zarrchive.services.manifests import write_manifest
+from zarrchive.services.node_cache import NODE_CACHE
 from zarrchive.services.runtime import Archive
 
 pytestmark = [pytest.mark.settings(multipart_threshold=THRESHOLD), SQLITE_ONLY]
@@ -42,7 +43,7 @@ def test_flat_listing_answers_the_md5_of_a_file_sent_in_parts(
     assert head is not None and head.etag.endswith("-2")  # S3's ETag: not an md5
     expected = {path: md5(content) for path, content in files.items()}
     # From the change records (no manifest yet), with the node cache cold and warm.
-    recorded_listing.NODE_CACHE.clear()
+    NODE_CACHE.clear()
     assert listed_etags(api, zarr_id) == expected
     assert listed_etags(api, zarr_id) == expected
     # From a manifest made from S3's listing (as fsck --repair makes it: S3's ETags), held
@@ -51,7 +52,7 @@ def test_flat_listing_answers_the_md5_of_a_file_sent_in_parts(
     recorded_listing.MANIFEST_CACHE.clear()
     for _ in range(2):
         assert listed_etags(api, zarr_id) == expected
-        recorded_listing.NODE_CACHE.clear()
+        NODE_CACHE.clear()
     # From the walk of the nodes (a Zarr without records).
     ref = zarrs.ZarrRef(zarr_id, embargoed=False, modified_at=datetime.now(UTC))
     walked, _ = zarrs.walked_objects(archive, ref, prefix="", after="", limit=1000)

@@ -20,9 +20,10 @@ from tests.helpers.multipart import open_sized
 from tests.helpers.waiting import EVENT_TIMEOUT, wait_until
 from tests.helpers.zarr_client import md5
 from zarrchive.errors import StorageError
+from zarrchive.services import tree_updater
 from zarrchive.services.manifests import ManifestSource
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import apply
+from zarrchive.services.uploads import apply, staging
 from zarrchive.storage.keys import staging_prefix
 from zarrchive.storage.objects import ObjectStore
 
@@ -210,7 +211,7 @@ def test_a_batch_checked_while_the_one_before_is_copied_is_refused_all_the_same(
 def record_copies_and_drops(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
     """Every batch copy and staging drop of the appliers from now on: ``(what, when)``."""
     events: list[tuple[str, float]] = []
-    copy, drop = apply._copy_into_place, apply.drop_staging
+    copy, drop = apply._copy_into_place, staging.drop_staging
 
     def copied(*args: Any) -> Any:
         events.append(("copy", time.monotonic()))
@@ -318,7 +319,7 @@ def test_the_manifest_job_is_queued_at_rest_before_the_staging_drops_end(
     # a backlog's drops take seconds each: the manifest of the Zarr at rest must not wait for
     # them (a second job thread, or another worker, makes it meanwhile)
     queued_while_dropping: list[list[str]] = []
-    drop = apply.drop_staging
+    drop = staging.drop_staging
 
     def dropped(store: Any, zid: str, uid: str) -> None:
         queued_while_dropping.append(held.queued("manifest:"))
@@ -361,7 +362,7 @@ class CopySpy:
 
 def before_each_commit(monkeypatch: pytest.MonkeyPatch, hook: Callable[[set[str]], None]) -> None:
     """Call *hook* with the paths of each batch's tree update, just before it is made."""
-    apply_changes = apply.apply_changes
+    apply_changes = tree_updater.apply_changes
 
     def commit(store: ObjectStore, zid: str, changes: dict[str, Any], *args: Any) -> Any:
         hook(set(changes))

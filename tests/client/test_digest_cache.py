@@ -281,7 +281,7 @@ def test_a_rewrite_in_the_same_tick_is_seen(
     def coarse(result: os.stat_result) -> os.stat_result:
         fields = list(result)
         extra = {"st_mtime_ns": stamp, "st_ctime_ns": stamp, "st_atime_ns": stamp}
-        return os.stat_result(fields, extra)  # type: ignore[arg-type]
+        return os.stat_result(fields, extra)
 
     monkeypatch.setattr(os, "stat", lambda p, *a, **k: coarse(real_stat(p, *a, **k)))
     monkeypatch.setattr(os, "fstat", lambda fd: coarse(real_fstat(fd)))
@@ -380,7 +380,7 @@ def test_a_file_that_changes_while_hashed_is_not_kept(
     old = time.time_ns() - 3600 * 10**9
     os.utime(path, ns=(old, old))
     real_readv = os.readv
-    calls = []
+    calls: list[int] = []
 
     def readv_then_write(fd: int, buffers: list[memoryview]) -> int:
         n = real_readv(fd, buffers)
@@ -505,7 +505,7 @@ def test_a_busy_cache_skips_the_write(tmp_path: Path, cache: DigestCache, settle
 
 def _hash_in_process(root: str, cache_path: str, later: bool, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
     if later:
-        local._time_ns = lambda: time.time_ns() + LATER  # type: ignore[assignment]
+        local._time_ns = lambda: time.time_ns() + LATER
     cache = DigestCache.open(cache_path)
     results = [md5s(Path(root), cache) for _ in range(3)]
     queue.put(results)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from tests.helpers.local_zarr import make_zarr, zarr_checksum_of
 from tests.helpers.snapshots import admin_env
+from tests.helpers.zarr_nodes import as_array
 from zarrchive.cli import app
 from zarrchive.client import ApiClient, Uploader
 from zarrchive.client.snapshot import SnapshotStore
@@ -35,7 +36,11 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def arrays_of(group: zarr.Group) -> dict[str, np.ndarray]:
-    return {name: group[name][...] for name in ("a", "g/b", "g/c", "d") if name in group}
+    return {
+        name: np.asarray(as_array(group[name])[...])
+        for name in ("a", "g/b", "g/c", "d")
+        if name in group
+    }
 
 
 def run(env: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -59,12 +64,12 @@ def test_versions_download_verify_and_open_exactly(
     for step in range(3):
         if step == 1:  # change a, delete g/c, add d
             group = zarr.open_group(source, mode="a")
-            group["a"][0:5, :] = -7
+            as_array(group["a"])[0:5, :] = -7
             shutil.rmtree(source / "g" / "c")
             d = group.create_array("d", shape=(10,), chunks=(4,), dtype="int8")
             d[...] = np.arange(10, dtype="int8")
         if step == 2:  # the draft only: change d, delete a
-            zarr.open_group(source, mode="a")["d"][...] = 99
+            as_array(zarr.open_group(source, mode="a")["d"])[...] = 99
             shutil.rmtree(source / "a")
         result = uploader.upload(source, dandiset=dandiset)
         assert result.ok

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from jsonschema import Draft201909Validator  # type: ignore[import-untyped]
+from jsonschema import Draft201909Validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response

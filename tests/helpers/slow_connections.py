@@ -117,8 +117,8 @@ def main(host: str, port: str, count: str, seconds: str, source: str) -> None:
     while pending and time.monotonic() < deadline:
         for key, _ in selector.select(timeout=1.0):
             sock = _socket_of(key)
-            index = pending.pop(sock, None)
-            if index is None:  # connected already: the server answered it (read below)
+            found = pending.pop(sock, None)
+            if found is None:  # connected already: the server answered it (read below)
                 continue
             selector.unregister(sock)
             if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
@@ -126,7 +126,7 @@ def main(host: str, port: str, count: str, seconds: str, source: str) -> None:
                 sock.close()
                 continue
             held.connected += 1
-            if index % 2 == 0:
+            if found % 2 == 0:
                 with contextlib.suppress(OSError):  # closed already: its end is read below
                     sock.send(HALF_HEAD)
             open_[sock] = b""

@@ -27,6 +27,7 @@ from zarrchive.services.tree_updater import apply_changes
 from zarrchive.services.version_gc import content_versions, zarr_versions
 from zarrchive.services.zarrs import get_zarr
 from zarrchive.storage.keys import zarr_object_key
+from zarrchive.storage.memory import MemoryObjectStore
 from zarrchive.version_retention import Freed
 
 #: The retention of the histories' gc runs.
@@ -245,3 +246,12 @@ class History:
         }
         assert current == self.files
         assert store.get(self.blob_key) == self.blob
+
+
+def run_stores_on(archive: Archive, clock: OffsetClock) -> None:
+    """The in-memory stores of *archive* date their versions (and expire their URLs) by
+    *clock*."""
+    stores: tuple[object, object] = (archive.store, archive.embargo_store)  # typed as S3's
+    for store in stores:
+        assert isinstance(store, MemoryObjectStore), store
+        store.clock = clock

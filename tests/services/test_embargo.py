@@ -23,9 +23,9 @@ from tests.helpers.zarr_client import (
     oracle_checksum,
     upload,
 )
-from zarrchive.db.models import Dandiset
+from zarrchive.db.models import Dandiset, EmbargoStatus
 from zarrchive.errors import StorageError
-from zarrchive.services.embargo import EmbargoStatus, move_to_public
+from zarrchive.services.embargo import move_to_public
 from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS

@@ -344,4 +344,6 @@ def test_the_api_process_ticks_only_when_it_runs_the_jobs(archive: Archive) -> N
     finally:
         archive.jobs.close()
         archive.jobs = None
-    assert RedisJobQueue.claim_period  # on Redis the workers tick (tests/jobs/...on_rq.py)
+    assert callable(
+        RedisJobQueue.claim_period
+    )  # on Redis the workers tick (tests/jobs/...on_rq.py)

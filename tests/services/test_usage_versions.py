@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.helpers.databases import SQLITE_ONLY
-from tests.helpers.version_histories import History, OffsetClock
+from tests.helpers.version_histories import History, OffsetClock, run_stores_on
 from zarrchive.config import PublishedZarrs
 from zarrchive.db import models
 from zarrchive.manifest import manifest_key, read_manifest
@@ -36,7 +36,7 @@ def test_usage_counts_the_noncurrent_versions_nothing_needs_as_a_listing_sums(
 ) -> None:
     clock = OffsetClock()
     monkeypatch.setattr(models, "datetime", clock.shifted_datetime())
-    archive.store.clock = archive.embargo_store.clock = clock
+    run_stores_on(archive, clock)
     h = History.start(api, archive, clock, History.dandiset_with_blob(api, archive), 0)
     h.write("a", b"A1")
     h.write("d/b", b"B1")

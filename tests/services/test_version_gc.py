@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from sqlalchemy import update
+from sqlalchemy import delete, update
 
 from tests.helpers.assets import add_zarr_asset
 from tests.helpers.databases import SQLITE_ONLY
@@ -74,7 +74,7 @@ def test_a_busy_zarr_and_a_pin_without_manifest_are_left_alone(
     report = zarr_versions(archive, zarr_id, retention=RETENTION, apply=True, now=late)
     assert report.skipped == "a batch of it is being applied" and report.versions == []
     with archive.db.write_session() as session:
-        session.execute(UploadBatch.__table__.delete())
+        session.execute(delete(UploadBatch))
         draft = session.query(VersionRow).filter(VersionRow.version == "draft").one()
         session.add(ZarrPin(zarr_id=zarr_id, version_id=draft.id, checksum="x", frozen=False))
     report = zarr_versions(archive, zarr_id, retention=RETENTION, apply=True, now=late)

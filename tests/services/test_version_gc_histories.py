@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.databases import SQLITE_ONLY
-from tests.helpers.version_histories import History, OffsetClock
+from tests.helpers.version_histories import History, OffsetClock, run_stores_on
 from zarrchive.config import PublishedZarrs
 from zarrchive.db import models
 from zarrchive.services.runtime import Archive
@@ -50,8 +50,7 @@ def test_every_published_and_restorable_state_reads_back_after_gc(
 ) -> None:
     clock = OffsetClock()
     monkeypatch.setattr(models, "datetime", clock.shifted_datetime())
-    archive.store.clock = clock
-    archive.embargo_store.clock = clock
+    run_stores_on(archive, clock)
     counter = itertools.count()
     shared = History.dandiset_with_blob(api, archive)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
@@ -410,7 +411,7 @@ class ObjectStoreTests:
         self, unreachable_store: ObjectStoreProtocol
     ) -> None:
         store = unreachable_store
-        calls = [
+        calls: list[Callable[[], object]] = [
             lambda: store.get("a"),
             lambda: store.head("a"),
             lambda: store.put("a", b"x"),
@@ -428,7 +429,7 @@ class ObjectStoreTests:
         self, missing_bucket_store: ObjectStoreProtocol
     ) -> None:
         store = missing_bucket_store
-        calls = [
+        calls: list[Callable[[], object]] = [
             lambda: store.get("a"),
             lambda: store.delete("a"),
             lambda: list(store.iter_versions("")),

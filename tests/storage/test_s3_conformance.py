@@ -51,9 +51,13 @@ class TestS3ObjectStore(ObjectStoreTests):
 
     @contextmanager
     def refusing(self, store: ObjectStore, key: str, version_id: str) -> Iterator[None]:  # type: ignore[override]
-        hold = {"Bucket": store.bucket, "Key": key, "VersionId": version_id}
-        store.client.put_object_legal_hold(**hold, LegalHold={"Status": "ON"})
+        client = store.client
+        client.put_object_legal_hold(
+            Bucket=store.bucket, Key=key, VersionId=version_id, LegalHold={"Status": "ON"}
+        )
         try:
             yield
         finally:
-            store.client.put_object_legal_hold(**hold, LegalHold={"Status": "OFF"})
+            client.put_object_legal_hold(
+                Bucket=store.bucket, Key=key, VersionId=version_id, LegalHold={"Status": "OFF"}
+            )
