@@ -19,6 +19,11 @@ retried; once the attempts run out the last response is returned, so that each c
 words its own error).  Work made of a request and more (a download streamed to a file and
 checked by md5) runs whole under :func:`run`: one loop, never a loop within a loop.
 
+Large bodies (big files' ranged GETs) can be read through :class:`BodyReader` instead: the
+same user agent, timeouts and TLS verification over urllib3, whose streamed reads cost about
+a third of httpx's (``bench/RESULTS.md``, "Downloads at the floor, second round"); its failures
+are raised as :data:`RETRY_EXCEPTIONS` and its answers retried by the same :func:`run`.
+
 Used by the API client (:mod:`~zarrchive.client.api`), the uploads' PUTs to S3
 (:mod:`~zarrchive.client.upload`), downloads (:mod:`~zarrchive.client.download`), the
 zarr-python store (:mod:`~zarrchive.client.store`), snapshot manifests
@@ -32,11 +37,14 @@ import email.utils
 import logging
 import random
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
+import urllib3
 
 from zarrchive import __version__
 from zarrchive.errors import InvalidInput
@@ -270,6 +278,135 @@ def http_client(
     )
 
 
+@dataclass(frozen=True)
+class BodyAnswer:
+    """What :meth:`BodyReader.get` heard: the status line and the headers (the body went to
+    the caller's *write* when the status was the one expected)."""
+
+    status: int
+    reason: str
+    headers: Mapping[str, str]
+
+    def as_response(self) -> httpx.Response:
+        """The answer as a (bodiless) :class:`httpx.Response`, for :class:`TryAgain` and the
+        callers that read one."""
+        return httpx.Response(self.status, headers=dict(self.headers))
+
+
+class BodyReader:
+    """Streamed GETs of large bodies through urllib3 (pooled, one attempt per call): what the
+    client's other requests say and check (:data:`USER_AGENT` and *headers*, *timeout*, TLS
+    verified as httpx does, with ``SSL_CERT_FILE``/``SSL_CERT_DIR``), at a third of the CPU
+    and latency of httpx's streams.  No redirect is followed and no proxy used: a caller
+    sends such requests through httpx (:meth:`direct` is False, a 3xx answer).
+
+    Failures to get an answer (refused or reset connections, timeouts, a body cut short) are
+    raised as :data:`RETRY_EXCEPTIONS` (httpx's), so :func:`run` retries them as any other.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: httpx.Timeout | float,
+        max_connections: int = 32,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if isinstance(timeout, httpx.Timeout):
+            connect, read = timeout.connect, timeout.read
+        else:
+            connect = read = timeout
+        self.headers = {"User-Agent": USER_AGENT, **(headers or {})}
+        self.pools = urllib3.PoolManager(
+            num_pools=4,
+            maxsize=max_connections,
+            timeout=urllib3.Timeout(connect=connect, read=read),
+            retries=False,
+            ssl_context=httpx.create_ssl_context(),
+        )
+        # (read once, as httpx reads them when its client is made)
+        self._proxies = urllib.request.getproxies()
+        self._direct: dict[tuple[str, str], bool] = {}
+
+    def direct(self, url: str) -> bool:
+        """Whether this reader may GET *url*: the environment sends no request to it through
+        a proxy (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, unless ``NO_PROXY`` names
+        the host), which httpx would use."""
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.hostname or "")
+        known = self._direct.get(key)
+        if known is None:
+            proxy = self._proxies.get(key[0]) or self._proxies.get("all")
+            known = not proxy or bool(urllib.request.proxy_bypass(key[1]))
+            self._direct[key] = known
+        return known
+
+    def get(
+        self,
+        url: str,
+        write: Callable[[bytes], None],
+        *,
+        expected: int,
+        headers: dict[str, str] | None = None,
+        block: int = 1 << 20,
+    ) -> BodyAnswer:
+        """GET *url*: when the status is *expected*, its raw body (no content decoding, as
+        httpx's ``iter_raw``) to *write* in blocks of at most *block* bytes, in order; any
+        other answer's body is read (up to 1 MiB, else the connection is closed) and
+        dropped.  An exception of *write* ends the request (the connection is closed)."""
+        try:
+            response = self.pools.request(
+                "GET",
+                url,
+                headers={**self.headers, **(headers or {})},
+                preload_content=False,
+                decode_content=False,
+                redirect=False,
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _transport_error(exc) from None
+        answer = BodyAnswer(response.status, response.reason or "", response.headers)
+        complete = False
+        try:
+            if answer.status == expected:
+                while True:
+                    try:
+                        data = response.read(block, decode_content=False)
+                    except (urllib3.exceptions.HTTPError, OSError) as exc:
+                        raise _transport_error(exc) from None
+                    if not data:
+                        break
+                    write(data)
+                complete = True
+            else:
+                length = response.headers.get("Content-Length")
+                if length is not None and length.isdigit() and int(length) <= 1 << 20:
+                    try:
+                        response.read(decode_content=False)
+                        complete = True
+                    except (urllib3.exceptions.HTTPError, OSError):
+                        pass
+        finally:
+            if not complete:
+                response.close()  # never a half-read body on a pooled connection
+            response.release_conn()
+        return answer
+
+    def close(self) -> None:
+        self.pools.clear()
+
+
+def _transport_error(exc: BaseException) -> httpx.TransportError:
+    """urllib3's (or the socket's) failure as the httpx error the retry loop knows."""
+    message = transport_message(exc)
+    if isinstance(exc, (urllib3.exceptions.NewConnectionError, ConnectionRefusedError)):
+        return httpx.ConnectError(message)  # (a subclass of ConnectTimeoutError in urllib3)
+    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
+        return httpx.ConnectTimeout(message)
+    if isinstance(exc, (urllib3.exceptions.ReadTimeoutError, TimeoutError)):
+        return httpx.ReadTimeout(message)
+    return httpx.ReadError(message)
+
+
 def transport_message(exc: BaseException) -> str:
     """One line about a failed request (httpx's messages may span several)."""
     text = str(exc) or type(exc).__name__
@@ -280,6 +417,8 @@ __all__ = [
     "RETRY_EXCEPTIONS",
     "RETRY_STATUSES",
     "USER_AGENT",
+    "BodyAnswer",
+    "BodyReader",
     "GiveUp",
     "RetryEvent",
     "RetryHook",

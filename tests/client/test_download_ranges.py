@@ -1,6 +1,10 @@
 """Issue 39 item 3: big files come in parallel ranged GETs written in place, checked by
 md5, resumed part by part after an interruption; the md5s a download checked go to the
-digest cache (the next run stats the files instead of reading them)."""
+digest cache (the next run stats the files instead of reading them).
+
+The GETs go through urllib3 (:class:`~zarrchive.transport.BodyReader`) with the transport's
+rules: ``Retry-After`` honoured, the user agent sent, a transfer cut mid-body retried, and
+an environment's proxy used (through httpx)."""
 
 from __future__ import annotations
 
@@ -8,16 +12,26 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
+from tests.helpers.cutting_proxy import CuttingProxy
+from tests.helpers.flaky_proxy import FlakyProxy
+from tests.helpers.forward_proxy import forward_proxy
 from tests.helpers.local_zarr import zarr_checksum_of
 from tests.helpers.range_fetchers import CountingFetcher
-from zarrchive.client import ApiClient, Uploader, digest_cache
+from zarrchive.client import ApiClient, RetryEvent, Uploader, digest_cache
+from zarrchive.client.api import ZarrInfo
 from zarrchive.client.download import PARTIAL_SUFFIX, PARTS_SUFFIX, Downloader
 from zarrchive.client.upload import BatchRecords
 from zarrchive.errors import TransferError
+from zarrchive.storage.seaweedfs import free_port
+from zarrchive.transport import RETRY_EXCEPTIONS, USER_AGENT, BodyReader, RetryPolicy
 
 BIG_FILE, PART = 4000, 1500  # a "big" file of 10,000 bytes: 7 parts
 BIG = bytes((i * 7 + i // 251) % 256 for i in range(10_000))
@@ -133,3 +147,123 @@ def test_checked_md5s_go_to_the_digest_cache(
         record, md5 = cached[name]
         assert record == tuple(digest_cache.stat_key(st))
         assert md5 == hashlib.md5(content).hexdigest()
+
+
+# -- the GETs' transport ------------------------------------------------------------------
+#: A policy whose own backoff is far shorter than the server's Retry-After.
+QUICK = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.01)
+
+
+def through(client: ApiClient, zarr_id: str, url: str) -> ZarrInfo:
+    """The Zarr's description with its objects' URLs on the proxy at *url*."""
+    info = client.get_zarr(zarr_id)
+    s3 = urlsplit(info.s3_url)
+    return replace(info, s3_url=s3._replace(netloc=urlsplit(url).netloc).geturl())
+
+
+@pytest.fixture
+def s3_url(client: ApiClient) -> str:
+    url = client.info().s3_endpoint_url
+    assert url is not None
+    return url
+
+
+@pytest.fixture
+def cutting() -> Iterator[list[CuttingProxy]]:
+    made: list[CuttingProxy] = []
+    yield made
+    for proxy in made:
+        proxy.close()
+
+
+def test_ranged_gets_honour_retry_after_and_send_the_user_agent(
+    tmp_path: Path, client: ApiClient, zarr_id: str, s3_url: str
+) -> None:
+    proxy = FlakyProxy(s3_url, fails=lambda method, path: path.endswith("/arr/0"))
+    events: list[RetryEvent] = []
+    try:
+        dest = tmp_path / "dest"
+        with Downloader(
+            client, jobs=1, big_file=BIG_FILE, part_size=PART, retry=QUICK, on_retry=events.append
+        ) as d:
+            result = d.download(through(client, zarr_id, proxy.url), dest)
+        hits = [h for h in proxy.hits if h.path.endswith("/arr/0")]
+    finally:
+        proxy.close()
+    assert result.ok and (dest / "arr" / "0").read_bytes() == BIG
+    assert [h.status for h in hits] == [503] + [206] * 7  # one part at a time
+    assert 1.0 <= hits[1].time - hits[0].time < 5.0  # the server's second, not QUICK's
+    assert {h.user_agent for h in proxy.hits} == {USER_AGENT}
+    assert [(e.attempt, e.status, e.wait) for e in events] == [(1, 503, 1.0)]
+
+
+@pytest.mark.parametrize("ranged", [True, False], ids=["part", "small-file"])
+def test_a_get_cut_mid_body_is_retried_and_the_copy_exact(
+    tmp_path: Path,
+    client: ApiClient,
+    zarr_id: str,
+    s3_url: str,
+    cutting: list[CuttingProxy],
+    ranged: bool,
+) -> None:
+    name = "/arr/0" if ranged else "/arr/1"
+    proxy = CuttingProxy(
+        s3_url, cut=lambda path, wanted: path.endswith(name) and (wanted is not None) == ranged
+    )
+    cutting.append(proxy)
+    events: list[RetryEvent] = []
+    dest = tmp_path / "dest"
+    with Downloader(
+        client, jobs=2, big_file=BIG_FILE, part_size=PART, retry=QUICK, on_retry=events.append
+    ) as d:
+        result = d.download(through(client, zarr_id, proxy.url), dest)
+    assert result.ok and zarr_checksum_of(dest) == client.get_zarr(zarr_id).checksum
+    assert (dest / "arr" / "0").read_bytes() == BIG
+    [(path, wanted)] = proxy.cut_hits()
+    assert [h for h in proxy.hits if (h[0], h[1]) == (path, wanted)] == [
+        (path, wanted, True),
+        (path, wanted, False),
+    ]
+    assert len(events) == 1 and events[0].status is None  # a transport failure, retried
+
+
+def test_ranged_gets_go_through_the_environment_proxy(
+    tmp_path: Path, client: ApiClient, zarr_id: str, s3_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in [k for k in os.environ if "proxy" in k.lower()]:
+        monkeypatch.delenv(key)
+    with forward_proxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        dest = tmp_path / "dest"
+        with Downloader(client, jobs=2, big_file=BIG_FILE, part_size=PART) as d:
+            assert d.download(zarr_id, dest).ok
+        s3_host = urlsplit(s3_url).netloc
+        # 7 parts and 3 small files, every one through the proxy
+        assert proxy.requests().count(("GET", s3_host)) == 10
+    assert (dest / "arr" / "0").read_bytes() == BIG
+
+
+def test_body_reader_failures(tmp_path: Path, zarr_id: str, client: ApiClient) -> None:
+    reader = BodyReader(timeout=5.0)
+    try:
+        # no answer: an exception the retry loop knows
+        with pytest.raises(RETRY_EXCEPTIONS):
+            reader.get(f"http://127.0.0.1:{free_port()}/x", lambda b: None, expected=200)
+        # the caller's own failure (a disk full) is its own, not the network's
+        url = client.get_zarr(zarr_id).object_url("arr/1")
+
+        def full(block: bytes) -> None:
+            raise OSError(28, "No space left on device")
+
+        with pytest.raises(OSError, match="No space") as raised:
+            reader.get(url, full, expected=200)
+        assert not isinstance(raised.value, httpx.HTTPError)
+        # an answer not expected: its status and headers, the body not given to *write*
+        got: list[bytes] = []
+        answer = reader.get(url + "-absent", got.append, expected=200)
+        assert answer.status == 404 and got == []
+        # and the connection is fit for the next GET
+        assert reader.get(url, got.append, expected=200).status == 200
+        assert b"".join(got) == SMALL["arr/1"]
+    finally:
+        reader.close()
