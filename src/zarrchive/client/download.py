@@ -5,7 +5,9 @@ digest equals the local one (see :mod:`zarrchive.client.remote`); the files'
 contents come straight from S3 through a :class:`Fetcher`:
 
 - :class:`HttpFetcher` (the default): a plain HTTP GET of the object's public
-  URL (the archive's bucket is world-readable);
+  URL (the archive's bucket is world-readable), through urllib3
+  (:class:`~zarrchive.transport.BodyReader`: the transport's user agent, timeouts and TLS, at
+  a third of httpx's cost per stream; through httpx behind a proxy or a redirect);
 - any object with the same ``fetch`` method, e.g. one reading through boto3
   with credentials, or (for embargoed Zarrs, once the server offers it) through
   presigned GET URLs obtained from the API.
@@ -17,8 +19,9 @@ a failed attempt of any kind, before or after the first byte, starts the file ag
 The files are read on :data:`DOWNLOAD_JOBS` threads (``--jobs``), each taking the next file
 when done.  A file of at least :data:`BIG_FILE` bytes, when the fetcher has ``fetch_range``
 (:class:`HttpFetcher` has), comes in parallel ranged GETs of :data:`PART_SIZE` written in
-place (memory: one block per connection), each part retried alone; its md5 is computed
-over the finished prefix while later parts arrive, and a record beside the partial copy
+place (memory: one block per connection), each part retried alone, the lowest part number
+first across the big files under way (:class:`PartsPool`); its md5 is computed over the
+finished prefix while later parts arrive, and a record beside the partial copy
 (``NAME.zarrchive-partial.parts``) lists the finished parts, so an interrupted download
 resumes with the parts it lacks (the whole file's md5 is checked whatever the record says).
 
@@ -36,11 +39,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
+import queue
+import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed, wait
+from concurrent.futures import Future, as_completed, wait
 from dataclasses import dataclass, field, replace
 from functools import partial as partial_call
 from typing import IO, NoReturn, Protocol
@@ -519,7 +525,7 @@ class Downloader:
         # fill the gaps (a big file last would leave one file's parts as the tail).
         ordered = sorted(files, key=lambda f: f.size < self.big_file)
         parts_pool = (
-            ThreadPoolExecutor(self.jobs, thread_name_prefix="zarrchive-range")
+            PartsPool(self.jobs)
             if ordered[0].size >= self.big_file and self._range_fetch is not None
             else None
         )
@@ -533,7 +539,7 @@ class Downloader:
             )
         finally:
             if parts_pool is not None:
-                parts_pool.shutdown(wait=True, cancel_futures=True)
+                parts_pool.shutdown()
             self._remember(written)
         result.downloaded = len(files)
         result.downloaded_bytes = sum(f.size for f in files)
@@ -576,7 +582,7 @@ class Downloader:
         root: str,
         file: RemoteFile,
         made: set[str],
-        parts_pool: ThreadPoolExecutor | None,
+        parts_pool: PartsPool | None,
         stop: threading.Event,
     ) -> WrittenFile:
         final = self._prepare_place(root, file, made)
@@ -631,7 +637,7 @@ class Downloader:
             raise _mismatch(file, md5, sink.size)
 
     def _fetch_ranges(
-        self, file: RemoteFile, partial: str, pool: ThreadPoolExecutor, stop: threading.Event
+        self, file: RemoteFile, partial: str, pool: PartsPool, stop: threading.Event
     ) -> None:
         """One attempt at a big *file* in parallel ranged GETs written in place: the parts
         a previous attempt or run finished (:class:`_PartsRecord`) are kept; the md5 is
@@ -650,7 +656,9 @@ class Downloader:
             self.progress.advance(0, record.done_bytes())
             hasher.advance()
             futures = {
-                pool.submit(self._fetch_part, fetch_range, file, fd, start, end): index
+                pool.submit(
+                    index, partial_call(self._fetch_part, fetch_range, file, fd, start, end)
+                ): index
                 for index, (start, end) in enumerate(record.ranges)
                 if index not in record.done
             }
@@ -777,6 +785,59 @@ def _run_all(
         raise
     if failed:
         raise next((e for e in failed if not isinstance(e, _Stopped)), failed[0])
+
+
+class PartsPool:
+    """The threads reading the big files' parts, the lowest part number first across the
+    files under way (A0, B0, C0, A1, ...; not one file's parts after another's): every file's
+    finished prefix grows at the same pace, so their md5s (:class:`_PrefixHasher`, one thread
+    per file) are computed side by side while the parts arrive, and what is left to hash
+    when the last part lands is a few parts of each file, hashed in parallel, instead of a
+    whole window of parts of the last file, hashed by one thread."""
+
+    def __init__(self, threads: int) -> None:
+        self._queue: queue.PriorityQueue[
+            tuple[int, int, Future[None] | None, Callable[[], None] | None]
+        ] = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._closing = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"zarrchive-range-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, rank: int, work: Callable[[], None]) -> Future[None]:
+        """*work* run by the next free thread after every pending work of a lower rank."""
+        future: Future[None] = Future()
+        self._queue.put((rank, next(self._order), future, work))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            _, _, future, work = self._queue.get()
+            if future is None or work is None:
+                return
+            if self._closing:
+                future.cancel()
+                continue
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                work()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
+
+    def shutdown(self) -> None:
+        """Cancel what is pending, wait for the work under way."""
+        self._closing = True
+        for _ in self._threads:  # (ranked after any pending work: each thread takes one)
+            self._queue.put((sys.maxsize, next(self._order), None, None))
+        for thread in self._threads:
+            thread.join()
 
 
 class _PartsRecord:
@@ -945,6 +1006,7 @@ __all__ = [
     "Downloader",
     "Fetcher",
     "HttpFetcher",
+    "PartsPool",
     "RemoteFile",
     "VerifyResult",
     "require_token",
