@@ -3,7 +3,7 @@ it back to one of them (:mod:`zarrchive.services.zarr_restore`)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
@@ -13,33 +13,14 @@ from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.db.models import utcnow
 from zarrchive.services import zarr_history, zarr_restore
+from zarrchive.services.zarr_history import ZarrState
+from zarrchive.services.zarr_restore import RestoreOutcome
 
 router = APIRouter(tags=["zarr"])
 
 
-class ZarrStateOut(BaseModel):
-    checksum: str
-    #: the last time the Zarr came to this checksum
-    time: datetime
-    file_count: int
-    size: int
-    restorable: bool
-    current: bool
-
-
 class RestoreIn(BaseModel):
     checksum: str = Field(min_length=1, max_length=80)
-
-
-class RestoreOut(BaseModel):
-    zarr_id: str
-    checksum_before: str
-    checksum: str
-    copied: int
-    deleted: int
-    batches: int
-    #: False: the apply job applies the batches (the Zarr is ``applying`` until then)
-    applied: bool
 
 
 RESTORE_BODY = JsonBody(RestoreIn, login=True)
@@ -47,10 +28,10 @@ RESTORE_BODY = JsonBody(RestoreIn, login=True)
 
 @router.get(
     "/api/zarr/{zarr_id}/history/",
-    response_model=list[ZarrStateOut],
+    response_model=list[ZarrState],
     summary="The checksums the Zarr had, newest first",
 )
-def history(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[ZarrStateOut]:
+def history(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[ZarrState]:
     """Each checksum the Zarr had (from its manifests and change records), once, at the last
     time it came to it, newest first: its file count and size, whether it is the current one,
     and whether the Zarr can be restored to it (it has a manifest, which gc keeps with the
@@ -63,12 +44,12 @@ def history(zarr_id: str, archive: ArchiveDep, user: UserDep) -> list[ZarrStateO
             now=utcnow(),
             retention=timedelta(days=archive.settings.version_retention_days),
         )
-    return [ZarrStateOut(**state.__dict__) for state in states]
+    return states
 
 
 @router.post(
     "/api/zarr/{zarr_id}/restore/",
-    response_model=RestoreOut,
+    response_model=RestoreOutcome,
     responses={
         403: {"description": "Not an owner of the Zarr's dandiset"},
         404: {"description": "No such Zarr, or no manifest of that checksum"},
@@ -82,7 +63,7 @@ def restore(
     body: Annotated[RestoreIn, Depends(RESTORE_BODY)],
     archive: ArchiveDep,
     user: UserDep,
-) -> RestoreOut:
+) -> RestoreOutcome:
     """Bring the Zarr (owners, drafts only) back to `checksum`, one the history lists as
     restorable: every file at the version its manifest records (server-side copies of
     those versions into place, the files it lacks deleted), as batches of the apply engine
@@ -91,5 +72,4 @@ def restore(
     answer; with more, `applied` is false and the Zarr is `applying` until its checksum is
     `checksum`.  Refused, changing nothing: 404 without a manifest of `checksum`, 403 for
     non-owners, 409 when a published version froze the Zarr or a batch is open or pending."""
-    outcome = zarr_restore.restore_zarr(archive, user, zarr_id, body.checksum)
-    return RestoreOut(**outcome.__dict__)
+    return zarr_restore.restore_zarr(archive, user, zarr_id, body.checksum)
