@@ -13,6 +13,8 @@ times whole processes writing into an empty directory (the copies are deleted be
   bucket's public endpoint, 16 threads, the files below 64 MiB in one ``GetObject`` each,
   the big ones through boto3's ``TransferManager`` (parallel ranged GETs of 16 MiB, 16
   threads); the object list is handed to it (its listing is not timed); no md5 checked;
+  then, timed apart, the md5 of every copy (2 threads): the row "then md5" is what
+  checking the copy, as ``zarrchive download`` does, adds to the floor when done after;
 - ``zarrchive download ID DEST`` (CLI start-up, the archive's listing, the local
   comparison, every md5 checked, the checksum compared);
 - ``dandi download URL`` of the same Zarr asset (``.venv-dandi``: dandi-cli 0.81.0, checked),
@@ -56,9 +58,11 @@ DANDI_VERSION = "0.81.0"
 BIG = 64 << 20
 
 #: The floor, run as a child process: argv[1] is a JSON file
-#: ``{"endpoint", "bucket", "objects": [[key, size, dest], ...]}``; prints the seconds.
+#: ``{"endpoint", "bucket", "objects": [[key, size, dest], ...]}``; prints the seconds of the
+#: GETs, then those of the md5s of the copies after them (2 threads: what checking the copy
+#: as we do would add to the floor; the page cache holds the copies) and their CPU seconds.
 FLOOR = """
-import json, os, sys, time
+import hashlib, json, os, resource, sys, time
 from concurrent.futures import ThreadPoolExecutor
 import boto3
 from botocore import UNSIGNED
@@ -91,7 +95,23 @@ if big:
         futures = [manager.download(job["bucket"], key, dest) for key, _, dest in big]
         for future in futures:
             future.result()
-print(time.perf_counter() - started)
+gets = time.perf_counter() - started
+
+def md5(obj):
+    digest = hashlib.md5()
+    with open(obj[2], "rb") as source:
+        while block := source.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+started, cpu_before = time.perf_counter(), cpu()
+with ThreadPoolExecutor(2) as pool:
+    list(pool.map(md5, job["objects"]))
+print(gets, time.perf_counter() - started, cpu() - cpu_before)
 """
 
 
@@ -155,6 +175,8 @@ def make_zarr(root: Path, shape: Shape) -> None:
 
 #: CPU seconds (user + system) of the last process :func:`timed` ran.
 last_cpu = [0.0]
+#: CPU seconds of the floor's md5s (after its GETs), of the last floor run.
+md5_cpu_of = [0.0]
 
 
 def _children_cpu() -> float:
@@ -278,8 +300,9 @@ class Bench:
         ).json()["results"][0]
         return dandiset, str(asset["zarr"]), source
 
-    def floor(self, zarr_id: str, dest: Path) -> tuple[float, float]:
-        """The boto3 floor: ``(seconds of the GETs, seconds of the process)``."""
+    def floor(self, zarr_id: str, dest: Path) -> tuple[float, float, float]:
+        """The boto3 floor: ``(seconds of the GETs, seconds of the md5s after them, seconds
+        of the process)``."""
         info = self.api.get(f"/api/zarr/{zarr_id}/").json()
         parts = urlsplit(str(info["s3_url"]))
         endpoint = f"{parts.scheme}://{parts.netloc}"
@@ -303,7 +326,10 @@ class Bench:
             json.dumps({"endpoint": endpoint, "bucket": bucket, "big": BIG, "objects": objects})
         )
         elapsed, out = timed([sys.executable, "-c", FLOOR, str(job)], self.env)
-        return float(out.strip()), elapsed
+        gets, md5s, md5_cpu = (float(x) for x in out.split())
+        last_cpu[0] -= md5_cpu  # the floor's CPU: the GETs' process, not the md5s after
+        md5_cpu_of[0] = md5_cpu
+        return gets, md5s, elapsed - md5s  # (the process without the md5s after)
 
     def ours(self, zarr_id: str, dest: Path, *extra: str) -> tuple[float, str]:
         return timed([str(BIN / "zarrchive"), "download", zarr_id, str(dest), *extra], self.env)
@@ -370,12 +396,19 @@ def main() -> None:
                 nbytes = shape.files * shape.size
                 for _ in range(options.repeat):
                     dest = work / "copies" / "floor"
-                    gets, process = bench.floor(zarr_id, dest)
+                    gets, md5s, process = bench.floor(zarr_id, dest)
                     ok = same_files(source, dest)
                     shutil.rmtree(dest)
                     lines.append(
                         f"| {what} | boto3 floor (GETs only; process {process:.1f} s) | "
                         f"{gets:.1f} s | {last_cpu[0]:.1f} s | {rate(shape.files, nbytes, gets)} | 1.00 | {load()} |"
+                    )
+                    checked = gets + md5s
+                    lines.append(
+                        f"| {what} | boto3 floor, then md5 of the copies (2 threads) | "
+                        f"{checked:.1f} s | {last_cpu[0] + md5_cpu_of[0]:.1f} s | "
+                        f"{rate(shape.files, nbytes, checked)} | "
+                        f"{gets / checked:.2f} | {load()} |"
                     )
                     dest = work / "copies" / "inside"
                     inside = bench.ours_inside(zarr_id, dest)
@@ -383,7 +416,8 @@ def main() -> None:
                     shutil.rmtree(dest)
                     lines.append(
                         f"| {what} | zarrchive Downloader.download (no start-up) | {inside:.1f} s "
-                        f"| {last_cpu[0]:.1f} s | {rate(shape.files, nbytes, inside)} | {gets / inside:.2f} | {load()} |"
+                        f"| {last_cpu[0]:.1f} s | {rate(shape.files, nbytes, inside)} | {gets / inside:.2f} "
+                        f"({checked / inside:.2f} of the floor then md5) | {load()} |"
                     )
                     dest = work / "copies" / "ours"
                     ours, _ = bench.ours(zarr_id, dest)
