@@ -70,6 +70,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.uploads import purge_stale_staging
 from zarrchive.services.uploads.abandoned import abandoned_uploads
 from zarrchive.services.uploads.multipart import StrayUpload, abort_stray, stray_uploads
+from zarrchive.services.uploads.staging import stale_staging
 from zarrchive.storage.keys import (
     checksum_prefix,
     manifest_prefix,
@@ -671,7 +672,9 @@ def collect_garbage(
     report.versions = [
         (v.key, v.version_id, v.size) for v in candidates if (v.key, v.version_id) not in keep
     ]
-    report.staging = _stale_staging(archive, store, zarr_id)
+    with archive.db.session() as session:
+        live = set(session.scalars(select(UploadBatch.uid).where(UploadBatch.zarr_id == zarr_id)))
+    report.staging = stale_staging(store, zarr_id, live)
     stray = stray_uploads(archive, store, zarr_id)
     if abandoned_after is not None:
         stray += [
@@ -686,20 +689,6 @@ def collect_garbage(
             purge_stale_staging(archive, zarr_id)
         report.applied = True
     return report
-
-
-def _stale_staging(archive: Archive, store: ObjectStore, zarr_id: str) -> list[tuple[str, int]]:
-    with archive.db.session() as session:
-        live = set(session.scalars(select(UploadBatch.uid).where(UploadBatch.zarr_id == zarr_id)))
-    root = staging_zarr_prefix(zarr_id)
-    stale = []
-    for prefix in store.iter_prefixes(root):
-        if prefix[len(root) :].rstrip("/") in live:
-            continue
-        versions = list(store.iter_versions(prefix))
-        if versions:  # (some S3s, SeaweedFS among them, list emptied "directories")
-            stale.append((prefix, sum(v.size for v in versions)))
-    return stale
 
 
 @dataclass(frozen=True)

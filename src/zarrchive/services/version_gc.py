@@ -41,10 +41,10 @@ from zarrchive.services.shared_zarrs import held_checksums
 from zarrchive.services.uploads import purge_stale_staging
 from zarrchive.services.uploads.abandoned import abandoned_uploads
 from zarrchive.services.uploads.multipart import StrayUpload, abort_stray, stray_uploads
+from zarrchive.services.uploads.staging import stale_staging
 from zarrchive.storage.keys import (
     checksum_prefix,
     manifest_prefix,
-    staging_zarr_prefix,
     zarr_prefix,
 )
 from zarrchive.storage.objects import ObjectStore, delete_versions
@@ -304,18 +304,6 @@ class ZarrGcReport:
         return self.versions.freed.bytes + sum(size for _, size in self.staging)
 
 
-def _stale_staging(store: ObjectStore, zarr_id: str, live: set[str]) -> list[tuple[str, int]]:
-    root = staging_zarr_prefix(zarr_id)
-    stale = []
-    for prefix in store.iter_prefixes(root):
-        if prefix[len(root) :].rstrip("/") in live:
-            continue
-        versions = list(store.iter_versions(prefix))
-        if versions:  # (some S3s, SeaweedFS among them, list emptied "directories")
-            stale.append((prefix, sum(v.size for v in versions)))
-    return stale
-
-
 def collect_zarr(
     archive: Archive,
     zarr_id: str,
@@ -339,7 +327,7 @@ def collect_zarr(
             return report
         store = archive.store_for(zarr.dandiset.embargoed)
         live = set(session.scalars(select(UploadBatch.uid).where(UploadBatch.zarr_id == zarr_id)))
-    report.staging = _stale_staging(store, zarr_id, live)
+    report.staging = stale_staging(store, zarr_id, live)
     stray = stray_uploads(archive, store, zarr_id)
     if abandoned_after is not None:
         stray += [

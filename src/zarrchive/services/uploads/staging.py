@@ -46,6 +46,20 @@ def purge_stale_staging(archive: Archive, zarr_id: str) -> int:
     return sum(1 for prefix in stale if store.purge(prefix) > 0)
 
 
+def stale_staging(store: ObjectStore, zarr_id: str, live: set[str]) -> list[tuple[str, int]]:
+    """The staging areas of *zarr_id*'s batches that no longer exist (*live*: the uids of
+    those that do), with the bytes each holds (what :func:`purge_stale_staging` removes)."""
+    root = staging_zarr_prefix(zarr_id)
+    stale = []
+    for prefix in store.iter_prefixes(root):
+        if prefix[len(root) :].rstrip("/") in live:
+            continue
+        versions = list(store.iter_versions(prefix))
+        if versions:  # (some S3s, SeaweedFS among them, list emptied "directories")
+            stale.append((prefix, sum(v.size for v in versions)))
+    return stale
+
+
 def check_staged(
     store: ObjectStore,
     zarr_id: str,
