@@ -67,10 +67,7 @@ from zarrchive.services.auth import Caller
 from zarrchive.services.manifests import ManifestStatus, manifest_url, write_manifest
 from zarrchive.services.node_cache import NodeView
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import purge_stale_staging
-from zarrchive.services.uploads.abandoned import abandoned_uploads
-from zarrchive.services.uploads.multipart import StrayUpload, abort_stray, stray_uploads
-from zarrchive.services.uploads.staging import stale_staging
+from zarrchive.services.uploads.leftovers import find_leftovers, remove_leftovers
 from zarrchive.storage.keys import (
     checksum_prefix,
     manifest_prefix,
@@ -672,21 +669,11 @@ def collect_garbage(
     report.versions = [
         (v.key, v.version_id, v.size) for v in candidates if (v.key, v.version_id) not in keep
     ]
-    with archive.db.session() as session:
-        live = set(session.scalars(select(UploadBatch.uid).where(UploadBatch.zarr_id == zarr_id)))
-    report.staging = stale_staging(store, zarr_id, live)
-    stray = stray_uploads(archive, store, zarr_id)
-    if abandoned_after is not None:
-        stray += [
-            StrayUpload(u.key, u.upload_id, u.why)
-            for u in abandoned_uploads(archive, store, zarr_id, grace=abandoned_after, now=now)
-        ]
-    report.multipart = [(u.key, u.upload_id, u.why) for u in stray]
+    found = find_leftovers(archive, store, zarr_id, abandoned_after=abandoned_after, now=now)
+    report.staging, report.multipart = found.staging, found.multipart
     if apply:
-        abort_stray(store, stray)
         delete_versions(store, [(k, v) for k, v, _ in report.versions], f"Zarr {zarr_id}")
-        if report.staging:
-            purge_stale_staging(archive, zarr_id)
+        remove_leftovers(archive, store, zarr_id, found)
         report.applied = True
     return report
 

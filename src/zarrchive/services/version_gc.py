@@ -38,10 +38,7 @@ from zarrchive.errors import InvalidManifest, NotFound, StorageError
 from zarrchive.manifest import MANIFEST_PREFIX, manifest_key, read_manifest
 from zarrchive.services.runtime import Archive
 from zarrchive.services.shared_zarrs import held_checksums
-from zarrchive.services.uploads import purge_stale_staging
-from zarrchive.services.uploads.abandoned import abandoned_uploads
-from zarrchive.services.uploads.multipart import StrayUpload, abort_stray, stray_uploads
-from zarrchive.services.uploads.staging import stale_staging
+from zarrchive.services.uploads.leftovers import find_leftovers, remove_leftovers
 from zarrchive.storage.keys import (
     checksum_prefix,
     manifest_prefix,
@@ -326,17 +323,8 @@ def collect_zarr(
         if zarr is None:
             return report
         store = archive.store_for(zarr.dandiset.embargoed)
-        live = set(session.scalars(select(UploadBatch.uid).where(UploadBatch.zarr_id == zarr_id)))
-    report.staging = stale_staging(store, zarr_id, live)
-    stray = stray_uploads(archive, store, zarr_id)
-    if abandoned_after is not None:
-        stray += [
-            StrayUpload(u.key, u.upload_id, u.why)
-            for u in abandoned_uploads(archive, store, zarr_id, grace=abandoned_after, now=now)
-        ]
-    report.multipart = [(u.key, u.upload_id, u.why) for u in stray]
+    found = find_leftovers(archive, store, zarr_id, abandoned_after=abandoned_after, now=now)
+    report.staging, report.multipart = found.staging, found.multipart
     if apply:
-        abort_stray(store, stray)
-        if report.staging:
-            purge_stale_staging(archive, zarr_id)
+        remove_leftovers(archive, store, zarr_id, found)
     return report
