@@ -21,20 +21,13 @@ if TYPE_CHECKING:
     __version__: str
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("zarrchive")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0.0.0"
-
-
 def __getattr__(name: str) -> Any:
     # Looked up or imported on first use: `import zarrchive` stays light for the server and
     # the CLI (importlib.metadata alone costs tens of milliseconds).
     if name == "__version__":
-        value = _version()
+        from zarrchive.version import package_version
+
+        value = package_version()
         globals()["__version__"] = value
         return value
     if name == "open_store":

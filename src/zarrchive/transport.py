@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 import httpx
 import urllib3
 
-from zarrchive import __version__
+from zarrchive.version import package_version
 from zarrchive.errors import InvalidInput
 
 #: Statuses worth another attempt: rate limits and server-side failures.
@@ -55,7 +55,7 @@ RETRY_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504})
 #: refused or reset, timeouts, a broken stream).
 RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (httpx.TransportError,)
 #: Sent with every request.
-USER_AGENT = f"zarrchive/{__version__}"
+USER_AGENT = f"zarrchive/{package_version()}"
 
 log = logging.getLogger("zarrchive.client")
 

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from zarrchive import __version__
+from zarrchive.version import package_version
 from zarrchive.api.bodies import document_bodies
 from zarrchive.api.cors import CorsMiddleware
 from zarrchive.api.middleware import RequestGuard
@@ -109,7 +109,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
 
     app = FastAPI(
         title="zarrchive",
-        version=__version__,
+        version=package_version(),
         description=DESCRIPTION,
         lifespan=lifespan,
         docs_url=None,  # served by zarrchive.web with local assets

@@ -134,9 +134,9 @@ def _first_words(text: str, limit: int) -> str:
 def main() -> None:
     """Console-script entry point."""
     if sys.argv[1:] == ["--version"]:  # as quick as --help
-        from zarrchive import __version__
+        from zarrchive.version import package_version
 
-        sys.stdout.write(f"zarrchive {__version__}\n")
+        sys.stdout.write(f"zarrchive {package_version()}\n")
         return
     if (
         sys.argv[1:] == ["--help"]

@@ -74,9 +74,9 @@ app = typer.Typer(
 def _print_version(value: bool) -> None:
     """``--version``: print ``zarrchive <version>`` and exit."""
     if value:
-        from zarrchive import __version__
+        from zarrchive.version import package_version
 
-        print(f"zarrchive {__version__}")
+        print(f"zarrchive {package_version()}")
         raise typer.Exit()
 
 

@@ -29,7 +29,7 @@ def convert(
     ),
 ) -> None:
     """Convert an HDF5/NWB file to a .lindi.json reference file system."""
-    from zarrchive import __version__
+    from zarrchive.version import package_version
     from zarrchive.lindi import ConvertOptions, convert_to_lindi_json
 
     threshold = None if external_array_link_threshold < 0 else external_array_link_threshold
@@ -40,7 +40,7 @@ def convert(
         url=url,
         generation_metadata={
             "generatedBy": "zarrchive",
-            "generatedByVersion": __version__,
+            "generatedByVersion": package_version(),
             "source": source,
             "externalArrayLinkThreshold": threshold,
         },

@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from zarrchive import __version__
+from zarrchive.version import package_version
 
 #: The media type of a Zarr asset (dandi-cli's ``ZARR_MIME_TYPE``).
 ZARR_MEDIA_TYPE = "application/x-zarr"
@@ -49,7 +49,7 @@ def zarr_asset_metadata(
                     {
                         "schemaKey": "Software",
                         "name": "zarrchive",
-                        "version": __version__,
+                        "version": package_version(),
                     }
                 ],
             }

@@ -349,7 +349,7 @@ def _attempts(archive: Archive, blob_id: str) -> int:
 
 def _convert(archive: Archive, store: ObjectStore, blob_id: str, work: _Work) -> TaskResult:
     """The blob converted in a sandboxed child: its LINDI file spooled, or why not."""
-    from zarrchive import __version__
+    from zarrchive.version import package_version
 
     url = data_route(API_PLACEHOLDER, blob_id) if work.embargoed else store.public_url(work.key)
     limits = convert_limits(archive)
@@ -360,7 +360,7 @@ def _convert(archive: Archive, store: ObjectStore, blob_id: str, work: _Work) ->
         "url": url,
         "metadata": {
             "generatedBy": "zarrchive",
-            "generatedByVersion": __version__,
+            "generatedByVersion": package_version(),
             "blob": blob_id,
         },
         "options": dataclasses.asdict(CONVERT_OPTIONS),

@@ -40,7 +40,7 @@ from typing import Any
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
-from zarrchive import __version__
+from zarrchive.version import package_version
 from zarrchive.db.models import (
     Asset,
     Blob,
@@ -191,7 +191,7 @@ def _published_by(now: datetime) -> dict[str, Any]:
                 "id": uuid.uuid4().urn,
                 "identifier": "RRID:SCR_017571",
                 "name": "DANDI API",
-                "version": __version__,
+                "version": package_version(),
                 "schemaKey": "Software",
             }
         ],

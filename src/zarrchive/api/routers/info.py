@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from zarrchive import __version__
+from zarrchive.version import package_version
 from zarrchive.api.deps import ArchiveDep
 from zarrchive.api.schemas import ServerInfo, Services, ServiceUrl
 from zarrchive.http_common.public_url import public_base
@@ -33,7 +33,7 @@ def server_info(request: Request, archive: ArchiveDep) -> ServerInfo:
     root = base_url(request)
     return ServerInfo.model_validate(
         {
-            "version": __version__,
+            "version": package_version(),
             "schema_version": SCHEMA_VERSION,
             "schema_url": SCHEMA_URL,
             "allowed_schema_versions": ALLOWED_SCHEMA_VERSIONS,
