@@ -46,8 +46,8 @@ from urllib.parse import urlsplit
 import httpx
 import urllib3
 
-from zarrchive.version import package_version
 from zarrchive.errors import InvalidInput
+from zarrchive.version import package_version
 
 #: Statuses worth another attempt: rate limits and server-side failures.
 RETRY_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504})

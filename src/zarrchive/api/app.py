@@ -11,7 +11,6 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from zarrchive.version import package_version
 from zarrchive.api.bodies import document_bodies
 from zarrchive.api.cors import CorsMiddleware
 from zarrchive.api.middleware import RequestGuard
@@ -35,6 +34,7 @@ from zarrchive.api.routers import (
 from zarrchive.http_common.errors import install_error_handlers
 from zarrchive.http_common.public_url import PublicAddress
 from zarrchive.services.runtime import Archive
+from zarrchive.version import package_version
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ def convert(
     ),
 ) -> None:
     """Convert an HDF5/NWB file to a .lindi.json reference file system."""
-    from zarrchive.version import package_version
     from zarrchive.lindi import ConvertOptions, convert_to_lindi_json
+    from zarrchive.version import package_version
 
     threshold = None if external_array_link_threshold < 0 else external_array_link_threshold
     path = convert_to_lindi_json(

@@ -40,7 +40,6 @@ from typing import Any
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
-from zarrchive.version import package_version
 from zarrchive.db.models import (
     Asset,
     Blob,
@@ -53,6 +52,7 @@ from zarrchive.db.models import (
 from zarrchive.jobs.lanes import JobLane
 from zarrchive.services import runtime
 from zarrchive.services.runtime import Archive
+from zarrchive.version import package_version
 
 log = logging.getLogger(__name__)
 

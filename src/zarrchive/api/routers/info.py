@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from zarrchive.version import package_version
 from zarrchive.api.deps import ArchiveDep
 from zarrchive.api.schemas import ServerInfo, Services, ServiceUrl
 from zarrchive.http_common.public_url import public_base
+from zarrchive.version import package_version
 
 router = APIRouter(tags=["info"])
 
