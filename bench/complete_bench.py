@@ -36,7 +36,7 @@ from zarrchive.checksum import iter_directory_digests
 from zarrchive.config import Settings
 from zarrchive.db.models import Zarr
 from zarrchive.jobs import InProcessJobQueue
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.objects import md5_to_content_md5

@@ -42,8 +42,8 @@ def _seed(settings: Any, zarr_id: str, files: int) -> None:
     """``big/{i}/{j}`` and two files beside it, objects PUT in parallel, the tree at once (in
     a child process: its memory is not the measured process's)."""
     from zarrchive.services.runtime import Archive
-    from zarrchive.services.tree_updater import FileChange, apply_changes
-    from zarrchive.services.zarrs import get_zarr
+    from zarrchive.services.zarr_engine.tree_updater import FileChange, apply_changes
+    from zarrchive.services.zarr_engine.zarrs import get_zarr
     from zarrchive.storage.keys import zarr_object_key
 
     archive = Archive.from_settings(settings, migrate=False)
@@ -63,7 +63,7 @@ def _seed(settings: Any, zarr_id: str, files: int) -> None:
 
 def run(files: int) -> dict[str, Any]:
     from zarrchive.jobs.inprocess import InProcessJobQueue
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
     from zarrchive.services.runtime import set_current_archive
 
     with local_archive("rmdir-bench-") as (archive, url, _work):

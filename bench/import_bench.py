@@ -63,7 +63,7 @@ def main() -> None:
     import httpx
 
     from zarrchive.jobs import InProcessJobQueue
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
     from zarrchive.services.runtime import set_current_archive
 
     with local_archive("import-bench-", import_buckets=(SOURCE,)) as (archive, url, work):

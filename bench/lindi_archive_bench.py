@@ -242,7 +242,7 @@ def hwm_kb():
     return 0
 
 from zarrchive.config import Settings
-from zarrchive.services import lindi_files
+from zarrchive.services.dandi import lindi_files
 from zarrchive.services.runtime import Archive
 archive = Archive.from_settings(Settings.from_env(), migrate=False)
 base = hwm_kb()
@@ -337,7 +337,7 @@ def main() -> None:
 
     # S3 through the proxy: the archive is configured with the proxy as its endpoint
     import zarrchive.storage.seaweedfs as seaweedfs
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
 
     proxies: list[ThreadingHTTPServer] = []
 

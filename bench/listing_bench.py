@@ -6,7 +6,7 @@ gets a Zarr in Zarr v3's ``c/i/0`` layout (``--directories`` directories of one 
 ``--limit`` entries (``GET /api/zarr/{id}/files/?limit=N``, anonymous, over HTTP) with the
 API's caches cold and warm, in two states of the records: changes only (no manifest yet)
 and a manifest written.  Beside it, in the same run, the old path
-(:func:`~zarrchive.services.zarrs.walked_objects`: the ``.checksum`` nodes walked and each
+(:func:`~zarrchive.services.zarr_engine.zarrs.walked_objects`: the ``.checksum`` nodes walked and each
 directory listed in S3), called in the process, cold and warm.  Each figure is the median
 wall time; ``s3`` is the number of S3 requests one page sent (counted on the store's
 botocore client as they are sent).
@@ -80,8 +80,8 @@ class RequestCounter:
 def _measure(
     repeat: int, page: Callable[[], int], counter: RequestCounter, *, cold: bool
 ) -> dict[str, Any]:
-    from zarrchive.services.node_cache import NODE_CACHE
-    from zarrchive.services.recorded_listing import MANIFEST_CACHE
+    from zarrchive.services.zarr_engine.node_cache import NODE_CACHE
+    from zarrchive.services.zarr_engine.recorded_listing import MANIFEST_CACHE
 
     times, requests, rows = [], [], 0
     page()  # (warms the process: imports, connections)
@@ -103,9 +103,9 @@ def _measure(
 
 
 def run(directories: int, limit: int, repeat: int) -> dict[str, Any]:
-    from zarrchive.services import zarrs
-    from zarrchive.services.auth import create_user
-    from zarrchive.services.manifests import write_manifest
+    from zarrchive.services.identity.auth import create_user
+    from zarrchive.services.zarr_engine import zarrs
+    from zarrchive.services.zarr_engine.manifests import write_manifest
 
     files = {"zarr.json": b'{"zarr_format": 3}'}
     files.update({f"c/{i}/0": f"chunk {i}".encode() for i in range(directories)})

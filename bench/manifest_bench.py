@@ -131,8 +131,8 @@ S3_MODES = [
 def s3_child(mode: str) -> None:
     """In its own process: one S3 measurement of the seeded Zarr (settings from the env)."""
     from zarrchive.config import Settings
-    from zarrchive.services import manifests
     from zarrchive.services.runtime import Archive
+    from zarrchive.services.zarr_engine import manifests
 
     archive = Archive.from_settings(Settings.from_env(), migrate=False)
     zarr_id = os.environ["BENCH_ZARR_ID"]

@@ -189,10 +189,10 @@ def e2e_child(mode: str) -> None:
     """In its own process: the manifest job (``manifest``) or a snapshot-mode publish
     (``publish``) of the bench Zarr; prints the figures as JSON."""
     from zarrchive.config import Settings
-    from zarrchive.services.auth import Caller
-    from zarrchive.services.manifests import write_manifest
-    from zarrchive.services.publish import publish
+    from zarrchive.services.dandi.publish import publish
+    from zarrchive.services.identity.auth import Caller
     from zarrchive.services.runtime import Archive
+    from zarrchive.services.zarr_engine.manifests import write_manifest
 
     archive = Archive.from_settings(Settings.from_env(), migrate=False)
     zarr_id = os.environ["BENCH_ZARR_ID"]
@@ -205,7 +205,7 @@ def e2e_child(mode: str) -> None:
     else:
         import logging
 
-        from zarrchive.services import snapshots
+        from zarrchive.services.zarr_engine import snapshots
 
         prepared: list[float] = []
         prepare = snapshots.prepare_manifest
@@ -216,7 +216,7 @@ def e2e_child(mode: str) -> None:
             prepared.append(time.perf_counter() - began)
 
         logging.basicConfig(level=logging.WARNING)
-        import zarrchive.services.publish as publishing
+        import zarrchive.services.dandi.publish as publishing
 
         publishing.prepare_manifest = timed  # type: ignore[assignment]
         caller = Caller(int(os.environ["BENCH_USER_ID"]), "bench", True)
@@ -299,7 +299,7 @@ def _upload_batch(archive: Any, caller: Any, zarr_id: str, files: dict[str, byte
     import httpx
 
     from zarrchive.content_types import zarr_content_type
-    from zarrchive.services.uploads import complete_batch, start_batch
+    from zarrchive.services.zarr_engine.uploads import complete_batch, start_batch
 
     urls = start_batch(
         archive, caller, zarr_id, [(p, hashlib.md5(b).hexdigest()) for p, b in files.items()]
@@ -337,10 +337,10 @@ def _bench_env(tmp: str, endpoint_url: str) -> dict[str, str]:
 def _bench_setup(archive: Any, env: dict[str, str], n: int) -> dict[str, str]:
     """A user, a dandiset and its Zarr seeded with *n* entries; the children's environment."""
     from zarrchive.db.models import User
-    from zarrchive.services.assets import create_asset
-    from zarrchive.services.auth import Caller
-    from zarrchive.services.dandisets import create_dandiset
-    from zarrchive.services.zarrs import create_zarr
+    from zarrchive.services.dandi.assets import create_asset
+    from zarrchive.services.dandi.dandisets import create_dandiset
+    from zarrchive.services.identity.auth import Caller
+    from zarrchive.services.zarr_engine.zarrs import create_zarr
 
     with archive.db.write_session() as session:
         user = User(username="bench", is_admin=True)
@@ -369,9 +369,9 @@ def e2e_run(n: int, changes: int) -> None:
     from zarrchive.config import Settings
     from zarrchive.manifest import manifest_key, read_manifest
     from zarrchive.manifest.writer import chunk_stream
-    from zarrchive.services.auth import Caller
-    from zarrchive.services.manifests import current_entries
+    from zarrchive.services.identity.auth import Caller
     from zarrchive.services.runtime import Archive
+    from zarrchive.services.zarr_engine.manifests import current_entries
     from zarrchive.storage.seaweedfs import SeaweedFS
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -549,8 +549,8 @@ def in_process_child(n: int, changes: int, rounds: int, trace: bool) -> None:
     from zarrchive.config import Settings
     from zarrchive.db.models import Zarr, ZarrManifest
     from zarrchive.jobs import InProcessJobQueue
-    from zarrchive.services.auth import Caller
-    from zarrchive.services.publish import publish
+    from zarrchive.services.dandi.publish import publish
+    from zarrchive.services.identity.auth import Caller
     from zarrchive.services.runtime import Archive, set_current_archive
 
     try:  # what `zarrchive serve` sets at its start (a tree from before it has none)
@@ -580,7 +580,7 @@ def in_process_child(n: int, changes: int, rounds: int, trace: bool) -> None:
             start = time.perf_counter()
             if mode == "manifest":
                 jobs.enqueue(
-                    "zarrchive.services.manifests:generate_manifest_job",
+                    "zarrchive.services.zarr_engine.manifests:generate_manifest_job",
                     {"zarr_id": zarr_id},
                     key=f"manifest:{zarr_id}",
                 )

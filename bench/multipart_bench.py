@@ -225,7 +225,7 @@ def main() -> None:
     import logging
 
     logging.basicConfig(format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
-    logging.getLogger("zarrchive.services.uploads").setLevel(logging.INFO)
+    logging.getLogger("zarrchive.services.zarr_engine.uploads").setLevel(logging.INFO)
 
     import boto3
     import httpx
@@ -233,9 +233,9 @@ def main() -> None:
 
     from zarrchive.config import Settings
     from zarrchive.jobs import InProcessJobQueue
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
     from zarrchive.services.runtime import set_current_archive
-    from zarrchive.services.uploads.parts import part_size_for
+    from zarrchive.services.zarr_engine.uploads.parts import part_size_for
 
     threshold = args.threshold_mib * MIB or Settings.from_env({}).multipart_threshold
     big_size = args.big_mib * MIB

@@ -55,7 +55,7 @@ def main() -> None:
         make_directory(root, args.files)
         time.sleep(3.5)  # settled: the cache keeps only files not changed in the last 3 s
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
 
     with local_archive("noop-upload-bench-") as (archive, url, work):
         with archive.db.session() as session:

@@ -147,7 +147,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="also time a plain upload")
     args = parser.parse_args()
 
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
 
     print(f"load average at start: {os.getloadavg()}", flush=True)
     with local_archive("patch-bench-") as (archive, url, work):

@@ -10,7 +10,7 @@ Usage::
 - **generate**: in a subprocess of its own (its peak RSS is the run's alone), a synthetic
   manifest of N entries (``arr/{a}/{b}/{c}``, ``bench/manifest_bench.py``'s listing, plus
   the array's ``.zarray``) is written to a temporary file, then turned into the reference file
-  by :func:`zarrchive.services.references.write_pinned_references`, the archive's own code
+  by :func:`zarrchive.services.zarr_engine.references.write_pinned_references`, the archive's own code
   path for a pinned state (the S3 transfers of the manifest and of the metadata documents
   are not in it: the manifest is read from local disk).
 - **open**: starts SeaweedFS (``weed mini``) and the API (uvicorn in a thread, SQLite),
@@ -45,7 +45,7 @@ def generate_child(n: int) -> None:
     from manifest_bench import T0, listing  # (bench/ is the script's first path)
 
     from zarrchive.manifest import ManifestEntry, generate_manifest
-    from zarrchive.services.references import write_pinned_references
+    from zarrchive.services.zarr_engine.references import write_pinned_references
 
     def entries() -> Iterator[ManifestEntry]:
         yield ManifestEntry("arr/.zarray", "v" * 32, T0, 300, "0" * 32)  # inlined
@@ -142,7 +142,7 @@ def open_and_read(n: int, repeat: int) -> None:
 
     from zarrchive.client import ApiClient, Uploader
     from zarrchive.client.upload import BatchRecords
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
 
     s3fs_python = os.environ.get("ZARRCHIVE_S3FS_PYTHON", str(ROOT / ".venv-s3fs/bin/python"))
     counter: Counter | None = None

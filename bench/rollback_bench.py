@@ -54,8 +54,8 @@ def path_of(n: int) -> str:
 def _seed(settings: Any, zarr_id: str, files: int) -> None:
     """The Zarr's files PUT in parallel, the tree at once (in a child process)."""
     from zarrchive.services.runtime import Archive
-    from zarrchive.services.tree_updater import FileChange, apply_changes
-    from zarrchive.services.zarrs import get_zarr
+    from zarrchive.services.zarr_engine.tree_updater import FileChange, apply_changes
+    from zarrchive.services.zarr_engine.zarrs import get_zarr
     from zarrchive.storage.keys import zarr_object_key
 
     archive = Archive.from_settings(settings, migrate=False)
@@ -142,8 +142,8 @@ def measured(counter: S3Requests, action: Callable[[], int]) -> dict[str, Any]:
 
 
 def run(files: int, changed: int) -> dict[str, Any]:
-    from zarrchive.services.auth import create_user
-    from zarrchive.services.manifests import write_manifest
+    from zarrchive.services.identity.auth import create_user
+    from zarrchive.services.zarr_engine.manifests import write_manifest
 
     with local_archive("rollback-bench-") as (archive, url, _work):
         with archive.db.session() as session:

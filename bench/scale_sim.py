@@ -111,7 +111,7 @@ class RequestCounter:
 
 class Sim:
     def __init__(self, archive: Any, url: str, n: int, jobs: int) -> None:
-        from zarrchive.services.auth import create_user
+        from zarrchive.services.identity.auth import create_user
 
         self.archive, self.n, self.jobs = archive, n, jobs
         with archive.db.session() as session:
@@ -158,7 +158,7 @@ class Sim:
         from zarrchive.checksum import iter_directory_digests
         from zarrchive.content_types import zarr_content_type
         from zarrchive.db.models import Zarr
-        from zarrchive.services.manifests import write_manifest
+        from zarrchive.services.zarr_engine.manifests import write_manifest
         from zarrchive.storage.keys import checksum_node_key, zarr_object_key
 
         store = self.archive.store
@@ -307,7 +307,7 @@ class Sim:
         return f"version {answer.raise_for_status().json()['version']}"
 
     def fsck(self) -> str:
-        from zarrchive.services.fsck import fsck
+        from zarrchive.services.zarr_engine.fsck import fsck
 
         report = fsck(self.archive, self.zarr_id)
         assert report.ok, report.problems[:10]
@@ -317,7 +317,7 @@ class Sim:
         from zarrchive.manifest import manifest_key, read_manifest
         from zarrchive.manifest.merge import diff_manifests
         from zarrchive.manifest.writer import chunk_stream
-        from zarrchive.services.manifests import READ_CHUNK
+        from zarrchive.services.zarr_engine.manifests import READ_CHUNK
 
         store = self.archive.store
 

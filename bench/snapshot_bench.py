@@ -72,7 +72,7 @@ def main() -> None:
     from zarrchive.client import ApiClient, Uploader
     from zarrchive.client.upload import BatchRecords
     from zarrchive.config import PublishedZarrs
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
 
     # minimal metadata: the bench measures reads, not validation
     with local_archive(

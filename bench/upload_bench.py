@@ -56,7 +56,7 @@ from botocore.config import Config
 from zarrchive.api import create_app
 from zarrchive.config import Settings
 from zarrchive.jobs import InProcessJobQueue
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.presign import Credentials, Presigner
 from zarrchive.storage.seaweedfs import SeaweedFS, free_port

@@ -62,11 +62,11 @@ def trace_client() -> None:
 
 
 def trace_server() -> None:
-    from zarrchive.services.uploads import apply, batches
+    from zarrchive.services.zarr_engine.uploads import apply, batches
 
     for name in ("start_batch", "complete_batch"):
         _wrap(batches, name, "server")
-    import zarrchive.services.uploads as uploads
+    import zarrchive.services.zarr_engine.uploads as uploads
 
     for name in ("start_batch", "complete_batch"):
         if hasattr(uploads, name):

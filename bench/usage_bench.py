@@ -49,11 +49,11 @@ def seed(archive: Any, objects: int) -> None:
     from sqlalchemy import insert, select
 
     from zarrchive.db.models import Asset, Blob, Version, Zarr
-    from zarrchive.services.auth import Caller, create_user
-    from zarrchive.services.dandisets import create_dandiset
-    from zarrchive.services.manifests import write_manifest
-    from zarrchive.services.tree_updater import apply_changes
-    from zarrchive.services.zarrs import create_zarr
+    from zarrchive.services.dandi.dandisets import create_dandiset
+    from zarrchive.services.identity.auth import Caller, create_user
+    from zarrchive.services.zarr_engine.manifests import write_manifest
+    from zarrchive.services.zarr_engine.tree_updater import apply_changes
+    from zarrchive.services.zarr_engine.zarrs import create_zarr
     from zarrchive.storage.keys import blob_key, zarr_object_key
 
     store = archive.store
@@ -125,7 +125,7 @@ def measure(archive: Any) -> dict[str, float | int]:
     from sqlalchemy import func, select
 
     from zarrchive.db.models import Blob
-    from zarrchive.services.usage import usage_report
+    from zarrchive.services.dandi.usage import usage_report
 
     def timed(fn: Any) -> tuple[Any, float, float]:
         wall, cpu = time.perf_counter(), time.process_time()

@@ -76,9 +76,9 @@ def main() -> None:
 
     from zarrchive.checksum import ChecksumNode
     from zarrchive.db.models import Asset, Blob
-    from zarrchive.services.auth import Caller, create_user
-    from zarrchive.services.dandisets import create_dandiset
-    from zarrchive.services.versions import find_version
+    from zarrchive.services.dandi.dandisets import create_dandiset
+    from zarrchive.services.dandi.versions import find_version
+    from zarrchive.services.identity.auth import Caller, create_user
     from zarrchive.storage.keys import checksum_node_key
 
     with local_archive("web-bench-") as (archive, url, _work):

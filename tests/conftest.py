@@ -41,7 +41,7 @@ from tests.helpers.unit_tests import mark_unit_tests
 from zarrchive.api import create_app
 from zarrchive.config import Settings
 from zarrchive.db.models import Base
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 

@@ -87,7 +87,7 @@ class OidcProvider:
 @dataclass(frozen=True)
 class DoiSettings:
     """DataCite's REST API for the DOIs of dandisets and their versions
-    (:mod:`zarrchive.services.dois`): all four of ``ZARRCHIVE_DOI_API_URL``, ``_PREFIX``,
+    (:mod:`zarrchive.services.dandi.dois`): all four of ``ZARRCHIVE_DOI_API_URL``, ``_PREFIX``,
     ``_USER`` and ``_PASSWORD`` set, or none (no DOI, no call)."""
 
     #: DataCite's REST API, without ``/dois`` (``https://api.test.datacite.org``)
@@ -137,7 +137,7 @@ class Settings:
     #: reads from every origin, changes from none (see :mod:`zarrchive.api.cors`).
     cors_origins: tuple[str, ...] = ()
     #: Publishing refuses a draft whose metadata or assets' metadata is not valid
-    #: (``ZARRCHIVE_PUBLISH_REQUIRES_VALID``; see :mod:`zarrchive.services.validation`).
+    #: (``ZARRCHIVE_PUBLISH_REQUIRES_VALID``; see :mod:`zarrchive.services.dandi.validation`).
     publish_requires_valid: bool = True
     #: Files of an upload batch above this size (bytes) are S3 multipart uploads
     #: (``ZARRCHIVE_MULTIPART_THRESHOLD``; at most 5 GiB, S3's largest single PUT).
@@ -158,7 +158,7 @@ class Settings:
     #: redirects) uses it instead of the request's ``Host`` (:mod:`zarrchive.http_common.public_url`).
     public_url: str | None = None
     #: E-mail domains whose verified addresses approve a new account at once
-    #: (``ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS``; see :mod:`zarrchive.services.accounts`).
+    #: (``ZARRCHIVE_AUTO_APPROVE_EMAIL_DOMAINS``; see :mod:`zarrchive.services.identity.accounts`).
     auto_approve_email_domains: tuple[str, ...] = ()
     #: OpenID Connect providers of the sign-in page (``ZARRCHIVE_OIDC_*``), in the order of
     #: their buttons.
@@ -166,7 +166,7 @@ class Settings:
     #: DataCite's API for DOIs (``ZARRCHIVE_DOI_*``); ``None``: no DOIs, no call.
     doi: DoiSettings | None = None
     #: Days a deleted asset or dandiset stays restorable before ``admin gc`` purges it
-    #: (``ZARRCHIVE_TRASH_DAYS``; see :mod:`zarrchive.services.trash`).
+    #: (``ZARRCHIVE_TRASH_DAYS``; see :mod:`zarrchive.services.dandi.trash`).
     trash_days: int = 30
     #: Days ``admin gc`` keeps a noncurrent S3 object version and a manifest's versions
     #: (``ZARRCHIVE_VERSION_RETENTION_DAYS``; see :mod:`zarrchive.version_retention`).
@@ -174,7 +174,7 @@ class Settings:
     #: Buckets (``bucket`` or ``bucket/prefix``) on the archive's own S3 endpoint that
     #: ``POST .../upload/import/`` may copy from server-side (``ZARRCHIVE_IMPORT_BUCKETS``,
     #: comma-separated; empty: server-side import is off; the archive's own buckets never
-    #: count: see :mod:`zarrchive.services.uploads.import_copy`).
+    #: count: see :mod:`zarrchive.services.zarr_engine.uploads.import_copy`).
     import_buckets: tuple[str, ...] = ()
 
     @property

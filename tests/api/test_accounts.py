@@ -21,7 +21,7 @@ from tests.helpers.web_forms import form_token
 from tests.helpers.web_site import browser
 from zarrchive.db.models import AccountStatus, ApiToken
 from zarrchive.db.session import Database
-from zarrchive.services import accounts
+from zarrchive.services.identity import accounts
 from zarrchive.services.runtime import Archive
 
 pytestmark = SQLITE_ONLY

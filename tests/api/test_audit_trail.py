@@ -12,7 +12,7 @@ from tests.conftest import Users
 from tests.helpers.assets import add_blob_asset, assets_url, client_for, ok
 from tests.helpers.databases import SQLITE_ONLY
 from zarrchive.db.models import BatchKind, UploadBatch, UploadBatchFile, User, Zarr
-from zarrchive.services import audit, changes
+from zarrchive.services.dandi import audit, changes
 from zarrchive.services.runtime import Archive
 
 pytestmark = SQLITE_ONLY
@@ -134,7 +134,7 @@ def test_a_refused_change_records_nothing_and_huge_details_are_bounded(
 def test_the_hook_of_an_applied_zarr_batch_records_it(
     api: httpx.Client, archive: Archive, dandiset: str, zarr_id: str
 ) -> None:
-    """:func:`zarrchive.services.changes.zarr_batch_applied`, as the batch applier calls it."""
+    """:func:`zarrchive.services.dandi.changes.zarr_batch_applied`, as the batch applier calls it."""
     with archive.db.write_session() as session:
         zarr = session.get(Zarr, zarr_id)
         assert zarr is not None

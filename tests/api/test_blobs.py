@@ -16,7 +16,7 @@ from tests.helpers.assets import add_blob_asset, client_for, md5, ok, upload_blo
 from tests.helpers.presigned import put_headers
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.jobs import InProcessJobQueue
-from zarrchive.services import blobs
+from zarrchive.services.dandi import blobs
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import blob_key
 

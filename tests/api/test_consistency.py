@@ -12,9 +12,9 @@ import pytest
 from tests.helpers.api_uploads import FILES, assert_nodes_match, info, oracle, put_files, upload
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import compute_checksum
-from zarrchive.services import tree_updater, uploads
-from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine import tree_updater, uploads
+from zarrchive.services.zarr_engine.fsck import fsck
 
 
 def s3_listing_checksum(archive: Archive, zarr_id: str) -> tuple[str, dict[str, bytes]]:

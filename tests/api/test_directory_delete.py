@@ -33,8 +33,8 @@ from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.config import PublishedZarrs
 from zarrchive.errors import StorageUnavailable
 from zarrchive.services.runtime import Archive
-from zarrchive.services.snapshots import collect_garbage
-from zarrchive.services.uploads import directory_delete
+from zarrchive.services.zarr_engine.snapshots import collect_garbage
+from zarrchive.services.zarr_engine.uploads import directory_delete
 
 FILES_URL = "/api/zarr/{}/files/"
 
@@ -225,7 +225,7 @@ def test_directory_delete_taken_over_after_a_crash(
     assert response.status_code == 503, response.text
     assert info(api, zarr_id)["upload_state"] == "applying"  # the batch is still queued
     monkeypatch.setattr(directory_delete, "delete_subtree_nodes", real)
-    from zarrchive.services.uploads import apply_pending
+    from zarrchive.services.zarr_engine.uploads import apply_pending
 
     assert apply_pending(archive, zarr_id) == 1
     assert info(api, zarr_id)["checksum"] == oracle({"a": b"a"})

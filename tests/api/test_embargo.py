@@ -23,9 +23,9 @@ from tests.helpers.zarr_client import (
 from zarrchive.db.models import Blob, Dandiset
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.manifest import manifest_key
-from zarrchive.services.fsck import fsck
-from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive, set_current_archive
+from zarrchive.services.zarr_engine.fsck import fsck
+from zarrchive.services.zarr_engine.manifests import write_manifest
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.seaweedfs import SeaweedFS
 

@@ -12,10 +12,10 @@ from tests.helpers.api_uploads import oracle
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.multipart import MIB, THRESHOLD, big_bytes, open_sized, put_small, send_parts
 from tests.helpers.zarr_client import md5
-from zarrchive.services import recorded_listing, zarrs
-from zarrchive.services.manifests import write_manifest
-from zarrchive.services.node_cache import NODE_CACHE
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine import recorded_listing, zarrs
+from zarrchive.services.zarr_engine.manifests import write_manifest
+from zarrchive.services.zarr_engine.node_cache import NODE_CACHE
 
 pytestmark = [pytest.mark.settings(multipart_threshold=THRESHOLD), SQLITE_ONLY]
 

@@ -10,8 +10,8 @@ import httpx
 
 from tests.helpers.api_uploads import upload
 from zarrchive.checksum import ChecksumNode
-from zarrchive.services.node_cache import NODE_CACHE
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.node_cache import NODE_CACHE
 from zarrchive.storage.keys import checksum_node_key
 
 

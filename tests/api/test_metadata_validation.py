@@ -14,7 +14,7 @@ from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, ok
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.metadata import asset_metadata, dandiset_metadata, info, validate_now
-from zarrchive.services import validation
+from zarrchive.services.dandi import validation
 from zarrchive.services.runtime import Archive
 
 pytestmark = [pytest.mark.settings(publish_requires_valid=True), SQLITE_ONLY]

@@ -25,7 +25,7 @@ from zarrchive.db.models import (
     UploadBatchFile,
 )
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads.batches import _queued_clashes, record_directories
+from zarrchive.services.zarr_engine.uploads.batches import _queued_clashes, record_directories
 
 
 def _queue_backlog(archive: Archive, zarr_id: str, first: int, count: int, files: int) -> None:

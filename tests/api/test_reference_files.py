@@ -20,8 +20,8 @@ from tests.helpers.fsspec_oracle import read_with_fsspec, s3fs_python
 from tests.helpers.s3fs_oracle import run_oracle
 from zarrchive.config import PublishedZarrs
 from zarrchive.references import MAX_INLINE_BYTES
-from zarrchive.services.references import REFERENCES_PREFIX
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.references import REFERENCES_PREFIX
 
 pytestmark = SQLITE_ONLY
 

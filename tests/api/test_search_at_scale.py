@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import insert
 
 from zarrchive.db.models import Asset, Dandiset, Version
-from zarrchive.services import search
+from zarrchive.services.dandi import search
 from zarrchive.services.runtime import Archive
 
 #: A multiple of 1,000 (the rows are inserted a thousand dandisets at a time).

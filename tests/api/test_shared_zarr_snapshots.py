@@ -17,10 +17,10 @@ from tests.helpers.shared_zarrs import FIRST, publish, published_zarr, share, wh
 from tests.helpers.snapshots import oracle, read_snapshot
 from tests.helpers.zarr_client import create_dandiset, delete_files, wait_at_rest
 from zarrchive.config import PublishedZarrs
-from zarrchive.services import shared_zarrs
+from zarrchive.services.dandi.trash import purge_expired
 from zarrchive.services.runtime import Archive
-from zarrchive.services.snapshots import collect_garbage, unreferenced_zarrs
-from zarrchive.services.trash import purge_expired
+from zarrchive.services.zarr_engine import shared_zarrs
+from zarrchive.services.zarr_engine.snapshots import collect_garbage, unreferenced_zarrs
 
 pytestmark = [SQLITE_ONLY, pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)]
 NONE = timedelta(0)

@@ -15,8 +15,8 @@ from tests.helpers.shared_zarrs import FIRST, SHARED_PATH, published_zarr, share
 from tests.helpers.snapshots import oracle
 from tests.helpers.zarr_client import create_dandiset, create_zarr
 from zarrchive.db.models import Asset, SharedZarrAsset
-from zarrchive.services import shared_zarrs
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine import shared_zarrs
 
 pytestmark = SQLITE_ONLY
 

@@ -16,13 +16,13 @@ from tests.helpers.zarr_client import md5
 from zarrchive.config import PublishedZarrs
 from zarrchive.db.models import Version
 from zarrchive.services.runtime import Archive
-from zarrchive.services.snapshots import (
+from zarrchive.services.zarr_engine.snapshots import (
     SNAPSHOT_CACHE,
     add_pins,
     collect_garbage,
     prepare_manifest,
 )
-from zarrchive.services.zarrs import get_zarr
+from zarrchive.services.zarr_engine.zarrs import get_zarr
 
 V1 = {
     ".zgroup": b'{"zarr_format":2}',

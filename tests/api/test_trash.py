@@ -16,10 +16,10 @@ from tests.helpers.web_forms import form_token
 from tests.helpers.web_site import browser
 from tests.helpers.zarr_client import create_zarr, list_files, upload
 from zarrchive.db.models import AuditRecord, Dandiset, TrashedAsset, utcnow
+from zarrchive.services.dandi.trash import purge_expired
+from zarrchive.services.dandi.usage import usage_report
 from zarrchive.services.runtime import Archive
-from zarrchive.services.snapshots import unreferenced_zarrs
-from zarrchive.services.trash import purge_expired
-from zarrchive.services.usage import usage_report
+from zarrchive.services.zarr_engine.snapshots import unreferenced_zarrs
 
 NONE = timedelta(0)
 

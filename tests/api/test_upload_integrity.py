@@ -22,9 +22,9 @@ from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.zarr_client import md5
 from zarrchive.db.models import UploadBatch
 from zarrchive.errors import StorageError
-from zarrchive.services import fsck as fsck_service
-from zarrchive.services import uploads
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine import fsck as fsck_service
+from zarrchive.services.zarr_engine import uploads
 from zarrchive.storage.keys import checksum_node_key, staging_zarr_prefix
 from zarrchive.storage.objects import ObjectStore, WrittenVersion
 

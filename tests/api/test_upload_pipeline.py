@@ -17,8 +17,8 @@ from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.zarr_client import md5, oracle_checksum
 from zarrchive.db.models import BatchState, UploadBatch, utcnow
 from zarrchive.errors import StorageError
-from zarrchive.services import uploads
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine import uploads
 from zarrchive.storage.keys import staging_zarr_prefix
 from zarrchive.storage.objects import ObjectStore, WrittenVersion
 

@@ -20,10 +20,10 @@ from tests.helpers.multipart import open_sized
 from tests.helpers.waiting import EVENT_TIMEOUT, wait_until
 from tests.helpers.zarr_client import md5
 from zarrchive.errors import StorageError
-from zarrchive.services import tree_updater
-from zarrchive.services.manifests import ManifestSource
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import apply, staging
+from zarrchive.services.zarr_engine import tree_updater
+from zarrchive.services.zarr_engine.manifests import ManifestSource
+from zarrchive.services.zarr_engine.uploads import apply, staging
 from zarrchive.storage.keys import staging_prefix
 from zarrchive.storage.objects import ObjectStore
 

@@ -23,7 +23,7 @@ from tests.helpers.multipart import (
 )
 from tests.helpers.zarr_client import md5
 from zarrchive.services.runtime import Archive
-from zarrchive.services.snapshots import collect_garbage
+from zarrchive.services.zarr_engine.snapshots import collect_garbage
 from zarrchive.storage.keys import staging_object_key, staging_zarr_prefix, zarr_prefix
 
 pytestmark = [pytest.mark.settings(multipart_threshold=THRESHOLD), SQLITE_ONLY]

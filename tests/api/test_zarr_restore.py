@@ -25,8 +25,8 @@ from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.manifest_records import manifest_as_listed
 from tests.helpers.zarr_client import delete_files
 from zarrchive.db.models import AuditRecord
-from zarrchive.services.manifests import ManifestSource, current_entries, write_manifest
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.manifests import ManifestSource, current_entries, write_manifest
 
 #: State B of the Zarr: one file rewritten, one deleted (its directory with it), new files,
 #: and ``other``, a directory in state A, now a file.

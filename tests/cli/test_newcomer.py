@@ -19,7 +19,7 @@ from zarrchive.cli.admin import first_user_note
 from zarrchive.config import Settings
 from zarrchive.db.models import ApiToken
 from zarrchive.db.session import Database
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 
 ADMIN_COMMANDS = [

@@ -9,7 +9,7 @@ from typing import Any
 
 from zarrchive import __version__
 from zarrchive.client.asset_metadata import zarr_asset_metadata
-from zarrchive.services import validation
+from zarrchive.services.dandi import validation
 
 CHECKSUM = "bb9f2587" + "0" * 24 + "-101--2741"
 START = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)

@@ -41,7 +41,7 @@ from zarrchive.client import ApiClient
 from zarrchive.config import Settings
 from zarrchive.db.models import utcnow
 from zarrchive.services.runtime import Archive
-from zarrchive.services.snapshots import collect_garbage
+from zarrchive.services.zarr_engine.snapshots import collect_garbage
 from zarrchive.storage.keys import staging_zarr_prefix
 
 pytestmark = pytest.mark.settings(multipart_threshold=PART)

@@ -10,8 +10,8 @@ from tests.helpers.seeded_zarr import seed_zarr
 from tests.helpers.zarr_client import oracle_checksum
 from zarrchive.cli import app
 from zarrchive.client import ApiClient
-from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.manifests import write_manifest
 
 
 def restore(env: dict[str, str], *args: str) -> tuple[int, str, str]:

@@ -17,7 +17,7 @@ from zarrchive.cli import app
 from zarrchive.cli._common import human_size
 from zarrchive.client import ApiClient
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import directory_delete
+from zarrchive.services.zarr_engine.uploads import directory_delete
 
 FILES = {
     ".zgroup": b'{"zarr_format":2}',

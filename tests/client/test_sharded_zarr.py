@@ -33,9 +33,9 @@ from tests.helpers.zarr_nodes import as_array
 from zarrchive.cli import app
 from zarrchive.client import ApiClient
 from zarrchive.client.store import open_store
-from zarrchive.services import arrays
 from zarrchive.services.runtime import Archive
-from zarrchive.services.shard_index import (
+from zarrchive.services.views import arrays
+from zarrchive.services.views.shard_index import (
     ByteRange,
     IndexLayout,
     coalesce,
@@ -43,7 +43,7 @@ from zarrchive.services.shard_index import (
     group_by_shard,
     parse_index,
 )
-from zarrchive.services.thumbnail import NoThumbnail, plan_slice, stretch, thumbnail_step
+from zarrchive.services.views.thumbnail import NoThumbnail, plan_slice, stretch, thumbnail_step
 
 
 def cli(args: list[str], env: dict[str, str]) -> Any:

@@ -22,7 +22,7 @@ from zarrchive.client.store import open_store
 from zarrchive.client.upload import BatchRecords
 from zarrchive.config import PublishedZarrs, Settings
 from zarrchive.errors import InvalidInput, NotFound
-from zarrchive.services.snapshots import SNAPSHOT_CACHE
+from zarrchive.services.zarr_engine.snapshots import SNAPSHOT_CACHE
 
 pytestmark = pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)
 

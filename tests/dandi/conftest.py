@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import make_settings
 from tests.helpers.dandi import DandiArchive, require_dandi_venv
 from tests.helpers.server_process import ServerProcess
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

@@ -17,8 +17,8 @@ from tests.helpers.dandi import DandiArchive, require_dandi_venv, run_dandi, sho
 from tests.helpers.metadata import dandiset_metadata
 from tests.helpers.nwb import make_nwb
 from tests.helpers.server_process import ServerProcess
-from zarrchive.services import validation
-from zarrchive.services.auth import create_user
+from zarrchive.services.dandi import validation
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

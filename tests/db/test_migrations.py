@@ -27,7 +27,7 @@ from zarrchive.db.models import (
     Zarr,
 )
 from zarrchive.db.session import Database
-from zarrchive.services.search import SEARCH_TABLES
+from zarrchive.services.dandi.search import SEARCH_TABLES
 
 ZARR = "00000000-0000-0000-0000-000000000001"
 

@@ -14,7 +14,7 @@ import zarrchive
 from tests.helpers.databases import from_scratch
 from zarrchive.db.migrate import upgrade
 from zarrchive.db.session import Database
-from zarrchive.services.search import matches
+from zarrchive.services.dandi.search import matches
 
 VERSIONS = Path(zarrchive.__file__).parent / "db" / "migrations" / "versions"
 

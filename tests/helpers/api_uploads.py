@@ -17,8 +17,8 @@ from tests.helpers.presigned import put_headers
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import iter_directory_digests
 from zarrchive.db.models import UploadBatch
-from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.fsck import fsck
 from zarrchive.storage.keys import checksum_prefix
 
 #: A small Zarr of nested directories.

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 
 from tests.helpers.zarr_client import expect, list_files, oracle_from_digests
-from zarrchive.services.fsck import fsck
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.fsck import fsck
 
 
 def s3_files(s3: Any, bucket: str, zarr_id: str) -> dict[str, tuple[int, str]]:

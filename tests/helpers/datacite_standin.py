@@ -1,7 +1,7 @@
 """A DataCite-compatible stand-in: a real HTTP server (Starlette under uvicorn, in a thread, on
 127.0.0.1) that enforces what DataCite's REST API enforces for DOIs.
 
-DataCite's service can't run here; the tests of :mod:`zarrchive.services.dois` talk to this
+DataCite's service can't run here; the tests of :mod:`zarrchive.services.dandi.dois` talk to this
 over HTTP (never a mock of HTTP).  What it enforces, as DataCite does:
 
 - JSON:API: ``Content-Type: application/vnd.api+json``, a document ``{"data": {"type":

@@ -60,7 +60,7 @@ def held_conversion(blob_id: str) -> None:
     it go, as a hostile file's conversion would for minutes: it writes ``{blob_id}.started``
     in the directory ``$ZARRCHIVE_TEST_JOB_GATES``, waits until ``open`` exists there (at
     most 10 minutes), runs the real conversion and writes ``{blob_id}.converted``."""
-    from zarrchive.services.lindi_files import convert_blob_job
+    from zarrchive.services.dandi.lindi_files import convert_blob_job
 
     gates = Path(os.environ[GATES_ENV])
     (gates / f"{blob_id}.started").touch()
@@ -77,6 +77,6 @@ def record_dandischema_imported(path: str) -> None:
     """Append whether dandischema was already imported when the job started (by its worker,
     before forking the job's process), then use it as a validation job does."""
     imported = "dandischema.models" in sys.modules
-    from zarrchive.services.validation import schema
+    from zarrchive.services.dandi.validation import schema
 
     append_line(path, f"imported={imported} version={schema().version}")

@@ -1,7 +1,7 @@
 """Manifests from the apply's records, checked against what a listing of S3 gives.
 
 The apply engine records, when it applies a batch, every version it copied into place and
-every path it deleted (:mod:`zarrchive.services.manifest_changes`); the manifest job merges
+every path it deleted (:mod:`zarrchive.services.zarr_engine.manifest_changes`); the manifest job merges
 them into the previous manifest.  These helpers make the manifest a listing gives for the
 same state (what the job wrote before records), and make a Zarr look like one applied
 before records existed.
@@ -16,13 +16,13 @@ from sqlalchemy import delete, select
 
 from zarrchive.db.models import ZarrChangedObject, ZarrChangeSet
 from zarrchive.manifest import generate_manifest, manifest_key
-from zarrchive.services.manifests import (
+from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.manifests import (
     ManifestSource,
     ManifestStatus,
     current_entries,
     write_manifest,
 )
-from zarrchive.services.runtime import Archive
 
 
 def listed_manifest(

@@ -28,7 +28,7 @@ def wait_for(path: Path, timeout: float = MARKER_WAIT) -> bool:
 def apply_pausing_after_claim(zarr_id: str, signals: str, until: str) -> None:
     """The apply job, pausing once it has claimed the batch (before copying it into place):
     it writes ``apply-claimed`` and waits for the marker *until*; at the end ``apply-done``."""
-    from zarrchive.services.uploads import apply as engine
+    from zarrchive.services.zarr_engine.uploads import apply as engine
 
     copy = engine._copy_into_place
 
@@ -48,7 +48,7 @@ def manifest_outliving_the_apply(zarr_id: str, signals: str) -> None:
     """The manifest job (while the apply holds its claim, it finds the Zarr busy), then
     holding its key until the test writes ``release-manifest`` (a slow listing, say): the
     apply ends and queues the next manifest job of the Zarr meanwhile."""
-    from zarrchive.services.manifests import generate_manifest_job
+    from zarrchive.services.zarr_engine.manifests import generate_manifest_job
 
     try:
         generate_manifest_job(zarr_id)

@@ -9,8 +9,8 @@ import hashlib
 from collections.abc import Mapping
 
 from zarrchive.services.runtime import Archive
-from zarrchive.services.tree_updater import FileChange, apply_changes
-from zarrchive.services.zarrs import get_zarr
+from zarrchive.services.zarr_engine.tree_updater import FileChange, apply_changes
+from zarrchive.services.zarr_engine.zarrs import get_zarr
 from zarrchive.storage.keys import zarr_object_key
 
 

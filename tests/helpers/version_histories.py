@@ -4,7 +4,7 @@
 A :class:`History` drives one dandiset with one Zarr asset and one blob asset through
 uploads (written straight into S3 and the tree, as :func:`tests.helpers.seeded_zarr.seed_zarr`:
 fast), deletions, manifests, publications, trash and its restore, rollbacks (``POST
-/api/zarr/{id}/restore/``), time passing (the stores' and the database's clock) and gc runs (:mod:`zarrchive.services.version_gc`, applied), and keeps the model: the
+/api/zarr/{id}/restore/``), time passing (the stores' and the database's clock) and gc runs (:mod:`zarrchive.services.zarr_engine.version_gc`, applied), and keeps the model: the
 files of every state the Zarr had, by checksum.
 """
 
@@ -21,11 +21,11 @@ from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, ok
 from tests.helpers.seeded_zarr import seed_zarr
 from zarrchive.db.models import Blob, ZarrManifest
 from zarrchive.manifest import manifest_key, read_manifest
-from zarrchive.services.manifests import current_entries, write_manifest
 from zarrchive.services.runtime import Archive
-from zarrchive.services.tree_updater import apply_changes
-from zarrchive.services.version_gc import content_versions, zarr_versions
-from zarrchive.services.zarrs import get_zarr
+from zarrchive.services.zarr_engine.manifests import current_entries, write_manifest
+from zarrchive.services.zarr_engine.tree_updater import apply_changes
+from zarrchive.services.zarr_engine.version_gc import content_versions, zarr_versions
+from zarrchive.services.zarr_engine.zarrs import get_zarr
 from zarrchive.storage.keys import zarr_object_key
 from zarrchive.storage.memory import MemoryObjectStore
 from zarrchive.version_retention import Freed

@@ -17,8 +17,8 @@ from tests.helpers.zarr_client import create_zarr, expect, upload
 
 from zarrchive.db.models import AuditRecord, Dandiset, EmbargoStatus
 from zarrchive.jobs import RedisJobQueue, Ticker, run_worker
-from zarrchive.services import embargo
-from zarrchive.services.embargo_dates import utc_today
+from zarrchive.services.dandi import embargo
+from zarrchive.services.dandi.embargo_dates import utc_today
 from zarrchive.services.runtime import Archive, set_current_archive
 
 REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"

@@ -12,9 +12,9 @@ import pytest
 
 from zarrchive.jobs import JobFunc, JobLane, JobQueue
 from zarrchive.jobs.queue import prepare
-from zarrchive.services import lindi_files, validation
+from zarrchive.services.dandi import lindi_files, validation
 from zarrchive.services.runtime import Archive, set_current_archive
-from zarrchive.services.uploads import apply, queue_manifest
+from zarrchive.services.zarr_engine.uploads import apply, queue_manifest
 
 
 class LaneRecorder(JobQueue):

@@ -28,7 +28,7 @@ from tests.helpers.lindi import DUMP, dump, run_oracle
 from tests.helpers.snapshots import admin_env
 from zarrchive.db.models import LindiFile, LindiState
 from zarrchive.lindi import File, RangeReader
-from zarrchive.services import lindi_files
+from zarrchive.services.dandi import lindi_files
 from zarrchive.services.runtime import Archive
 
 pynwb = pytest.importorskip("pynwb")

@@ -17,7 +17,7 @@ from zarrchive.lindi import ConvertOptions, hdf5_to_rfs
 from zarrchive.lindi.blob_task import failure_reason
 from zarrchive.lindi.convert import check_bounds
 from zarrchive.lindi.rangefile import RangeFile
-from zarrchive.services.lindi_files import (
+from zarrchive.services.dandi.lindi_files import (
     HDF5_SIGNATURE,
     LindiStatus,
     is_hdf5,

@@ -30,7 +30,7 @@ from tests.helpers.waiting import wait_until
 from zarrchive.db.models import ZarrManifest
 from zarrchive.jobs import RedisJobQueue
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import APPLY_JOB
+from zarrchive.services.zarr_engine.uploads import APPLY_JOB
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 

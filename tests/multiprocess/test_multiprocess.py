@@ -31,7 +31,7 @@ from tests.helpers.server_process import ServerProcess, zarrchive_command
 from tests.helpers.zarr_client import authed, create_dandiset, create_zarr, expect, md5
 
 from zarrchive.config import Settings
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]

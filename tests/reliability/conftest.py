@@ -17,7 +17,7 @@ from tests.conftest import (
     make_settings,
 )
 from tests.helpers.reliability import Tokens
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

@@ -30,9 +30,9 @@ from tests.helpers.zarr_client import (
 from zarrchive.api import create_app
 from zarrchive.db.models import ApiToken, TokenScope
 from zarrchive.manifest import manifest_key
-from zarrchive.services.auth import create_token, create_user, token_hash
-from zarrchive.services.manifests import write_manifest
+from zarrchive.services.identity.auth import create_token, create_user, token_hash
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.manifests import write_manifest
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.objects import md5_to_content_md5
 from zarrchive.storage.seaweedfs import SeaweedFS

@@ -29,7 +29,7 @@ from tests.helpers.zarr_client import (
     upload,
     wait_at_rest,
 )
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

@@ -35,7 +35,7 @@ from tests.helpers.zarr_client import (
     put_presigned,
     upload,
 )
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

@@ -40,8 +40,8 @@ from zarrchive.config import make_private_dir
 from zarrchive.lindi.refs import decode_inline
 from zarrchive.sandbox import Limits, Status, landlock, probe, run_task
 from zarrchive.sandbox.runner import CHILD_ENV
-from zarrchive.services import lindi_files
-from zarrchive.services.auth import create_user
+from zarrchive.services.dandi import lindi_files
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

@@ -39,7 +39,7 @@ from zarrchive.jobs import (
     RedisJobQueue,
     job_queue_from_settings,
 )
-from zarrchive.services import lindi_files
+from zarrchive.services.dandi import lindi_files
 from zarrchive.services.runtime import Archive, set_current_archive
 
 REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"

@@ -25,9 +25,9 @@ from tests.helpers.bombs import GiB, MiB, bz2_zeros, nested_attributes, zarray, 
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.server_process import ServerProcess
 from tests.helpers.zarr_client import authed, create_dandiset, create_zarr, upload
-from zarrchive.services import arrays
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
+from zarrchive.services.views import arrays
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 pytestmark = SQLITE_ONLY

@@ -27,7 +27,7 @@ from tests.helpers.hostile_sender import Sent, hostile_sender, read_sent
 from tests.helpers.server_process import ServerProcess
 from tests.helpers.zarr_client import authed, create_dandiset, create_zarr, expect, upload
 from zarrchive.config import ANONYMOUS_BODY_LIMIT
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

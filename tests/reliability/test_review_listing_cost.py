@@ -38,11 +38,11 @@ from tests.helpers.zarr_client import (
 )
 from zarrchive.api.schemas import ZarrObjectOut
 from zarrchive.db.models import ZarrChangedObject, ZarrChangeSet, ZarrManifest
-from zarrchive.services import zarrs
-from zarrchive.services.manifests import ManifestStatus, write_manifest
-from zarrchive.services.node_cache import NODE_CACHE
-from zarrchive.services.recorded_listing import MANIFEST_CACHE, KeyRange, recorded_page
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine import zarrs
+from zarrchive.services.zarr_engine.manifests import ManifestStatus, write_manifest
+from zarrchive.services.zarr_engine.node_cache import NODE_CACHE
+from zarrchive.services.zarr_engine.recorded_listing import MANIFEST_CACHE, KeyRange, recorded_page
 from zarrchive.storage.keys import zarr_prefix
 from zarrchive.storage.seaweedfs import SeaweedFS
 

@@ -22,10 +22,10 @@ from tests.helpers.zarr_client import create_dandiset
 from zarrchive.api import create_app
 from zarrchive.db.models import User, WebSession
 from zarrchive.errors import NotFound
-from zarrchive.services.auth import create_user, rotate_token
+from zarrchive.services.identity.auth import create_user, rotate_token
+from zarrchive.services.identity.web_sessions import MAX_SESSIONS_PER_USER, session_user
+from zarrchive.services.identity.web_sessions import sign_in as sign_in_service
 from zarrchive.services.runtime import Archive
-from zarrchive.services.web_sessions import MAX_SESSIONS_PER_USER, session_user
-from zarrchive.services.web_sessions import sign_in as sign_in_service
 from zarrchive.web.render import LEGACY_TOKEN_COOKIE, SESSION_COOKIE
 from zarrchive.web.signin import SIGNIN_COOKIE
 

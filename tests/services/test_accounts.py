@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from zarrchive.config import Settings
 from zarrchive.db.models import AccountStatus
 from zarrchive.errors import ConfigurationError
-from zarrchive.services.accounts import email_domain_approved, status_for_new_account
+from zarrchive.services.identity.accounts import email_domain_approved, status_for_new_account
 
 LABEL = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12)
 DOMAIN = st.lists(LABEL, min_size=1, max_size=4).map(".".join)

@@ -1,11 +1,11 @@
-"""Asset ids (``services.assets.parse_asset_id``): canonical ASCII UUIDs, or not found."""
+"""Asset ids (``services.dandi.assets.parse_asset_id``): canonical ASCII UUIDs, or not found."""
 
 from __future__ import annotations
 
 import pytest
 
 from zarrchive.errors import NotFound
-from zarrchive.services.assets import parse_asset_id
+from zarrchive.services.dandi.assets import parse_asset_id
 
 ASSET_ID = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 

@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarrchive.services.blobs import ContentMatch, Digests, compare_content
+from zarrchive.services.dandi.blobs import ContentMatch, Digests, compare_content
 
 MD5S = (None, "a" * 32, "b" * 32)
 ETAGS = (None, "c" * 32 + "-1", "d" * 32 + "-1")

@@ -15,9 +15,9 @@ from tests.helpers.snapshots import admin_env
 from zarrchive.cli import app
 from zarrchive.config import Settings
 from zarrchive.db.models import Blob, utcnow
-from zarrchive.services.blob_gc import remove_unreferenced_blob, unreferenced_blobs
+from zarrchive.services.dandi.blob_gc import remove_unreferenced_blob, unreferenced_blobs
+from zarrchive.services.dandi.trash import purge_expired
 from zarrchive.services.runtime import Archive
-from zarrchive.services.trash import purge_expired
 
 NONE = timedelta(0)
 DAY = timedelta(days=1)

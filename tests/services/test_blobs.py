@@ -15,8 +15,8 @@ from tests.helpers.presigned import put_headers
 from tests.helpers.waiting import EVENT_TIMEOUT
 from zarrchive.db.models import Blob, User
 from zarrchive.errors import NotFound
-from zarrchive.services import blobs
-from zarrchive.services.auth import Caller
+from zarrchive.services.dandi import blobs
+from zarrchive.services.identity.auth import Caller
 from zarrchive.services.runtime import Archive
 
 pytestmark = SQLITE_ONLY

@@ -22,10 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers.bombs import MiB, bz2_zeros, zarray, zlib_zeros
-from zarrchive.services import chunk_guard, metadata_limits
-from zarrchive.services.chunk_guard import check_object, layout_of, zstd_content_size
-from zarrchive.services.shard_index import ByteRange, encode_index
-from zarrchive.services.thumbnail import NoThumbnail
+from zarrchive.services.dandi import metadata_limits
+from zarrchive.services.views import chunk_guard
+from zarrchive.services.views.chunk_guard import check_object, layout_of, zstd_content_size
+from zarrchive.services.views.shard_index import ByteRange, encode_index
+from zarrchive.services.views.thumbnail import NoThumbnail
 from zarrchive.web.attributes import render_attributes
 
 SHAPE, CHUNKS = (40, 60), (16, 32)

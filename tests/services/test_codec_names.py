@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from zarr.codecs import ZstdCodec
 from zarr.core.metadata import ArrayV3Metadata
 
-from zarrchive.services.codec_names import describe
+from zarrchive.services.views.codec_names import describe
 
 
 def test_v2_codecs() -> None:

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarrchive.services.dandiset_summary import (
+from zarrchive.services.dandi.validation import citation
+from zarrchive.services.views.dandiset_summary import (
     DESCRIPTION_LIMIT,
     LIST_LIMIT,
     TEXT_LIMIT,
     readable_role,
     summarize,
 )
-from zarrchive.services.validation import citation
 
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
 WEB = "https://archive.example.org"

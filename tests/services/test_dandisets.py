@@ -1,11 +1,11 @@
-"""Dandiset identifiers (``services.dandisets.parse_identifier``): six ASCII digits."""
+"""Dandiset identifiers (``services.dandi.dandisets.parse_identifier``): six ASCII digits."""
 
 from __future__ import annotations
 
 import pytest
 
 from zarrchive.errors import NotFound
-from zarrchive.services.dandisets import parse_identifier
+from zarrchive.services.dandi.dandisets import parse_identifier
 
 
 def test_six_digits_name_a_dandiset() -> None:

@@ -17,9 +17,13 @@ from tests.helpers.seeded_zarr import chunk_files
 from tests.helpers.zarr_client import oracle_checksum
 from zarrchive.errors import InvalidInput
 from zarrchive.services.runtime import Archive
-from zarrchive.services.tree_updater import FileChange, apply_changes, check_dropped_directories
-from zarrchive.services.uploads import directory_delete
-from zarrchive.services.uploads.directory_delete import (
+from zarrchive.services.zarr_engine.tree_updater import (
+    FileChange,
+    apply_changes,
+    check_dropped_directories,
+)
+from zarrchive.services.zarr_engine.uploads import directory_delete
+from zarrchive.services.zarr_engine.uploads.directory_delete import (
     Expansion,
     Plan,
     Resolved,

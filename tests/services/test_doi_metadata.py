@@ -1,4 +1,4 @@
-"""The pure side of DOIs (:mod:`zarrchive.services.doi_metadata`): names, the steps from a
+"""The pure side of DOIs (:mod:`zarrchive.services.dandi.doi_metadata`): names, the steps from a
 state to a goal (against a model of DataCite's state rules), the documents."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zarrchive.db.models import DoiGoal, DoiState
-from zarrchive.services import doi_metadata as dm
+from zarrchive.services.dandi import doi_metadata as dm
 
 #: DataCite's rules: the states an event is allowed from, and where it leads
 EVENTS = {

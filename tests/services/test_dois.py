@@ -27,7 +27,7 @@ from zarrchive.cli import app
 from zarrchive.config import DoiSettings, Settings
 from zarrchive.db.models import Doi, DoiState
 from zarrchive.jobs import InProcessJobQueue
-from zarrchive.services import dois
+from zarrchive.services.dandi import dois
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

@@ -25,9 +25,9 @@ from tests.helpers.zarr_client import (
 )
 from zarrchive.db.models import Dandiset, EmbargoStatus
 from zarrchive.errors import StorageError
-from zarrchive.services.embargo import move_to_public
-from zarrchive.services.fsck import fsck
+from zarrchive.services.dandi.embargo import move_to_public
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.fsck import fsck
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 
@@ -95,7 +95,7 @@ def locked_archive(
 
 @pytest.fixture
 def locked_api(live_server: LiveServer, locked_archive: Archive) -> Iterator[httpx.Client]:
-    from zarrchive.services.auth import create_user
+    from zarrchive.services.identity.auth import create_user
 
     with locked_archive.db.session() as session:
         token = create_user(session, "owner", admin=False)[1]

@@ -20,8 +20,8 @@ from tests.helpers.zarr_client import expect
 from zarrchive.db.models import AuditRecord, Dandiset, EmbargoStatus
 from zarrchive.errors import InvalidInput
 from zarrchive.jobs import InProcessJobQueue, PeriodicJob, Ticker
-from zarrchive.services import embargo
-from zarrchive.services.embargo_dates import (
+from zarrchive.services.dandi import embargo
+from zarrchive.services.dandi.embargo_dates import (
     EMBARGO_DAYS,
     FUNDED_EMBARGO_DAYS,
     embargo_end_date,
@@ -296,7 +296,7 @@ def expect_page(answer: httpx.Response) -> str:
 
 
 def _owner(archive: Archive, users: Users) -> Any:
-    from zarrchive.services.auth import authenticate
+    from zarrchive.services.identity.auth import authenticate
 
     return authenticate(archive, users.owner)
 
@@ -315,7 +315,7 @@ def test_the_ticker_queues_at_once_with_its_clock_only_what_it_claims(archive: A
     jobs = Recorder(threads=1)
     moment = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
     hourly = PeriodicJob(embargo.END_CHECK.func, every=3600.0)
-    refused = PeriodicJob("zarrchive.services.embargo:unembargo_job", every=3600.0)
+    refused = PeriodicJob("zarrchive.services.dandi.embargo:unembargo_job", every=3600.0)
     ticker = Ticker(
         jobs, [hourly, refused], clock=lambda: moment, claim=lambda job: job is hourly
     ).start()

@@ -1,4 +1,4 @@
-"""fsck (``services.fsck``): finds and repairs corrupt, missing and extra nodes and a wrong
+"""fsck (``services.zarr_engine.fsck``): finds and repairs corrupt, missing and extra nodes and a wrong
 checksum in the database; refuses to repair while a batch is open.  On the in-memory object
 store (unit tests: S3's own behaviour is the conformance suite's)."""
 
@@ -14,10 +14,10 @@ from tests.helpers.api_uploads import FILES, assert_nodes_match, info, open_batc
 from zarrchive.checksum import ChecksumNode
 from zarrchive.db.models import Zarr
 from zarrchive.errors import InvalidInput
-from zarrchive.services import fsck as fsck_service
-from zarrchive.services.fsck import fsck
-from zarrchive.services.manifests import AuditStatus, ManifestStatus, write_manifest
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine import fsck as fsck_service
+from zarrchive.services.zarr_engine.fsck import fsck
+from zarrchive.services.zarr_engine.manifests import AuditStatus, ManifestStatus, write_manifest
 from zarrchive.storage.keys import checksum_node_key, zarr_prefix
 
 

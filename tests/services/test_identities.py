@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from zarrchive.db.models import AccountStatus, User, UserIdentity
-from zarrchive.services.auth import create_user
-from zarrchive.services.identities import (
+from zarrchive.services.identity.auth import create_user
+from zarrchive.services.identity.identities import (
     USERNAME_LENGTH,
     IdentityClaims,
     account_for,

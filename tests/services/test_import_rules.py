@@ -1,4 +1,4 @@
-"""The pure rules of server-side imports (:mod:`zarrchive.services.uploads.import_rules`):
+"""The pure rules of server-side imports (:mod:`zarrchive.services.zarr_engine.uploads.import_rules`):
 what the archive may read, for any bucket, prefix and path."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarrchive.services.uploads.import_rules import (
+from zarrchive.services.zarr_engine.uploads.import_rules import (
     ImportRefused,
     check_source,
     normalize_prefix,

@@ -30,8 +30,9 @@ from zarrchive.db.models import BatchState, UploadBatch, ZarrChangedObject, Zarr
 from zarrchive.db.models import ZarrManifest as ManifestRow
 from zarrchive.errors import StorageError
 from zarrchive.manifest import DifferenceKind, format_timestamp, manifest_key
-from zarrchive.services.fsck import fsck, manifest_problems
-from zarrchive.services.manifests import (
+from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.fsck import fsck, manifest_problems
+from zarrchive.services.zarr_engine.manifests import (
     AuditStatus,
     ManifestSource,
     ManifestStatus,
@@ -39,9 +40,8 @@ from zarrchive.services.manifests import (
     current_entries,
     write_manifest,
 )
-from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import apply as apply_engine
-from zarrchive.services.uploads import apply_pending
+from zarrchive.services.zarr_engine.uploads import apply as apply_engine
+from zarrchive.services.zarr_engine.uploads import apply_pending
 from zarrchive.storage.objects import ObjectStore
 
 RECORDS, LISTING = ManifestSource.RECORDS, ManifestSource.LISTING

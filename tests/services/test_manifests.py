@@ -17,15 +17,15 @@ from tests.helpers.zarr_client import md5
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
 from zarrchive.db.models import Zarr
 from zarrchive.manifest import DifferenceKind, format_timestamp, manifest_key, read_manifest
-from zarrchive.services.manifests import (
+from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.manifests import (
     ManifestSource,
     ManifestStatus,
     audit_manifest,
     manifest_url,
     write_manifest,
 )
-from zarrchive.services.runtime import Archive
-from zarrchive.services.zarrs import ZarrRef
+from zarrchive.services.zarr_engine.zarrs import ZarrRef
 
 
 def test_manifest_content_is_exact(

@@ -13,14 +13,14 @@ from tests.helpers.api_uploads import info, oracle, upload
 from tests.helpers.databases import SQLITE_ONLY
 from zarrchive.config import PublishedZarrs
 from zarrchive.manifest import ManifestStatistics, manifest_key, read_manifest
-from zarrchive.services.fsck import fsck
-from zarrchive.services.manifests import (
+from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.fsck import fsck
+from zarrchive.services.zarr_engine.manifests import (
     AuditStatus,
     ManifestStatus,
     audit_manifest,
     write_manifest,
 )
-from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import zarr_object_key
 
 pytestmark = SQLITE_ONLY

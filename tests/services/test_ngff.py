@@ -1,5 +1,5 @@
-"""services/ngff.py: OME-NGFF multiscales read from a group's attributes, exactly, within
-bounds, and never an exception for whatever JSON an uploader stored; services/open_with.py:
+"""services/views/ngff.py: OME-NGFF multiscales read from a group's attributes, exactly, within
+bounds, and never an exception for whatever JSON an uploader stored; services/views/open_with.py:
 the viewers' URLs."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarrchive.services import open_with
-from zarrchive.services.ngff import (
+from zarrchive.services.views import open_with
+from zarrchive.services.views.ngff import (
     MAX_AXES,
     MAX_LEVELS,
     Axis,

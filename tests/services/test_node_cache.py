@@ -1,4 +1,4 @@
-"""Parsed ``.checksum`` nodes (``services.node_cache``): pages by bisection cover a listing."""
+"""Parsed ``.checksum`` nodes (``services.zarr_engine.node_cache``): pages by bisection cover a listing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zarrchive.checksum import ChecksumNode
-from zarrchive.services.node_cache import DIRECTORY, FILE, NodeView
+from zarrchive.services.zarr_engine.node_cache import DIRECTORY, FILE, NodeView
 
 NAMES = st.text("abc0", min_size=1, max_size=4)
 

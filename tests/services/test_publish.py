@@ -1,10 +1,10 @@
-"""Publishing (``services.publish``): the names of published versions."""
+"""Publishing (``services.dandi.publish``): the names of published versions."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from zarrchive.services.publish import version_name
+from zarrchive.services.dandi.publish import version_name
 
 
 def test_version_names() -> None:

@@ -14,7 +14,7 @@ from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.zarr_client import md5
 from zarrchive.errors import InvalidInput
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import batches
+from zarrchive.services.zarr_engine.uploads import batches
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The pure parts of :mod:`zarrchive.services.recorded_listing`: the merge of a manifest's
+"""The pure parts of :mod:`zarrchive.services.zarr_engine.recorded_listing`: the merge of a manifest's
 entries with the changes since, and the range of keys a page may hold (properties, against
 plain models)."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarrchive.services.recorded_listing import (
+from zarrchive.services.zarr_engine.recorded_listing import (
     KeyRange,
     ObjectEntry,
     ParsedEntries,

@@ -34,9 +34,9 @@ import zarrchive
 import zarrchive.services
 from zarrchive.db.models import Base, Zarr
 from zarrchive.db.session import Database
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
-from zarrchive.services.zarrs import ZarrRef
+from zarrchive.services.zarr_engine.zarrs import ZarrRef
 
 SOURCES = Path(zarrchive.__file__).parent
 
@@ -89,11 +89,11 @@ def test_archive_level_services_take_and_return_plain_values() -> None:
     names = {name for name, _ in checked}
     # the check sees the functions it is about
     assert {
-        "zarrchive.services.uploads.batches.delete_files",
-        "zarrchive.services.embargo.start_unembargo",
-        "zarrchive.services.zarrs.browse",
-        "zarrchive.services.catalog.asset_tree",
-        "zarrchive.services.auth.authenticate",
+        "zarrchive.services.zarr_engine.uploads.batches.delete_files",
+        "zarrchive.services.dandi.embargo.start_unembargo",
+        "zarrchive.services.zarr_engine.zarrs.browse",
+        "zarrchive.services.views.catalog.asset_tree",
+        "zarrchive.services.identity.auth.authenticate",
     } <= names
     leaks = {
         name: sorted(t.__name__ for t in _orm_types(hint, set()))

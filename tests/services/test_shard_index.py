@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from zarr.codecs import BloscCodec, ZstdCodec
 from zarr.storage import MemoryStore
 
-from zarrchive.services.shard_index import (
+from zarrchive.services.views.shard_index import (
     EMPTY,
     ByteRange,
     IndexLayout,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import zarr
 from zarr.storage import MemoryStore
 
-from zarrchive.services import arrays
-from zarrchive.services.thumbnail import MAX_CHUNKS, MAX_INNER_CHUNKS
+from zarrchive.services.views import arrays
+from zarrchive.services.views.thumbnail import MAX_CHUNKS, MAX_INNER_CHUNKS
 
 
 def meta(

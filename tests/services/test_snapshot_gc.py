@@ -13,7 +13,7 @@ from tests.helpers.snapshots import oracle, read_live
 from tests.helpers.zarr_client import md5
 from zarrchive.config import PublishedZarrs
 from zarrchive.services.runtime import Archive
-from zarrchive.services.snapshots import collect_garbage
+from zarrchive.services.zarr_engine.snapshots import collect_garbage
 
 pytestmark = pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)
 

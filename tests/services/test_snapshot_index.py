@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum, iter_directory_digests
 from zarrchive.manifest import ManifestEntry
-from zarrchive.services.node_cache import DIRECTORY, FILE
-from zarrchive.services.snapshots import build_index, version_map
+from zarrchive.services.zarr_engine.node_cache import DIRECTORY, FILE
+from zarrchive.services.zarr_engine.snapshots import build_index, version_map
 from zarrchive.storage.objects import ObjectVersion
 
 NOW = datetime(2026, 11, 24, tzinfo=UTC)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarrchive.services.thumbnail import (
+from zarrchive.services.views.thumbnail import (
     MAX_CHUNKS,
     MAX_DECODED_BYTES,
     MAX_SMALL_CHUNKS,

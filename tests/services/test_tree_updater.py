@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zarrchive.services.tree_updater import affected_directories
+from zarrchive.services.zarr_engine.tree_updater import affected_directories
 
 
 def test_every_directory_above_the_paths_and_the_root() -> None:

@@ -17,7 +17,7 @@ from tests.helpers.assets import assets_url, upload_blob
 from tests.helpers.s3 import object_history
 from tests.helpers.zarr_client import create_dandiset, create_zarr, expect, upload
 from zarrchive.db.models import Asset, Blob, Dandiset, EmbargoStatus, Version
-from zarrchive.services.embargo import move_to_public
+from zarrchive.services.dandi.embargo import move_to_public
 from zarrchive.services.runtime import Archive
 
 pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

@@ -16,9 +16,9 @@ from tests.helpers.snapshots import admin_env
 from zarrchive.cli import app
 from zarrchive.config import Settings
 from zarrchive.db.models import Zarr, utcnow
+from zarrchive.services.dandi.trash import purge_expired
 from zarrchive.services.runtime import Archive
-from zarrchive.services.snapshots import remove_unreferenced_zarr, unreferenced_zarrs
-from zarrchive.services.trash import purge_expired
+from zarrchive.services.zarr_engine.snapshots import remove_unreferenced_zarr, unreferenced_zarrs
 
 pytestmark = SQLITE_ONLY
 

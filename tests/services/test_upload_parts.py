@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from zarrchive.errors import InvalidInput
-from zarrchive.services.uploads.parts import (
+from zarrchive.services.zarr_engine.uploads.parts import (
     MAX_OBJECT_SIZE,
     MAX_PART_SIZE,
     MAX_PARTS,

@@ -27,9 +27,9 @@ from tests.helpers.waiting import EVENT_TIMEOUT
 from tests.helpers.zarr_client import md5, oracle_checksum
 from zarrchive.db.models import BatchState, UploadBatch, User, utcnow
 from zarrchive.errors import NoUploadInProgress
-from zarrchive.services import uploads
-from zarrchive.services.auth import Caller
+from zarrchive.services.identity.auth import Caller
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine import uploads
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from tests.helpers.version_histories import History, OffsetClock, run_stores_on
 from zarrchive.config import PublishedZarrs
 from zarrchive.db import models
 from zarrchive.manifest import manifest_key, read_manifest
+from zarrchive.services.dandi.usage import usage_report
 from zarrchive.services.runtime import Archive
-from zarrchive.services.usage import usage_report
 from zarrchive.storage.keys import zarr_prefix
 from zarrchive.version_retention import Freed
 

@@ -1,4 +1,4 @@
-"""``admin gc`` of noncurrent versions (:mod:`zarrchive.services.version_gc`) on the in-memory
+"""``admin gc`` of noncurrent versions (:mod:`zarrchive.services.zarr_engine.version_gc`) on the in-memory
 store: what it leaves alone (a Zarr with a batch being applied, one whose snapshot pin has
 no manifest, one whose kept manifest can't be read, a blob's content under a delete marker)
 and what it removes (only what is past the retention)."""
@@ -28,9 +28,9 @@ from zarrchive.db.models import (
 )
 from zarrchive.db.models import Version as VersionRow
 from zarrchive.manifest import manifest_key
-from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
-from zarrchive.services.version_gc import content_versions, zarr_versions
+from zarrchive.services.zarr_engine.manifests import write_manifest
+from zarrchive.services.zarr_engine.version_gc import content_versions, zarr_versions
 from zarrchive.version_retention import KeepReason
 
 pytestmark = SQLITE_ONLY

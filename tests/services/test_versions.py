@@ -1,4 +1,4 @@
-"""Version metadata (``services.versions.contact_person``): the first contact person's name."""
+"""Version metadata (``services.dandi.versions.contact_person``): the first contact person's name."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from zarrchive.services.versions import contact_person
+from zarrchive.services.dandi.versions import contact_person
 
 CONTACT = {"name": "Doe, Jane", "roleName": ["dcite:Author", "dcite:ContactPerson"]}
 

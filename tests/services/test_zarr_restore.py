@@ -17,8 +17,8 @@ from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.seeded_zarr import seed_zarr
 from tests.helpers.zarr_client import delete_files
 from zarrchive.db.models import BatchKind, UploadBatch, ZarrManifest, utcnow
-from zarrchive.services.manifests import current_entries, write_manifest
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.manifests import current_entries, write_manifest
 
 pytestmark = [SQLITE_ONLY, pytest.mark.settings(max_batch_files=2, multipart_threshold=5 << 20)]
 BIG = bytes(range(256)) * ((5 << 20) // 256 + 1)  # above the threshold

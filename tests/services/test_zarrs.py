@@ -1,11 +1,11 @@
-"""Zarr ids (``services.zarrs.parse_zarr_id``): canonical ASCII UUIDs, or not found."""
+"""Zarr ids (``services.zarr_engine.zarrs.parse_zarr_id``): canonical ASCII UUIDs, or not found."""
 
 from __future__ import annotations
 
 import pytest
 
 from zarrchive.errors import NotFound
-from zarrchive.services.zarrs import parse_zarr_id
+from zarrchive.services.zarr_engine.zarrs import parse_zarr_id
 
 ZARR_ID = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 

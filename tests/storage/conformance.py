@@ -23,8 +23,8 @@ import pytest
 from tests.helpers.waiting import EVENT_TIMEOUT
 from zarrchive.checksum import ChecksumNode
 from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
-from zarrchive.services.node_cache import NodeCache
-from zarrchive.services.tree_updater import read_node
+from zarrchive.services.zarr_engine.node_cache import NodeCache
+from zarrchive.services.zarr_engine.tree_updater import read_node
 from zarrchive.storage.keys import checksum_node_key
 from zarrchive.storage.objects import md5_to_content_md5
 from zarrchive.storage.protocol import ObjectStoreProtocol

@@ -29,7 +29,7 @@ from tests.helpers.oidc_provider import Providers, require_provider, running_pro
 from tests.helpers.server_process import ServerProcess, zarrchive_command
 from tests.helpers.zarr_client import authed, create_zarr, md5, upload
 from zarrchive.config import Settings
-from zarrchive.services.auth import create_user
+from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
 

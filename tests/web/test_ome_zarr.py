@@ -25,9 +25,9 @@ from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.ome_zarr import IMAGE_SHAPE, ome_python, table_rows, write_ome_zarr
 from tests.helpers.web_site import add_asset, browser, upload_blob
 from tests.helpers.zarr_client import create_dandiset, create_zarr
-from zarrchive.services import open_with
 from zarrchive.services.runtime import Archive
-from zarrchive.services.thumbnail import stretch
+from zarrchive.services.views import open_with
+from zarrchive.services.views.thumbnail import stretch
 from zarrchive.storage.keys import zarr_object_key
 
 pytestmark = SQLITE_ONLY

@@ -25,9 +25,9 @@ from tests.helpers.web_site import (
     image_values,
     sharded_values,
 )
-from zarrchive.services.manifests import write_manifest
 from zarrchive.services.runtime import Archive
-from zarrchive.services.thumbnail import stretch, thumbnail_step
+from zarrchive.services.views.thumbnail import stretch, thumbnail_step
+from zarrchive.services.zarr_engine.manifests import write_manifest
 from zarrchive.storage.keys import zarr_object_key
 from zarrchive.web.render import SESSION_COOKIE
 

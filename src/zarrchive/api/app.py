@@ -48,14 +48,14 @@ Authenticate with `Authorization: token KEY`.
 
 
 def _sweep_pending(archive: Archive) -> None:
-    from zarrchive.services.uploads import sweep_pending
+    from zarrchive.services.zarr_engine.uploads import sweep_pending
 
     try:
         sweep_pending(archive)
     except Exception:  # the database or S3 is down: the next write to each Zarr finishes it
         log.exception("could not look for verified batches to apply")
     if archive is not None:
-        from zarrchive.services import dois
+        from zarrchive.services.dandi import dois
 
         try:  # DOIs an outage left pending when the last process stopped
             dois.queue_pending(archive)

@@ -46,7 +46,7 @@ from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import RequestModel
 from zarrchive.config import Settings
 from zarrchive.errors import BatchTooLarge, InvalidInput
-from zarrchive.services.auth import require_user
+from zarrchive.services.identity.auth import require_user
 
 #: Where the OpenAPI document keeps the models a body refers to.
 COMPONENTS = "#/components/schemas/{model}"

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from zarrchive.api.middleware import USER_STATE_KEY, parse_token
-from zarrchive.services.auth import Caller, authenticate
+from zarrchive.services.identity.auth import Caller, authenticate
 from zarrchive.services.runtime import Archive
 
 

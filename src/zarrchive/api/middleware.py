@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from zarrchive.config import ANONYMOUS_BODY_LIMIT
 from zarrchive.errors import AuthenticationRequired, InvalidInput, RequestTooLarge, ZarrchiveError
 from zarrchive.http_common.errors import DATABASE_DOWN, database_unavailable, error_response
-from zarrchive.services.auth import Caller, authenticate
+from zarrchive.services.identity.auth import Caller, authenticate
 from zarrchive.services.runtime import Archive
 
 #: Where the guard leaves the authenticated user for ``api.deps.get_user``.

@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from zarrchive.services.blobs import MAX_PARTS
-from zarrchive.services.uploads.parts import MAX_OBJECT_SIZE, MAX_PARTS_PER_REQUEST
-from zarrchive.services.zarrs import DirectoryListing, FileEntry
+from zarrchive.services.dandi.blobs import MAX_PARTS
+from zarrchive.services.zarr_engine.uploads.parts import MAX_OBJECT_SIZE, MAX_PARTS_PER_REQUEST
+from zarrchive.services.zarr_engine.zarrs import DirectoryListing, FileEntry
 
 
 class RequestModel(BaseModel):

@@ -53,7 +53,7 @@ def create_user(
 ) -> None:
     """Create a user and print a new API token for it (shown only once)."""
     from zarrchive.db.session import Database
-    from zarrchive.services import auth
+    from zarrchive.services.identity import auth
 
     settings = admin_settings()
     db = Database(settings.database_url, strict=settings.strict_sessions)
@@ -72,7 +72,7 @@ def rotate_token(name: str = typer.Argument(..., help="The user's name")) -> Non
     """Replace the user's API tokens by a new one (printed, shown only once) and sign the
     user out of every browser."""
     from zarrchive.db.session import Database
-    from zarrchive.services import auth
+    from zarrchive.services.identity import auth
 
     settings = admin_settings()
     db = Database(settings.database_url, strict=settings.strict_sessions)
@@ -88,7 +88,7 @@ def rotate_token(name: str = typer.Argument(..., help="The user's name")) -> Non
 def _set_status(name: str, approve: bool) -> None:
     from zarrchive.db.models import AccountStatus
     from zarrchive.db.session import Database
-    from zarrchive.services import accounts
+    from zarrchive.services.identity import accounts
 
     settings = admin_settings()
     db = Database(settings.database_url, strict=settings.strict_sessions)
@@ -129,7 +129,7 @@ def fsck(
     from sqlalchemy import select
 
     from zarrchive.db.models import Zarr
-    from zarrchive.services.fsck import fsck as run_fsck
+    from zarrchive.services.zarr_engine.fsck import fsck as run_fsck
 
     if not zarr_ids and not all_zarrs:
         raise fail("name Zarr ids or pass --all")
@@ -161,7 +161,7 @@ def _purge_trash(archive: Archive, *, apply: bool, console: object) -> None:
     ``ZARRCHIVE_TRASH_DAYS``: first, so that the content it held is garbage from then on."""
     from rich.console import Console
 
-    from zarrchive.services.trash import purge_expired
+    from zarrchive.services.dandi.trash import purge_expired
 
     assert isinstance(console, Console)
     days = archive.settings.trash_days
@@ -175,9 +175,9 @@ def _purge_trash(archive: Archive, *, apply: bool, console: object) -> None:
 
 
 def _gc_blobs(archive: Archive, apply: bool, grace: timedelta) -> tuple[int, int]:
-    """Remove (or list) the blobs nothing references (:mod:`zarrchive.services.blob_gc`):
+    """Remove (or list) the blobs nothing references (:mod:`zarrchive.services.dandi.blob_gc`):
     ``(count, bytes)``."""
-    from zarrchive.services.blob_gc import remove_unreferenced_blob, unreferenced_blobs
+    from zarrchive.services.dandi.blob_gc import remove_unreferenced_blob, unreferenced_blobs
 
     count = size = 0
     for blob in unreferenced_blobs(archive, grace=grace):
@@ -202,7 +202,7 @@ def usage(
     leftovers, noncurrent object versions no published or restorable state needs).  Each blob
     or Zarr is counted once per figure."""
     from zarrchive.cli._common import human_size
-    from zarrchive.services.usage import Usage, usage_report
+    from zarrchive.services.dandi.usage import Usage, usage_report
 
     with open_archive() as archive:
         report = usage_report(archive)
@@ -272,12 +272,12 @@ def gc(
     from rich.console import Console
 
     from zarrchive.cli._common import human_size
-    from zarrchive.services.snapshots import (
+    from zarrchive.services.zarr_engine.snapshots import (
         gc_zarr_ids,
         remove_unreferenced_zarr,
         unreferenced_zarrs,
     )
-    from zarrchive.services.version_gc import collect_zarr, content_versions
+    from zarrchive.services.zarr_engine.version_gc import collect_zarr, content_versions
 
     console = Console(stderr=True, soft_wrap=True)
     total_versions = total_bytes = total_staging = total_zarrs = total_multipart = 0
@@ -363,7 +363,7 @@ def doi_sync(
     """Send every DOI's metadata to DataCite again (after a metadata change or an outage);
     record the DOIs public dandisets and versions lack.  Prints each DOI, its state and
     DataCite's refusal if any; exits 1 if DataCite refused or did not answer one."""
-    from zarrchive.services import dois
+    from zarrchive.services.dandi import dois
 
     with open_archive() as archive:
         if archive.settings.doi is None:

@@ -62,7 +62,7 @@ def backfill(
     not HDF5 are left as they are; named ASSETs are converted again if their file failed.
     Prints one line per blob: its id, then ready, failed: reason, or not-hdf5."""
     from zarrchive.cli._common import fail, make_progress, open_archive
-    from zarrchive.services import lindi_files
+    from zarrchive.services.dandi import lindi_files
 
     if bool(assets) == all_assets:
         raise fail("give asset ids, or --all (not both)")

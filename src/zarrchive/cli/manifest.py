@@ -59,7 +59,7 @@ def backfill(
     """Write the missing manifests of the current checksums (idempotent)."""
     from rich.console import Console
 
-    from zarrchive.services.manifests import ManifestStatus, write_manifest
+    from zarrchive.services.zarr_engine.manifests import ManifestStatus, write_manifest
 
     def visit(archive: Archive, zarr_id: str, console: Console) -> str:
         outcome = write_manifest(archive, zarr_id)
@@ -91,7 +91,7 @@ def audit(
     Exit code 1 when any differs or could not be audited (busy: run again at rest)."""
     from rich.console import Console
 
-    from zarrchive.services.manifests import AuditStatus, audit_manifest
+    from zarrchive.services.zarr_engine.manifests import AuditStatus, audit_manifest
 
     def visit(archive: Archive, zarr_id: str, console: Console) -> str:
         outcome = audit_manifest(archive, zarr_id)

@@ -53,7 +53,7 @@ def worker(
         from zarrchive.jobs import run_worker
         from zarrchive.services import runtime
         from zarrchive.services.runtime import current_archive, set_current_archive
-        from zarrchive.services.uploads import sweep_pending
+        from zarrchive.services.zarr_engine.uploads import sweep_pending
 
         # a database server is migrated once here: the jobs (each in a forked child) connect
         # without migrating; the embedded default's SQLite file is migrated by `serve`
@@ -79,7 +79,7 @@ def worker(
         if JobLane.CONTENT in lanes:
             # validations run there, each job in a forked child: dandischema (seconds to
             # import, 12-14 s under load) imported once here is already every child's
-            from zarrchive.services.validation import schema
+            from zarrchive.services.dandi.validation import schema
 
             schema()
         from zarrchive.services.periodic import PERIODIC_JOBS

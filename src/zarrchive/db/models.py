@@ -71,12 +71,12 @@ class BatchKind(StrEnum):
     #: files being deleted
     DELETE = "delete"
     #: files copied back from the versions of the Zarr's own objects that an earlier
-    #: manifest records (a rollback, :mod:`zarrchive.services.zarr_restore`): no staging area
+    #: manifest records (a rollback, :mod:`zarrchive.services.zarr_engine.zarr_restore`): no staging area
     RESTORE = "restore"
 
 
 class BatchState(StrEnum):
-    """Where a batch is in its life (see :mod:`zarrchive.services.uploads`)."""
+    """Where a batch is in its life (see :mod:`zarrchive.services.zarr_engine.uploads`)."""
 
     #: the client PUTs its files
     OPEN = "open"
@@ -102,7 +102,7 @@ class EmbargoStatus(StrEnum):
 
 class MetadataStatus(StrEnum):
     """DANDI's validation status of a draft's metadata or of an asset's metadata (see
-    :mod:`zarrchive.services.validation`)."""
+    :mod:`zarrchive.services.dandi.validation`)."""
 
     #: changed since last validated: a background job will validate it
     PENDING = "Pending"
@@ -120,7 +120,7 @@ class BlobValidation(StrEnum):
 
 
 class LindiState(StrEnum):
-    """Where a blob's LINDI file is (see :mod:`zarrchive.services.lindi_files`)."""
+    """Where a blob's LINDI file is (see :mod:`zarrchive.services.dandi.lindi_files`)."""
 
     #: a background job will (re)write it
     PENDING = "pending"
@@ -132,7 +132,7 @@ class LindiState(StrEnum):
 
 
 class DoiState(StrEnum):
-    """Where a DOI is at DataCite, as the archive last saw it (:mod:`zarrchive.services.dois`)."""
+    """Where a DOI is at DataCite, as the archive last saw it (:mod:`zarrchive.services.dandi.dois`)."""
 
     #: not at DataCite yet (or not known to be): a background job will send it
     PENDING = "pending"
@@ -154,7 +154,7 @@ class DoiGoal(StrEnum):
 
 
 class AccountStatus(StrEnum):
-    """DANDI's statuses of an account (see :mod:`zarrchive.services.auth`): only an approved
+    """DANDI's statuses of an account (see :mod:`zarrchive.services.identity.auth`): only an approved
     account changes anything, holds keys or sees embargoed data."""
 
     #: signed in, not yet asked for approval (DANDI's questionnaire not sent)
@@ -283,7 +283,7 @@ class Dandiset(Base):
     embargo_end_date: Mapped[date | None] = mapped_column(Date, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     #: In the trash since (``None``: not deleted): a deleted dandiset is seen only by
-    #: :mod:`zarrchive.services.trash` until restored or purged; its draft's assets are rows
+    #: :mod:`zarrchive.services.dandi.trash` until restored or purged; its draft's assets are rows
     #: of ``trashed_assets`` (``with_dandiset``) meanwhile.
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     #: the username of who deleted it
@@ -313,7 +313,7 @@ class DandisetOwner(Base):
 
 
 class DandisetReviewer(Base):
-    """A reviewer of a dandiset (see :mod:`zarrchive.services.reviewers`)."""
+    """A reviewer of a dandiset (see :mod:`zarrchive.services.dandi.reviewers`)."""
 
     __tablename__ = "dandiset_reviewers"
 
@@ -353,7 +353,7 @@ class UploadBatch(Base):
     per Zarr), ``queued`` once verified (``seq`` gives the order in which the Zarr's batches
     are applied), ``applying`` while an applier that claimed it copies its files into place
     and updates the tree.  The row is deleted when the batch is applied (or cancelled).
-    See :mod:`zarrchive.services.uploads`.
+    See :mod:`zarrchive.services.zarr_engine.uploads`.
     """
 
     __tablename__ = "upload_batches"
@@ -530,12 +530,12 @@ class Blob(Base):
     embargoed: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     #: ``dandi:sha2-256``, computed by a background job streaming the object (``None``
-    #: until then; see :mod:`zarrchive.services.validation`).
+    #: until then; see :mod:`zarrchive.services.dandi.validation`).
     sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     #: The last time an uploader was given it (an upload of the same content) or an asset or
     #: trash item let go of it (``None``: since ``created_at``): ``admin gc`` removes an
     #: unreferenced blob only once both are older than its grace period (see
-    #: :mod:`zarrchive.services.blob_gc`).
+    #: :mod:`zarrchive.services.dandi.blob_gc`).
     touched_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
@@ -613,7 +613,7 @@ class Asset(Base):
 class TrashedAsset(Base):
     """A deleted asset of a draft, restorable for ``ZARRCHIVE_TRASH_DAYS``: the asset's row as
     it was (same id, path, metadata, blob or Zarr), moved out of ``assets`` so that no read
-    path of assets sees it (see :mod:`zarrchive.services.trash`).  ``with_dandiset``: it went
+    path of assets sees it (see :mod:`zarrchive.services.dandi.trash`).  ``with_dandiset``: it went
     with its deleted dandiset and comes back with it."""
 
     __tablename__ = "trashed_assets"
@@ -659,7 +659,7 @@ class ZarrPin(Base):
 
 class SharedZarrMode(StrEnum):
     """How an asset of one dandiset reads a Zarr of another (see
-    :mod:`zarrchive.services.shared_zarrs`)."""
+    :mod:`zarrchive.services.zarr_engine.shared_zarrs`)."""
 
     #: the Zarr is frozen (published in ``freeze`` mode): its live state is the pinned one
     FREEZE = "freeze"
@@ -673,7 +673,7 @@ class SharedZarrAsset(Base):
 
     Keyed by the asset's id without a foreign key: the id is the same in ``assets`` and in
     ``trashed_assets``, so a trashed and restored asset keeps its pin; a row whose asset is
-    in neither (purged) holds nothing (:func:`zarrchive.services.shared_zarrs.held_checksums`).
+    in neither (purged) holds nothing (:func:`zarrchive.services.zarr_engine.shared_zarrs.held_checksums`).
     """
 
     __tablename__ = "shared_zarr_assets"
@@ -715,7 +715,7 @@ class LindiFile(Base):
     """The LINDI file of one blob content (HDF5/NWB): its state and where its JSON lives.
 
     One row per blob (assets sharing a blob share it), deleted with its blob.  The JSON is
-    in the blob's bucket at :func:`zarrchive.services.lindi_files.lindi_key`; ``embargoed``
+    in the blob's bucket at :func:`zarrchive.services.dandi.lindi_files.lindi_key`; ``embargoed``
     tells which bucket (and which chunk URLs) it was written for, so an unembargoed blob's
     file is known to be stale."""
 
@@ -747,7 +747,7 @@ class ZarrChangeSet(Base):
     new checksum is the manifest of the newest set with ``manifest_written`` merged with the
     changed objects of the sets after it, when their checksums chain (each set's
     ``checksum_before`` is the previous set's ``checksum_after``).  Sets older than the
-    newest ``manifest_written`` one are pruned.  See :mod:`zarrchive.services.manifest_changes`.
+    newest ``manifest_written`` one are pruned.  See :mod:`zarrchive.services.zarr_engine.manifest_changes`.
     """
 
     __tablename__ = "zarr_change_sets"
@@ -784,7 +784,7 @@ class ZarrChangedObject(Base):
 
 class Doi(Base):
     """A DOI of a dandiset (``version`` ``None``) or of a published version, and where it is
-    at DataCite (:mod:`zarrchive.services.dois`).  Keyed by the DOI; the dandiset by its
+    at DataCite (:mod:`zarrchive.services.dandi.dois`).  Keyed by the DOI; the dandiset by its
     identifier (no foreign key: the record of a deleted dandiset's DOI stays)."""
 
     __tablename__ = "dois"

@@ -1,7 +1,7 @@
 """Background jobs behind one small interface (knows nothing about what the jobs do).
 
 A job is a module-level function named by an import string
-(``"zarrchive.services.manifests:generate_manifest_job"``) called with
+(``"zarrchive.services.zarr_engine.manifests:generate_manifest_job"``) called with
 JSON-serialisable keyword arguments.  Jobs must be idempotent: they are retried
 when they raise and may run again after a crash.  Each job goes to a lane
 (:class:`JobLane`: a Zarr's jobs, or content work) with consumers of its own, so a

@@ -24,6 +24,8 @@ from typing import Any
 
 from zarrchive.errors import InvalidJob
 from zarrchive.jobs.lanes import JobLane
+from zarrchive.jobs.renamed import current_module
+from zarrchive.jobs.renamed import current_module
 
 log = logging.getLogger("zarrchive.jobs")
 
@@ -58,6 +60,8 @@ def import_string(func: JobFunc) -> str:
 def resolve(func: str) -> Callable[..., object]:
     """Import the function named by the import string *func*."""
     module_name, _, name = import_string(func).partition(":")
+    # a job queued by an earlier release may name a module that has moved since
+    module_name = current_module(module_name)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from zarrchive.jobs import InProcessJobQueue, PeriodicJob, Ticker
 from zarrchive.jobs.periodic import Clock, utc_now
-from zarrchive.services import embargo
+from zarrchive.services.dandi import embargo
 from zarrchive.services.runtime import Archive
 
 #: Every periodic job of the archive.

@@ -2,7 +2,7 @@
 administrators' accounts page (``/admin/users``: approve and reject).
 
 Every form is protected against cross-site posts (:mod:`zarrchive.web.forms`); the rules
-are the services' (:mod:`zarrchive.services.api_keys`, :mod:`zarrchive.services.accounts`).
+are the services' (:mod:`zarrchive.services.identity.api_keys`, :mod:`zarrchive.services.identity.accounts`).
 A new key is shown once, in the answer to the form that made it (never in a URL, never
 stored: the answer says ``Cache-Control: no-store``).
 """
@@ -17,9 +17,9 @@ from starlette.concurrency import run_in_threadpool
 
 from zarrchive.errors import InvalidInput
 from zarrchive.http_common.params import KeyId
-from zarrchive.services import accounts, api_keys
-from zarrchive.services.accounts import AccountStatus
-from zarrchive.services.auth import Caller, require_user
+from zarrchive.services.identity import accounts, api_keys
+from zarrchive.services.identity.accounts import AccountStatus
+from zarrchive.services.identity.auth import Caller, require_user
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
 

@@ -13,20 +13,12 @@ from starlette.concurrency import run_in_threadpool
 from zarrchive.errors import InvalidInput
 from zarrchive.http_common.pagination import PageRequest, make_page, page_request
 from zarrchive.http_common.public_url import public_base
-from zarrchive.services import (
-    assets,
-    catalog,
-    dois,
-    embargo,
-    owners,
-    reviewers,
-    trash,
-    versions,
-)
-from zarrchive.services.audit_trail import audit_page
-from zarrchive.services.auth import require_user
-from zarrchive.services.dandiset_roles import MemberSetter
-from zarrchive.services.dandiset_summary import summarize
+from zarrchive.services.dandi import assets, dois, embargo, owners, reviewers, trash, versions
+from zarrchive.services.dandi.audit_trail import audit_page
+from zarrchive.services.dandi.dandiset_roles import MemberSetter
+from zarrchive.services.identity.auth import require_user
+from zarrchive.services.views import catalog
+from zarrchive.services.views.dandiset_summary import summarize
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
 

@@ -6,8 +6,8 @@
   challenge;
 - ``GET /signin/oidc/callback`` (the redirect URI to register at every provider:
   :func:`redirect_uri`) checks ``state`` against the cookie, redeems the code, checks the
-  ID token (:mod:`zarrchive.services.oidc`), finds or makes the account linked to the
-  provider's (issuer, ``sub``) (:mod:`zarrchive.services.identities`) and starts a web session
+  ID token (:mod:`zarrchive.services.identity.oidc`), finds or makes the account linked to the
+  provider's (issuer, ``sub``) (:mod:`zarrchive.services.identity.identities`) and starts a web session
   as the token sign-in does.  Whatever fails gives a page saying why (4xx, or 502 for a
   provider that can't be reached) and makes nothing; the flow's cookie is used once.
 
@@ -32,12 +32,12 @@ from zarrchive.config import OidcProvider
 from zarrchive.errors import NotFound, PermissionDenied, SignInRefused, ZarrchiveError
 from zarrchive.http_common.errors import status_code_for
 from zarrchive.http_common.public_url import public_base
-from zarrchive.services import oidc
-from zarrchive.services.accounts import AccountStatus
-from zarrchive.services.auth import Caller
-from zarrchive.services.identities import account_for
+from zarrchive.services.identity import oidc
+from zarrchive.services.identity.accounts import AccountStatus
+from zarrchive.services.identity.auth import Caller
+from zarrchive.services.identity.identities import account_for
+from zarrchive.services.identity.web_sessions import sign_out, start_session
 from zarrchive.services.runtime import Archive
-from zarrchive.services.web_sessions import sign_out, start_session
 from zarrchive.web.forms import TOKEN_FIELD, parse_form, require_form_from_here
 from zarrchive.web.oidc_flow import FLOW_MAX_AGE, SignInFlow, decode_flow, encode_flow, flow_key
 from zarrchive.web.render import (

@@ -16,16 +16,16 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from zarrchive.errors import DatabaseUnavailable, ZarrchiveError
 from zarrchive.http_common.errors import DATABASE_DOWN, RETRY_AFTER_SECONDS, status_code_for
-from zarrchive.services.auth import Caller
+from zarrchive.services.identity.auth import Caller
+from zarrchive.services.identity.web_sessions import session_user
 from zarrchive.services.runtime import Archive
-from zarrchive.services.web_sessions import session_user
 from zarrchive.web.forms import session_form_token
 
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 #: The cookie holding a signed-in browser's session id (HttpOnly, SameSite=Strict); the
-#: session lives in the database (:mod:`zarrchive.services.web_sessions`).
+#: session lives in the database (:mod:`zarrchive.services.identity.web_sessions`).
 SESSION_COOKIE = "zarrchive_session"
 #: Over https the session cookie's name has this prefix: browsers then keep it only as set
 #: Secure, for ``Path=/`` and without ``Domain`` (for this host alone), and no other host,

@@ -1,6 +1,6 @@
 """Signing in with an API token, and out.
 
-Signing in exchanges the token for a server-side session (:mod:`zarrchive.services.web_sessions`):
+Signing in exchanges the token for a server-side session (:mod:`zarrchive.services.identity.web_sessions`):
 the browser's cookie holds the session's random id, never the token.  Both forms are
 protected against cross-site posts (:mod:`zarrchive.web.forms`): the sign-in form by a
 pre-session cookie it repeats in a field, the sign-out form by its session's form token.
@@ -17,8 +17,8 @@ from starlette.concurrency import run_in_threadpool
 
 from zarrchive.config import OidcProvider
 from zarrchive.errors import AuthenticationRequired, ZarrchiveError
-from zarrchive.services.oidc import PROVIDERS, origin_of
-from zarrchive.services.web_sessions import SESSION_LIFETIME, sign_in, sign_out
+from zarrchive.services.identity.oidc import PROVIDERS, origin_of
+from zarrchive.services.identity.web_sessions import SESSION_LIFETIME, sign_in, sign_out
 from zarrchive.web.forms import (
     TOKEN_FIELD,
     parse_form,

@@ -10,8 +10,9 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from zarrchive.errors import InvalidInput, NotFound
 from zarrchive.paths import validate_directory_path
-from zarrchive.services import arrays, ngff, snapshots, zarr_info, zarrs
-from zarrchive.services.thumbnail import NoThumbnail
+from zarrchive.services.views import arrays, ngff
+from zarrchive.services.views.thumbnail import NoThumbnail
+from zarrchive.services.zarr_engine import snapshots, zarr_info, zarrs
 from zarrchive.web.attributes import render_attributes
 from zarrchive.web.render import ArchiveOf, HtmlRoute, WebUser, page
 
@@ -116,7 +117,7 @@ def _crumbs(path: str) -> list[tuple[str, str]]:
 def thumbnail(
     request: Request, archive: ArchiveOf, user: WebUser, zarr_id: str, path: str
 ) -> Response:
-    """A PNG of a 2-D slice of the array in directory *path* (see ``services/thumbnail.py``)."""
+    """A PNG of a 2-D slice of the array in directory *path* (see ``services/views/thumbnail.py``)."""
     zarr = zarrs.zarr_ref(archive, user, zarr_id)
     directory = validate_directory_path(path)
     try:

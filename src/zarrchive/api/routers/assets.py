@@ -22,7 +22,7 @@ from zarrchive.db.models import LindiState
 from zarrchive.errors import InvalidInput
 from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.http_common.public_url import public_base
-from zarrchive.services import assets, lindi_files
+from zarrchive.services.dandi import assets, lindi_files
 
 router = APIRouter(tags=["assets"])
 ASSET = JsonBody(AssetIn, login=True)

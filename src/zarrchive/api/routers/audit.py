@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
-from zarrchive.services.audit import AuditEntry
-from zarrchive.services.audit_trail import audit_page
+from zarrchive.services.dandi.audit import AuditEntry
+from zarrchive.services.dandi.audit_trail import audit_page
 
 router = APIRouter(tags=["dandisets"])
 

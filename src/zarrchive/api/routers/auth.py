@@ -2,7 +2,7 @@
 
 DANDI's ``/api/auth/token/`` (dandi-cli checks a key with ``GET``; ``POST`` replaces the
 default key) and the archive's own named keys with a scope and an expiry,
-``/api/auth/tokens/`` (see :mod:`zarrchive.services.api_keys`).
+``/api/auth/tokens/`` (see :mod:`zarrchive.services.identity.api_keys`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.middleware import parse_token
 from zarrchive.api.schemas import RequestModel
 from zarrchive.http_common.params import KeyId
-from zarrchive.services import api_keys
-from zarrchive.services.auth import require_user
+from zarrchive.services.identity import api_keys
+from zarrchive.services.identity.auth import require_user
 
 router = APIRouter(tags=["auth"])
 

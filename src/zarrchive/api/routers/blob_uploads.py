@@ -23,7 +23,7 @@ from zarrchive.api.schemas import (
     ValidatingOut,
 )
 from zarrchive.errors import InvalidInput
-from zarrchive.services import blobs
+from zarrchive.services.dandi import blobs
 
 router = APIRouter(tags=["blobs"])
 NEW_UPLOAD = JsonBody(BlobUploadIn, login=True)

@@ -1,6 +1,6 @@
 """The routes of a dandiset's role given by a list of user names (its owners, its
 reviewers): ``GET`` lists the members, ``PUT`` replaces them (see
-:mod:`zarrchive.services.dandiset_roles`).  Each role's module says who may do what.
+:mod:`zarrchive.services.dandi.dandiset_roles`).  Each role's module says who may do what.
 
 No ``from __future__ import annotations`` here: FastAPI reads the routes' annotations, which
 name this function's locals.
@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.services.auth import Caller
+from zarrchive.services.identity.auth import Caller
 
 Info = TypeVar("Info")
 Out = TypeVar("Out", bound=BaseModel)

@@ -12,7 +12,7 @@ from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import DandisetCreate, DandisetOut, DandiVersionOut
 from zarrchive.db.models import Dandiset
 from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
-from zarrchive.services import dandisets, embargo, embargo_dates, versions
+from zarrchive.services.dandi import dandisets, embargo, embargo_dates, versions
 
 router = APIRouter(tags=["dandisets"])
 NEW_DANDISET = JsonBody(DandisetCreate, login=True)

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.routers.dandiset_roles import MemberIn, add_role_routes
-from zarrchive.services import owners
+from zarrchive.services.dandi import owners
 
 router = APIRouter(tags=["dandisets"])
 

@@ -15,7 +15,7 @@ from fastapi.responses import RedirectResponse, StreamingResponse
 
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.http_common.public_url import public_base
-from zarrchive.services import references, snapshots, zarrs
+from zarrchive.services.zarr_engine import references, snapshots, zarrs
 
 router = APIRouter(tags=["readers"])
 

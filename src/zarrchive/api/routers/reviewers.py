@@ -1,5 +1,5 @@
 """``/api/dandisets/{id}/reviewers/``: who reads an embargoed dandiset without changing it
-(see :mod:`zarrchive.services.reviewers`)."""
+(see :mod:`zarrchive.services.dandi.reviewers`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.routers.dandiset_roles import MemberIn, add_role_routes
-from zarrchive.services import reviewers
+from zarrchive.services.dandi import reviewers
 
 router = APIRouter(tags=["dandisets"])
 

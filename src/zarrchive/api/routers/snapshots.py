@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from zarrchive.api.bodies import JsonBody, batch_limit
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import DeleteFile, DirectoryOut, FileOut
-from zarrchive.services import snapshots, zarrs
+from zarrchive.services.zarr_engine import snapshots, zarrs
 
 router = APIRouter(tags=["snapshots"])
 PATHS = JsonBody(list[DeleteFile], login=False, max_items=batch_limit)

@@ -11,7 +11,7 @@ from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.routers.assets import asset_out
 from zarrchive.api.routers.dandisets import dandiset_out
 from zarrchive.api.schemas import AssetOut, DandisetOut
-from zarrchive.services import trash, usage
+from zarrchive.services.dandi import trash, usage
 
 router = APIRouter(tags=["trash"])
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.services import accounts
+from zarrchive.services.identity import accounts
 
 router = APIRouter(tags=["users"])
 

@@ -18,7 +18,7 @@ from zarrchive.api.schemas import (
     VersionZarrOut,
 )
 from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
-from zarrchive.services import dandisets, publish, versions
+from zarrchive.services.dandi import dandisets, publish, versions
 
 router = APIRouter(tags=["versions"])
 NEW_METADATA = JsonBody(VersionMetadataIn, login=True)

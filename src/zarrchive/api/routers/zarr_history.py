@@ -1,5 +1,5 @@
 """``/api/zarr/{id}/history/`` and ``/api/zarr/{id}/restore/``: a Zarr's checksums, and rolling
-it back to one of them (:mod:`zarrchive.services.zarr_restore`)."""
+it back to one of them (:mod:`zarrchive.services.zarr_engine.zarr_restore`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pydantic import BaseModel, Field
 from zarrchive.api.bodies import JsonBody
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.db.models import utcnow
-from zarrchive.services import zarr_history, zarr_restore
-from zarrchive.services.zarr_history import ZarrState
-from zarrchive.services.zarr_restore import RestoreOutcome
+from zarrchive.services.zarr_engine import zarr_history, zarr_restore
+from zarrchive.services.zarr_engine.zarr_history import ZarrState
+from zarrchive.services.zarr_engine.zarr_restore import RestoreOutcome
 
 router = APIRouter(tags=["zarr"])
 

@@ -37,9 +37,9 @@ from zarrchive.db.models import Zarr
 from zarrchive.errors import NotFound, NoUploadInProgress
 from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.http_common.public_url import public_request_url
-from zarrchive.services import manifests, uploads, zarr_info, zarrs
 from zarrchive.services.runtime import Archive
-from zarrchive.services.uploads import import_copy
+from zarrchive.services.zarr_engine import manifests, uploads, zarr_info, zarrs
+from zarrchive.services.zarr_engine.uploads import import_copy
 
 router = APIRouter(tags=["zarr"])
 #: Names the batch that ``open`` opened and ``complete`` queued.

@@ -9,7 +9,7 @@ Drafts and draft assets start ``Pending`` (the archive validates them in the bac
 their next change, or when their status is asked for); published versions and their
 assets are ``Valid``: they were published as they are.
 
-The search index (:mod:`zarrchive.services.search`) is the database's own kind: on
+The search index (:mod:`zarrchive.services.dandi.search`) is the database's own kind: on
 PostgreSQL ``tsvector`` tables with GIN indexes, on SQLite FTS5 virtual tables; it is
 filled from the existing drafts here, by the word rules of this revision, frozen below (a
 migration never imports live service code: what it writes must not change when the
@@ -64,7 +64,7 @@ def upgrade() -> None:
     _create_search_index()
 
 
-# The search index's word rules as of this revision (services.search at 0010).
+# The search index's word rules as of this revision (services.dandi.search at 0010).
 _MAX_FIELD = 100_000
 _MAX_WORD = 200
 _MAX_PATH_WORDS = 64
