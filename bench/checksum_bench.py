@@ -157,7 +157,7 @@ def _child_local(kind: str, root: str, jobs: int) -> dict[str, Any]:
         start, cpu = time.perf_counter(), time.process_time()
         digest = str(compute_zarr_checksum(yield_files_local(root)).digest)
     elif kind in ("limit-strict", "limit-md5-file", "limit-per-file"):
-        from zarrchive.client.local import _hash_batch, md5_file
+        from zarrchive.client.local.hashing import _hash_batch, md5_file
 
         # Listed before the clock starts: no walk, no tree.
         listing = [(d, sorted(names)) for d, _, names in os.walk(root) if names]

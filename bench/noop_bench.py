@@ -13,7 +13,7 @@ cache does not keep files changed in the last 3 s), then times whole processes:
 - ``zarrchive checksum`` again (the cached run);
 - the local part of ``zarrchive verify``: before (``hash_local`` of every file, then the
   directory digests from the entries) and now (``scan_tree``: the cached directory digests,
-  :mod:`zarrchive.client.local_tree`), cached;
+  :mod:`zarrchive.client.local.tree`), cached;
 - the local part of a no-op ``zarrchive upload``: as ``client/upload.py`` did it before the
   cache (``scan_local``, ``hash_local``, the directory digests) and as it does now (the
   survey, ``survey_tree``, finished into the tree), cached;
@@ -53,22 +53,22 @@ print(local_digests(entries)[""])
 CHECKSUM_BEFORE = """
 import sys
 from zarrchive.checksum import TreeHasher
-from zarrchive.client import local
-from zarrchive.client.digest_cache import default_cache
-print(local._local_tree(sys.argv[1], int(sys.argv[2]), None, TreeHasher(), default_cache()).digest)
+from zarrchive.client.local.digest_cache import default_cache
+from zarrchive.client.local.hashing import hash_tree
+print(hash_tree(sys.argv[1], int(sys.argv[2]), None, TreeHasher(), default_cache()).digest)
 """
 
 VERIFY_TREE = """
 import sys
-from zarrchive.client.digest_cache import default_cache
-from zarrchive.client.local_tree import scan_tree
+from zarrchive.client.local.digest_cache import default_cache
+from zarrchive.client.local.tree import scan_tree
 print(scan_tree(sys.argv[1], cache=default_cache(), jobs=int(sys.argv[2])).checksum)
 """
 
 UPLOAD_TREE = """
 import sys
-from zarrchive.client.digest_cache import default_cache
-from zarrchive.client.local_tree import survey_tree
+from zarrchive.client.local.digest_cache import default_cache
+from zarrchive.client.local.tree import survey_tree
 from zarrchive.client.upload import MAX_FILE_BYTES
 survey = survey_tree(sys.argv[1], cache=default_cache(), jobs=int(sys.argv[2]), limit=MAX_FILE_BYTES)
 print(survey.tree().checksum)

@@ -154,9 +154,9 @@ def test_empty_trees(tmp_path: Path, layout: list[str]) -> None:
 def test_many_files_in_batches_and_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import zarrchive.client.local as local
+    from zarrchive.client.local import hashing
 
-    monkeypatch.setattr(local, "PROGRESS_INTERVAL", 0.001)  # reports while hashing
+    monkeypatch.setattr(hashing, "PROGRESS_INTERVAL", 0.001)  # reports while hashing
     # Sizes from empty to several blocks, so batches adapt and large files are split in reads.
     sizes = [0, 1, 100, 4096, 70_000, BLOCK_SIZE, BLOCK_SIZE + 1, 3 * BLOCK_SIZE + 17]
     expected = [
@@ -360,9 +360,9 @@ def test_invalid_directory_names_matter_only_with_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("chunk", [1, 37, 10_000])
 def test_chunks_and_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
-    import zarrchive.client.local as local
+    from zarrchive.client.local import hashing
 
-    monkeypatch.setattr(local, "CHUNK_FILES", chunk)
+    monkeypatch.setattr(hashing, "CHUNK_FILES", chunk)
     expected = [write(tmp_path, f"d{i % 3}/s{i % 2}/f{i:03d}", os.urandom(i)) for i in range(250)]
     expected += [write(tmp_path, f"d{i}.{i}", b"top") for i in range(3)]  # between directories
     calls: list[tuple[int, int]] = []

@@ -9,7 +9,7 @@ back) must come out true.
 
 Files written by a test are seconds old at most, which the cache refuses to keep (a later
 rewrite could land in the same timestamp tick): most tests hash with the clock of
-:mod:`zarrchive.client.local` set :data:`LATER` ahead, as if the files had settled.
+:mod:`zarrchive.client.local.hashing` set :data:`LATER` ahead, as if the files had settled.
 """
 
 from __future__ import annotations
@@ -31,20 +31,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zarrchive.checksum import compute_checksum
-from zarrchive.client import digest_cache, local
-from zarrchive.client.digest_cache import (
+from zarrchive.client.local import digest_cache, hash_local, hashing, local_checksum, local_entries
+from zarrchive.client.local.digest_cache import (
     SETTLE_NS,
     DigestCache,
     StatKey,
-    _pack,
-    _unpack,
     default_cache,
     is_trusted,
     may_store,
     pack_md5s,
+    pack_row,
     unpack_md5s,
+    unpack_row,
 )
-from zarrchive.client.local import hash_local, local_checksum, local_entries
 
 LATER = 10 * 1_000_000_000
 POISON = "0" * 32
@@ -67,7 +66,7 @@ def cache(tmp_path: Path) -> Iterator[DigestCache]:
 @pytest.fixture
 def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk's clock runs LATER ahead: the files just written look settled."""
-    monkeypatch.setattr(local, "_time_ns", lambda: time.time_ns() + LATER)
+    monkeypatch.setattr(hashing, "clock_ns", lambda: time.time_ns() + LATER)
 
 
 def make_tree(root: Path, files: int = 40) -> dict[str, bytes]:
@@ -103,11 +102,12 @@ def poison(cache: DigestCache) -> int:
     for path, names, stats, md5s_text in db.execute(
         "SELECT path, names, stats, md5s FROM directories"
     ).fetchall():
-        known = _unpack(names, stats, md5s_text)
+        known = unpack_row(names, stats, md5s_text)
         changed += len(known.positions)
         bad = {name: (record, POISON) for name, record, _ in known.items()}
         db.execute(
-            "UPDATE directories SET md5s = ?, digest = NULL WHERE path = ?", (_pack(bad)[2], path)
+            "UPDATE directories SET md5s = ?, digest = NULL WHERE path = ?",
+            (pack_row(bad)[2], path),
         )
     return changed
 
@@ -181,25 +181,25 @@ def test_trusted_only_for_the_same_record_and_a_clock_not_set_back(
 )
 @settings(max_examples=200)
 def test_directory_rows_round_trip(known: dict[str, tuple[tuple[int, ...], str]]) -> None:
-    names, stats, md5s_text = _pack(known)
-    unpacked = _unpack(names, stats, md5s_text)
+    names, stats, md5s_text = pack_row(known)
+    unpacked = unpack_row(names, stats, md5s_text)
     assert {name: (record, md5) for name, record, md5 in unpacked.items()} == known
 
 
 def test_a_damaged_row_is_refused() -> None:
-    names, stats, md5s_text = _pack(
+    names, stats, md5s_text = pack_row(
         {"a": ((1, 2, 3, 4, 5), "f" * 32), "b": ((1, 2, 3, 4, 5), "e" * 32)}
     )
     with pytest.raises(ValueError):
-        _unpack(names, stats[:-8], md5s_text)
+        unpack_row(names, stats[:-8], md5s_text)
     with pytest.raises(ValueError):
-        _unpack(names, stats, md5s_text[:-1])
+        unpack_row(names, stats, md5s_text[:-1])
     with pytest.raises(ValueError):
-        _unpack(names + "\0c", stats, md5s_text)
+        unpack_row(names + "\0c", stats, md5s_text)
     with pytest.raises(ValueError):
-        _unpack(names, stats, md5s_text + b"x")
+        unpack_row(names, stats, md5s_text + b"x")
     with pytest.raises(TypeError):
-        _unpack(names, stats, md5s_text.hex())  # type: ignore[arg-type]
+        unpack_row(names, stats, md5s_text.hex())  # type: ignore[arg-type]
 
 
 @given(st.lists(st.text("0123456789abcdef", min_size=32, max_size=32), max_size=50))
@@ -360,11 +360,11 @@ def test_a_clock_set_back_distrusts_the_entries(
     root = tmp_path / "z"
     make_tree(root)
     with monkeypatch.context() as patch:
-        patch.setattr(local, "_time_ns", lambda: time.time_ns() + LATER)
+        patch.setattr(hashing, "clock_ns", lambda: time.time_ns() + LATER)
         md5s(root, cache)
     assert poison(cache) > 0
     assert md5s(root, cache) == true_md5s(root)  # the clock reads earlier than the entries
-    monkeypatch.setattr(local, "_time_ns", lambda: time.time_ns() + 2 * LATER)
+    monkeypatch.setattr(hashing, "clock_ns", lambda: time.time_ns() + 2 * LATER)
     assert set(md5s(root, cache).values()) == {POISON}  # and later again: trusted
 
 
@@ -430,7 +430,7 @@ def test_a_corrupt_cache_file_is_ignored_with_one_warning(
     bad.write_bytes(b"this is not a database" * 100)
     root = tmp_path / "z"
     make_tree(root)
-    with caplog.at_level(logging.WARNING, logger="zarrchive.client.digest_cache"):
+    with caplog.at_level(logging.WARNING, logger="zarrchive.client.local.digest_cache"):
         assert DigestCache.open(bad) is None
         assert DigestCache.open(bad) is None
     assert len(caplog.records) == 1
@@ -445,7 +445,7 @@ def test_an_unwritable_cache_directory_is_ignored(
     monkeypatch.setenv("ZARRCHIVE_CACHE_DIR", str(blocker / "cache"))
     root = tmp_path / "z"
     make_tree(root)
-    with caplog.at_level(logging.WARNING, logger="zarrchive.client.digest_cache"):
+    with caplog.at_level(logging.WARNING, logger="zarrchive.client.local.digest_cache"):
         assert default_cache() is None
         entries = hash_local(str(root), jobs=2)
     assert {e.path: e.md5 for e in entries} == true_md5s(root)
@@ -460,7 +460,7 @@ def test_a_cache_failing_mid_walk_turns_itself_off(
     md5s(root, cache)
     assert cache._db is not None
     cache._db.close()  # every later call fails
-    with caplog.at_level(logging.WARNING, logger="zarrchive.client.digest_cache"):
+    with caplog.at_level(logging.WARNING, logger="zarrchive.client.local.digest_cache"):
         assert md5s(root, cache) == true_md5s(root)
         assert md5s(root, cache) == true_md5s(root)
     assert not cache.usable
@@ -477,7 +477,7 @@ def test_a_read_only_cache_still_reads(
     assert db is not None
     db.execute("PRAGMA query_only = 1")  # every write fails
     (root / "new").write_bytes(b"new")
-    with caplog.at_level(logging.WARNING, logger="zarrchive.client.digest_cache"):
+    with caplog.at_level(logging.WARNING, logger="zarrchive.client.local.digest_cache"):
         assert md5s(root, cache) == true_md5s(root)
     assert "failed (writing" in caplog.text
 
@@ -505,7 +505,7 @@ def test_a_busy_cache_skips_the_write(tmp_path: Path, cache: DigestCache, settle
 
 def _hash_in_process(root: str, cache_path: str, later: bool, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
     if later:
-        local._time_ns = lambda: time.time_ns() + LATER
+        hashing.clock_ns = lambda: time.time_ns() + LATER
     cache = DigestCache.open(cache_path)
     results = [md5s(Path(root), cache) for _ in range(3)]
     queue.put(results)

@@ -159,7 +159,7 @@ def test_a_no_op_download_takes_the_cached_checksum(
     """Once the local files are settled, a download of an unchanged copy compares the
     cached root checksum only (no file listed against the archive, none read); a change
     makes it compare and repair as before."""
-    from zarrchive.client import digest_cache, local
+    from zarrchive.client.local import digest_cache, hashing
 
     monkeypatch.setenv("ZARRCHIVE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(digest_cache, "_default", None)  # the test's own cache, closed below
@@ -171,7 +171,7 @@ def test_a_no_op_download_takes_the_cached_checksum(
     with Downloader(client, jobs=4) as downloader:
         assert downloader.download(zarr_id, dest).downloaded == total
         # The files' timestamps are settled for the cache from here on.
-        monkeypatch.setattr(local, "_time_ns", lambda: time.time_ns() + 10**10)
+        monkeypatch.setattr(hashing, "clock_ns", lambda: time.time_ns() + 10**10)
         compared: list[str] = []
         original = Downloader._compare
 

@@ -25,9 +25,10 @@ from tests.helpers.flaky_proxy import FlakyProxy
 from tests.helpers.forward_proxy import forward_proxy
 from tests.helpers.local_zarr import zarr_checksum_of
 from tests.helpers.range_fetchers import CountingFetcher
-from zarrchive.client import ApiClient, RetryEvent, Uploader, digest_cache
+from zarrchive.client import ApiClient, RetryEvent, Uploader
 from zarrchive.client.api import ZarrInfo
 from zarrchive.client.download import PARTIAL_SUFFIX, PARTS_SUFFIX, Downloader
+from zarrchive.client.local import digest_cache
 from zarrchive.client.upload import BatchRecords
 from zarrchive.errors import TransferError
 from zarrchive.storage.seaweedfs import free_port

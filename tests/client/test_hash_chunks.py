@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarrchive.client.local import _chunks, iter_local_entries
+from zarrchive.client.local.hashing import _chunks, iter_local_entries
 
 Run = tuple[str, str, list[str]]
 

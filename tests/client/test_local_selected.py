@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from zarrchive.client.local import hash_local
-from zarrchive.client.local_selected import hash_selected
+from zarrchive.client.local.selected import hash_selected
 from zarrchive.client.selection import Selection
 from zarrchive.errors import InvalidPath, LocalFileError
 

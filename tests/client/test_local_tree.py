@@ -1,4 +1,4 @@
-"""Directory digests from the digest cache (:mod:`zarrchive.client.local_tree`): never stale.
+"""Directory digests from the digest cache (:mod:`zarrchive.client.local.tree`): never stale.
 
 Two kinds of checks:
 
@@ -32,10 +32,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
-from zarrchive.client import digest_cache, local
-from zarrchive.client.digest_cache import DigestCache, pack_records, unpack_records
-from zarrchive.client.local import local_checksum, local_directory_digests
-from zarrchive.client.local_tree import scan_tree, survey_tree
+from zarrchive.client.local import digest_cache, hashing
+from zarrchive.client.local.digest_cache import DigestCache, pack_records, unpack_records
+from zarrchive.client.local.tree import (
+    local_checksum,
+    local_directory_digests,
+    scan_tree,
+    survey_tree,
+)
 from zarrchive.errors import InvalidPath, LocalFileError
 
 LATER = 10 * 1_000_000_000
@@ -57,7 +61,7 @@ def cache(tmp_path: Path) -> Iterator[DigestCache]:
 
 @pytest.fixture
 def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local, "_time_ns", lambda: time.time_ns() + LATER)
+    monkeypatch.setattr(hashing, "clock_ns", lambda: time.time_ns() + LATER)
 
 
 def tick() -> None:
@@ -309,11 +313,11 @@ def test_a_clock_set_back_distrusts_the_digests(
     root = tmp_path / "z"
     make_tree(root)
     with monkeypatch.context() as patch:
-        patch.setattr(local, "_time_ns", lambda: time.time_ns() + LATER)
+        patch.setattr(hashing, "clock_ns", lambda: time.time_ns() + LATER)
         scanned(root, cache)
     assert poison(cache) > 0
     assert poisoned(scanned(root, cache)) == set()  # the clock reads earlier than the rows
-    monkeypatch.setattr(local, "_time_ns", lambda: time.time_ns() + 2 * LATER)
+    monkeypatch.setattr(hashing, "clock_ns", lambda: time.time_ns() + 2 * LATER)
     scanned(root, cache)  # rows written again, at this clock
     poison(cache)
     assert poisoned(scanned(root, cache)) == set(truth(root))
@@ -326,7 +330,7 @@ def test_file_rows_without_a_digest_are_used_for_their_md5s(
     their md5s (not read again), and the digests kept from then on."""
     root = tmp_path / "z"
     make_tree(root)
-    local.hash_local(str(root), jobs=2, cache=cache)
+    hashing.hash_local(str(root), jobs=2, cache=cache)
     db = cache._db
     assert db is not None
     assert db.execute("SELECT count(*) FROM directories WHERE digest IS NOT NULL").fetchone() == (
@@ -462,7 +466,7 @@ def test_chunks_read_while_the_walk_goes_on_give_the_scans_tree(
 ) -> None:
     """The walk starts the reads of a chunk and goes on (the chunk before is finished
     first): many small chunks on the thread pool give the same digests, and rows, as one."""
-    from zarrchive.client import local_tree
+    from zarrchive.client.local import tree as local_tree
 
     root = tmp_path / "z"
     make_tree(root)
@@ -493,7 +497,7 @@ def test_a_directory_whose_records_do_not_fit_is_read_and_gets_no_row(
 ) -> None:
     """A device or inode number beyond 64 bits (``_records`` gives none): its files are read
     every run, its row is never written, the others are cached as usual."""
-    from zarrchive.client import local_tree
+    from zarrchive.client.local import tree as local_tree
 
     root = tmp_path / "z"
     make_tree(root)
@@ -712,9 +716,9 @@ def test_the_row_of_a_directory_is_one_row(
 
 KILLED_WRITER = """
 import os, signal, sys, time
-from zarrchive.client import digest_cache, local, local_tree
+from zarrchive.client.local import digest_cache, hashing, tree as local_tree
 
-local._time_ns = lambda: time.time_ns() + 10**10  # the files count as settled
+hashing.clock_ns = lambda: time.time_ns() + 10**10  # the files count as settled
 local_tree.CHUNK_FILES = 8  # many batches of rows
 original = digest_cache.DigestCache.store_rows
 calls = [0]
@@ -815,7 +819,7 @@ def test_files_around_the_read_size_are_hashed_whole(
     """A small file is read in one call (its size from the ``fstat``); one of the buffer's
     size or more is read on to its end."""
     root = tmp_path / "z"
-    block = local.BLOCK_SIZE
+    block = hashing.BLOCK_SIZE
     for size in (0, 1, block - 1, block, block + 1, 2 * block + 3):
         write(root, f"a/{size}", bytes(range(256)) * (size // 256) + b"x" * (size % 256))
     expected = truth(root)

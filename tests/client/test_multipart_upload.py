@@ -100,7 +100,8 @@ def test_big_files_are_read_once_before_they_are_sent(
 ) -> None:
     """The walk hashes a big file's parts in the same read as its md5 (issue 20 item 7):
     the sender reads nothing to hash them, and what it sends is right."""
-    from zarrchive.client import multipart, parts
+    from zarrchive.client import multipart
+    from zarrchive.client.local import parts
 
     # the archive's part size for the tests' threshold is the one the client expects
     monkeypatch.setattr(parts, "DEFAULT_PART_SIZE", THRESHOLD)

@@ -1,5 +1,5 @@
 """Issue 20 item 7: a big file's parts are hashed in the same read as the whole file
-(``zarrchive.client.parts``), giving exactly what separate computation gives."""
+(``zarrchive.client.local.parts``), giving exactly what separate computation gives."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zarrchive.client import local, parts
-from zarrchive.client.local import iter_local_entries
-from zarrchive.client.parts import OnePassHasher, expected_part_size, recall
+from zarrchive.client.local import hashing, iter_local_entries, parts
+from zarrchive.client.local.parts import OnePassHasher, expected_part_size, recall
 from zarrchive.services.uploads.parts import (
     DEFAULT_PART_SIZE,
     MAX_OBJECT_SIZE,
@@ -74,12 +73,12 @@ def test_walk_remembers_parts_of_big_files_only_while_unchanged(
     root.mkdir()
     (root / "big").write_bytes(big)
     (root / "mid").write_bytes(middling)
-    (root / "small").write_bytes(b"x" * local.BLOCK_SIZE)  # one full block, then EOF
+    (root / "small").write_bytes(b"x" * hashing.BLOCK_SIZE)  # one full block, then EOF
     # not for an upload: nothing more than the md5s
     assert {e.path: e.md5 for e in iter_local_entries(root, jobs=2, part_md5s=False)} == {
         "big": hashlib.md5(big).hexdigest(),
         "mid": hashlib.md5(middling).hexdigest(),
-        "small": hashlib.md5(b"x" * local.BLOCK_SIZE).hexdigest(),
+        "small": hashlib.md5(b"x" * hashing.BLOCK_SIZE).hexdigest(),
     }
     assert recall(str(root / "big"), len(big), 3 * mib) is None
     entries = {e.path: e for e in iter_local_entries(root, jobs=2, part_md5s=True)}
@@ -87,7 +86,7 @@ def test_walk_remembers_parts_of_big_files_only_while_unchanged(
     assert entries["big"].md5 == hashlib.md5(big).hexdigest()
     assert entries["big"].size == len(big)
     assert entries["mid"].md5 == hashlib.md5(middling).hexdigest()
-    assert entries["small"].md5 == hashlib.md5(b"x" * local.BLOCK_SIZE).hexdigest()
+    assert entries["small"].md5 == hashlib.md5(b"x" * hashing.BLOCK_SIZE).hexdigest()
 
     whole, expected = separately(big, 3 * mib)
     assert whole == entries["big"].md5
@@ -125,7 +124,7 @@ def test_big_files_hashed_apart_go_to_the_digest_cache(
 ) -> None:
     """A big file hashed by the walk's lane is kept in the digest cache like any other (and
     the entries come out in path order, placeholders filled in)."""
-    from zarrchive.client.digest_cache import DigestCache
+    from zarrchive.client.local.digest_cache import DigestCache
 
     mib = 1024**2
     monkeypatch.setattr(parts, "PART_HASH_MIN", 2 * mib)

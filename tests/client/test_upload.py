@@ -28,7 +28,7 @@ def test_upload_modify_reupload_exact(
     # the walk's clock runs 10 s ahead: the files just written count as settled, so the
     # digest cache keeps them (it skips files changed in the last seconds)
     monkeypatch.setattr(
-        sys.modules["zarrchive.client.local"], "_time_ns", lambda: time.time_ns() + 10**10
+        sys.modules["zarrchive.client.local.hashing"], "clock_ns", lambda: time.time_ns() + 10**10
     )
     local = tmp_path / "data.zarr"
     make_zarr(local)
@@ -161,11 +161,11 @@ def test_a_first_run_with_an_empty_cache_walks_once(
     """An upload whose Zarr is already in the archive, with an empty digest cache: its check
     is the first half of the cached tree's walk (no scan_local), every file is read once,
     and the cache is filled for the next run, which reads nothing."""
-    from zarrchive.client import local_tree
-    from zarrchive.client.digest_cache import default_cache
+    from zarrchive.client.local import tree as local_tree
+    from zarrchive.client.local.digest_cache import default_cache
 
     monkeypatch.setattr(
-        sys.modules["zarrchive.client.local"], "_time_ns", lambda: time.time_ns() + 10**10
+        sys.modules["zarrchive.client.local.hashing"], "clock_ns", lambda: time.time_ns() + 10**10
     )
     local = tmp_path / "once.zarr"
     make_zarr(local)

@@ -52,7 +52,7 @@ def checksum(
     no_cache: bool = NO_CACHE_OPTION,
 ) -> None:
     """Compute the Dandi Zarr checksum of a local directory."""
-    from zarrchive.client.digest_cache import default_cache, disable_default_cache
+    from zarrchive.client.local.digest_cache import default_cache, disable_default_cache
 
     if no_cache:
         disable_default_cache()

@@ -65,7 +65,7 @@ def download(
     An interrupted download resumes: files already in place are skipped (a stat each when
     the digest cache knows them), a big file's finished parts are kept."""
     from zarrchive.client.api import ApiClient
-    from zarrchive.client.digest_cache import disable_default_cache
+    from zarrchive.client.local.digest_cache import disable_default_cache
     from zarrchive.client.snapshot import SnapshotDownloader
 
     if no_cache:
@@ -117,7 +117,7 @@ def verify(
     extra (only local); exits 1 if there is any.
     """
     from zarrchive.client.api import ApiClient
-    from zarrchive.client.digest_cache import disable_default_cache
+    from zarrchive.client.local.digest_cache import disable_default_cache
     from zarrchive.client.snapshot import SnapshotDownloader
 
     if no_cache:

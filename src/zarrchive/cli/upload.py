@@ -206,7 +206,7 @@ def upload(
     import time
 
     from zarrchive.client.api import ApiClient
-    from zarrchive.client.digest_cache import disable_default_cache
+    from zarrchive.client.local.digest_cache import disable_default_cache
     from zarrchive.client.selection import Selection
     from zarrchive.client.upload import Uploader
 

@@ -55,7 +55,7 @@ import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
 from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
-from zarrchive.client.digest_cache import WrittenFile
+from zarrchive.client.local.digest_cache import WrittenFile
 from zarrchive.client.local import default_jobs, hash_local, transfer_jobs
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import (
@@ -381,8 +381,8 @@ class Downloader:
     def _cached_root_checksum(self, root: str) -> str | None:
         """The local checksum from the digest cache's directory digests (``None`` without
         a usable cache: then :meth:`_compare` hashes, once)."""
-        from zarrchive.client.digest_cache import default_cache
-        from zarrchive.client.local_tree import scan_tree
+        from zarrchive.client.local.digest_cache import default_cache
+        from zarrchive.client.local.tree import scan_tree
 
         cache = default_cache()
         if cache is None:
@@ -548,7 +548,7 @@ class Downloader:
     def _remember(self, written: list[WrittenFile]) -> None:
         """Put the md5s checked while downloading in the digest cache: the next command
         (a no-op download, verify, upload) stats these files instead of reading them."""
-        from zarrchive.client.digest_cache import default_cache, store_written
+        from zarrchive.client.local.digest_cache import default_cache, store_written
 
         cache = default_cache()
         if cache is not None and written:

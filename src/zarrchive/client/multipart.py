@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from zarrchive.client.api import ApiClient
-from zarrchive.client.parts import recall, start_uploading
+from zarrchive.client.local.parts import recall, start_uploading
 from zarrchive.errors import LocalFileError, NetworkError, TransferError
 from zarrchive.transport import RETRY_EXCEPTIONS, RetryHook, RetryPolicy, call, transport_message
 

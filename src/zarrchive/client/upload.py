@@ -115,7 +115,7 @@ from zarrchive.transport import (
 )
 
 if TYPE_CHECKING:
-    from zarrchive.client.local_tree import Survey
+    from zarrchive.client.local.tree import Survey
 
 #: S3's limit for a single PUT.
 #: S3's largest object (5 TiB): bigger files are refused before anything is sent; files
@@ -604,8 +604,8 @@ class Uploader:
         upload the new and changed ones; delete nothing.  A missing *zarr* is created (in
         *dandiset*, named *name*) if there is a file to send.  Returns the Zarr."""
         from zarrchive.checksum import compute_checksum
-        from zarrchive.client.digest_cache import default_cache
-        from zarrchive.client.local_selected import hash_selected
+        from zarrchive.client.local.digest_cache import default_cache
+        from zarrchive.client.local.selected import hash_selected
         from zarrchive.client.patch import plan_patch
         from zarrchive.client.remote import read_affected
 
@@ -669,8 +669,8 @@ class Uploader:
         directory digests (see :meth:`_unchanged`): every file stat-ed (the upload's checks:
         names, links, sizes), the directories the cache knows compared with their rows,
         nothing read yet.  None without a usable cache."""
-        from zarrchive.client.digest_cache import default_cache
-        from zarrchive.client.local_tree import survey_tree
+        from zarrchive.client.local.digest_cache import default_cache
+        from zarrchive.client.local.tree import survey_tree
 
         cache = default_cache()
         if cache is None or not cache.usable:
@@ -687,8 +687,8 @@ class Uploader:
         Without a usable cache, or when they differ, the full comparison follows (its files'
         md5s are cached by then).  *survey*: the walk :meth:`_survey` began, finished here
         (its other files read, the cache's rows written)."""
-        from zarrchive.client.digest_cache import default_cache
-        from zarrchive.client.local_tree import scan_tree
+        from zarrchive.client.local.digest_cache import default_cache
+        from zarrchive.client.local.tree import scan_tree
 
         if zarr.file_count == 0:
             return False
@@ -722,7 +722,7 @@ class Uploader:
 
         def produce() -> None:
             try:
-                from zarrchive.client.digest_cache import default_cache
+                from zarrchive.client.local.digest_cache import default_cache
 
                 jobs = min(self.jobs, default_jobs())
                 entries = iter_local_entries(

@@ -1,4 +1,4 @@
-"""Walk a local Zarr directory and md5 its files in parallel.
+"""md5 the files of a local Zarr in parallel: the sync engine's one md5 read loop.
 
 :func:`iter_local_entries` yields a :class:`~zarrchive.checksum.ZarrEntry`
 ``(path, size, md5)`` for every file below a directory, in sorted path order
@@ -7,19 +7,20 @@ be fed to the streaming tree hash with ``grouped=True``::
 
     compute_checksum(iter_local_entries(root), grouped=True)
 
-The walk follows symbolic links (a link that leads back to one of its own
-ancestors is an error, not an endless walk), ignores empty directories (S3 has
-none), and validates every path with :mod:`zarrchive.paths`.
+The files come from the walk (:mod:`zarrchive.client.local.walk`: links followed, empty
+directories ignored, paths validated) as runs of one directory's files.
 
 Speed: files are hashed by a thread pool in batches (one task per file costs
 more than hashing a small chunk file), each thread reading into its own reused
-buffer with ``os.readv`` and hashing with :mod:`hashlib`; both release the GIL.
+buffer (:func:`thread_buffers`, the package's one buffer pool) with ``os.readv`` and
+hashing with :mod:`hashlib` (:func:`md5_rest`, the package's one md5 read loop, which the
+tree's reads use too); both release the GIL.
 The walk does not ``stat`` files (the size is the number of bytes hashed), so
 it costs one ``scandir`` per directory and almost nothing per file.  Walking,
 hashing and consuming alternate by chunks of :data:`CHUNK_FILES` files (see
-:func:`_hash_runs`): the next chunk is hashed when the caller asks for more.
+:func:`hash_runs`): the next chunk is hashed when the caller asks for more.
 
-Digest cache: given a :class:`~zarrchive.client.digest_cache.DigestCache` (``cache=``;
+Digest cache: given a :class:`~zarrchive.client.local.digest_cache.DigestCache` (``cache=``;
 :func:`hash_local`, used by upload, download and verify, takes the process's default
 one), a file whose stat record equals the cached one is not read: it costs a ``stat``.
 The walk loads each directory's cached entries once; the threads ``stat`` the files
@@ -32,11 +33,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-import stat
 import threading
 import time
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -45,11 +43,11 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from zarrchive.checksum import DirectoryDigest, TreeHasher, ZarrEntry
+from zarrchive.client.local.walk import Run, display, walk_runs
 from zarrchive.errors import InvalidInput, LocalFileError
-from zarrchive.paths import MAX_PATH_BYTES, MAX_SEGMENT_BYTES, validate_path
 
 if TYPE_CHECKING:  # imported when a cache is used (sqlite3 is not free to import)
-    from zarrchive.client.digest_cache import DigestCache, HashedFile, Known
+    from zarrchive.client.local.digest_cache import DigestCache, HashedFile, Known
 
 #: ``progress(files, bytes)``: the totals hashed so far, called from the caller's thread.
 ProgressCallback = Callable[[int, int], None]
@@ -70,9 +68,6 @@ FIRST_UPLOAD_CHUNK = 128
 MOSTLY_CACHED = 0.9
 #: Seconds between two calls of the progress callback while the threads hash.
 PROGRESS_INTERVAL = 0.2
-
-# Anything validate_path could object to in one name (besides length and surrogates).
-_SUSPECT = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
 
 
 def default_jobs() -> int:
@@ -98,251 +93,59 @@ def transfer_jobs(jobs: int | None) -> int:
     return chosen
 
 
-class LocalFile(NamedTuple):
-    """A file found by the walk: its entry path and the path to open."""
-
-    path: str
-    os_path: str
-
-
-def _display(path: str) -> str:
-    """A path for a one-line message (quoted, escapes for control characters)."""
-    return repr(path)
+def check_jobs(jobs: int | None) -> int:
+    """The hashing threads of a walk: *jobs*, by default :func:`default_jobs`
+    (:class:`InvalidInput` below 1)."""
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise InvalidInput(f"jobs must be at least 1, got {jobs}")
+    return jobs
 
 
-def _check_root(root: str | os.PathLike[str]) -> str:
-    top = os.fspath(root)
+def clock_ns() -> int:
+    """The clock the hashing stamps the files it hands to the digest cache with (when they
+    were hashed: :func:`~zarrchive.client.local.digest_cache.may_store`).  Read through this
+    module (``hashing.clock_ns()``) by every walk, so a test can move it ahead."""
+    return time.time_ns()
+
+
+#: How every file is opened for reading.
+OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+_pool = threading.local()
+
+
+def thread_buffers() -> list[memoryview]:
+    """This thread's read buffer for ``os.readv`` (one block of :data:`BLOCK_SIZE` bytes),
+    made on the thread's first call and reused for every file it reads after: the one buffer
+    pool of the sync engine's reads."""
     try:
-        st = os.stat(top)
-    except FileNotFoundError:
-        raise LocalFileError(f"{_display(top)}: no such file or directory") from None
-    except OSError as exc:
-        raise LocalFileError(f"{_display(top)}: cannot access: {exc.strerror}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise LocalFileError(f"{_display(top)} is not a directory")
-    return top
-
-
-def _names_are_valid(listing: tuple[list[str], list[str]], prefix_bytes: int) -> bool:
-    """Fast check that ``prefix + name`` is a valid entry path for every name listed.
-
-    Accepts only what :func:`validate_path` accepts, given a valid prefix of
-    *prefix_bytes* bytes (0 for the root), ``/`` included.  ``scandir`` never
-    returns empty names, ``.`` or ``..``; a subdirectory's name ends with ``/``
-    here, which only makes the check stricter.  When it fails, the walk checks
-    each path with :func:`validate_path` for the exact message.
-    """
-    files, dirs = listing
-    if not files and not dirs:
-        return True
-    joined = "".join(files) + "".join(dirs)
-    if _SUSPECT.search(joined) is not None:
-        return False
-    try:
-        joined.encode("utf-8")
-    except UnicodeEncodeError:  # undecodable bytes in a name (surrogateescape)
-        return False
-    names = files + dirs
-    if joined.isascii():
-        longest = max(map(len, names))
-    else:
-        longest = max(len(name.encode("utf-8")) for name in names)
-    return longest <= MAX_SEGMENT_BYTES and prefix_bytes + longest <= MAX_PATH_BYTES
-
-
-def _validate(path: str) -> None:
-    """Raise the :class:`InvalidPath` that :func:`validate_path` gives for *path*."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        # A name that is not UTF-8 on disk: report its bytes, not the escapes.
-        validate_path(os.fsencode(path))
-    validate_path(path)
-
-
-class _Dir:
-    """One directory of the walk: its files and subdirectories still to visit."""
-
-    __slots__ = (
-        "dir_position",
-        "dirs",
-        "file_position",
-        "files",
-        "identity",
-        "os_prefix",
-        "prefix",
-        "trusted",
-    )
-
-    def __init__(
-        self,
-        prefix: str,
-        os_prefix: str,
-        listing: tuple[list[str], list[str]],
-        identity: tuple[int, int],
-        trusted: bool,
-    ) -> None:
-        self.prefix = prefix  # the entry path of the directory, with a final "/" ("" for the root)
-        self.os_prefix = os_prefix  # the same on disk
-        self.files, self.dirs = listing
-        self.file_position = self.dir_position = 0
-        self.identity = identity
-        self.trusted = trusted  # every name below was checked valid so far
-
-
-def odd_entry_error(entry: os.DirEntry[str]) -> LocalFileError:
-    """The error of a directory entry that is neither a file nor a directory (a broken
-    symbolic link, a socket, a device)."""
-    if entry.is_symlink():
-        return LocalFileError(
-            f"{_display(entry.path)} is a broken symbolic link "
-            f"(it points to {_display(os.readlink(entry.path))})"
-        )
-    return LocalFileError(f"{_display(entry.path)} is not a regular file or a directory")
-
-
-def _list_directory(
-    os_path: str, keep: Callable[[str], bool] | None = None
-) -> tuple[list[str], list[str]]:
-    """The sorted names of the files and of the subdirectories (with a final ``/``).
-
-    A directory sorts as ``name/``: the paths of its files are ``name/...``.
-    Merging the two lists in that order keeps the walk in the code point order
-    of the full paths (S3's order).  With *keep*, only the files (and the entries that are
-    neither file nor directory, errors) whose name it keeps are considered: the others
-    are not even ``stat``-ed beyond what ``scandir`` tells.
-    """
-    files: list[str] = []
-    dirs: list[str] = []
-    try:
-        with os.scandir(os_path) as iterator:
-            for entry in iterator:
-                try:
-                    if entry.is_file():
-                        if keep is None or keep(entry.name):
-                            files.append(entry.name)
-                    elif entry.is_dir():
-                        dirs.append(entry.name + "/")
-                    elif keep is None or keep(entry.name):
-                        raise odd_entry_error(entry)
-                except OSError as exc:
-                    raise LocalFileError(
-                        f"cannot access {_display(entry.path)}: {exc.strerror}"
-                    ) from None
-    except OSError as exc:
-        raise LocalFileError(f"cannot read directory {_display(os_path)}: {exc.strerror}") from None
-    files.sort()
-    dirs.sort()
-    return files, dirs
-
-
-def _identity(os_path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(os_path)
-    except OSError as exc:
-        raise LocalFileError(f"cannot access {_display(os_path)}: {exc.strerror}") from None
-    return st.st_dev, st.st_ino
-
-
-#: ``(prefix, os_prefix, names)``: consecutive files of one directory.
-_Run = tuple[str, str, list[str]]
-
-
-def _walk_runs(root: str | os.PathLike[str]) -> Iterator[_Run]:
-    """Check *root* at once, then return the walk as runs of files, in path order."""
-    top = _check_root(root)
-    os_prefix = top if top.endswith(os.sep) else top + os.sep
-    listing = _list_directory(top)
-    trusted = _names_are_valid(listing, 0)
-    return _runs(_Dir("", os_prefix, listing, _identity(top), trusted))
-
-
-def _runs(root: _Dir) -> Iterator[_Run]:
-    stack = [root]
-    ancestors = {root.identity: ""}
-    while stack:
-        frame = stack[-1]
-        files, dirs = frame.files, frame.dirs
-        start = frame.file_position
-        if frame.dir_position < len(dirs):  # the files before the next directory
-            end = bisect_left(files, dirs[frame.dir_position], start)
-        else:
-            end = len(files)
-            if start == end:
-                stack.pop()
-                del ancestors[frame.identity]
-                continue
-        if end > start:
-            frame.file_position = end
-            names = files if end - start == len(files) else files[start:end]
-            if not frame.trusted:
-                for name in names:
-                    _validate(frame.prefix + name)
-            yield frame.prefix, frame.os_prefix, names
-            continue
-        name = dirs[frame.dir_position][:-1]
-        frame.dir_position += 1
-        path = frame.prefix + name
-        os_path = frame.os_prefix + name
-        identity = _identity(os_path)
-        if identity in ancestors:
-            raise LocalFileError(
-                f"symbolic link loop: {_display(os_path)} leads back to its ancestor "
-                f"{_display(ancestors[identity] or '.')} (relative to the Zarr root)"
-            )
-        listing = _list_directory(os_path)
-        if not listing[0] and not listing[1]:
-            continue
-        prefix = path + "/"
-        trusted = frame.trusted and _names_are_valid(
-            listing, len(prefix.encode("utf-8", "surrogateescape"))
-        )
-        ancestors[identity] = path
-        stack.append(_Dir(prefix, os_path + os.sep, listing, identity, trusted))
-
-
-def walk_local(root: str | os.PathLike[str]) -> Iterator[LocalFile]:
-    """Every file below *root*, in sorted entry path order, following symbolic links.
-
-    Raises :class:`LocalFileError` when *root* is missing or not a directory
-    (at once), and while iterating when a directory cannot be read, a link is
-    broken or loops back to an ancestor, or an entry is neither a file nor a
-    directory; :class:`InvalidPath` for a path that is not a valid Zarr entry path.
-    """
-    return (
-        LocalFile(prefix + name, os_prefix + name)
-        for prefix, os_prefix, names in _walk_runs(root)
-        for name in names
-    )
-
-
-_buffers = threading.local()
-
-
-def _md5(os_path: str) -> tuple[int, str]:
-    try:
-        buffers: list[memoryview] = _buffers.buffers
+        buffers: list[memoryview] = _pool.buffers
     except AttributeError:
-        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
+        buffers = _pool.buffers = [memoryview(bytearray(BLOCK_SIZE))]
+    return buffers
+
+
+def md5_rest(fd: int, buffers: list[memoryview], n: int, expected: int = -1) -> tuple[int, str]:
+    """``(size, md5)`` of the open file *fd* whose first *n* bytes were just read into
+    ``buffers[0]`` (by ``os.readv(fd, buffers)``): the rest is read in blocks to the end.
+
+    The sync engine's one md5 read loop (the hashing's batches, :func:`md5_file`, the tree's
+    reads).  The caller reads the first block itself, to decide on it (a big file goes to
+    the lane), and handles :class:`OSError`.  *expected*: the size a ``stat`` gave; a file
+    smaller than a block read whole in one call is not read again for its end."""
     view = buffers[0]
-    digest = hashlib.md5(usedforsecurity=False)
-    size = 0
-    try:
-        fd = os.open(os_path, _OPEN_FLAGS)
-    except OSError as exc:
-        raise LocalFileError(f"cannot read {_display(os_path)}: {exc.strerror}") from None
-    try:
-        while n := os.readv(fd, buffers):
+    digest = hashlib.md5(view[:n], usedforsecurity=False)
+    size = n
+    if n == expected and n < BLOCK_SIZE:
+        n = 0
+    readv = os.readv
+    while n:
+        n = readv(fd, buffers)
+        if n:
             digest.update(view[:n])
             size += n
-    except OSError as exc:
-        raise LocalFileError(f"cannot read {_display(os_path)}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
     return size, digest.hexdigest()
-
-
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
 class _BigFile(NamedTuple):
@@ -361,20 +164,17 @@ class _Stopped(Exception):
 
 def _hash_big_file(path: str, stop: threading.Event | None = None) -> _BigFile:
     """The md5 of a big file and, in the same read, its parts' md5s (remembered for the
-    upload: :mod:`zarrchive.client.parts`), so a big file is read once, not twice.  Gives
-    up (:class:`_Stopped`) as soon as *stop* is set."""
-    from zarrchive.client.parts import OnePassHasher, expected_part_size, remember
+    upload: :mod:`zarrchive.client.local.parts`), so a big file is read once, not twice.
+    Gives up (:class:`_Stopped`) as soon as *stop* is set."""
+    from zarrchive.client.local.parts import OnePassHasher, expected_part_size, remember
 
-    try:
-        buffers: list[memoryview] = _buffers.buffers
-    except AttributeError:
-        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
+    buffers = thread_buffers()
     view = buffers[0]
-    started = _time_ns()
+    started = clock_ns()
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(path, OPEN_FLAGS)
     except OSError as exc:
-        raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
+        raise LocalFileError(f"cannot read {display(path)}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
         hasher = OnePassHasher(expected_part_size(st.st_size))
@@ -385,7 +185,7 @@ def _hash_big_file(path: str, stop: threading.Event | None = None) -> _BigFile:
                 raise _Stopped
         after = os.fstat(fd)
     except OSError as exc:
-        raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
+        raise LocalFileError(f"cannot read {display(path)}: {exc.strerror}") from None
     finally:
         os.close(fd)
     whole, parts = hasher.finish()
@@ -397,12 +197,12 @@ def _hash_big_file(path: str, stop: threading.Event | None = None) -> _BigFile:
 
 
 class _Lane:
-    """Big files (above :data:`~zarrchive.client.parts.PART_HASH_MIN`), hashed apart from
+    """Big files (above :data:`~zarrchive.client.local.parts.PART_HASH_MIN`), hashed apart from
     the others when the walk feeds an upload (``part_md5s``): one at a time, in the order
     met, on a thread of their own, each in one read that also gives its parts' md5s.
 
     A batch of the hashing threads that meets a big file leaves its row a placeholder
-    (:meth:`defer`) and goes on; :func:`_hash_runs` gives out the rows before it at once and
+    (:meth:`defer`) and goes on; :func:`hash_runs` gives out the rows before it at once and
     the big file's once it is hashed (:meth:`resolve`).  So the upload starts sending the
     first big file while the next is hashed, instead of after every big file of the chunk
     (the batches' order puts them all on one thread), and reads each big file once."""
@@ -413,13 +213,13 @@ class _Lane:
         self._stop = threading.Event()
         #: ``id(rows) -> [(index, future, os_prefix)]``: the placeholders of a rows list
         self._deferred: dict[int, list[tuple[int, Future[_BigFile], str]]] = {}
-        #: the big files hashed, for the digest cache (see :func:`_hash_runs`)
+        #: the big files hashed, for the digest cache (see :func:`hash_runs`)
         self.kept: list[HashedFile] = []
 
     def is_big(self, size: int) -> bool:
-        from zarrchive.client.parts import PART_HASH_MIN
+        from zarrchive.client.local import parts
 
-        return size > PART_HASH_MIN
+        return size > parts.PART_HASH_MIN
 
     def defer(self, rows: list[tuple[str, str, int]], os_prefix: str, name: str, size: int) -> None:
         with self._lock:
@@ -477,23 +277,30 @@ class _Lane:
 
 
 def md5_file(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """``(size, md5)`` of a local file, read in large blocks."""
-    return _md5(os.fspath(path))
+    """``(size, md5)`` of a local file, read in large blocks (:func:`md5_rest`)."""
+    os_path = os.fspath(path)
+    buffers = thread_buffers()
+    try:
+        fd = os.open(os_path, OPEN_FLAGS)
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {display(os_path)}: {exc.strerror}") from None
+    try:
+        return md5_rest(fd, buffers, os.readv(fd, buffers))
+    except OSError as exc:
+        raise LocalFileError(f"cannot read {display(os_path)}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 #: ``(prefix, [(name, md5, size)])``: hashed files of one directory (a run or a part of one).
 _Hashed = tuple[str, list[tuple[str, str, int]]]
 
 
-def _hash_batch(batch: list[_Run], lane: _Lane | None = None) -> list[_Hashed]:
-    """md5 every file of *batch*: :func:`_md5` inlined, this loop is the hot spot.  With a
-    *lane*, a file whose first read fills the buffer and that proves big is left to it."""
-    try:
-        buffers: list[memoryview] = _buffers.buffers
-    except AttributeError:
-        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
-    view = buffers[0]
-    open_, readv, close, md5, flags = os.open, os.readv, os.close, hashlib.md5, _OPEN_FLAGS
+def _hash_batch(batch: list[Run], lane: _Lane | None = None) -> list[_Hashed]:
+    """md5 every file of *batch* (this loop is the hot spot).  With a *lane*, a file whose
+    first read fills the buffer and that proves big is left to it."""
+    buffers = thread_buffers()
+    open_, readv, close, rest, flags = os.open, os.readv, os.close, md5_rest, OPEN_FLAGS
     result: list[_Hashed] = []
     for prefix, os_prefix, names in batch:
         rows: list[tuple[str, str, int]] = []
@@ -503,42 +310,33 @@ def _hash_batch(batch: list[_Run], lane: _Lane | None = None) -> list[_Hashed]:
             try:
                 fd = open_(path, flags)
                 try:
-                    size = n = readv(fd, buffers)
+                    n = readv(fd, buffers)
                     if n == BLOCK_SIZE and lane is not None:
                         st_size = os.fstat(fd).st_size
                         if lane.is_big(st_size):
                             lane.defer(rows, os_prefix, name, st_size)
                             continue
-                    digest = md5(view[:n], usedforsecurity=False)
-                    while n:
-                        n = readv(fd, buffers)
-                        if n:
-                            digest.update(view[:n])
-                            size += n
+                    size, hexdigest = rest(fd, buffers, n)
                 finally:
                     close(fd)
             except OSError as exc:
-                raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
-            append((name, digest.hexdigest(), size))
+                raise LocalFileError(f"cannot read {display(path)}: {exc.strerror}") from None
+            append((name, hexdigest, size))
         result.append((prefix, rows))
     return result
 
 
 def _hash_cached_batch(
-    batch: list[_Run],
+    batch: list[Run],
     known_by_dir: dict[str, Known],
     sink: list[HashedFile],
     lane: _Lane | None = None,
 ) -> list[_Hashed]:
     """:func:`_hash_batch` with a digest cache: a file whose stat record is the cached one
     is not read; every file read is appended to *sink* with its ``fstat`` record."""
-    try:
-        buffers: list[memoryview] = _buffers.buffers
-    except AttributeError:
-        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
-    view = buffers[0]
-    open_, readv, close, md5, flags = os.open, os.readv, os.close, hashlib.md5, _OPEN_FLAGS
-    stat, fstat, time_ns = os.stat, os.fstat, _time_ns
+    buffers = thread_buffers()
+    open_, readv, close, rest, flags = os.open, os.readv, os.close, md5_rest, OPEN_FLAGS
+    stat, fstat, time_ns = os.stat, os.fstat, clock_ns
     result: list[_Hashed] = []
     for prefix, os_prefix, names in batch:
         known = known_by_dir.get(os_prefix)
@@ -567,21 +365,15 @@ def _hash_cached_batch(
                 fd = open_(path, flags)
                 try:
                     st = fstat(fd)
-                    size = n = readv(fd, buffers)
+                    n = readv(fd, buffers)
                     if n == BLOCK_SIZE and lane is not None and lane.is_big(st.st_size):
                         lane.defer(rows, os_prefix, name, st.st_size)
-                        continue  # the lane's result goes to the cache (_hash_runs)
-                    digest = md5(view[:n], usedforsecurity=False)
-                    while n:
-                        n = readv(fd, buffers)
-                        if n:
-                            digest.update(view[:n])
-                            size += n
+                        continue  # the lane's result goes to the cache (hash_runs)
+                    size, hexdigest = rest(fd, buffers, n)
                 finally:
                     close(fd)
             except OSError as exc:
-                raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
-            hexdigest = digest.hexdigest()
+                raise LocalFileError(f"cannot read {display(path)}: {exc.strerror}") from None
             append((name, hexdigest, size))
             if size == st.st_size:
                 keep(
@@ -604,17 +396,6 @@ def _hash_cached_batch(
 _NOTHING_KNOWN: tuple[dict[str, int], list[int], list[str]] = ({}, [], [])
 
 
-def _time_ns() -> int:
-    return time.time_ns()
-
-
-def _check_jobs(jobs: int | None) -> int:
-    jobs = default_jobs() if jobs is None else jobs
-    if jobs < 1:
-        raise InvalidInput(f"jobs must be at least 1, got {jobs}")
-    return jobs
-
-
 def iter_local_entries(
     root: str | os.PathLike[str],
     *,
@@ -633,7 +414,7 @@ def iter_local_entries(
     :class:`LocalFileError` for a file that cannot be read, while iterating.
     Closing the iterator early stops the threads.
 
-    *part_md5s* (for an upload; None: :func:`zarrchive.client.parts.uploading`): the big
+    *part_md5s* (for an upload; None: :func:`zarrchive.client.local.parts.uploading`): the big
     files' parts are hashed in the same read as the whole file (:class:`_Lane`).
 
     *first_chunk*: the files are hashed a chunk at a time, the first result given only once
@@ -641,26 +422,24 @@ def iter_local_entries(
     the chunks ramp up from *first_chunk* files (see :func:`_chunks`).
     """
     if part_md5s is None:
-        from zarrchive.client.parts import uploading
+        from zarrchive.client.local.parts import uploading
 
         part_md5s = uploading()
-    hashed = _hash_runs(
-        _walk_runs(root), _check_jobs(jobs), progress, cache, part_md5s, first_chunk
-    )
+    hashed = hash_runs(walk_runs(root), check_jobs(jobs), progress, cache, part_md5s, first_chunk)
     return (
         ZarrEntry(prefix + name, size, md5) for prefix, rows in hashed for name, md5, size in rows
     )
 
 
 def _chunks(
-    runs: Iterator[_Run], limit: int, first: int | None = None
-) -> Iterator[tuple[list[_Run], int]]:
+    runs: Iterator[Run], limit: int, first: int | None = None
+) -> Iterator[tuple[list[Run], int]]:
     """The runs in chunks of at least *limit* files (the last one smaller), with their count.
 
     With *first*, the chunks ramp up: the first holds *first* files, each next one twice as
     many, until they reach *limit*; runs are split to keep to that (a directory of many
     files is then in several chunks).  Pure."""
-    chunk: list[_Run] = []
+    chunk: list[Run] = []
     count = 0
     target = limit if first is None else max(1, min(first, limit))
     for prefix, os_prefix, names in runs:
@@ -684,9 +463,9 @@ def _chunks(
         yield chunk, count
 
 
-def _batches(chunk: list[_Run], size: int) -> Iterator[list[_Run]]:
+def _batches(chunk: list[Run], size: int) -> Iterator[list[Run]]:
     """The files of *chunk* in batches of *size* files (runs split where needed)."""
-    batch: list[_Run] = []
+    batch: list[Run] = []
     count = 0
     for prefix, os_prefix, names in chunk:
         start, end = 0, len(names)
@@ -702,8 +481,8 @@ def _batches(chunk: list[_Run], size: int) -> Iterator[list[_Run]]:
         yield batch
 
 
-def _hash_runs(
-    runs: Iterator[_Run],
+def hash_runs(
+    runs: Iterator[Run],
     jobs: int,
     progress: ProgressCallback | None,
     cache: DigestCache | None = None,
@@ -743,9 +522,9 @@ def _hash_runs(
 
     try:
         for chunk, count in _chunks(runs, CHUNK_FILES, first_chunk):
-            hash_batch: Callable[[list[_Run]], list[_Hashed]] = partial(_hash_batch, lane=lane)
+            hash_batch: Callable[[list[Run]], list[_Hashed]] = partial(_hash_batch, lane=lane)
             if cache is not None and cache.usable:
-                now = _time_ns()
+                now = clock_ns()
                 known_by_dir: dict[str, Known] = {}
                 for _, os_prefix, _ in chunk:
                     if os_prefix not in known_by_dir:
@@ -822,60 +601,22 @@ def local_entries(
     return list(iter_local_entries(root, jobs=jobs, progress=progress, cache=cache))
 
 
-def _local_tree(
+def hash_tree(
     root: str | os.PathLike[str],
     jobs: int | None,
     progress: ProgressCallback | None,
     hasher: TreeHasher,
     cache: DigestCache | None,
 ) -> DirectoryDigest:
-    hashed = _hash_runs(_walk_runs(root), _check_jobs(jobs), progress, cache)
+    """Hash every file below *root* (the walk's runs, :func:`hash_runs`) into *hasher*, the
+    files of each directory given to the tree hash at once; its root's digest.  Every file
+    is read or found in *cache* one by one: the cached directory digests are the tree's
+    (:mod:`zarrchive.client.local.tree`)."""
+    hashed = hash_runs(walk_runs(root), check_jobs(jobs), progress, cache)
     add_files = hasher.add_files
     for prefix, rows in hashed:
         add_files(prefix[:-1], rows)
     return hasher.finish()
-
-
-def local_checksum(
-    root: str | os.PathLike[str],
-    *,
-    jobs: int | None = None,
-    progress: ProgressCallback | None = None,
-    cache: DigestCache | None = None,
-) -> str:
-    """The Dandi Zarr checksum of the directory *root*.
-
-    The same as ``compute_checksum(iter_local_entries(root), grouped=True)``,
-    with the files of each directory given to the tree hash at once; with a usable
-    *cache*, from the cached directory digests (:mod:`zarrchive.client.local_tree`).
-    """
-    if cache is not None and cache.usable:
-        from zarrchive.client.local_tree import scan_tree
-
-        return scan_tree(root, cache=cache, jobs=jobs, progress=progress).checksum
-    return _local_tree(root, jobs, progress, TreeHasher(), None).digest
-
-
-def local_directory_digests(
-    root: str | os.PathLike[str],
-    *,
-    jobs: int | None = None,
-    progress: ProgressCallback | None = None,
-    with_nodes: bool = False,
-    cache: DigestCache | None = None,
-) -> list[DirectoryDigest]:
-    """Every directory's digest below *root* (deepest first as completed, the root last).
-
-    With a usable *cache* (and without *with_nodes*), from the cached directory digests
-    (:mod:`zarrchive.client.local_tree`)."""
-    if cache is not None and cache.usable and not with_nodes:
-        from zarrchive.client.local_tree import scan_tree
-
-        tree = scan_tree(root, cache=cache, jobs=jobs, progress=progress)
-        return tree.directory_digests()
-    hasher = TreeHasher(collect=True, with_nodes=with_nodes)
-    _local_tree(root, jobs, progress, hasher, cache)
-    return hasher.completed
 
 
 def hash_local(
@@ -890,9 +631,9 @@ def hash_local(
     machine's sensible default); *progress* gets the increments of files and bytes.
 
     The sync engine's hashing (upload, download, verify): by default with the process's
-    digest cache (:func:`zarrchive.client.digest_cache.default_cache`)."""
+    digest cache (:func:`zarrchive.client.local.digest_cache.default_cache`)."""
     if cache == "default":
-        from zarrchive.client.digest_cache import default_cache
+        from zarrchive.client.local.digest_cache import default_cache
 
         cache = default_cache()
     done = [0, 0]
@@ -909,16 +650,22 @@ def hash_local(
 
 
 __all__ = [
+    "BATCH_BYTES",
     "BLOCK_SIZE",
-    "LocalFile",
+    "CHUNK_FILES",
+    "FIRST_UPLOAD_CHUNK",
+    "OPEN_FLAGS",
     "ProgressCallback",
+    "check_jobs",
+    "clock_ns",
     "default_jobs",
     "hash_local",
+    "hash_runs",
+    "hash_tree",
     "iter_local_entries",
-    "local_checksum",
-    "local_directory_digests",
     "local_entries",
     "md5_file",
+    "md5_rest",
+    "thread_buffers",
     "transfer_jobs",
-    "walk_local",
 ]

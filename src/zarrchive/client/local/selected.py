@@ -1,6 +1,6 @@
 """Walk and hash only the selected files of a local Zarr (``upload --patch --include/--exclude``).
 
-:func:`hash_selected` is :func:`zarrchive.client.local.hash_local` restricted to a
+:func:`hash_selected` is :func:`zarrchive.client.local.hashing.hash_local` restricted to a
 :class:`~zarrchive.client.selection.Selection`:
 
 - a directory whose :attr:`~zarrchive.client.selection.DirectorySelection.prune` is true is
@@ -15,7 +15,8 @@
   are followed, and a link leading back to an ancestor is an error.
 
 The selected files are hashed as the full walk hashes them
-(:func:`zarrchive.client.local._hash_runs`: threads, the digest cache).
+(:func:`zarrchive.client.local.hashing.hash_runs`: threads, the digest cache), and walked
+with the full walk's checks (:mod:`zarrchive.client.local.walk`).
 """
 
 from __future__ import annotations
@@ -25,28 +26,27 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from zarrchive.checksum import ZarrEntry
-from zarrchive.client.local import (
-    _check_jobs,
-    _check_root,
-    _display,
-    _hash_runs,
-    _identity,
-    _list_directory,
-    _names_are_valid,
-    _Run,
-    _validate,
+from zarrchive.client.local.hashing import check_jobs, hash_runs
+from zarrchive.client.local.walk import (
+    Run,
+    check_root,
+    directory_identity,
+    display,
+    list_directory,
+    names_are_valid,
+    validate,
 )
 from zarrchive.client.selection import DirectorySelection, Selection
 from zarrchive.errors import LocalFileError
 
 if TYPE_CHECKING:
-    from zarrchive.client.digest_cache import DigestCache
+    from zarrchive.client.local.digest_cache import DigestCache
 
 
 def _list_selected(os_path: str, node: DirectorySelection) -> tuple[list[str], list[str]]:
     """The selected files of the directory *os_path* and its subdirectories (``name/``),
-    sorted (:func:`zarrchive.client.local._list_directory`)."""
-    return _list_directory(os_path, None if node.everything else node.selects)
+    sorted (:func:`zarrchive.client.local.walk.list_directory`)."""
+    return list_directory(os_path, None if node.everything else node.selects)
 
 
 class _Frame:
@@ -72,18 +72,20 @@ class _Frame:
         self.trusted = trusted
 
 
-def walk_selected(root: str | os.PathLike[str], selection: Selection) -> Iterator[_Run]:
+def walk_selected(root: str | os.PathLike[str], selection: Selection) -> Iterator[Run]:
     """The selected files below *root* as runs ``(prefix, os_prefix, names)``, in path order
     (see the module).  A missing *root* raises at once."""
-    top = _check_root(root)
+    top = check_root(root)
     node = selection.root()
     if node.prune:
         return iter(())
     os_prefix = top if top.endswith(os.sep) else top + os.sep
-    return _walk(_Frame(node, "", os_prefix, _list_selected(top, node), _identity(top), True))
+    return _walk(
+        _Frame(node, "", os_prefix, _list_selected(top, node), directory_identity(top), True)
+    )
 
 
-def _walk(root: _Frame) -> Iterator[_Run]:
+def _walk(root: _Frame) -> Iterator[Run]:
     stack = [root]
     ancestors = {root.identity: ""}
     while stack:
@@ -99,10 +101,10 @@ def _walk(root: _Frame) -> Iterator[_Run]:
             prefix = frame.prefix
             if not (
                 frame.trusted
-                and _names_are_valid((names, []), len(prefix.encode("utf-8", "surrogateescape")))
+                and names_are_valid((names, []), len(prefix.encode("utf-8", "surrogateescape")))
             ):
                 for name in names:
-                    _validate(prefix + name)
+                    validate(prefix + name)
             yield prefix, frame.os_prefix, names
             continue
         if end == len(items):
@@ -116,16 +118,16 @@ def _walk(root: _Frame) -> Iterator[_Run]:
             continue
         path = frame.prefix + name
         os_path = frame.os_prefix + name
-        identity = _identity(os_path)
+        identity = directory_identity(os_path)
         if identity in ancestors:
             raise LocalFileError(
-                f"symbolic link loop: {_display(os_path)} leads back to its ancestor "
-                f"{_display(ancestors[identity] or '.')} (relative to the Zarr root)"
+                f"symbolic link loop: {display(os_path)} leads back to its ancestor "
+                f"{display(ancestors[identity] or '.')} (relative to the Zarr root)"
             )
         listing = _list_selected(os_path, child)
         if not listing[0] and not listing[1]:
             continue
-        trusted = frame.trusted and _names_are_valid(
+        trusted = frame.trusted and names_are_valid(
             ([], [name + "/"]), len(frame.prefix.encode("utf-8", "surrogateescape"))
         )
         ancestors[identity] = path
@@ -150,7 +152,7 @@ def hash_selected(
             progress(files - done[0], nbytes - done[1])
         done[0], done[1] = files, nbytes
 
-    hashed = _hash_runs(walk_selected(root, selection), _check_jobs(jobs), report, cache)
+    hashed = hash_runs(walk_selected(root, selection), check_jobs(jobs), report, cache)
     return [
         ZarrEntry(prefix + name, size, md5) for prefix, rows in hashed for name, md5, size in rows
     ]

@@ -1,9 +1,13 @@
 """Every directory's Dandi Zarr checksum below a local directory, from the digest cache.
 
-:func:`scan_tree` walks a local Zarr like :mod:`zarrchive.client.local` (same order of
+:func:`local_checksum` and :func:`local_directory_digests` are the checksums of a local Zarr:
+with a usable digest cache, from :func:`scan_tree`; without, every file hashed
+(:func:`~zarrchive.client.local.hashing.hash_tree`).
+
+:func:`scan_tree` walks a local Zarr like :mod:`zarrchive.client.local.walk` (same order of
 errors, links followed, empty directories ignored, paths validated) and returns a
 :class:`LocalTree`: the checksum of every directory that has files below it.  With a
-:class:`~zarrchive.client.digest_cache.DigestCache`, a directory whose content is known
+:class:`~zarrchive.client.local.digest_cache.DigestCache`, a directory whose content is known
 costs one ``scandir`` and one ``stat`` per entry: no file is read, no md5 looked up one
 by one, no listing built or hashed.
 
@@ -15,7 +19,7 @@ When a directory's cached digest is used (:func:`_unchanged`), never stale:
 - every file's stat record ``(dev, ino, size, mtime_ns, ctime_ns)`` now is byte for byte
   the cached one, and every one of those was *settled* when hashed (a row keeps only
   settled files, and has a digest only if it kept them all; see
-  :func:`~zarrchive.client.digest_cache.may_store`): a rewrite, even of the same size in
+  :func:`~zarrchive.client.local.digest_cache.may_store`): a rewrite, even of the same size in
   the same timestamp tick or with its mtime restored, a replacement by rename and a hard
   link made or removed all change a record;
 - every subdirectory's stat record is the cached one, *and* every subdirectory's own
@@ -31,12 +35,13 @@ inodes): nothing of it is in the cache.
 
 A directory that is not unchanged is hashed: its files whose record is the cached one
 give their cached md5, the others are read (by a thread pool, in chunks of
-:data:`~zarrchive.client.local.CHUNK_FILES` files, as in :mod:`zarrchive.client.local`),
+:data:`~zarrchive.client.local.hashing.CHUNK_FILES` files, as in
+:mod:`zarrchive.client.local.hashing`), with its md5 read loop and buffers),
 its listing is built from its files and its subdirectories' digests, and its row is
 written (all rows of a chunk in one transaction, by a
-:class:`~zarrchive.client.digest_cache.RowWriter` on its own thread: SQLite's work overlaps
+:class:`~zarrchive.client.local.digest_cache.RowWriter` on its own thread: SQLite's work overlaps
 the hashing).  Which directories have a row is read once, by one range query
-(:meth:`~zarrchive.client.digest_cache.DigestCache.keys_below`): a directory without one is
+(:meth:`~zarrchive.client.local.digest_cache.DigestCache.keys_below`): a directory without one is
 not looked up.  The walk ``stat``-s every file once (:func:`survey_tree` stops there, before
 any file is read); the record it took is the one kept (no ``fstat`` as the file is read,
 see :func:`_read_surveyed_batch`), so a first run costs what a run without the cache costs,
@@ -46,10 +51,8 @@ plus those stats and packing the rows.  A directory whose records don't fit 64-b
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
-import threading
 import time
 from array import array
 from collections import deque
@@ -64,29 +67,36 @@ from typing import TYPE_CHECKING, TypeAlias
 from zarrchive.checksum import DirectoryDigest
 from zarrchive.checksum.digest import EMPTY_CHECKSUM
 from zarrchive.checksum.node import ChildRow, directory_digest
-from zarrchive.client import local as _local
-from zarrchive.client.digest_cache import (
+from zarrchive.checksum.tree import TreeHasher
+from zarrchive.client.local import hashing
+from zarrchive.client.local.digest_cache import (
     SETTLE_NS,
     DirectoryRow,
+    directory_key,
     pack_md5s,
     pack_records,
+    unpack_row,
 )
-from zarrchive.client.local import (
-    _OPEN_FLAGS,
-    BLOCK_SIZE,
+from zarrchive.client.local.hashing import (
     CHUNK_FILES,
+    OPEN_FLAGS,
     ProgressCallback,
-    _check_jobs,
-    _check_root,
-    _display,
-    _list_directory,
-    _names_are_valid,
-    _validate,
+    check_jobs,
+    hash_tree,
+    md5_rest,
+    thread_buffers,
+)
+from zarrchive.client.local.walk import (
+    check_root,
+    display,
+    list_directory,
+    names_are_valid,
+    validate,
 )
 from zarrchive.errors import LocalFileError
 
 if TYPE_CHECKING:
-    from zarrchive.client.digest_cache import DigestCache, RowWriter
+    from zarrchive.client.local.digest_cache import DigestCache, RowWriter
 
 #: Below this many files to read, they are read on the walk's thread (no thread pool).
 FEW_FILES = 64
@@ -160,7 +170,7 @@ class _Pending:
         self.key = b""
         self.os_prefix = ""
         #: The stat records the walk took of :attr:`to_read` (5 integers a file, in
-        #: :class:`~zarrchive.client.digest_cache.StatKey` order): they are kept, not an
+        #: :class:`~zarrchive.client.local.digest_cache.StatKey` order): they are kept, not an
         #: ``fstat`` of each file as it is read.
         self.read_records: array[int] | None = None
         #: ``(name, md5, size)`` of the files whose record is the cached one.
@@ -268,9 +278,7 @@ class _Scan:
     # -- the walk ---------------------------------------------------------------------------
     def walk(self, root: str | os.PathLike[str]) -> None:
         """Walk the tree below *root* (files are read as it goes unless *defer*)."""
-        top = _check_root(root)
-        from zarrchive.client.digest_cache import directory_key
-
+        top = check_root(root)
         self.root_key = directory_key(top)
         self.known_keys = self.cache.keys_below(self.root_key)
         identity = os.stat(top)
@@ -287,8 +295,8 @@ class _Scan:
                 child_identity = frame.identities[i]
                 if child_identity in ancestors:
                     raise LocalFileError(
-                        f"symbolic link loop: {_display(os_path)} leads back to its ancestor "
-                        f"{_display(ancestors[child_identity] or '.')} (relative to the Zarr root)"
+                        f"symbolic link loop: {display(os_path)} leads back to its ancestor "
+                        f"{display(ancestors[child_identity] or '.')} (relative to the Zarr root)"
                     )
                 ancestors[child_identity] = path
                 stack.append(self.enter(path, os_path, child_identity, frame.trusted))
@@ -306,19 +314,19 @@ class _Scan:
         row = frame.row = self.cache.row(key, self.now_ns) if key in self.known_keys else None
         listing = self._stat_listing(frame, os_path)
         if listing is None:
-            listing = _list_directory(os_path)
+            listing = list_directory(os_path)
             frame.files = listing[0]
             frame.dirs = sorted(name[:-1] for name in listing[1])
             frame.dir_stats = self._stat_all(os_prefix, frame.dirs)
             frame.file_stats = self._stat_all(os_prefix, frame.files)
         files, dirs = frame.files, frame.dirs
         prefix = path + "/" if path else ""
-        frame.trusted = trusted and _names_are_valid(
+        frame.trusted = trusted and names_are_valid(
             listing, len(prefix.encode("utf-8", "surrogateescape"))
         )
         if not frame.trusted:
             for name in files:
-                _validate(prefix + name)
+                validate(prefix + name)
         frame.identities = [(st.st_dev, st.st_ino) for st in frame.dir_stats]
         file_stats = frame.file_stats
         packed = None
@@ -352,7 +360,7 @@ class _Scan:
     def _stat_listing(frame: _Frame, os_path: str) -> tuple[list[str], list[str]] | None:
         """List *os_path* and stat every entry (following links); ``None`` if anything is
         amiss (a broken link, an entry that is neither a file nor a directory, a race), for
-        :func:`_list_directory` to explain or redo."""
+        :func:`list_directory` to explain or redo."""
         os_prefix = frame.os_prefix
         try:
             names = os.listdir(os_path)
@@ -396,7 +404,7 @@ class _Scan:
                     stat(os_prefix + name)
                 except OSError as exc:
                     raise LocalFileError(
-                        f"cannot access {_display(os_prefix + name)}: {exc.strerror}"
+                        f"cannot access {display(os_prefix + name)}: {exc.strerror}"
                     ) from None
             raise
 
@@ -456,10 +464,8 @@ class _Scan:
         frame: _Frame, row: DirectoryRow, stats: list[os.stat_result], pending: _Pending
     ) -> None:
         """Split *frame*'s files into those whose record is the cached one and the others."""
-        from zarrchive.client.digest_cache import _unpack
-
         try:
-            known = _unpack(row.names, row.stats, row.md5s)
+            known = unpack_row(row.names, row.stats, row.md5s)
         except (ValueError, TypeError):
             pending.to_read = frame.files
             return
@@ -491,7 +497,7 @@ class _Scan:
         self._finish_reads(0 if wait else READS_IN_FLIGHT)
 
     def flush_all(self) -> None:
-        """:meth:`flush` by chunks of :data:`~zarrchive.client.local.CHUNK_FILES` files (after a
+        """:meth:`flush` by chunks of :data:`~zarrchive.client.local.hashing.CHUNK_FILES` files (after a
         walk that deferred the reading): the pending directories are in the walk's order, a
         directory after its subdirectories."""
         pending, self.pending = self.pending, []
@@ -512,7 +518,7 @@ class _Scan:
         """Start reading the files of *pending* (finished by :meth:`_finish_reads`)."""
         if not pending:
             return
-        started = _local._time_ns()
+        started = hashing.clock_ns()
         surveyed: list[_SurveyedRun] = []
         for p in pending:
             if p.to_read:
@@ -700,9 +706,6 @@ def _merged(futures: list[Future[list[_Read]]]) -> Callable[[], list[_Read]]:
     return collect
 
 
-_buffers = threading.local()
-
-
 #: ``(prefix, os_prefix, names, records, offset)``: files of one directory whose stat
 #: records the walk took: ``names[k]``'s is ``records[5 * (offset + k) : 5 * (offset + k) + 5]``.
 _SurveyedRun: TypeAlias = tuple[str, str, list[str], "array[int]", int]
@@ -738,13 +741,8 @@ def _read_surveyed_batch(
     before the walk's ``stat``) and as many bytes were read as it gave: a file written
     since that ``stat`` then has a later mtime or ctime, so the record kept is never
     that of the content read unless the two are the same."""
-    try:
-        buffers: list[memoryview] = _buffers.buffers
-    except AttributeError:
-        buffers = _buffers.buffers = [memoryview(bytearray(BLOCK_SIZE))]
-    view = buffers[0]
-    open_, readv, close, md5 = os.open, os.readv, os.close, hashlib.md5
-    flags, block = _OPEN_FLAGS, len(view)
+    buffers = thread_buffers()
+    open_, readv, close, rest, flags = os.open, os.readv, os.close, md5_rest, OPEN_FLAGS
     result: list[tuple[str, tuple[list[ChildRow], bytearray]]] = []
     for prefix, os_prefix, names, values, offset in batch:
         rows: list[ChildRow] = []
@@ -757,21 +755,13 @@ def _read_surveyed_batch(
             try:
                 fd = open_(path, flags)
                 try:
-                    size = n = readv(fd, buffers)
-                    digest = md5(view[:n], usedforsecurity=False)
-                    # A small file of the size the walk's stat gave, read whole in one call.
-                    if n == expected and n < block:
-                        n = 0
-                    while n:
-                        n = readv(fd, buffers)
-                        if n:
-                            digest.update(view[:n])
-                            size += n
+                    # (a small file of the size the walk's stat gave is read whole in one call)
+                    size, hexdigest = rest(fd, buffers, readv(fd, buffers), expected)
                 finally:
                     close(fd)
             except OSError as exc:
-                raise LocalFileError(f"cannot read {_display(path)}: {exc.strerror}") from None
-            append((name, digest.hexdigest(), size))
+                raise LocalFileError(f"cannot read {display(path)}: {exc.strerror}") from None
+            append((name, hexdigest, size))
             keep(size == expected and values[j + 3] < settled_ns and values[j + 4] < settled_ns)
             j += 5
         result.append((prefix, (rows, kept)))
@@ -805,7 +795,7 @@ def _unkept_records(stats: list[os.stat_result]) -> array[int]:
 
 
 def _stored(records: array[int]) -> bytes:
-    """*records* as a row stores them (:func:`~zarrchive.client.digest_cache.pack_records`)."""
+    """*records* as a row stores them (:func:`~zarrchive.client.local.digest_cache.pack_records`)."""
     if _BIG_ENDIAN:
         records = array("q", records)
         records.byteswap()
@@ -839,23 +829,61 @@ def scan_tree(
 ) -> LocalTree:
     """Every non-empty directory's checksum below *root* (see :class:`LocalTree`).
 
-    Without a usable *cache*, the same as :func:`zarrchive.client.local.local_directory_digests`
-    (every file read).  Errors: those of :func:`zarrchive.client.local.walk_local`, and
+    Without a usable *cache*, the same as :func:`local_directory_digests` (every file read).
+    Errors: those of :func:`zarrchive.client.local.walk.walk_local`, and
     :class:`LocalFileError` for a file that cannot be read.
     """
-    jobs = _check_jobs(jobs)
+    jobs = check_jobs(jobs)
     if cache is None or not cache.usable:
-        from zarrchive.client.local import local_directory_digests
-
-        completed = local_directory_digests(root, jobs=jobs, progress=progress)
+        hasher = TreeHasher(collect=True)
+        hash_tree(root, jobs, progress, hasher, None)
+        completed = hasher.completed
         return LocalTree({d.path: d.digest for d in completed if d.count or not d.path})
-    scan = _Scan(cache, jobs, progress, _local._time_ns())
+    scan = _Scan(cache, jobs, progress, hashing.clock_ns())
     try:
         scan.walk(root)
         scan.flush()
     finally:
         scan.close()
     return scan.tree()
+
+
+def local_checksum(
+    root: str | os.PathLike[str],
+    *,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    cache: DigestCache | None = None,
+) -> str:
+    """The Dandi Zarr checksum of the directory *root*.
+
+    The same as ``compute_checksum(iter_local_entries(root), grouped=True)``,
+    with the files of each directory given to the tree hash at once; with a usable
+    *cache*, from the cached directory digests (:func:`scan_tree`).
+    """
+    if cache is not None and cache.usable:
+        return scan_tree(root, cache=cache, jobs=jobs, progress=progress).checksum
+    return hash_tree(root, jobs, progress, TreeHasher(), None).digest
+
+
+def local_directory_digests(
+    root: str | os.PathLike[str],
+    *,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+    with_nodes: bool = False,
+    cache: DigestCache | None = None,
+) -> list[DirectoryDigest]:
+    """Every directory's digest below *root* (deepest first as completed, the root last).
+
+    With a usable *cache* (and without *with_nodes*), from the cached directory digests
+    (:func:`scan_tree`)."""
+    if cache is not None and cache.usable and not with_nodes:
+        tree = scan_tree(root, cache=cache, jobs=jobs, progress=progress)
+        return tree.directory_digests()
+    hasher = TreeHasher(collect=True, with_nodes=with_nodes)
+    hash_tree(root, jobs, progress, hasher, cache)
+    return hasher.completed
 
 
 class Survey:
@@ -911,8 +939,8 @@ def survey_tree(
     directory, unreadable directories), and :class:`LocalFileError` for a file that cannot
     be ``stat``-ed, before any file is read.  *cache* must be usable.
     """
-    jobs = _check_jobs(jobs)
-    scan = _Scan(cache, jobs, progress, _local._time_ns(), defer=True, limit=limit)
+    jobs = check_jobs(jobs)
+    scan = _Scan(cache, jobs, progress, hashing.clock_ns(), defer=True, limit=limit)
     try:
         scan.walk(root)
     except BaseException:
@@ -921,4 +949,11 @@ def survey_tree(
     return Survey(scan)
 
 
-__all__ = ["LocalTree", "Survey", "scan_tree", "survey_tree"]
+__all__ = [
+    "LocalTree",
+    "Survey",
+    "local_checksum",
+    "local_directory_digests",
+    "scan_tree",
+    "survey_tree",
+]

@@ -3,7 +3,7 @@
 A file above the archive's multipart threshold is sent in parts, each PUT signing its
 part's ``Content-MD5``; the batch that sends it declares the whole file's md5.  Reading the
 file once for each would cost a second pass over every big file before it is sent, so the
-walk's hashing (:mod:`zarrchive.client.local`) cuts a file above :data:`PART_HASH_MIN` into
+walk's hashing (:mod:`zarrchive.client.local.hashing`) cuts a file above :data:`PART_HASH_MIN` into
 the parts the archive will ask for (:func:`expected_part_size`) while it computes the whole
 md5 (:class:`OnePassHasher`), and keeps the parts' md5s here (:func:`remember`), keyed by the
 file's stat record.  :class:`~zarrchive.client.multipart.PartSender` takes them
@@ -23,7 +23,7 @@ import threading
 from collections import OrderedDict
 from typing import NamedTuple
 
-from zarrchive.client.digest_cache import StatKey, stat_key
+from zarrchive.client.local.digest_cache import StatKey, stat_key
 
 MIB = 1 << 20
 #: The archive's part size for files that fit in :data:`MAX_PARTS` parts of it, whatever its

@@ -31,7 +31,7 @@ Windows ``st_ctime`` is the creation time, which a rewrite does not change).
 Concurrency and failures: the file is in WAL mode (readers never wait for a writer) with
 a busy timeout; several processes may use it at once.  A cache that cannot be opened,
 read or written (corrupt, read-only, disk full) never fails a command: the files are
-hashed, and one warning is logged (``zarrchive.client.digest_cache``).
+hashed, and one warning is logged (``zarrchive.client.local.digest_cache``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ _MAX_INT = (1 << 63) - 1
 #: a file, where a row a file costs several microseconds.
 #:
 #: The directory's digest (:class:`DirectoryRow`, written by
-#: :mod:`zarrchive.client.local_tree`) is kept beside them with the names and stat records
+#: :mod:`zarrchive.client.local.tree`) is kept beside them with the names and stat records
 #: of its subdirectories; it is ``NULL`` in a row written file by file (:meth:`store`).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS directories (
@@ -183,7 +183,7 @@ NOTHING_KNOWN = Known({}, array("q"), [])
 
 
 class DirectoryRow(NamedTuple):
-    """One directory as cached by :mod:`zarrchive.client.local_tree`.
+    """One directory as cached by :mod:`zarrchive.client.local.tree`.
 
     *names*: its files' names, sorted and ``\\0``-separated; *stats*: their stat records
     (:func:`pack_records`); *md5s*: their md5s, 16 bytes each (:func:`pack_md5s`; only
@@ -347,7 +347,7 @@ class DigestCache:
             self._used.add(key)
         if row is not None and row[3] <= now_ns:
             try:
-                known = _unpack(row[0], row[1], row[2])
+                known = unpack_row(row[0], row[1], row[2])
             except (ValueError, TypeError) as exc:
                 warn_once(f"the digest cache {self.path!r} has a damaged entry ({exc}): ignored")
         self._loaded[key] = known
@@ -492,7 +492,7 @@ class DigestCache:
                         db.execute(
                             "INSERT OR REPLACE INTO directories (path, names, stats, md5s, "
                             "hashed_ns, used_day) VALUES (?, ?, ?, ?, ?, ?)",
-                            (key, *_pack(merged), hashed, _today()),
+                            (key, *pack_row(merged), hashed, _today()),
                         )
                         self._used.discard(key)
                         saved += len(new)
@@ -548,7 +548,7 @@ class DigestCache:
         if row is None or row[3] > time.time_ns():
             return NOTHING_KNOWN
         try:
-            return _unpack(row[0], row[1], row[2])
+            return unpack_row(row[0], row[1], row[2])
         except (ValueError, TypeError):
             return NOTHING_KNOWN
 
@@ -624,8 +624,9 @@ class RowWriter:
 _BIG_ENDIAN = sys.byteorder == "big"
 
 
-def _pack(files: dict[str, tuple[tuple[int, ...], str]]) -> tuple[str, bytes, bytes]:
-    """``(names, stats, md5s)`` of a directory row, from ``name -> (stat record, md5)``."""
+def pack_row(files: dict[str, tuple[tuple[int, ...], str]]) -> tuple[str, bytes, bytes]:
+    """``(names, stats, md5s)`` of a directory row's files (:class:`DirectoryRow`), from
+    ``name -> (stat record, md5)``."""
     stats = array("q")
     for record, _ in files.values():
         stats.extend(record)
@@ -634,8 +635,10 @@ def _pack(files: dict[str, tuple[tuple[int, ...], str]]) -> tuple[str, bytes, by
     return "\0".join(files), stats.tobytes(), pack_md5s(md5 for _, md5 in files.values())
 
 
-def _unpack(names_text: str, stats_bytes: bytes, md5s_bytes: bytes) -> Known:
-    """The inverse of :func:`_pack`; ValueError if the three do not agree."""
+def unpack_row(names_text: str, stats_bytes: bytes, md5s_bytes: bytes) -> Known:
+    """The files of a directory row (:class:`DirectoryRow`'s *names*, *stats* and *md5s*) as
+    :class:`Known`: the inverse of :func:`pack_row`; ValueError (TypeError for md5s that are
+    not bytes) if the three do not agree."""
     if not names_text:
         return NOTHING_KNOWN
     names = names_text.split("\0")
@@ -813,8 +816,10 @@ __all__ = [
     "may_store_record",
     "pack_md5s",
     "pack_records",
+    "pack_row",
     "stat_key",
     "store_written",
     "unpack_md5s",
     "unpack_records",
+    "unpack_row",
 ]
