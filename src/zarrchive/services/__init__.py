@@ -1,8 +1,12 @@
 """Domain operations in transactions; no HTTP types here.
 
-One module per concept (dandisets, versions, assets, blobs, Zarrs, uploads, snapshots,
-the catalog the web pages browse, ...); the API's routers and the web pages are two faces
-of the same functions.  A function's first parameters say how it meets the database:
+Four packages by concept, one module per concept inside each: :mod:`.dandi` (the DANDI
+domain: dandisets, versions, assets, blobs, publish, embargo, validation, ...),
+:mod:`.zarr_engine` (Zarrs, uploads, the tree, manifests, snapshots, fsck, ...),
+:mod:`.views` (the read models of the web pages) and :mod:`.identity` (accounts, keys,
+callers, sign-in); :mod:`.runtime` (the :class:`~zarrchive.services.runtime.Archive`) and
+:mod:`.periodic` at the root.  The API's routers and the web pages are two faces of the same
+functions.  A function's first parameters say how it meets the database:
 
 - ``session: Session`` (with or without the archive): it runs inside the caller's
   transaction, and may take and return ORM objects, which the caller uses before its
