@@ -42,6 +42,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,7 @@ class Phase:
 @dataclass
 class Results:
     files: int
+    seed: str
     machine: str
     load_before: float
     seed_seconds: dict[str, float] = field(default_factory=dict)
@@ -110,10 +112,10 @@ class RequestCounter:
 
 
 class Sim:
-    def __init__(self, archive: Any, url: str, n: int, jobs: int) -> None:
+    def __init__(self, archive: Any, url: str, n: int, jobs: int, mode: str) -> None:
         from zarrchive.services.identity.auth import create_user
 
-        self.archive, self.n, self.jobs = archive, n, jobs
+        self.archive, self.n, self.jobs, self.mode = archive, n, jobs, mode
         with archive.db.session() as session:
             token = create_user(session, "bench", admin=True)[1]
         self.api = httpx.Client(
@@ -122,7 +124,10 @@ class Sim:
         self.anon = httpx.Client(base_url=url, timeout=7200)
         self.counter = RequestCounter(archive.store)
         self.results = Results(
-            n, f"{os.cpu_count()} cores, Python {platform.python_version()}", os.getloadavg()[0]
+            n,
+            mode,
+            f"{os.cpu_count()} cores, Python {platform.python_version()}",
+            os.getloadavg()[0],
         )
         self.dandiset = self.api.post("/api/dandisets/", json={"name": "scale"}).json()[
             "identifier"
@@ -154,15 +159,11 @@ class Sim:
         return phase
 
     # -- seeding ----------------------------------------------------------------------------
-    def seed(self) -> str:
-        from zarrchive.checksum import iter_directory_digests
+    def _put_all(self, items: Iterator[tuple[str, bytes, str]], what: str) -> int:
+        """PUT every ``(key, body, md5)`` to its presigned URL, :attr:`jobs` at once."""
         from zarrchive.content_types import zarr_content_type
-        from zarrchive.db.models import Zarr
-        from zarrchive.services.zarr_engine.manifests import write_manifest
-        from zarrchive.storage.keys import checksum_node_key, zarr_object_key
 
         store = self.archive.store
-        times = self.results.seed_seconds
         limits = httpx.Limits(max_connections=self.jobs, max_keepalive_connections=self.jobs)
         started = time.perf_counter()
         with (
@@ -185,51 +186,158 @@ class Sim:
                             raise
                         time.sleep(0.5 * (attempt + 1))
 
-            def put_all(items: Iterator[tuple[str, bytes, str]], what: str) -> int:
-                done = 0
-                while chunk := list(itertools.islice(items, 20000)):
-                    list(pool.map(put, chunk))
-                    done += len(chunk)
-                    if done % 200000 == 0:
-                        rate = done / (time.perf_counter() - started)
-                        print(f"    {done} {what} PUT ({rate:.0f}/s)", flush=True)
-                return done
+            done = 0
+            while chunk := list(itertools.islice(items, 20000)):
+                list(pool.map(put, chunk))
+                done += len(chunk)
+                if done % 200000 == 0:
+                    rate = done / (time.perf_counter() - started)
+                    print(f"    {done} {what} PUT ({rate:.0f}/s)", flush=True)
+        return done
 
-            objects = (
-                (zarr_object_key(self.zarr_id, p), b"", EMPTY_MD5) for p in entry_paths(self.n)
+    def _put_nodes(self) -> tuple[str, int, int]:
+        """Every ``.checksum`` node (computed in one streamed pass); the root's digest, count
+        and size."""
+        from zarrchive.checksum import iter_directory_digests
+        from zarrchive.storage.keys import checksum_node_key
+
+        root: tuple[str, int, int] = ("", 0, 0)
+
+        def nodes() -> Iterator[tuple[str, bytes, str]]:
+            nonlocal root
+            digests = iter_directory_digests(
+                ((p, 0, EMPTY_MD5) for p in entry_paths(self.n)), grouped=True, with_nodes=True
             )
-            put_all(objects, "objects")
-            times["objects"] = time.perf_counter() - started
-            print(f"  seeded {self.n} objects in {times['objects']:.0f} s", flush=True)
-            root: tuple[str, int, int] = ("", 0, 0)
+            for d in digests:
+                assert d.node_json is not None
+                body = d.node_json.encode("ascii")
+                if d.path == "":
+                    root = (d.digest, d.count, d.size)
+                yield checksum_node_key(self.zarr_id, d.path), body, _md5(body)
 
-            def nodes() -> Iterator[tuple[str, bytes, str]]:
-                nonlocal root
-                digests = iter_directory_digests(
-                    ((p, 0, EMPTY_MD5) for p in entry_paths(self.n)), grouped=True, with_nodes=True
-                )
-                for d in digests:
-                    assert d.node_json is not None
-                    body = d.node_json.encode("ascii")
-                    if d.path == "":
-                        root = (d.digest, d.count, d.size)
-                    yield checksum_node_key(self.zarr_id, d.path), body, _md5(body)
+        started = time.perf_counter()
+        count = self._put_all(nodes(), "nodes")
+        self.results.seed_seconds["nodes"] = time.perf_counter() - started
+        print(f"  seeded {count} .checksum nodes in {time.perf_counter() - started:.0f} s")
+        return root
 
-            started = time.perf_counter()
-            count = put_all(nodes(), "nodes")
-            times["nodes"] = time.perf_counter() - started
-            print(f"  seeded {count} .checksum nodes in {times['nodes']:.0f} s", flush=True)
-        checksum, files, size = root
+    def _set_root(self, root: tuple[str, int, int]) -> None:
+        from zarrchive.db.models import Zarr
+
         with self.archive.db.write_session() as session:
             zarr = session.get(Zarr, self.zarr_id)
             assert zarr is not None
-            zarr.checksum, zarr.file_count, zarr.size = checksum, files, size
+            zarr.checksum, zarr.file_count, zarr.size = root
+
+    def seed(self) -> str:
+        return self.seed_direct() if self.mode == "direct" else self.seed_put()
+
+    def seed_put(self) -> str:
+        """N empty objects PUT one by one (about 200/s here), the nodes, the first manifest
+        from a listing."""
+        from zarrchive.services.zarr_engine.manifests import write_manifest
+        from zarrchive.storage.keys import zarr_object_key
+
+        started = time.perf_counter()
+        objects = ((zarr_object_key(self.zarr_id, p), b"", EMPTY_MD5) for p in entry_paths(self.n))
+        self._put_all(objects, "objects")
+        times = self.results.seed_seconds
+        times["objects"] = time.perf_counter() - started
+        print(f"  seeded {self.n} objects in {times['objects']:.0f} s", flush=True)
+        root = self._put_nodes()
+        self._set_root(root)
         first = self.phase(
             "seed: first manifest (a listing of S3)",
             lambda: str(write_manifest(self.archive, self.zarr_id).source),
         )
         times["first manifest"] = first.seconds
-        return checksum
+        return root[0]
+
+    def seed_direct(self) -> str:
+        """What a long run of batches leaves, written directly: the records of one applied
+        batch of N files (``zarr_changed_objects`` rows, inserted in bulk), every node, the
+        first manifest from those records (the manifest job's path), then the records
+        pruned as the next manifest would.  No chunk object is PUT, bar the 250 the
+        measured batch overwrites (real versions, so that the rollback can copy them
+        back): every other object of the manifest is absent from S3, its version id made
+        up."""
+        from sqlalchemy import delete, insert
+
+        from zarrchive.checksum import EMPTY_CHECKSUM
+        from zarrchive.db.models import ZarrChangedObject, ZarrChangeSet
+        from zarrchive.services.zarr_engine.manifests import ManifestSource, write_manifest
+        from zarrchive.storage.keys import zarr_object_key
+
+        store, times = self.archive.store, self.results.seed_seconds
+        started = time.perf_counter()
+        overwritten = set(change_paths(self.n)[: min(250, self.n)])
+        real: dict[str, tuple[str, Any]] = {}
+
+        def put_real(path: str) -> None:
+            key = zarr_object_key(self.zarr_id, path)
+            store.put(key, b"")
+            info = store.head(key)
+            assert info is not None and info.version_id is not None
+            real[path] = (info.version_id, info.last_modified)
+
+        store.map(put_real, sorted(overwritten))
+        times["objects (the batch's 250 overwrites only)"] = time.perf_counter() - started
+        root = self._put_nodes()
+
+        started = time.perf_counter()
+        seeded_at = datetime.now(UTC).replace(microsecond=0)
+        with self.archive.db.write_session() as session:
+            change_set = ZarrChangeSet(
+                zarr_id=self.zarr_id,
+                seq=1,
+                checksum_before=EMPTY_CHECKSUM,
+                checksum_after=root[0],
+                embargoed=False,
+                manifest_written=False,
+            )
+            session.add(change_set)
+            session.flush()
+            set_id = change_set.id
+        paths = entry_paths(self.n)
+        done = 0
+        while block := list(itertools.islice(paths, 500_000)):
+            with self.archive.db.write_session() as session:
+                for start in range(0, len(block), 50_000):
+                    rows = []
+                    for path in block[start : start + 50_000]:
+                        version, modified = real.get(path) or (f"sim-{done}", seeded_at)
+                        rows.append(
+                            {
+                                "change_set_id": set_id,
+                                "path": path,
+                                "version_id": version,
+                                "last_modified": modified,
+                                "size": 0,
+                                "etag": EMPTY_MD5,
+                            }
+                        )
+                        done += 1
+                    session.execute(insert(ZarrChangedObject), rows)
+            if done % 2_000_000 == 0:
+                print(f"    {done} records inserted", flush=True)
+        times["records (bulk inserts)"] = time.perf_counter() - started
+        print(f"  seeded {done} records in {times['records (bulk inserts)']:.0f} s", flush=True)
+        self._set_root(root)
+
+        def first_manifest() -> str:
+            outcome = write_manifest(self.archive, self.zarr_id)
+            assert outcome.source is ManifestSource.RECORDS, outcome
+            return f"{outcome.entries} entries, from {outcome.source}"
+
+        first = self.phase("seed: first manifest (from the records)", first_manifest)
+        times["first manifest"] = first.seconds
+        started = time.perf_counter()
+        with self.archive.db.write_session() as session:
+            session.execute(
+                delete(ZarrChangedObject).where(ZarrChangedObject.change_set_id == set_id)
+            )
+        times["records pruned"] = time.perf_counter() - started
+        return root[0]
 
     # -- the measured operations -------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -291,11 +399,12 @@ class Sim:
                 size += len(chunk)
         return f"{size / 1e6:.1f} MB"
 
-    def files_page(self) -> str:
-        middle = next(itertools.islice(entry_paths(self.n), self.n // 2, None))
-        answer = self.anon.get(f"/api/zarr/{self.zarr_id}/files/", params={"after": middle})
+    def files_page(self, fraction: float) -> str:
+        at = min(self.n - 1, int(self.n * fraction))
+        after = next(itertools.islice(entry_paths(self.n), at, None))
+        answer = self.anon.get(f"/api/zarr/{self.zarr_id}/files/", params={"after": after})
         rows = answer.raise_for_status().json()["results"]
-        return f"{len(rows)} rows after {middle}"
+        return f"{len(rows)} rows after {after}"
 
     def directory(self) -> str:
         answer = self.anon.get(f"/api/zarr/{self.zarr_id}.zarr/arr/0/0/")
@@ -310,6 +419,11 @@ class Sim:
         from zarrchive.services.zarr_engine.fsck import fsck
 
         report = fsck(self.archive, self.zarr_id)
+        if self.mode == "direct":  # the chunk objects are absent: fsck says so
+            return (
+                f"{report.file_count} files listed, {len(report.problems)} problems (objects "
+                f"absent), manifest {report.manifest}"
+            )
         assert report.ok, report.problems[:10]
         return f"{report.file_count} files, ok, manifest {report.manifest}"
 
@@ -343,13 +457,23 @@ class Sim:
         print(f"  seeded in {time.perf_counter() - started:.0f} s ({first})", flush=True)
         second = self.batch()
         self.phase("refs.json of that state", self.refs)
-        self.phase("flat listing page (files/?after=the middle)", self.files_page)
+        self.phase(
+            "flat listing: first page (files/?after=the middle)", lambda: self.files_page(0.5)
+        )
+        for where, fraction in (("the start", 0.0), ("the middle", 0.5), ("the end", 0.999)):
+            self.phase(f"flat listing: a page after {where}", lambda f=fraction: self.files_page(f))
         self.phase("directory listing (arr/0/0/)", self.directory)
         self.phase("snapshot publish", self.publish)
-        self.phase("fsck", self.fsck)
+        if self.mode == "put":
+            self.phase("fsck", self.fsck)
         self.phase("diff of two states (two manifests)", lambda: self.diff(first, second))
         if self.api.get(f"/api/zarr/{self.zarr_id}/history/").status_code == 200:
             self.phase("rollback to the seeded state (restore)", lambda: self.restore(first))
+        if self.mode == "direct":
+            # last: with the objects absent it finds S3 hashing to another checksum and
+            # raises the alarm (the current manifest listed again), which would change
+            # what the steps above read
+            self.phase("fsck", self.fsck)
         return self.results
 
 
@@ -367,10 +491,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--jobs", type=int, default=32, help="parallel PUTs while seeding")
+    parser.add_argument(
+        "--seed",
+        choices=("direct", "put"),
+        default="direct",
+        help="direct: records, nodes and the manifest written directly, chunk objects absent "
+        "(any N); put: every object PUT (about 200/s: small N only)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
     print(
-        f"scale_sim --files {args.files}: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
+        f"scale_sim --files {args.files} --seed {args.seed}: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
         f"load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
@@ -386,7 +517,7 @@ def main() -> None:
         map_large_blocks()  # as zarrchive serve does
         archive.jobs = job_queue_from_settings(archive.settings)  # jobs in-process, as serve
         set_current_archive(archive)
-        results = Sim(archive, url, args.files, args.jobs).run()
+        results = Sim(archive, url, args.files, args.jobs, args.seed).run()
         archive.jobs.close(wait=True)  # the last manifest job, before S3 stops
     print(f"load after: {os.getloadavg()[0]:.1f}")
     if args.json is not None:
