@@ -20,7 +20,8 @@ import zarr
 from tests.helpers.flaky_proxy import FlakyProxy, Hit
 from tests.helpers.lindi import range_server_process
 from zarrchive.client import ApiClient, Downloader, RetryEvent, Uploader
-from zarrchive.client.store import HttpObjectReader, ZarrchiveStore
+from zarrchive.client.readers import HttpObjectReader
+from zarrchive.client.store import ZarrchiveStore
 from zarrchive.client.upload import BatchRecords
 from zarrchive.lindi import RangeReader
 from zarrchive.transport import USER_AGENT, RetryPolicy

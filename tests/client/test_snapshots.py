@@ -17,8 +17,7 @@ from tests.helpers.snapshots import admin_env
 from tests.helpers.zarr_nodes import as_array
 from zarrchive.cli import app
 from zarrchive.client import ApiClient, Uploader
-from zarrchive.client.snapshot import SnapshotStore
-from zarrchive.client.store import open_store
+from zarrchive.client.store import SnapshotStore, open_store
 from zarrchive.client.upload import BatchRecords
 from zarrchive.config import PublishedZarrs, Settings
 from zarrchive.errors import InvalidInput, NotFound

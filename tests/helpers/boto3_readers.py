@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from zarrchive.client.download import RemoteFile
+from zarrchive.client.remote import RemoteFile
 
 
 class Boto3Reader:

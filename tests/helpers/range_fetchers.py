@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from zarrchive.client.download import HttpFetcher, RemoteFile
+from zarrchive.client.download import HttpFetcher
+from zarrchive.client.remote import RemoteFile
 from zarrchive.errors import TransferError
 
 

@@ -9,7 +9,8 @@
   directory (only new and changed files; resumable; exact).
 - :class:`Downloader`: download (md5-checked, resumable, optional sync) and verify.
 - :func:`open_store`: a read-only zarr-python 3 store of a Zarr in the archive.
-- :mod:`zarrchive.client.local`: local walk and parallel md5.
+- :mod:`zarrchive.client.local`: the local sync engine (the walk, the parallel md5, the
+  digest cache of unchanged files).
 """
 
 import sys
@@ -24,12 +25,13 @@ if TYPE_CHECKING:
         DownloadResult,
         Fetcher,
         HttpFetcher,
-        RemoteFile,
         VerifyResult,
         resolve_zarr,
     )
     from zarrchive.client.progress import NullProgress, PlainProgress, Progress, RichProgress
-    from zarrchive.client.store import HttpObjectReader, ObjectReader, ZarrchiveStore, open_store
+    from zarrchive.client.readers import HttpObjectReader, ObjectReader
+    from zarrchive.client.remote import RemoteFile
+    from zarrchive.client.store import ZarrchiveStore, open_store
     from zarrchive.client.upload import BatchRecords, Uploader, UploadResult, upload
     from zarrchive.transport import RetryEvent, RetryPolicy
 
@@ -44,15 +46,15 @@ _LAZY = {
     "DownloadResult": "zarrchive.client.download",
     "Fetcher": "zarrchive.client.download",
     "HttpFetcher": "zarrchive.client.download",
-    "RemoteFile": "zarrchive.client.download",
+    "RemoteFile": "zarrchive.client.remote",
     "VerifyResult": "zarrchive.client.download",
     "resolve_zarr": "zarrchive.client.download",
     "NullProgress": "zarrchive.client.progress",
     "PlainProgress": "zarrchive.client.progress",
     "Progress": "zarrchive.client.progress",
     "RichProgress": "zarrchive.client.progress",
-    "HttpObjectReader": "zarrchive.client.store",
-    "ObjectReader": "zarrchive.client.store",
+    "HttpObjectReader": "zarrchive.client.readers",
+    "ObjectReader": "zarrchive.client.readers",
     "ZarrchiveStore": "zarrchive.client.store",
     "open_store": "zarrchive.client.store",
     "BatchRecords": "zarrchive.client.upload",

@@ -55,10 +55,10 @@ import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
 from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
-from zarrchive.client.local.digest_cache import WrittenFile
-from zarrchive.client.local import default_jobs, hash_local, transfer_jobs
+from zarrchive.client.local import WrittenFile, default_jobs, hash_local, transfer_jobs
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import (
+    RemoteFile,
     RemoteState,
     SubtreeFilter,
     local_digests,
@@ -97,17 +97,6 @@ DOWNLOAD_JOBS = 16
 #: (written in place, so memory stays one block per connection whatever the file's size).
 BIG_FILE = 64 << 20
 PART_SIZE = 16 << 20
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """A file of a Zarr in the archive."""
-
-    path: str
-    md5: str
-    size: int
-    #: The object's public URL.
-    url: str
 
 
 #: ``fetch_range(file, start, end, write)``: bytes ``[start, end)`` of *file* to *write*, in
@@ -1007,7 +996,6 @@ __all__ = [
     "Fetcher",
     "HttpFetcher",
     "PartsPool",
-    "RemoteFile",
     "VerifyResult",
     "require_token",
     "resolve_zarr",

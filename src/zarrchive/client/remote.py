@@ -25,6 +25,24 @@ from zarrchive.errors import ApiError, InvalidChecksumNode, InvalidPath, Transfe
 from zarrchive.paths import validate_path
 
 
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file of a Zarr in the archive: its path, md5 and size, and where to read it.
+
+    The files a download fetches (:class:`~zarrchive.client.download.Downloader`: *url*, the
+    object's URL, public or presigned) and the files a published version pins
+    (:class:`~zarrchive.client.snapshot.Snapshot`: *version_id*, the S3 version the
+    manifest names) are this one type."""
+
+    path: str
+    md5: str
+    size: int
+    #: The URL to GET its bytes from (``""`` until one is needed: a snapshot's files).
+    url: str = ""
+    #: The S3 version of the object, for a file pinned by a published version's manifest.
+    version_id: str | None = None
+
+
 @dataclass
 class RemoteState:
     """Files of the walked directories, and the subtrees equal to the local ones."""
@@ -247,6 +265,7 @@ def os_path(root: str | os.PathLike[str], path: str) -> str:
 
 __all__ = [
     "READ_ATTEMPTS",
+    "RemoteFile",
     "RemoteState",
     "SubtreeFilter",
     "check_listed_path",

@@ -11,6 +11,10 @@ the manifest once (one GET, presigned for an embargoed dandiset), and then:
 
 So a version keeps reading the same bytes while the draft changes the same Zarr.
 ``DANDISET@draft/PATH`` reads the live draft, as ``DANDISET/PATH`` does.
+
+Here: the :class:`Snapshot` (its files, :class:`~zarrchive.client.remote.RemoteFile` with
+their S3 versions), the readers of its pinned versions and :class:`SnapshotDownloader`; its
+zarr-python store is :class:`~zarrchive.client.store.SnapshotStore`.
 """
 
 from __future__ import annotations
@@ -25,12 +29,8 @@ from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.client.address import VersionedAddress, parse_address
 from zarrchive.client.api import ApiClient, ZarrInfo
 from zarrchive.client.download import Downloader, require_token, resolve_zarr
-from zarrchive.client.remote import RemoteState, check_listed_path
-from zarrchive.client.store import (
-    HttpObjectReader,
-    PresignedObjectReader,
-    ZarrchiveStore,
-)
+from zarrchive.client.readers import HttpObjectReader, PresignedObjectReader
+from zarrchive.client.remote import RemoteFile, RemoteState, check_listed_path
 from zarrchive.errors import (
     ApiError,
     InvalidInput,
@@ -46,14 +46,6 @@ ZARR_DIGEST = "dandi:dandi-zarr-checksum"
 MANIFEST_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 
 
-@dataclass(frozen=True)
-class PinnedFile:
-    path: str
-    version_id: str
-    size: int
-    md5: str
-
-
 @dataclass
 class Snapshot:
     """A Zarr's state as a published version pins it, read from its manifest."""
@@ -63,7 +55,8 @@ class Snapshot:
     zarr: ZarrInfo
     checksum: str
     private: bool
-    files: dict[str, PinnedFile]
+    #: ``path -> file`` (each with its pinned :attr:`~RemoteFile.version_id`).
+    files: dict[str, RemoteFile]
     #: ``directory -> (subdirectory names, file names)``, sorted.
     tree: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
 
@@ -80,8 +73,9 @@ class Snapshot:
 
     def object_url(self, path: str) -> str:
         """The public URL of exactly the pinned version of *path*."""
-        pinned = self.files[path]
-        return f"{self.zarr.object_url(path)}?versionId={quote(pinned.version_id, safe='')}"
+        version_id = self.files[path].version_id
+        assert version_id is not None  # (every file of a manifest has one)
+        return f"{self.zarr.object_url(path)}?versionId={quote(version_id, safe='')}"
 
     def children(self, directory: str) -> tuple[list[str], list[str]]:
         return self.tree.get(directory, ([], []))
@@ -143,7 +137,7 @@ def open_snapshot(client: ApiClient, ref: str | VersionedAddress) -> Snapshot:
 
 def _read_manifest(
     client: ApiClient, url: str, zarr_id: str, checksum: str
-) -> dict[str, PinnedFile]:
+) -> dict[str, RemoteFile]:
     """The manifest at *url* (on S3: retried as the client's requests are)."""
     try:
         with http_client(
@@ -161,11 +155,11 @@ def _read_manifest(
         )
     try:
         parsed = read_manifest(response.content)
-        files: dict[str, PinnedFile] = {}
+        files: dict[str, RemoteFile] = {}
         for entry in parsed.entries:  # verified against the statistics when exhausted
             check_listed_path(entry.path.rpartition("/")[0], entry.path)
-            files[entry.path] = PinnedFile(
-                entry.path, entry.version_id, entry.size, entry.etag.strip('"')
+            files[entry.path] = RemoteFile(
+                entry.path, entry.etag.strip('"'), entry.size, version_id=entry.version_id
             )
     except InvalidManifest as exc:
         raise TransferError(f"the manifest of Zarr {zarr_id} is invalid: {exc.message}") from None
@@ -189,7 +183,7 @@ def snapshot_urls(client: ApiClient, snapshot: Snapshot, paths: list[str]) -> di
     return urls
 
 
-# -- zarr-python ------------------------------------------------------------------------------
+# -- readers of the pinned versions (for the zarr-python store) ---------------------------------
 class _PinnedFilesReader(HttpObjectReader):
     """Reads only the files of :attr:`snapshot`: any other path is absent, without a request."""
 
@@ -225,41 +219,6 @@ class PresignedSnapshotReader(_PinnedFilesReader, PresignedObjectReader):
 
     def _presign(self, path: str) -> str:
         return snapshot_urls(self.api, self.snapshot, [path])[path]
-
-
-class SnapshotStore(ZarrchiveStore):
-    """A read-only zarr-python store of a snapshot: listings from its manifest."""
-
-    def __init__(self, reader: HttpObjectReader, snapshot: Snapshot, api: ApiClient) -> None:
-        super().__init__(reader, api=api, zarr_id=snapshot.zarr.zarr_id)
-        self.snapshot = snapshot
-
-    def __repr__(self) -> str:
-        return f"SnapshotStore({str(self.snapshot.address)!r})"
-
-    def _list_directory(self, directory: str) -> tuple[list[str], list[str]]:
-        return self.snapshot.children(directory)
-
-
-def open_snapshot_store(
-    ref: str, *, api_url: str | None = None, token: str | None = None
-) -> ZarrchiveStore:
-    """The store of ``DANDISET@VERSION/PATH`` (see :func:`zarrchive.open_store`)."""
-    from zarrchive.client.store import open_store
-
-    address = parse_address(ref)
-    if address.is_draft:
-        return open_store(f"{address.dandiset}/{address.path}", api_url=api_url, token=token)
-    api = ApiClient.from_env(api_url, token)
-    try:
-        snapshot = open_snapshot(api, address)
-    except BaseException:
-        api.close()
-        raise
-    reader: HttpObjectReader = (
-        PresignedSnapshotReader(api, snapshot) if snapshot.private else SnapshotReader(snapshot)
-    )
-    return SnapshotStore(reader, snapshot, api)
 
 
 # -- download and verify --------------------------------------------------------------------------
@@ -298,13 +257,10 @@ class SnapshotDownloader(Downloader):
 
 __all__ = [
     "ApiError",
-    "PinnedFile",
     "PresignedSnapshotReader",
     "Snapshot",
     "SnapshotDownloader",
     "SnapshotReader",
-    "SnapshotStore",
     "open_snapshot",
-    "open_snapshot_store",
     "snapshot_urls",
 ]

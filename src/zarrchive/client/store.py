@@ -12,8 +12,14 @@ partial reads) through one pooled :mod:`httpx` client, which the client already
 depends on (fsspec's HTTP needs aiohttp, obstore a compiled extension; neither is
 installed); listing (for ``group.members()``) comes from the archive's API,
 which knows the tree from its ``.checksum`` nodes, where a public bucket may not
-allow anonymous listing; and reads go through a pluggable :class:`ObjectReader`,
-the hook for embargoed Zarrs (reads authorised by the API rather than anonymous).
+allow anonymous listing; and reads go through a pluggable
+:class:`~zarrchive.client.readers.ObjectReader`, the hook for embargoed Zarrs (reads
+authorised by the API rather than anonymous).
+
+The stores: :class:`ZarrchiveStore` (a Zarr's live state, listed by the API) and
+:class:`SnapshotStore` (the state a published version pins, listed from its manifest:
+:mod:`zarrchive.client.snapshot`), the one reading zarr's byte requests for both
+(:func:`range_header`).
 
 Sync I/O runs in worker threads (``asyncio.to_thread``), so the store works from
 any event loop, including zarr's own.
@@ -23,12 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import AsyncIterator, Iterable
-from typing import Protocol
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
-import httpx
 from zarr.abc.store import (
     ByteRequest,
     OffsetByteRequest,
@@ -38,148 +41,17 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from zarrchive.client.address import is_versioned_address
+from zarrchive.client.address import is_versioned_address, parse_address
 from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
 from zarrchive.client.download import require_token, resolve_zarr
-from zarrchive.errors import ApiError, InvalidInput, NetworkError, TransferError
-from zarrchive.transport import (
-    RETRY_EXCEPTIONS,
-    RetryHook,
-    RetryPolicy,
-    http_client,
-    send,
-    transport_message,
+from zarrchive.client.readers import HttpObjectReader, ObjectReader, PresignedObjectReader
+from zarrchive.client.snapshot import (
+    PresignedSnapshotReader,
+    Snapshot,
+    SnapshotReader,
+    open_snapshot,
 )
-
-S3_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
-
-
-class ObjectReader(Protocol):
-    """Reads the objects of one Zarr (synchronously; called from worker threads)."""
-
-    def read(self, path: str, range_header: str | None = None) -> bytes | None:
-        """The bytes of the file *path* (``Range``-style slice if given), or None if absent."""
-
-    def exists(self, path: str) -> bool:
-        """Whether the file *path* exists."""
-
-    def close(self) -> None:
-        """Release connections."""
-
-
-class HttpObjectReader:
-    """Plain HTTP GETs of ``base_url + path`` (a public bucket: no credentials).
-
-    Absent objects answer 404, or 403 from a bucket that does not allow anonymous
-    listing (S3 hides whether a key exists then): both read as "absent".
-    *headers* are sent with every request (never the archive token: S3 is another host).
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        headers: dict[str, str] | None = None,
-        max_connections: int = 32,
-        retry: RetryPolicy | None = None,
-        on_retry: RetryHook | None = None,
-    ) -> None:
-        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
-        self.retry = retry or RetryPolicy(attempts=4)
-        self.on_retry = on_retry
-        self.http = http_client(
-            timeout=S3_TIMEOUT,
-            max_connections=max_connections,
-            headers=headers,
-            follow_redirects=True,
-        )
-
-    def url(self, path: str) -> str:
-        return self.base_url + quote(path, safe="/~")
-
-    def _request(self, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
-        url = self.url(path)
-        try:
-            return send(
-                self.http, method, url, policy=self.retry, on_retry=self.on_retry, headers=headers
-            )
-        except RETRY_EXCEPTIONS as exc:
-            raise NetworkError(f"cannot read {url}: {transport_message(exc)}") from None
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # not the network: the request
-            raise TransferError(f"cannot read {url}: {transport_message(exc)}") from None
-
-    def read(self, path: str, range_header: str | None = None) -> bytes | None:
-        headers = {"Range": range_header} if range_header else {}
-        response = self._request("GET", path, headers)
-        if response.status_code in (200, 206):
-            return response.content
-        if response.status_code in (403, 404):
-            return None
-        if response.status_code == 416:  # range past the end
-            return b""
-        raise TransferError(f"S3 answered {response.status_code} to GET {self.url(path)}")
-
-    @staticmethod
-    def _content(response: httpx.Response) -> bytes | None:
-        """The body of a successful GET; ``None`` for 404; ``b""`` for a range past the end."""
-        if response.status_code in (200, 206):
-            return response.content
-        if response.status_code == 404:
-            return None
-        if response.status_code == 416:
-            return b""
-        raise TransferError(f"S3 answered {response.status_code} to GET {response.request.url}")
-
-    def exists(self, path: str) -> bool:
-        response = self._request("HEAD", path, {})
-        return response.status_code == 200
-
-    def close(self) -> None:
-        self.http.close()
-
-
-class PresignedObjectReader(HttpObjectReader):
-    """Reads an embargoed Zarr's objects through presigned URLs the API hands out.
-
-    URLs are asked for one path at a time and kept until shortly before they expire;
-    existence is asked of the API (a presigned GET URL cannot answer a HEAD).
-    """
-
-    def __init__(self, api: ApiClient, zarr_id: str, *, max_connections: int = 32) -> None:
-        super().__init__("presigned://", max_connections=max_connections)
-        self.api, self.zarr_id = api, zarr_id
-        self._urls: dict[str, tuple[str, float]] = {}
-        self._lifetime = 300.0  # re-ask well before any server's presign expiry
-
-    def url(self, path: str) -> str:
-        cached = self._urls.get(path)
-        if cached is None or cached[1] < time.monotonic():
-            cached = (self._presign(path), time.monotonic() + self._lifetime)
-            self._urls[path] = cached
-        return cached[0]
-
-    def _presign(self, path: str) -> str:
-        """A fresh presigned GET URL of *path*, asked of the API."""
-        return self.api.download_urls(self.zarr_id, [path])[path]
-
-    def read(self, path: str, range_header: str | None = None) -> bytes | None:
-        """A presigned URL answers 403 when it expired (or was revoked): that is never
-        "absent".  The URL is asked for again once; a second refusal is an error, so zarr
-        never fills a chunk it was not allowed to read."""
-        headers = {"Range": range_header} if range_header else {}
-        response = self._request("GET", path, headers)
-        if response.status_code == 403:
-            self._urls.pop(path, None)
-            response = self._request("GET", path, headers)
-            if response.status_code == 403:
-                raise TransferError(
-                    f"S3 refused to read {path!r} of Zarr {self.zarr_id} even through a fresh "
-                    "presigned URL (403): check the token's access to the dandiset"
-                )
-        return self._content(response)
-
-    def exists(self, path: str) -> bool:
-        return self.api.get_file(self.zarr_id, path) is not None
+from zarrchive.errors import ApiError, InvalidInput
 
 
 def range_header(request: ByteRequest | None) -> str | None:
@@ -317,6 +189,20 @@ class ZarrchiveStore(Store):
                 self.api.close()
 
 
+class SnapshotStore(ZarrchiveStore):
+    """A read-only zarr-python store of a snapshot: listings from its manifest."""
+
+    def __init__(self, reader: HttpObjectReader, snapshot: Snapshot, api: ApiClient) -> None:
+        super().__init__(reader, api=api, zarr_id=snapshot.zarr.zarr_id)
+        self.snapshot = snapshot
+
+    def __repr__(self) -> str:
+        return f"SnapshotStore({str(self.snapshot.address)!r})"
+
+    def _list_directory(self, directory: str) -> tuple[list[str], list[str]]:
+        return self.snapshot.children(directory)
+
+
 def _split_api_url(url: str) -> tuple[str, str] | None:
     """``(api_url, zarr_id)`` of ``https://host/api/zarr/ID/``, else None."""
     parts = urlsplit(url)
@@ -350,8 +236,6 @@ def open_store(
     (finding the Zarr, listing), never the reads from S3.
     """
     if reader is None and is_versioned_address(zarr):
-        from zarrchive.client.snapshot import open_snapshot_store
-
         return open_snapshot_store(zarr, api_url=api_url, token=token)
     api: ApiClient | None = None
     info: ZarrInfo | None = None
@@ -389,11 +273,30 @@ def open_store(
     return ZarrchiveStore(reader, api=api, zarr_id=info.zarr_id)
 
 
+def open_snapshot_store(
+    ref: str, *, api_url: str | None = None, token: str | None = None
+) -> ZarrchiveStore:
+    """The store of ``DANDISET@VERSION/PATH`` (see :func:`zarrchive.open_store`): a
+    :class:`SnapshotStore`, or the live Zarr's store for ``DANDISET@draft/PATH``."""
+    address = parse_address(ref)
+    if address.is_draft:
+        return open_store(f"{address.dandiset}/{address.path}", api_url=api_url, token=token)
+    api = ApiClient.from_env(api_url, token)
+    try:
+        snapshot = open_snapshot(api, address)
+    except BaseException:
+        api.close()
+        raise
+    reader: HttpObjectReader = (
+        PresignedSnapshotReader(api, snapshot) if snapshot.private else SnapshotReader(snapshot)
+    )
+    return SnapshotStore(reader, snapshot, api)
+
+
 __all__ = [
-    "HttpObjectReader",
-    "ObjectReader",
-    "PresignedObjectReader",
+    "SnapshotStore",
     "ZarrchiveStore",
+    "open_snapshot_store",
     "open_store",
     "range_header",
 ]
