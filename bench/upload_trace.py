@@ -44,19 +44,14 @@ def _wrap(
 
 def trace_client() -> None:
     api = importlib.import_module("zarrchive.client.api")
-    upload = importlib.import_module(
-        "zarrchive.client.upload"
-    )  # (the package's upload is a function)
+    uploader = importlib.import_module("zarrchive.client.upload.uploader")
+    pipeline = importlib.import_module("zarrchive.client.upload.pipeline")
 
-    for name in (
-        "_open_batch",
-        "_open_ahead",
-        "_finish",
-        "_complete",
-        "_wait_at_rest",
-        "_upload_entries",
-    ):
-        _wrap(upload.Uploader, name, "client")
+    for name in ("_open_batch", "_open_ahead", "_finish", "_complete"):
+        _wrap(pipeline.BatchPipeline, name, "client")
+    _wrap(uploader.Uploader, "_send", "client", "_upload_entries")
+    for module in (uploader, pipeline):  # (each calls the function by its own name)
+        _wrap(module, "wait_at_rest", "client", "_wait_at_rest")
     for name in ("complete_upload", "queue_upload", "open_upload", "get_zarr", "info"):
         _wrap(api.ApiClient, name, "client", f"http.{name}")
 

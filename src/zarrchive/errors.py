@@ -152,9 +152,14 @@ class ChecksumMismatch(ZarrchiveError):
 class ApiError(ZarrchiveError):
     """The archive's API answered with an error (client side)."""
 
-    def __init__(self, message: str, *, status_code: int, detail: Any = None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int, detail: Any = None, retried: bool = False
+    ) -> None:
         super().__init__(message, detail=detail)
         self.status_code = status_code
+        #: The request needed more than one attempt: an earlier one may have gone through
+        #: (its answer lost), so a 404 or 409 may be the answer to this client's own change.
+        self.retried = retried
 
 
 class LocalFileError(ZarrchiveError):

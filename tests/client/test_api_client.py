@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import json
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
-from zarrchive.client import ApiClient, RetryPolicy
-from zarrchive.client.api import parse_retry_after
+from zarrchive.client import ApiClient, RetryEvent, RetryPolicy, Uploader
+from zarrchive.client.api import AssetInfo, DandisetInfo, FileInfo, parse_retry_after
+from zarrchive.client.records import BatchRecords
 from zarrchive.errors import ApiError, NetworkError
 
 INFO = {"version": "1", "s3_endpoint_url": None, "bucket": "b", "max_batch_files": 7}
@@ -66,11 +69,72 @@ def scripted() -> Iterator[list[Scripted]]:
 def test_retry_after_is_honoured(scripted: list[Scripted]) -> None:
     server = Scripted([(503, {"Retry-After": "1"}, {"detail": "busy"}), (200, {}, INFO)])
     scripted.append(server)
-    with ApiClient(server.url, retry=RetryPolicy(attempts=3, base_delay=0.01)) as client:
+    events: list[RetryEvent] = []
+    policy = RetryPolicy(attempts=3, base_delay=0.01)
+    with ApiClient(server.url, retry=policy, on_retry=events.append) as client:
         assert client.info().max_batch_files == 7
-        assert client.last_retried
+    assert [(e.attempt, e.status) for e in events] == [(1, 503)]
     assert len(server.times) == 2
     assert 1.0 <= server.times[1] - server.times[0] < 2.0
+
+
+def test_an_error_says_whether_its_request_was_retried(scripted: list[Scripted]) -> None:
+    # a 404 after a retry may answer our own first attempt, which went through (its answer
+    # lost): the error says so, for the caller (re-completing a batch) to tell
+    server = Scripted(
+        [
+            (503, {}, {"detail": "busy"}),
+            (404, {}, {"detail": "gone"}),
+            (404, {}, {"detail": "gone"}),
+        ]
+    )
+    scripted.append(server)
+    with ApiClient(server.url, retry=RetryPolicy(attempts=3, base_delay=0.01)) as client:
+        with pytest.raises(ApiError) as after_a_retry:
+            client.info()
+        with pytest.raises(ApiError) as at_once:
+            client.info()
+    assert (after_a_retry.value.status_code, after_a_retry.value.retried) == (404, True)
+    assert (at_once.value.status_code, at_once.value.retried) == (404, False)
+
+
+def test_the_server_info_says_what_publishing_does_to_zarrs(scripted: list[Scripted]) -> None:
+    server = Scripted([(200, {}, {**INFO, "published_zarrs": "snapshot"})])
+    scripted.append(server)
+    with ApiClient(server.url) as client:
+        assert client.info().published_zarrs == "snapshot"
+        assert client.info().published_zarrs == "snapshot"  # cached: one request
+    assert len(server.times) == 1
+    older = Scripted([(200, {}, INFO)])  # an archive that does not say
+    scripted.append(older)
+    with ApiClient(older.url) as client:
+        assert client.info().published_zarrs == "freeze"
+
+
+def test_answers_are_typed(
+    tmp_path: Path, client: ApiClient, records: BatchRecords, dandiset: str
+) -> None:
+    assert client.get_dandiset(dandiset) == DandisetInfo(dandiset, "client tests", "OPEN", False)
+    assert not client.is_private(dandiset)
+    zarr = client.create_zarr("typed.zarr", dandiset)
+    opened = client.open_upload(zarr.zarr_id, [("a/b", "0" * 32, 1)])
+    assert opened.uid and set(opened.targets) == {"a/b"}
+    assert opened.targets["a/b"].url and not opened.targets["a/b"].in_parts
+    client.cancel_upload(zarr.zarr_id)
+    assert client.find_asset(dandiset, "typed.zarr") is None
+    assert client.get_file(zarr.zarr_id, "a/b") is None
+    local = tmp_path / "typed.zarr"
+    (local / "a").mkdir(parents=True)
+    (local / "a" / "b").write_bytes(b"b")
+    result = Uploader(client, records=records).upload(local, dandiset=dandiset)
+    assert result.ok and result.asset_created
+    found = client.find_asset(dandiset, "typed.zarr")
+    assert isinstance(found, AssetInfo) and found.asset_id == result.asset_id
+    assert (found.path, found.zarr_id, found.size) == ("typed.zarr", zarr.zarr_id, 1)
+    assert found.metadata  # asked for with the listing
+    stored = client.get_file(zarr.zarr_id, "a/b")
+    assert isinstance(stored, FileInfo)
+    assert (stored.path, stored.md5, stored.size) == ("a/b", hashlib.md5(b"b").hexdigest(), 1)
 
 
 def test_429_with_an_http_date_then_give_up_on_5xx(scripted: list[Scripted]) -> None:

@@ -16,6 +16,7 @@ from zarrchive.client import ApiClient, NullProgress, Uploader
 from zarrchive.client.download import Downloader
 from zarrchive.client.multipart import PartSender
 from zarrchive.client.upload import BatchRecords
+from zarrchive.client.upload.pipeline import BatchPipeline
 from zarrchive.services.runtime import Archive
 
 pytestmark = pytest.mark.settings(multipart_threshold=THRESHOLD)
@@ -43,7 +44,8 @@ def test_big_files_round_trip_with_zarr_checksum(
     result = uploader.upload(local, dandiset=dandiset)
     assert result.ok and result.remote_checksum == zarr_checksum_of(local)
     assert result.uploaded == len(FILES)
-    assert uploader._parts.sent == 5 + 2  # big/2 (at the threshold) is one PUT
+    assert uploader.pipeline is not None and uploader.pipeline.parts is not None
+    assert uploader.pipeline.parts.sent == 5 + 2  # big/2 (at the threshold) is one PUT
     assert result.zarr_id is not None
     copy = tmp_path / "copy"
     with Downloader(client, jobs=4) as downloader:
@@ -75,7 +77,7 @@ def test_interrupted_big_file_resumes_without_resending_parts(
         sent.append(number)
 
     monkeypatch.setattr(PartSender, "_put", dies_after_three_parts)
-    monkeypatch.setattr(Uploader, "_abort", lambda self, zarr_id: None)  # killed: no cleanup
+    monkeypatch.setattr(BatchPipeline, "_abort", lambda self: None)  # killed: no cleanup
     with pytest.raises(Killed):
         Uploader(client, jobs=1, records=records).upload(local, dandiset=dandiset)
     monkeypatch.undo()
@@ -86,7 +88,8 @@ def test_interrupted_big_file_resumes_without_resending_parts(
     uploader = Uploader(client, jobs=2, records=records, progress=progress)
     result = uploader.upload(local, dandiset=dandiset)
     assert result.stale_batch == "resumed"
-    assert (uploader._parts.skipped, uploader._parts.sent) == (3, 2)
+    assert uploader.pipeline is not None and uploader.pipeline.parts is not None
+    assert (uploader.pipeline.parts.skipped, uploader.pipeline.parts.sent) == (3, 2)
     assert result.ok and result.remote_checksum == zarr_checksum_of(local)
     assert not client.upload_in_progress(zarr.zarr_id)
 
@@ -117,5 +120,6 @@ def test_big_files_are_read_once_before_they_are_sent(
     uploader = Uploader(client, jobs=4, records=records, progress=NullProgress())
     result = uploader.upload(local, dandiset=dandiset)
     assert result.ok and result.remote_checksum == zarr_checksum_of(local)
-    assert (uploader._parts.recalled, uploader._parts.sent) == (5 + 2, 5 + 2)
+    assert uploader.pipeline is not None and uploader.pipeline.parts is not None
+    assert (uploader.pipeline.parts.recalled, uploader.pipeline.parts.sent) == (5 + 2, 5 + 2)
     parts.forget_all()

@@ -510,7 +510,7 @@ def test_a_zarr_that_keeps_changing_is_not_patched(
     zarr = client.find_zarr(dandiset, "wide.zarr")
     assert zarr is not None
     found = client.get_file(zarr.zarr_id, "arr/.zattrs")
-    assert found is not None and found["md5"] == hashlib.md5(b"{}").hexdigest()  # not sent
+    assert found is not None and found.md5 == hashlib.md5(b"{}").hexdigest()  # not sent
 
 
 def test_a_patch_selecting_nothing_creates_no_zarr(

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from tests.helpers.upload_batches import batch_count
 from zarrchive.client import ApiClient, NullProgress, Uploader
-from zarrchive.client.upload import BatchRecords
+from zarrchive.client.upload import BatchRecords, checks
 
 
 def test_upload_modify_reupload_exact(
@@ -52,8 +52,8 @@ def test_upload_modify_reupload_exact(
     }
     assert len(keys) == total
     asset = client.find_asset(dandiset, "data.zarr")
-    assert asset is not None and asset["zarr_id"] == zarr.zarr_id
-    assert first.asset_id == asset["asset_id"]
+    assert asset is not None and asset.zarr_id == zarr.zarr_id
+    assert first.asset_id == asset.asset_id
 
     # Nothing changed: nothing transferred, found by name, no listing needed; the directory
     # is known to the digest cache, so its files are not walked and stat-ed a second time
@@ -61,7 +61,7 @@ def test_upload_modify_reupload_exact(
     def no_second_walk(root: str) -> tuple[int, int]:
         raise AssertionError(f"scan_local({root!r}) walked a directory the cache knows")
 
-    monkeypatch.setattr(sys.modules["zarrchive.client.upload"], "scan_local", no_second_walk)
+    monkeypatch.setattr(checks, "scan_local", no_second_walk)
     again = uploader.upload(local, dandiset=dandiset)
     assert (again.zarr_id, again.created, again.asset_id) == (first.zarr_id, False, first.asset_id)
     assert (again.uploaded, again.deleted, again.skipped, again.batches) == (0, 0, total, 0)
@@ -146,7 +146,7 @@ def test_the_asset_at_the_path_decides_the_zarr(
     assert (result.zarr_id, result.created, result.asset_id) == (
         zarr.zarr_id,
         False,
-        asset["asset_id"],
+        asset.asset_id,
     )
     assert result.ok and client.find_zarr(dandiset, "sub/renamed.zarr") is None
 
@@ -187,7 +187,7 @@ def test_a_first_run_with_an_empty_cache_walks_once(
         read.append(sum(len(run[2]) for run in batch))
         return original(batch, settled_ns)
 
-    monkeypatch.setattr(sys.modules["zarrchive.client.upload"], "scan_local", no_second_walk)
+    monkeypatch.setattr(checks, "scan_local", no_second_walk)
     monkeypatch.setattr(local_tree, "_read_surveyed_batch", counted)
     again = uploader.upload(local, dandiset=dandiset)
     assert (again.uploaded, again.deleted, again.skipped) == (0, 0, total)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -14,7 +13,9 @@ from sqlalchemy import select
 from tests.helpers.local_zarr import file_count, make_zarr, zarr_checksum_of
 from tests.helpers.upload_batches import batch_count
 from zarrchive.client import ApiClient, Uploader
+from zarrchive.client.api import OpenedBatch
 from zarrchive.client.upload import BatchRecords
+from zarrchive.client.upload.pipeline import BatchPipeline
 from zarrchive.db.models import BatchState, UploadBatch
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services.runtime import Archive, set_current_archive
@@ -85,9 +86,10 @@ def test_a_batch_the_apply_refuses_is_sent_again(
     make_zarr(local)
     total = file_count(local)
     completes: list[bool] = []
-    real = Uploader._complete
+    real = BatchPipeline._complete
 
-    def complete(self: Uploader, zarr_id: str, *, queue: bool = False) -> str | None:
+    def complete(self: BatchPipeline, *, queue: bool = False) -> str | None:
+        zarr_id = self.zarr_id
         completes.append(queue)
         if len(completes) == 2:  # a file of the open batch (not of one applied before it)
             with archive.db.session() as session:
@@ -101,9 +103,9 @@ def test_a_batch_the_apply_refuses_is_sent_again(
             staged = list(archive.store.iter_versions(staging_prefix(zarr_id, uid)))
             victim = sorted(v.key for v in staged if v.is_latest and not v.is_delete_marker)[0]
             archive.store.delete(victim)  # a delete marker: the staged object is gone
-        return real(self, zarr_id, queue=queue)
+        return real(self, queue=queue)
 
-    monkeypatch.setattr(Uploader, "_complete", complete)
+    monkeypatch.setattr(BatchPipeline, "_complete", complete)
     if answer_lost:
         queue_upload = ApiClient.queue_upload
 
@@ -145,14 +147,14 @@ def test_each_batch_is_opened_ahead_while_the_one_before_is_sent(
     def opening(
         self: ApiClient,
         zarr_id: str,
-        files: Sequence[tuple[str, str, int]],
+        files: Sequence[tuple[str, str, int | None]],
         *,
         resume: bool = False,
         after: str | None = None,
-    ) -> list[dict[str, Any]]:
-        rows = open_upload(self, zarr_id, files, resume=resume, after=after)
-        events.append(("open", self.opened_batch, after))
-        return rows
+    ) -> OpenedBatch:
+        opened = open_upload(self, zarr_id, files, resume=resume, after=after)
+        events.append(("open", opened.uid, after))
+        return opened
 
     def queueing(self: ApiClient, zarr_id: str) -> str | None:
         uid = queue_upload(self, zarr_id)

@@ -41,12 +41,12 @@ def _history(client: ApiClient, zarr: ZarrInfo) -> str:
     for state in client.zarr_history(zarr.zarr_id):
         marks = ", ".join(
             mark
-            for mark, shown in (("current", state["current"]), ("restorable", state["restorable"]))
+            for mark, shown in (("current", state.current), ("restorable", state.restorable))
             if shown
         )
         lines.append(
-            f"  {state['checksum']}  {state['time']}  {state['file_count']} files, "
-            f"{human_size(state['size'])}" + (f"  ({marks})" if marks else "")
+            f"  {state.checksum}  {state.time}  {state.file_count} files, "
+            f"{human_size(state.size)}" + (f"  ({marks})" if marks else "")
         )
     return "\n".join(lines)
 
@@ -96,9 +96,9 @@ def restore(
             if to is None:
                 return _history(client, zarr)
             done = client.restore_zarr(zarr.zarr_id, to)
-            copied, deleted = done["copied"], done["deleted"]
+            copied, deleted = done.copied, done.deleted
             what = f"{copied} file{'' if copied == 1 else 's'} copied back, {deleted} deleted"
-            if not done["applied"]:
+            if not done.applied:
                 if no_wait:
                     return (
                         f"Zarr {zarr.zarr_id}: restoring to {to} ({what}); the archive applies "
@@ -107,7 +107,7 @@ def restore(
                 info = _wait(client, zarr.zarr_id)
             else:
                 info = client.get_zarr(zarr.zarr_id)
-            if not done["batches"]:
+            if not done.batches:
                 return f"Zarr {zarr.zarr_id}: already at {to}; nothing changed"
             return f"Zarr {zarr.zarr_id}: restored to {info.checksum} ({what})"
 

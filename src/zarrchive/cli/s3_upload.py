@@ -1,6 +1,6 @@
 """``zarrchive upload s3://BUCKET/PREFIX``: a Zarr in a bucket uploaded without passing
 through the client's disk (:mod:`zarrchive.client.s3_import`); the report is the local
-upload's (:func:`zarrchive.cli.upload.summary`)."""
+upload's (:func:`zarrchive.cli.upload_report.summary`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from zarrchive.cli._common import make_progress, run_client_command, say
+from zarrchive.cli.upload_report import summary
 
 if TYPE_CHECKING:
     from zarrchive.client.selection import Selection
@@ -36,7 +37,6 @@ def import_from_s3(
     api_url: str | None,
     token: str | None,
 ) -> None:
-    from zarrchive.cli.upload import summary
     from zarrchive.client.api import ApiClient
     from zarrchive.client.s3_import import CopyMode, S3Importer
     from zarrchive.client.s3_source import S3Location, S3Source, s3_client

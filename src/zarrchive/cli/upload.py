@@ -19,17 +19,17 @@ from zarrchive.cli._common import (
     API_URL_OPTION,
     JOBS_OPTION,
     TOKEN_OPTION,
-    human_size,
     make_progress,
     run_client_command,
     say,
 )
 from zarrchive.cli.checksum import NO_CACHE_OPTION
+from zarrchive.cli.upload_report import left_open_note, summary
 from zarrchive.errors import NetworkError, ZarrchiveError
 
 if TYPE_CHECKING:  # imported when used: `zarrchive --help` stays quick
     from zarrchive.client.api import ApiClient
-    from zarrchive.client.upload import LeftOpen, UploadResult
+    from zarrchive.client.upload import UploadResult
 
 
 INCLUDE_HELP = (
@@ -54,84 +54,12 @@ PATCH_HELP = (
 )
 
 
-def summary(result: UploadResult, seconds: float | None = None) -> str:
-    """The command's report on stdout: one line, and for a dry run the first paths."""
-    if result.dry_run:
-        if result.patch:
-            line = (
-                f"dry run (--patch): would upload {result.planned_uploads} files "
-                f"({human_size(result.planned_upload_bytes)}; {result.new} new), delete none, "
-                f"skip {result.skipped} unchanged (of {result.local_files} selected local "
-                f"files); Zarr {result.zarr_id or '(new: ' + result.name + ')'}"
-            )
-        else:
-            line = (
-                f"dry run: would upload {result.planned_uploads} files "
-                f"({human_size(result.planned_upload_bytes)}), delete "
-                f"{result.planned_deletes} ({human_size(result.planned_delete_bytes)}), skip "
-                f"{result.skipped} (of {result.local_files} local files); Zarr "
-                f"{result.zarr_id or '(new: ' + result.name + ')'}"
-            )
-        lines = [line]
-        lines += _paths("upload", result.planned_upload_paths, result.planned_uploads)
-        lines += _paths("delete", result.planned_delete_paths, result.planned_deletes)
-        if result.patch and result.expected_checksum:
-            lines.append(
-                f"the Zarr's checksum would become {result.expected_checksum} (from "
-                f"{result.base_checksum} now)"
-            )
-        return "\n".join(lines)
-    rate = ""
-    if seconds and result.uploaded_bytes:
-        rate = f" at {human_size(int(result.uploaded_bytes / seconds))}/s"
-    if result.patch:
-        said = ""
-        if result.ok:
-            said = (
-                " (the one predicted: the Zarr as read before the patch, checksum "
-                f"{result.base_checksum}, plus the patch's files, so nothing else in it changed "
-                "meanwhile; a local checksum of the Zarr would need its whole tree here)"
-            )
-        return (
-            f"Zarr {result.zarr_id}: uploaded {result.uploaded} files "
-            f"({human_size(result.uploaded_bytes)}{rate}; {result.new} new), deleted none "
-            f"(--patch), skipped {result.skipped} unchanged (of {result.local_files} selected "
-            f"local files); checksum {result.remote_checksum}{said}"
-        )
-    return (
-        f"Zarr {result.zarr_id}: uploaded {result.uploaded} files "
-        f"({human_size(result.uploaded_bytes)}{rate}), deleted {result.deleted}, skipped "
-        f"{result.skipped}; checksum {result.remote_checksum}"
-        + (" (matches the local one)" if result.ok else "")
-    )
-
-
 CANCEL_HELP = (
     "Cancel the upload batch an interrupted run left open on the Zarr (and the batch opened "
     "ahead of it) instead of uploading: what they sent is dropped, big files' S3 multipart "
     "uploads are aborted. Without it, running the command again takes the batch up and sends "
     "only what S3 does not hold."
 )
-
-
-def left_open_note(left: LeftOpen, command: str) -> str:
-    """What an interrupted upload says it left: the batch open, what S3 holds of it, how to
-    resume or cancel it (*command*: the same command, to run again)."""
-    held = f"S3 holds {left.files_in_s3} of its {left.files} files whole"
-    if left.big_files:
-        held += f" and {left.parts_in_s3} parts of its {left.big_files} big files"
-    return (
-        f"left the upload batch open on Zarr {left.zarr_id} ({held}): run the same command "
-        "again to resume it (what S3 holds is not sent again), or cancel it with "
-        f"`{command} --cancel` (what it sent is dropped)"
-    )
-
-
-def _paths(verb: str, shown: list[tuple[str, int]], total: int) -> list[str]:
-    lines = [f"  {verb} {path} ({human_size(size)})" for path, size in shown]
-    if total > len(shown):
-        lines.append(f"  ... and {total - len(shown)} more to {verb}")
-    return lines
 
 
 def upload(
@@ -208,17 +136,9 @@ def upload(
     from zarrchive.client.api import ApiClient
     from zarrchive.client.local.digest_cache import disable_default_cache
     from zarrchive.client.selection import Selection
-    from zarrchive.client.upload import Uploader
+    from zarrchive.client.upload import Uploader, require_patch_for_filter
 
-    if (include or exclude) and not patch:
-        print(
-            "zarrchive upload: --include/--exclude need --patch: without it, upload makes the "
-            "archive's Zarr equal to this directory and deletes every file that is not here, "
-            "so a filter would delete everything outside it. Add --patch (it sends the new and "
-            "changed files the filter selects and deletes nothing)",
-            file=sys.stderr,
-        )
-        raise typer.Exit(2)
+    run_client_command("upload", lambda: require_patch_for_filter(bool(include or exclude), patch))
     selection = run_client_command("upload", lambda: Selection.parse(include, exclude))
     if no_cache:
         disable_default_cache()
@@ -338,10 +258,9 @@ def _cancel(
 
 
 def _published_zarrs(client: ApiClient) -> str:
-    """The archive's ``published_zarrs`` mode (``freeze`` when it does not say)."""
+    """The archive's ``published_zarrs`` mode (``freeze`` when it does not say), from its
+    info the upload already read."""
     try:
-        info = client.request("GET", "/api/info/").json()
-    except (ZarrchiveError, ValueError):
+        return client.info().published_zarrs
+    except ZarrchiveError:
         return "freeze"
-    mode = info.get("published_zarrs") if isinstance(info, dict) else None
-    return mode if isinstance(mode, str) else "freeze"

@@ -10,13 +10,16 @@ share between threads.  Every request has timeouts and is retried as
 Requests that change state (opening, completing or cancelling a batch, deleting
 files) are retried too: the sync engine (:mod:`zarrchive.client.upload`) knows
 how to recognise a retried request that had already succeeded (``409`` on
-re-opening, ``404`` on re-completing) and :attr:`ApiClient.last_retried` tells it.
+re-opening, ``404`` on re-completing): such an error says it was retried
+(:attr:`~zarrchive.errors.ApiError.retried`).
+
+Every endpoint answers typed values (:class:`ZarrInfo`, :class:`AssetInfo`,
+:class:`OpenedBatch`, ...), never the server's raw JSON.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +67,121 @@ class ServerInfo:
     max_batch_files: int
     #: The dandischema version the archive validates with (``schema_version``).
     schema_version: str | None = None
+    #: What publishing does to Zarrs: ``freeze`` (immutable) or ``snapshot`` (the version
+    #: pins the Zarr's state; the draft stays writable); ``freeze`` when the archive does not
+    #: say.
+    published_zarrs: str = "freeze"
+
+
+@dataclass(frozen=True)
+class DandisetInfo:
+    """A dandiset, as far as the client needs it."""
+
+    identifier: str
+    name: str
+    #: ``OPEN``, ``EMBARGOED`` or ``UNEMBARGOING`` (None: an archive that does not say)
+    embargo_status: str | None
+    embargoed: bool
+
+    @property
+    def is_private(self) -> bool:
+        """True if the dandiset's objects are not world-readable (embargoed or
+        unembargoing)."""
+        if self.embargo_status is not None:
+            return self.embargo_status.lower() != "open"
+        return self.embargoed
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DandisetInfo:
+        status = data.get("embargo_status")
+        return cls(
+            identifier=str(data["identifier"]),
+            name=str(data.get("name", "")),
+            embargo_status=status if isinstance(status, str) else None,
+            embargoed=bool(data.get("embargoed", False)),
+        )
+
+
+@dataclass(frozen=True)
+class AssetInfo:
+    """An asset of a dandiset's version: a Zarr's (:attr:`zarr_id`) or a blob's."""
+
+    asset_id: str
+    path: str
+    #: The Zarr of a Zarr asset (None: a file, a blob)
+    zarr_id: str | None
+    size: int
+    #: Its metadata (empty when the listing did not include it)
+    metadata: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AssetInfo:
+        zarr_id = data.get("zarr_id")
+        metadata = data.get("metadata")
+        return cls(
+            asset_id=str(data["asset_id"]),
+            path=str(data["path"]),
+            zarr_id=str(zarr_id) if zarr_id else None,
+            size=int(data.get("size") or 0),
+            metadata=metadata if isinstance(metadata, Mapping) else {},
+        )
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file of a Zarr: its md5 and size, and its plain S3 URL."""
+
+    path: str
+    md5: str
+    size: int
+    s3_url: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a file of an open batch goes: a presigned PUT URL, or parts (their URLs asked
+    for while the batch is open: :mod:`zarrchive.client.multipart`)."""
+
+    url: str | None
+    part_size: int | None = None
+    part_count: int | None = None
+
+    @property
+    def in_parts(self) -> bool:
+        return self.url is None
+
+
+@dataclass(frozen=True)
+class ZarrState:
+    """A checksum a Zarr had (its history, newest first)."""
+
+    checksum: str
+    time: str
+    file_count: int
+    size: int
+    restorable: bool
+    current: bool
+
+
+@dataclass(frozen=True)
+class RestoreOutcome:
+    """What rolling a Zarr back did: files copied back and deleted, the batches of the
+    change (0: already at that checksum), and whether it is applied (else the server's job
+    applies it)."""
+
+    copied: int
+    deleted: int
+    batches: int
+    applied: bool
+
+
+@dataclass(frozen=True)
+class OpenedBatch:
+    """An upload batch :meth:`ApiClient.open_upload` opened (or answered again): its uid,
+    if the archive names it, and each file's :class:`Target`."""
+
+    uid: str | None
+    targets: dict[str, Target]
 
 
 class UploadState(StrEnum):
@@ -240,7 +358,6 @@ class ApiClient:
         self.http = http_client(
             base_url=self.url, headers=headers, timeout=timeout, max_connections=max_connections
         )
-        self._local = threading.local()
         self._info: ServerInfo | None = None
         #: Whether the archive ever answered this client (any status).
         self._reached = False
@@ -281,17 +398,6 @@ class ApiClient:
         self.close()
 
     # -- transport ----------------------------------------------------------------------
-    @property
-    def last_retried(self) -> bool:
-        """True if this thread's last request needed more than one attempt."""
-        return bool(getattr(self._local, "retried", False))
-
-    @property
-    def opened_batch(self) -> str | None:
-        """The uid of the batch this thread's last :meth:`open_upload` opened (or answered
-        again), if the server named it."""
-        return getattr(self._local, "opened", None)
-
     def request(
         self,
         method: str,
@@ -301,15 +407,23 @@ class ApiClient:
         params: Mapping[str, str | int] | None = None,
         retry: RetryPolicy | None = None,
     ) -> httpx.Response:
-        """A successful (2xx) response, after retries; raises ApiError / NetworkError."""
-        self._local.retried = False
+        """A successful (2xx) response, after retries; raises ApiError (which says whether
+        the request was retried) / NetworkError."""
+        retried = False
+
+        def on_retry(event: RetryEvent) -> None:
+            nonlocal retried
+            retried = True
+            if self.on_retry is not None:
+                self.on_retry(event)
+
         try:
             response = send(
                 self.http,
                 method,
                 path,
                 policy=retry or self.retry,
-                on_retry=self._retried,
+                on_retry=on_retry,
                 give_up=self._give_up,
                 json=json,
                 params=params,
@@ -326,7 +440,7 @@ class ApiClient:
         self._reached = True
         if response.is_success:
             return response
-        raise self._error(method, path, response)
+        raise self._error(method, path, response, retried=retried)
 
     def _give_up(self, exc: Exception, attempts: int) -> bool:
         """A connection that fails before the archive ever answered is given up after
@@ -337,12 +451,9 @@ class ApiClient:
             and attempts >= UNREACHED_CONNECT_ATTEMPTS
         )
 
-    def _retried(self, event: RetryEvent) -> None:
-        self._local.retried = True
-        if self.on_retry is not None:
-            self.on_retry(event)
-
-    def _error(self, method: str, path: str, response: httpx.Response) -> ApiError:
+    def _error(
+        self, method: str, path: str, response: httpx.Response, *, retried: bool
+    ) -> ApiError:
         try:
             detail = response.json().get("detail")
         except (ValueError, AttributeError):
@@ -350,7 +461,7 @@ class ApiClient:
         message = _friendly(
             response.status_code, method, path, detail, has_token=self.token is not None
         )
-        return ApiError(message, status_code=response.status_code, detail=detail)
+        return ApiError(message, status_code=response.status_code, detail=detail, retried=retried)
 
     def _json(
         self,
@@ -386,6 +497,7 @@ class ApiClient:
                     bucket=str(data["bucket"]),
                     max_batch_files=int(data["max_batch_files"]),
                     schema_version=data.get("schema_version"),
+                    published_zarrs=_text(data.get("published_zarrs"), "freeze"),
                 )
             except (KeyError, TypeError, ValueError):
                 raise ApiError(
@@ -402,19 +514,14 @@ class ApiClient:
 
     def is_private(self, dandiset: str) -> bool:
         """True if the dandiset's objects are not world-readable (embargoed or unembargoing)."""
-        data = self.get_dandiset(dandiset)
-        status = data.get("embargo_status")
-        if isinstance(status, str):
-            return status.lower() != "open"
-        return bool(data.get("embargoed", False))
+        return self.get_dandiset(dandiset).is_private
 
-    def get_dandiset(self, identifier: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._json("GET", f"/api/dandisets/{quote(identifier, safe='')}/")
-        return data
+    def get_dandiset(self, identifier: str) -> DandisetInfo:
+        return DandisetInfo.from_json(
+            self._json("GET", f"/api/dandisets/{quote(identifier, safe='')}/")
+        )
 
-    def find_asset(
-        self, dandiset: str, path: str, *, version: str = "draft"
-    ) -> dict[str, Any] | None:
+    def find_asset(self, dandiset: str, path: str, *, version: str = "draft") -> AssetInfo | None:
         """The asset at *path* in a version of *dandiset*, or None (also when the dandiset
         or the version does not exist: callers say what was not found)."""
         url = (
@@ -430,15 +537,14 @@ class ApiClient:
                 raise
             for row in page.get("results", []):
                 if row.get("path") == path:
-                    found: dict[str, Any] = row
-                    return found
+                    return AssetInfo.from_json(row)
             if not page.get("next"):
                 return None
             params["page"] = int(params.get("page", 1)) + 1
 
     def create_asset(
         self, dandiset: str, path: str, *, zarr_id: str, version: str = "draft"
-    ) -> dict[str, Any]:
+    ) -> AssetInfo:
         """A new asset at *path* pointing at the Zarr *zarr_id*, with the metadata
         dandi-cli gives a Zarr asset (:mod:`zarrchive.client.asset_metadata`)."""
         url = (
@@ -454,10 +560,9 @@ class ApiClient:
             started=started,
             ended=datetime.now(UTC).astimezone(),
         )
-        data: dict[str, Any] = self._json(
-            "POST", url, json={"metadata": metadata, "zarr_id": zarr_id}
+        return AssetInfo.from_json(
+            self._json("POST", url, json={"metadata": metadata, "zarr_id": zarr_id})
         )
-        return data
 
     def create_zarr(self, name: str, dandiset: str) -> ZarrInfo:
         return ZarrInfo.from_json(
@@ -510,17 +615,17 @@ class ApiClient:
             files.extend(page.files)
         return DirectoryListing(directory, digest, directories, files)
 
-    def get_file(self, zarr_id: str, path: str) -> dict[str, Any] | None:
-        """A file's details (``md5``, ``size``, ``s3_url``), or None if *path* is not a file."""
+    def get_file(self, zarr_id: str, path: str) -> FileInfo | None:
+        """A file's details, or None if *path* is not a file."""
         try:
-            data: dict[str, Any] = self._json(
-                "GET", f"/api/zarr/{_id(zarr_id)}/{quote(path, safe='/~')}"
-            )
+            data = self._json("GET", f"/api/zarr/{_id(zarr_id)}/{quote(path, safe='/~')}")
         except ApiError as exc:
             if exc.status_code == 404:
                 return None
             raise
-        return data if data.get("type") == "file" else None
+        if data.get("type") != "file":
+            return None
+        return FileInfo(str(data["path"]), str(data["md5"]), int(data["size"]), str(data["s3_url"]))
 
     def download_urls(self, zarr_id: str, paths: Sequence[str]) -> dict[str, str]:
         """URLs to GET files (presigned, short-lived, for an embargoed Zarr), batched."""
@@ -553,14 +658,15 @@ class ApiClient:
     def open_upload(
         self,
         zarr_id: str,
-        files: Sequence[tuple[str, str, int]],
+        files: Sequence[tuple[str, str, int | None]],
         *,
         resume: bool = False,
         after: str | None = None,
-    ) -> list[dict[str, Any]]:
-        """Open a batch of ``(path, md5, size)``: per file ``{path, upload_url, part_size,
-        part_count}`` (``upload_url`` None: send it in parts, see
-        :mod:`zarrchive.client.multipart`).  With *resume*, an open batch of exactly these
+    ) -> OpenedBatch:
+        """Open a batch of ``(path, md5, size)``: its uid and each file's :class:`Target` (a
+        presigned PUT URL, or parts: see :mod:`zarrchive.client.multipart`).  A size None is
+        not declared (the file is never sent in parts, and the batch is verified by
+        ``complete`` rather than by its apply).  With *resume*, an open batch of exactly these
         files opened by us is answered again instead of 409.  With *after* (the uid of our
         open batch), the batch is opened ahead as its next one."""
         path = f"/api/zarr/{_id(zarr_id)}/upload/"
@@ -572,12 +678,20 @@ class ApiClient:
         response = self.request(
             "POST",
             path,
-            json=[{"path": p, "etag": m, "size": n} for p, m, n in files],
+            json=[
+                {"path": p, "etag": m} if n is None else {"path": p, "etag": m, "size": n}
+                for p, m, n in files
+            ],
             params=params or None,
         )
-        self._local.opened = response.headers.get(BATCH_HEADER) or None
-        rows: list[dict[str, Any]] = self._decoded(response, "POST", path)
-        return rows
+        rows = self._decoded(response, "POST", path)
+        return OpenedBatch(
+            uid=response.headers.get(BATCH_HEADER) or None,
+            targets={
+                str(r["path"]): Target(r.get("upload_url"), r.get("part_size"), r.get("part_count"))
+                for r in rows
+            },
+        )
 
     def complete_upload(self, zarr_id: str, *, wait: bool = False) -> ZarrInfo:
         """Verify the open batch and queue it (with *wait*: apply it before answering)."""
@@ -641,19 +755,29 @@ class ApiClient:
         )
         return self.get_zarr(zarr_id)
 
-    def restore_zarr(self, zarr_id: str, checksum: str) -> dict[str, Any]:
-        """Roll the Zarr back to *checksum* (one its history lists as restorable): the
-        archive's answer (``copied``, ``deleted``, ``batches``, ``applied``...)."""
-        result: dict[str, Any] = self._json(
-            "POST", f"/api/zarr/{_id(zarr_id)}/restore/", json={"checksum": checksum}
+    def restore_zarr(self, zarr_id: str, checksum: str) -> RestoreOutcome:
+        """Roll the Zarr back to *checksum* (one its history lists as restorable)."""
+        data = self._json("POST", f"/api/zarr/{_id(zarr_id)}/restore/", json={"checksum": checksum})
+        return RestoreOutcome(
+            copied=int(data["copied"]),
+            deleted=int(data["deleted"]),
+            batches=int(data["batches"]),
+            applied=bool(data["applied"]),
         )
-        return result
 
-    def zarr_history(self, zarr_id: str) -> list[dict[str, Any]]:
-        """The checksums the Zarr had, newest first (``checksum``, ``time``, ``file_count``,
-        ``size``, ``restorable``, ``current``)."""
-        result: list[dict[str, Any]] = self._json("GET", f"/api/zarr/{_id(zarr_id)}/history/")
-        return result
+    def zarr_history(self, zarr_id: str) -> list[ZarrState]:
+        """The checksums the Zarr had, newest first."""
+        return [
+            ZarrState(
+                checksum=str(row["checksum"]),
+                time=str(row["time"]),
+                file_count=int(row["file_count"]),
+                size=int(row["size"]),
+                restorable=bool(row["restorable"]),
+                current=bool(row["current"]),
+            )
+            for row in self._json("GET", f"/api/zarr/{_id(zarr_id)}/history/")
+        ]
 
     def stat_path(self, zarr_id: str, path: str) -> tuple[bool, int, int] | None:
         """``(is a directory, files, bytes)`` of the Zarr's entry *path* (a trailing ``/``
@@ -686,16 +810,28 @@ def _id(zarr_id: str) -> str:
     return quote(zarr_id, safe="")
 
 
+def _text(value: Any, default: str) -> str:
+    return value if isinstance(value, str) else default
+
+
 __all__ = [
     "MAX_PAGE_SIZE",
     "RETRY_STATUSES",
     "ApiClient",
+    "AssetInfo",
+    "DandisetInfo",
     "DirectoryListing",
     "DirectoryPage",
+    "FileInfo",
     "ListingEntry",
+    "OpenedBatch",
+    "RestoreOutcome",
     "RetryPolicy",
     "ServerInfo",
+    "Target",
+    "UploadState",
     "ZarrInfo",
+    "ZarrState",
     "is_zarr_id",
     "parse_retry_after",
 ]

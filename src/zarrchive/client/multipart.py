@@ -25,7 +25,6 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -33,42 +32,13 @@ import httpx
 from zarrchive.client.api import ApiClient
 from zarrchive.client.local.parts import recall, start_uploading
 from zarrchive.errors import LocalFileError, NetworkError, TransferError
+from zarrchive.s3_http import md5_to_content_md5, s3_error_message
 from zarrchive.transport import RETRY_EXCEPTIONS, RetryHook, RetryPolicy, call, transport_message
 
 #: Parts whose URLs one request asks for (the archive answers at most 1,000).
 WINDOW = 64
 #: The read block of hashing and of the streamed PUT body.
 BLOCK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a file of an open batch goes: a presigned PUT URL, or parts."""
-
-    url: str | None
-    part_size: int | None = None
-    part_count: int | None = None
-
-    @property
-    def in_parts(self) -> bool:
-        return self.url is None
-
-
-def start_upload(
-    client: ApiClient,
-    zarr_id: str,
-    files: Sequence[tuple[str, str, int]],
-    *,
-    resume: bool,
-    after: str | None = None,
-) -> dict[str, Target]:
-    """Open a batch of ``(path, md5, size)``: ``{path: Target}``.  With *resume*, an open
-    batch of exactly these files opened by us is answered again (parts sent stay); with
-    *after*, it is opened ahead as the next batch of our open batch *after*."""
-    return {
-        str(r["path"]): Target(r.get("upload_url"), r.get("part_size"), r.get("part_count"))
-        for r in client.open_upload(zarr_id, files, resume=resume, after=after)
-    }
 
 
 def part_urls(
@@ -225,8 +195,6 @@ class PartSender:
     ) -> bool:
         """PUT one part; False if *halted* was set before it started (left for the next
         run)."""
-        from zarrchive.client.upload import _s3_message, md5_to_content_md5
-
         if halted.is_set():
             return False
         headers = {"Content-MD5": md5_to_content_md5(md5), "Content-Length": str(length)}
@@ -267,7 +235,7 @@ class PartSender:
                 )
             raise TransferError(
                 f"S3 refused part {number} of {path!r} ({response.status_code}): "
-                f"{_s3_message(response.text)}"
+                f"{s3_error_message(response.text)}"
             )
         raise AssertionError("unreachable: the second attempt returns or raises")
 

@@ -36,23 +36,21 @@ from typing import Any, Literal
 
 import httpx
 
-from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
+from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
 from zarrchive.client.api import ApiClient, UploadState, ZarrInfo
 from zarrchive.client.local import transfer_jobs
 from zarrchive.client.progress import NullProgress, Progress
-from zarrchive.client.remote import local_digests, read_affected
+from zarrchive.client.remote import local_digests
 from zarrchive.client.s3_source import S3Source, SourceChanged, SourceObject
 from zarrchive.client.selection import Selection
-from zarrchive.client.upload import (
-    ZARR_METADATA_FILES,
-    Uploader,
-    UploadResult,
-    _ensure_asset,
-    find_or_create_zarr,
-    md5_to_content_md5,
-)
+from zarrchive.client.upload import planner
+from zarrchive.client.upload.batches import wait_at_rest
+from zarrchive.client.upload.checks import ZARR_METADATA_FILES, require_patch_for_filter
+from zarrchive.client.upload.destination import ensure_asset, find_or_create_zarr
+from zarrchive.client.upload.results import UploadResult
 from zarrchive.content_types import zarr_content_type
 from zarrchive.errors import ApiError, InvalidInput, NetworkError, TransferError
+from zarrchive.s3_http import md5_to_content_md5
 from zarrchive.transport import RETRY_EXCEPTIONS, call, http_client, transport_message
 
 #: How files reach a batch: ``server`` (the archive copies), ``client`` (streamed by us),
@@ -65,8 +63,6 @@ DECLARED_BYTES = 5 * 1024**2
 #: S3's largest single PUT: a bigger source object is not imported (yet).
 MAX_IMPORT_BYTES = 5 * 1024**3
 S3_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
-APPLY_TIMEOUT = 1800.0
-BATCH_HEADER = "X-Zarrchive-Batch"
 
 
 class S3Importer:
@@ -121,11 +117,8 @@ class S3Importer:
         last segment) equal to the source (with *patch*: send the new and changed files
         *selection* selects, delete nothing).  *objects*: the source's listing, if already
         made."""
-        if selection is not None and not selection.is_everything and not patch:
-            raise InvalidInput(
-                "--include/--exclude need --patch: without it, upload makes the archive's Zarr "
-                "equal to the source and deletes every file that is not there"
-            )
+        filtered = selection is not None and not selection.is_everything
+        require_patch_for_filter(filtered, patch, source=True)
         name = name or self.source.location.name
         started = time.perf_counter()
         self.progress.start("listing", None, None)
@@ -166,7 +159,7 @@ class S3Importer:
         )
         result.timings["hash"] = time.perf_counter() - started
         if zarr is not None and zarr.upload_state == UploadState.APPLYING:
-            zarr = self._wait_at_rest(zarr.zarr_id)
+            zarr = wait_at_rest(self.client, zarr.zarr_id)
         upload, delete = self._plan(zarr, entries, result, patch)
         if dry_run or zarr is None:
             return result
@@ -179,9 +172,7 @@ class S3Importer:
             self.progress.start("uploading", len(upload), sum(e.size for e in upload))
             self._send(zid, upload, by_path, limit, result)
         self.progress.stop()
-        started = time.perf_counter()
-        result.remote_checksum = self._wait_at_rest(zid).checksum
-        result.add_time("apply", started)
+        result.remote_checksum = wait_at_rest(self.client, zid, result).checksum
         if self._queued:
             refused = self.client.refused_batches(zid, self._queued)
             if refused:
@@ -193,7 +184,7 @@ class S3Importer:
                     "run the upload again"
                 )
         if dandiset is not None and zarr_id is None and result.ok:
-            result.asset_id, result.asset_created = _ensure_asset(self.client, dandiset, name, zid)
+            result.asset_id, result.asset_created = ensure_asset(self.client, dandiset, name, zid)
         return result
 
     # -- planning -------------------------------------------------------------------------
@@ -203,30 +194,15 @@ class S3Importer:
         """The files to send and the paths to delete (recorded in *result*)."""
         started = time.perf_counter()
         if zarr is None:  # a dry run of a new Zarr: everything is new
-            result.plan_upload(entries)
-            result.new = len(entries)
-            result.base_checksum = EMPTY_CHECKSUM
-            result.expected_checksum = compute_checksum(entries, grouped=True)
+            result.record_patch(planner.plan_new_zarr(entries))
             return entries, []
         if patch:
-            from zarrchive.client.patch import plan_patch
-
-            nodes = read_affected(self.client, zarr.zarr_id, [e.path for e in entries])
-            patched = plan_patch(entries, nodes)
-            result.listed = patched.listed
-            result.skipped = patched.skipped
-            result.new = patched.new
-            result.base_checksum = patched.base_checksum
-            result.expected_checksum = patched.expected_checksum
-            result.plan_upload(patched.upload)
+            patched = planner.plan_patch(self.client, zarr.zarr_id, entries)
+            result.record_patch(patched)
             result.timings["plan"] = time.perf_counter() - started
             return list(patched.upload), []
-        plan = Uploader(self.client, jobs=self.jobs).plan(zarr, entries, local_digests(entries))
-        result.skipped = plan.skipped
-        result.plan_upload(plan.upload)
-        result.planned_deletes = len(plan.delete)
-        result.planned_delete_bytes = plan.delete_bytes
-        result.planned_delete_paths = plan.delete_sizes
+        plan = planner.plan(self.client, zarr, entries, local_digests(entries), jobs=self.jobs)
+        result.record_plan(plan)
         result.timings["plan"] = time.perf_counter() - started
         return plan.upload, plan.delete
 
@@ -270,26 +246,23 @@ class S3Importer:
         """Open a batch of *chunk* (``path, md5``, and the sizes up to
         :data:`DECLARED_BYTES`, so that nothing goes in parts): its uid and URLs.  Our own open batch of exactly these files (an interrupted
         run's) is taken up; any other open batch is cancelled first."""
-        path = f"/api/zarr/{urllib.parse.quote(zarr_id, safe='')}/upload/"
-        body: list[dict[str, Any]] = [
-            {"path": e.path, "etag": e.md5, "size": e.size}
-            if e.size <= DECLARED_BYTES
-            else {"path": e.path, "etag": e.md5}
-            for e in chunk
-        ]
+        files = [(e.path, e.md5, e.size if e.size <= DECLARED_BYTES else None) for e in chunk]
         try:
-            response = self.client.request("POST", path, json=body, params={"resume": "true"})
+            opened = self.client.open_upload(zarr_id, files, resume=True)
         except ApiError as exc:
             if exc.status_code != 409:
                 raise
             self.progress.note("an upload batch was already open on this Zarr: cancelled it")
             self._cancel(zarr_id)
-            response = self.client.request("POST", path, json=body)
-        uid = response.headers.get(BATCH_HEADER)
-        if not uid:
+            opened = self.client.open_upload(zarr_id, files)
+        if not opened.uid:
             raise TransferError("the archive did not name the upload batch it opened")
-        urls = {str(r["path"]): str(r["upload_url"]) for r in response.json()}
-        return str(uid), urls
+        urls: dict[str, str] = {}
+        for path, target in opened.targets.items():
+            if target.url is None:  # (no size above DECLARED_BYTES was declared)
+                raise TransferError(f"the archive asked for {path!r} in parts")
+            urls[path] = target.url
+        return opened.uid, urls
 
     def _stage(
         self,
@@ -395,7 +368,7 @@ class S3Importer:
             if uid is not None:
                 self._queued.append(uid)
         except ApiError as exc:
-            if exc.status_code == 404 and self.client.last_retried:
+            if exc.status_code == 404 and exc.retried:
                 return  # our first attempt completed it; its answer was lost
             if exc.status_code == 400:
                 raise SourceChanged(
@@ -409,21 +382,6 @@ class S3Importer:
             self.client.cancel_upload(zarr_id)
         except (ApiError, NetworkError):
             return
-
-    def _wait_at_rest(self, zarr_id: str) -> ZarrInfo:
-        deadline = time.monotonic() + APPLY_TIMEOUT
-        pause = 0.02
-        while True:
-            zarr = self.client.get_zarr(zarr_id)
-            if zarr.upload_state != UploadState.APPLYING:
-                return zarr
-            if time.monotonic() > deadline:
-                raise TransferError(
-                    f"the archive is still applying the batches of Zarr {zarr_id}: check later "
-                    "with `zarrchive verify`"
-                )
-            time.sleep(pause)
-            pause = min(pause * 1.5, 0.2)
 
 
 def _netloc(url: str | None) -> str | None:

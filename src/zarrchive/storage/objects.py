@@ -6,8 +6,6 @@ the rest of the code never sees boto3 types or error codes.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
 import email.utils
 import queue
@@ -36,6 +34,7 @@ from botocore.exceptions import (
 )
 
 from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
+from zarrchive.s3_http import md5_to_content_md5 as md5_to_content_md5  # (re-exported)
 from zarrchive.storage.presign import Credentials, Presigner
 from zarrchive.storage.signed_copy import CopySender, S3Refused, S3Unreachable
 
@@ -216,11 +215,6 @@ def _tls_verify(client: Any) -> bool | str:
         return verify
     bundle = botocore.httpsession.get_cert_path(True)
     return bundle if isinstance(bundle, str) else True
-
-
-def md5_to_content_md5(md5_hex: str) -> str:
-    """The base64 ``Content-MD5`` header value for a hex md5."""
-    return base64.b64encode(binascii.unhexlify(md5_hex)).decode("ascii")
 
 
 class ObjectStore:
