@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
+from zarrchive.storage.memory_http import MemoryHTTPServer
 from zarrchive.storage.objects import (
     MD5_METADATA,
     ObjectInfo,
@@ -41,7 +42,6 @@ from zarrchive.storage.objects import (
 from zarrchive.storage.presign import Credentials, Presigner
 
 if TYPE_CHECKING:
-    from zarrchive.storage.memory_http import MemoryHTTPServer
     from zarrchive.storage.protocol import ObjectStoreProtocol
 
 T = TypeVar("T")
@@ -168,8 +168,6 @@ class MemoryObjectStore:
         """``http://127.0.0.1:PORT`` of the store's HTTP server (started on first use)."""
         with self._lock:
             if self._server is None:
-                from zarrchive.storage.memory_http import MemoryHTTPServer
-
                 self._server = MemoryHTTPServer(self)
             return self._server.origin
 

@@ -28,20 +28,19 @@ import socketserver
 import threading
 import urllib.parse
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from zarrchive.errors import InvalidInput, StorageError
+from zarrchive.storage.objects import ObjectInfo, WrittenVersion
 from zarrchive.storage.presign import Presigner
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
-
-    from zarrchive.storage.memory import MemoryObjectStore
 
 #: S3's longest presigned URL (seven days).
 MAX_EXPIRES = 604_800
@@ -61,6 +60,47 @@ _STATUS = {
     416: "416 Range Not Satisfiable",
     503: "503 Service Unavailable",
 }
+
+
+class ServedVersion(Protocol):
+    """A stored version as the server answers it (a delete marker has no *data*)."""
+
+    @property
+    def version_id(self) -> str: ...
+    @property
+    def data(self) -> bytes | None: ...
+    @property
+    def etag(self) -> str: ...
+    @property
+    def last_modified(self) -> datetime: ...
+    @property
+    def content_type(self) -> str: ...
+    @property
+    def metadata(self) -> dict[str, str]: ...
+
+
+class ServedStore(Protocol):
+    """What the server asks of the store whose URLs it answers
+    (:class:`~zarrchive.storage.memory.MemoryObjectStore`, which starts the server: the
+    server knows the store by this alone, so neither module imports the other both ways)."""
+
+    @property
+    def bucket(self) -> str: ...
+    @property
+    def public_read(self) -> bool: ...
+    @property
+    def presigner(self) -> Presigner: ...
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    def stored(self, key: str, version_id: str | None = None) -> ServedVersion | None: ...
+    def head(self, key: str, version_id: str | None = None) -> ObjectInfo | None: ...
+    def put(self, key: str, data: bytes, content_type: str = ...) -> str | None: ...
+    def upload_part(
+        self, key: str, upload_id: str, part_number: int, data: bytes
+    ) -> str | None: ...
+    def complete_multipart(
+        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+    ) -> WrittenVersion: ...
 
 
 @dataclass
@@ -156,7 +196,7 @@ def check_content_md5(request: Request) -> Answer | None:
 class MemoryS3App:
     """Answers *store*'s URLs (see the module's documentation)."""
 
-    def __init__(self, store: MemoryObjectStore) -> None:
+    def __init__(self, store: ServedStore) -> None:
         self.store = store
 
     def answer(self, request: Request) -> Answer:
@@ -360,7 +400,7 @@ class _QuietHandler(WSGIRequestHandler):
 class MemoryHTTPServer:
     """:class:`MemoryS3App` of *store* served on 127.0.0.1 in a thread of its own."""
 
-    def __init__(self, store: MemoryObjectStore) -> None:
+    def __init__(self, store: ServedStore) -> None:
         self._server = make_server(
             "127.0.0.1",
             0,
