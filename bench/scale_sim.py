@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
 import hashlib
 import itertools
 import json
@@ -461,7 +462,9 @@ class Sim:
             "flat listing: first page (files/?after=the middle)", lambda: self.files_page(0.5)
         )
         for where, fraction in (("the start", 0.0), ("the middle", 0.5), ("the end", 0.999)):
-            self.phase(f"flat listing: a page after {where}", lambda f=fraction: self.files_page(f))
+            self.phase(
+                f"flat listing: a page after {where}", functools.partial(self.files_page, fraction)
+            )
         self.phase("directory listing (arr/0/0/)", self.directory)
         self.phase("snapshot publish", self.publish)
         if self.mode == "put":
