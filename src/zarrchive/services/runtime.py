@@ -7,13 +7,20 @@ service functions; nothing here knows about HTTP.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+from sqlalchemy import event
+from sqlalchemy.orm import Session
 
 from zarrchive.config import Settings
 from zarrchive.db.session import Database
 from zarrchive.jobs import JobQueue
 from zarrchive.storage.bucket_cors import BUCKET_CORS
 from zarrchive.storage.objects import ObjectStore
+
+T = TypeVar("T", bound=Hashable)
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +85,68 @@ def set_current_archive(archive: Archive | None) -> None:
     """Make *archive* the one background jobs of this process use."""
     global _current
     _current = archive
+
+
+def serving_archive(session: Session) -> Archive | None:
+    """The archive of this process (:func:`set_current_archive`: ``zarrchive serve`` and
+    workers) if *session* is one of its database's; None otherwise (a command's own
+    database, a test's): nothing is queued for those."""
+    archive = _current
+    if archive is None or session.bind is not archive.db.engine:
+        return None
+    return archive
+
+
+@dataclass
+class _Queued:
+    send: Callable[[Archive, list[Hashable]], None]
+    archive: Archive | None
+    items: dict[Hashable, None]
+
+
+_AFTER_COMMIT = "zarrchive.after_commit"
+
+
+def queue_after_commit(
+    session: Session,
+    name: str,
+    item: T,
+    send: Callable[[Archive, list[T]], None],
+    *,
+    archive: Archive | None = None,
+) -> None:
+    """Hand *item* to *send* when *session*'s transaction commits: never before (the job it
+    queues must see the change), never after a rollback.
+
+    Items under one *name* (the kind of work: ``"lindi"``) are collected per transaction,
+    without repeats, and *send* gets them all at once, in the order first given, with
+    *archive* (the one given with the first item) or else the serving archive
+    (:func:`serving_archive`; without one, nothing is sent).  A savepoint's commit is not
+    the transaction's.
+    """
+    pending: dict[str, _Queued] = session.info.setdefault(_AFTER_COMMIT, {})
+    queued = pending.get(name)
+    if queued is None:
+        queued = pending[name] = _Queued(send, archive, {})  # type: ignore[arg-type]
+    if not event.contains(session, "after_commit", _send_after_commit):
+        event.listen(session, "after_commit", _send_after_commit)
+        event.listen(session, "after_rollback", _forget_after_rollback)
+    queued.items[item] = None
+
+
+def _send_after_commit(session: Session) -> None:
+    if session.in_nested_transaction():  # a savepoint: the transaction goes on
+        return
+    pending: dict[str, _Queued] = session.info.pop(_AFTER_COMMIT, {})
+    for queued in pending.values():
+        target = queued.archive or serving_archive(session)
+        if target is not None:
+            queued.send(target, list(queued.items))
+
+
+def _forget_after_rollback(session: Session) -> None:
+    if not session.in_nested_transaction():
+        session.info.pop(_AFTER_COMMIT, None)
 
 
 def current_archive() -> Archive:

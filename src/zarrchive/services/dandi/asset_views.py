@@ -1,5 +1,6 @@
 """What an asset is as the services show it: :class:`AssetInfo`, its served metadata (the
-fields that follow the content computed in the draft, pinned once published) and asset ids.
+fields that follow the content computed in the draft, pinned once published), asset ids and
+the lookup of an asset by id alone.
 
 No other service is needed here, so the modules that list, trash or restore assets share it
 without importing each other."""
@@ -10,9 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from zarrchive.db.models import Asset, Dandiset
 from zarrchive.errors import NotFound
 from zarrchive.identifiers import canonical_uuid
+from zarrchive.services.identity.auth import Caller, require_read
 from zarrchive.services.zarr_engine.shared_zarrs import SharedState, shared_state
 
 ZARR_MEDIA_TYPE = "application/x-zarr"
@@ -96,3 +100,15 @@ def parse_asset_id(asset_id: str) -> str:
     if canonical is None:
         raise NotFound(f"no asset {asset_id!r}: asset ids are UUIDs")
     return canonical
+
+
+def get_asset_by_id(session: Session, user: Caller | None, asset_id: str) -> Asset:
+    """Any asset *user* may read, by id alone."""
+    asset = session.get(Asset, parse_asset_id(asset_id))
+    if asset is None:
+        raise NotFound(f"no asset {asset_id}")
+    dandiset = session.get(Dandiset, asset.version.dandiset_id)
+    if dandiset is None:
+        raise NotFound(f"no asset {asset_id}")
+    require_read(user, dandiset, f"no asset {asset_id}")
+    return asset

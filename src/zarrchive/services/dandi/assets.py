@@ -42,6 +42,9 @@ from zarrchive.services.dandi.asset_views import (
     computed_metadata as computed_metadata,
 )
 from zarrchive.services.dandi.asset_views import (
+    get_asset_by_id as get_asset_by_id,
+)
+from zarrchive.services.dandi.asset_views import (
     parse_asset_id as parse_asset_id,
 )
 from zarrchive.services.dandi.asset_views import (
@@ -51,7 +54,7 @@ from zarrchive.services.dandi.blobs import blob_url, may_read_blob
 from zarrchive.services.dandi.dandisets import get_dandiset
 from zarrchive.services.dandi.lindi_files import request_lindi
 from zarrchive.services.dandi.versions import find_version, require_draft
-from zarrchive.services.identity.auth import Caller, require_owner, require_read
+from zarrchive.services.identity.auth import Caller, require_owner
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine import shared_zarrs
 from zarrchive.services.zarr_engine.snapshots import published_asset_checksum
@@ -296,18 +299,6 @@ def get_asset(
     dandiset = get_dandiset(session, user, dandiset_id)
     found = find_version(session, dandiset, version)
     return asset_info(_find_asset(session, found, asset_id), dandiset)
-
-
-def get_asset_by_id(session: Session, user: Caller | None, asset_id: str) -> Asset:
-    """Any asset *user* may read, by id alone."""
-    asset = session.get(Asset, parse_asset_id(asset_id))
-    if asset is None:
-        raise NotFound(f"no asset {asset_id}")
-    dandiset = session.get(Dandiset, asset.version.dandiset_id)
-    if dandiset is None:
-        raise NotFound(f"no asset {asset_id}")
-    require_read(user, dandiset, f"no asset {asset_id}")
-    return asset
 
 
 def asset_info_by_id(session: Session, user: Caller | None, asset_id: str) -> AssetInfo:

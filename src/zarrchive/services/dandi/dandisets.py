@@ -13,37 +13,23 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from zarrchive.db.models import Asset, Dandiset, DandisetOwner, EmbargoStatus, Version, Zarr
-from zarrchive.errors import Conflict, InvalidInput, NotFound
+from zarrchive.errors import Conflict, InvalidInput
 from zarrchive.services.dandi import audit, dois, search, trash
+from zarrchive.services.dandi.dandiset_rows import DRAFT, draft_metadata
+
+# the lookups live in dandiset_rows (below trash, dois and versions); named here too
+from zarrchive.services.dandi.dandiset_rows import get_dandiset as get_dandiset
+from zarrchive.services.dandi.dandiset_rows import parse_identifier as parse_identifier
 from zarrchive.services.dandi.embargo_dates import embargo_access
-from zarrchive.services.dandi.validation import instance_name, request_validation, schema_version
+from zarrchive.services.dandi.validation import request_validation, schema_version
 from zarrchive.services.identity.auth import (
     Caller,
     readable_dandisets,
     require_owner,
-    require_read,
     require_user,
     require_writer,
     user_row,
 )
-
-DRAFT = "draft"
-
-
-def draft_metadata(
-    identifier: str, name: str, metadata: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The draft's metadata as stored: the given one with the fields the archive sets
-    (``identifier`` ``DANDI:000001``, ``id``, ``version``, ``name``) as DANDI sets them."""
-    instance = instance_name()
-    stored = dict(metadata or {})
-    stored.update(
-        identifier=f"{instance}:{identifier}",
-        id=f"{instance}:{identifier}/{DRAFT}",
-        version=DRAFT,
-        name=name,
-    )
-    return stored
 
 
 def create_dandiset(
@@ -116,38 +102,6 @@ def _funder(source: str, award: str) -> dict[str, Any]:
         "roleName": ["dcite:Funder"],
         "includeInCitation": False,
     }
-
-
-_IDENTIFIER = re.compile(r"[0-9]{6}")
-
-
-def parse_identifier(identifier: str) -> int:
-    """The number of a dandiset identifier: exactly six ASCII digits (``000001``)."""
-    if not isinstance(identifier, str) or _IDENTIFIER.fullmatch(identifier) is None:
-        raise NotFound(f"{identifier!r} is not a dandiset identifier (six digits, e.g. 000001)")
-    return int(identifier)
-
-
-def get_dandiset(
-    session: Session, user: Caller | None, identifier: str | int, *, lock: bool = False
-) -> Dandiset:
-    """The dandiset, if it exists and *user* may see it: else :class:`NotFound`, or for an
-    anonymous caller of an embargoed one :class:`AuthenticationRequired`.  *lock* takes its
-    row lock (and reads the row afresh), as publishing and a change of owners do."""
-    number = parse_identifier(identifier) if isinstance(identifier, str) else identifier
-    if lock:
-        dandiset = session.scalar(
-            select(Dandiset)
-            .where(Dandiset.id == number)
-            .with_for_update(of=Dandiset)
-            .execution_options(populate_existing=True)
-        )
-    else:
-        dandiset = session.get(Dandiset, number)
-    if dandiset is None or dandiset.deleted_at is not None:  # in the trash: see trash.py
-        raise NotFound(f"no dandiset {number:06d}")
-    require_read(user, dandiset, f"no dandiset {number:06d}")
-    return dandiset
 
 
 class Ordering(StrEnum):

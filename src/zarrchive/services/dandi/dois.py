@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import event, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from zarrchive.config import DoiSettings
@@ -34,15 +34,25 @@ from zarrchive.db.models import Dandiset, Doi, DoiGoal, DoiState, Version, utcno
 from zarrchive.errors import DataCiteRefused, DataCiteUnavailable
 from zarrchive.jobs import InProcessJobQueue, JobLane
 from zarrchive.jobs.queue import backoff_delay
-from zarrchive.services import runtime
 from zarrchive.services.dandi import doi_metadata
+from zarrchive.services.dandi.dandiset_rows import DRAFT, served_metadata
 from zarrchive.services.dandi.datacite import DataCiteClient
-from zarrchive.services.runtime import Archive
+from zarrchive.services.dandi.validation import (
+    VersionFacts,
+    instance_name,
+    validatable_dandiset,
+    web_url,
+)
+from zarrchive.services.runtime import (
+    Archive,
+    current_archive,
+    queue_after_commit,
+    serving_archive,
+)
 
 log = logging.getLogger(__name__)
 
 DOI_JOB = "zarrchive.services.dandi.dois:sync_doi_job"
-DRAFT = "draft"
 
 
 @dataclass(frozen=True)
@@ -62,31 +72,15 @@ class DoiStatus:
         return f"https://doi.org/{self.doi}"
 
 
-def _instance() -> str:
-    from zarrchive.services.dandi.validation import instance_name
-
-    return instance_name()
-
-
 def dandiset_doi_name(settings: DoiSettings, identifier: str) -> str:
-    return doi_metadata.dandiset_doi(settings.prefix, _instance(), identifier)
+    return doi_metadata.dandiset_doi(settings.prefix, instance_name(), identifier)
 
 
 def version_doi_name(settings: DoiSettings, identifier: str, version: str) -> str:
-    return doi_metadata.version_doi(settings.prefix, _instance(), identifier, version)
+    return doi_metadata.version_doi(settings.prefix, instance_name(), identifier, version)
 
 
 # -- hooks: in the caller's transaction --------------------------------------------------------
-_QUEUED = "zarrchive.dois.queued"
-
-
-def _serving_archive(session: Session) -> Archive | None:
-    archive: Archive | None = getattr(runtime, "_current", None)
-    if archive is None or session.bind is not archive.db.engine:
-        return None
-    return archive
-
-
 def _record(
     session: Session,
     archive: Archive,
@@ -111,31 +105,22 @@ def _record(
 
 def _queue_on_commit(session: Session, archive: Archive, doi: str, resend: bool) -> None:
     """Queue *doi*'s job when the transaction commits (*resend*: its metadata changed)."""
-    queued: tuple[Archive, dict[str, bool]] | None = session.info.get(_QUEUED)
-    if queued is None:
-        queued = session.info[_QUEUED] = (archive, {})
-        event.listen(session, "after_commit", _after_commit)
-        event.listen(session, "after_rollback", _after_rollback)
-    queued[1][doi] = queued[1].get(doi, False) or resend
+    queue_after_commit(session, "doi", (doi, resend), queue_dois, archive=archive)
 
 
-def _after_commit(session: Session) -> None:
-    if session.in_nested_transaction():
-        return
-    queued: tuple[Archive, dict[str, bool]] | None = session.info.pop(_QUEUED, None)
-    if queued is not None:
-        for doi in sorted(queued[1]):  # the dandiset's DOI before its versions'
-            queue_doi(queued[0], doi, resend=queued[1][doi])
-
-
-def _after_rollback(session: Session) -> None:
-    if not session.in_nested_transaction():
-        session.info.pop(_QUEUED, None)
+def queue_dois(archive: Archive, dois: list[tuple[str, bool]]) -> None:
+    """Queue the job of each ``(doi, resend)`` (a DOI's metadata is sent again if any of its
+    changes asked): the dandiset's DOI before its versions'."""
+    resend: dict[str, bool] = {}
+    for doi, again in dois:
+        resend[doi] = resend.get(doi, False) or again
+    for doi in sorted(resend):
+        queue_doi(archive, doi, resend=resend[doi])
 
 
 def dandiset_created(session: Session, dandiset: Dandiset) -> None:
     """A new dandiset: a Draft DOI if it is public (an embargoed one waits for its unembargo)."""
-    archive = _serving_archive(session)
+    archive = serving_archive(session)
     if archive is None or archive.settings.doi is None or dandiset.embargoed:
         return
     doi = dandiset_doi_name(archive.settings.doi, dandiset.identifier)
@@ -150,7 +135,7 @@ def dandiset_restored(session: Session, dandiset: Dandiset) -> None:
 
 def dandiset_deleted(session: Session, identifier: str) -> None:
     """A dandiset deleted: its Draft DOIs are deleted at DataCite, Findable ones hidden."""
-    archive = _serving_archive(session)
+    archive = serving_archive(session)
     if archive is None or archive.settings.doi is None:
         return
     for row in session.scalars(select(Doi).where(Doi.dandiset == identifier)):
@@ -228,7 +213,7 @@ def sync_doi_job(doi: str, resend: bool = False) -> None:
     outage, so there it is queued again later by a timer of this process, with a growing
     delay, until DataCite answers (a restart queues what is still pending:
     :func:`queue_pending`)."""
-    archive = runtime.current_archive()
+    archive = current_archive()
     try:
         sync_doi(archive, doi, resend=resend)
     except DataCiteUnavailable:
@@ -399,9 +384,6 @@ def _queue_stalled(archive: Archive, done: str) -> None:
 def _attributes(
     archive: Archive, session: Session, settings: DoiSettings, row: Doi
 ) -> dict[str, Any] | None:
-    from zarrchive.services.dandi import validation
-    from zarrchive.services.dandi.versions import served_metadata
-
     dandiset = session.scalar(select(Dandiset).where(Dandiset.id == int(row.dandiset)))
     if dandiset is None:
         return None
@@ -411,7 +393,7 @@ def _attributes(
         )
     )
     published = [v for v in versions if v.version != DRAFT]
-    web = validation.web_url(archive)
+    web = web_url(archive)
     concept = dandiset_doi_name(settings, dandiset.identifier)
     if row.version is not None:
         version = next((v for v in published if v.version == row.version), None)
@@ -437,10 +419,10 @@ def _attributes(
             metadata["doi"] = version_doi_name(settings, dandiset.identifier, published[-1].version)
         else:
             draft = next(v for v in versions if v.version == DRAFT)
-            facts = validation.VersionFacts(
+            facts = VersionFacts(
                 dandiset.identifier, "draft", dandiset.embargoed, dandiset.created_at, web
             )
-            metadata = validation.validatable_dandiset(
+            metadata = validatable_dandiset(
                 served_metadata(dandiset, draft), facts, asset_count=1, has_bytes=True
             )
         converted = _to_datacite(metadata)

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import event, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -44,10 +44,10 @@ from zarrchive.jobs.lanes import JobLane
 from zarrchive.lindi.blob_task import failure_reason
 from zarrchive.lindi.convert import ConvertOptions
 from zarrchive.sandbox import Limits, Status, TaskResult, run_task
-from zarrchive.services import runtime
+from zarrchive.services.dandi.asset_views import get_asset_by_id, parse_asset_id
 from zarrchive.services.dandi.blobs import blob_url, may_read_blob
 from zarrchive.services.identity.auth import Caller
-from zarrchive.services.runtime import Archive, current_archive
+from zarrchive.services.runtime import Archive, current_archive, queue_after_commit
 from zarrchive.storage.objects import ObjectStore
 from zarrchive.storage.protocol import ObjectStoreProtocol
 
@@ -154,12 +154,10 @@ def status_of(row: LindiFile | None, blob: Blob | None) -> LindiStatus | None:
 
 
 # -- the hook: an asset got a blob ---------------------------------------------------------
-_QUEUED = "zarrchive.lindi.queued"
-
-
 def request_lindi(session: Session, blob_id: str) -> None:
     """*blob_id* became an asset's content (in the caller's transaction): record its LINDI
-    file ``pending`` if it has none, and queue its conversion when the transaction commits."""
+    file ``pending`` if it has none, and queue its conversion when the transaction commits
+    (in the serving archive: elsewhere ``zarrchive lindi backfill`` converts it)."""
     if session.get(LindiFile, blob_id) is not None:
         return  # one per blob content: written, failed, or queued already
     try:
@@ -168,28 +166,13 @@ def request_lindi(session: Session, blob_id: str) -> None:
             session.flush()
     except IntegrityError:  # a concurrent request recorded it
         return
-    queued: set[str] | None = session.info.get(_QUEUED)
-    if queued is None:
-        queued = session.info[_QUEUED] = set()
-        event.listen(session, "after_commit", _queue_after_commit)
-        event.listen(session, "after_rollback", _forget_after_rollback)
-    queued.add(blob_id)
+    queue_after_commit(session, "lindi", blob_id, queue_conversions)
 
 
-def _queue_after_commit(session: Session) -> None:
-    if session.in_nested_transaction():
-        return
-    queued: set[str] = session.info.pop(_QUEUED, set())
-    archive: Archive | None = getattr(runtime, "_current", None)
-    if archive is None or session.bind is not archive.db.engine:
-        return  # not the serving archive's database: `zarrchive lindi backfill` converts it
-    for blob_id in sorted(queued):
+def queue_conversions(archive: Archive, blob_ids: list[str]) -> None:
+    """Queue the conversion of each blob (see :func:`queue_conversion`)."""
+    for blob_id in sorted(blob_ids):
         queue_conversion(archive, blob_id)
-
-
-def _forget_after_rollback(session: Session) -> None:
-    if not session.in_nested_transaction():
-        session.info.pop(_QUEUED, None)
 
 
 def queue_conversion(archive: Archive, blob_id: str) -> None:
@@ -402,8 +385,6 @@ def asset_lindi(
 ) -> LindiDocument:
     """The LINDI file of an asset *user* may read (404 for others and for assets without one;
     503 while it is being written)."""
-    from zarrchive.services.dandi.assets import get_asset_by_id
-
     with archive.db.session() as session:
         asset = get_asset_by_id(session, user, asset_id)
         blob = asset.blob
@@ -444,8 +425,6 @@ def blob_data_url(archive: Archive, user: Caller | None, blob_id: str) -> str:
 # -- backfill and unembargo ---------------------------------------------------------------
 def blobs_of(archive: Archive, asset_ids: list[str] | None) -> list[str]:
     """The blobs of the given assets (``None``: of every asset), without repeats."""
-    from zarrchive.services.dandi.assets import parse_asset_id
-
     with archive.db.session() as session:
         query = select(Asset.blob_id).where(Asset.blob_id.is_not(None)).distinct()
         if asset_ids is not None:

@@ -41,9 +41,13 @@ from zarrchive.db.models import (
 from zarrchive.errors import Conflict, NotFound
 from zarrchive.services.dandi import audit, changes, dois, search
 from zarrchive.services.dandi.asset_views import AssetInfo, asset_info, parse_asset_id
+from zarrchive.services.dandi.dandiset_rows import (
+    DRAFT,
+    ensure_draft,
+    get_dandiset,
+    parse_identifier,
+)
 from zarrchive.services.identity.auth import Caller, is_owner, require_owner, require_writer
-
-DRAFT = "draft"
 
 
 @dataclass(frozen=True)
@@ -123,8 +127,6 @@ def trash_asset(session: Session, user: Caller | None, asset: Asset) -> None:
 def trash_dandiset(session: Session, user: Caller | None, dandiset: Dandiset) -> None:
     """Put an unpublished *dandiset* in the trash: its row stays (``deleted_at``), its draft's
     assets move to the trash with it; it leaves the search index."""
-    from zarrchive.services.dandi.versions import ensure_draft  # versions imports dandisets
-
     who = user.username if user is not None else ""
     draft = ensure_draft(session, dandiset)
     for asset in session.scalars(select(Asset).where(Asset.version_id == draft.id)):
@@ -137,8 +139,6 @@ def trash_dandiset(session: Session, user: Caller | None, dandiset: Dandiset) ->
 
 
 def _trashed_dandiset(session: Session, user: Caller | None, identifier: str) -> Dandiset:
-    from zarrchive.services.dandi.dandisets import parse_identifier
-
     number = parse_identifier(identifier)
     dandiset = session.scalar(
         select(Dandiset)
@@ -155,8 +155,6 @@ def _trashed_dandiset(session: Session, user: Caller | None, identifier: str) ->
 
 def restore_dandiset(session: Session, user: Caller | None, identifier: str) -> Dandiset:
     """Take a deleted dandiset out of the trash (owners and admins), with its draft's assets."""
-    from zarrchive.services.dandi.versions import ensure_draft  # versions imports dandisets
-
     dandiset = _trashed_dandiset(session, user, identifier)
     draft = ensure_draft(session, dandiset)
     rows = list(
@@ -191,8 +189,6 @@ def list_trash(
     session: Session, user: Caller | None, identifier: str, days: int
 ) -> list[TrashItem]:
     """The deleted assets of a dandiset's draft, newest deletion first (owners and admins)."""
-    from zarrchive.services.dandi.dandisets import get_dandiset
-
     dandiset = get_dandiset(session, user, identifier)
     if not is_owner(user, dandiset):  # owners' and admins' keys of any scope
         require_owner(user, dandiset)
@@ -229,8 +225,6 @@ def restore_asset(
 ) -> AssetInfo:
     """Put a deleted asset back at its path in the draft (owners): 409 if an asset holds the
     path now, or (a Zarr asset) if another asset holds its Zarr."""
-    from zarrchive.services.dandi.dandisets import get_dandiset
-
     dandiset = get_dandiset(session, user, identifier)
     require_owner(user, dandiset)
     draft = _draft(session, dandiset, lock=True)

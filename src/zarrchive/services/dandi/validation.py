@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import event, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from zarrchive.db.models import (
@@ -50,8 +50,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.jobs.lanes import JobLane
-from zarrchive.services import runtime
-from zarrchive.services.runtime import Archive
+from zarrchive.services.runtime import Archive, queue_after_commit
 from zarrchive.version import package_version
 
 log = logging.getLogger(__name__)
@@ -387,42 +386,16 @@ def asset_changed(session: Session, version: Version, asset: Asset | None = None
     mark_pending(session, version)
 
 
-_QUEUED = "zarrchive.validation.queued"
-
-
 def request_validation(session: Session, dandiset_id: int) -> None:
     """Queue the validation of the dandiset's draft when *session*'s transaction commits
     (never before: the job must see the change; never after a rollback)."""
-    queued: set[int] | None = session.info.get(_QUEUED)
-    if queued is None:
-        queued = session.info[_QUEUED] = set()
-        event.listen(session, "after_commit", _queue_after_commit)
-        event.listen(session, "after_rollback", _forget_after_rollback)
-    queued.add(dandiset_id)
+    queue_after_commit(session, "validation", dandiset_id, queue_validations)
 
 
-def _serving_archive(session: Session) -> Archive | None:
-    """The archive of this process (:func:`~zarrchive.services.runtime.set_current_archive`,
-    set by ``zarrchive serve`` and workers) if *session* is one of its database's."""
-    archive: Archive | None = getattr(runtime, "_current", None)
-    if archive is None or session.bind is not archive.db.engine:
-        return None
-    return archive
-
-
-def _queue_after_commit(session: Session) -> None:
-    if session.in_nested_transaction():  # a savepoint: the transaction goes on
-        return
-    queued: set[int] = session.info.pop(_QUEUED, set())
-    archive = _serving_archive(session)
-    if archive is not None:
-        for dandiset_id in sorted(queued):
-            queue_validation(archive, dandiset_id)
-
-
-def _forget_after_rollback(session: Session) -> None:
-    if not session.in_nested_transaction():
-        session.info.pop(_QUEUED, None)
+def queue_validations(archive: Archive, dandiset_ids: list[int]) -> None:
+    """Queue the validation of each dandiset's draft (see :func:`queue_validation`)."""
+    for dandiset_id in sorted(dandiset_ids):
+        queue_validation(archive, dandiset_id)
 
 
 def queue_validation(archive: Archive, dandiset_id: str | int) -> None:

@@ -22,6 +22,7 @@ from zarrchive.db.models import Asset, Blob, Dandiset, MetadataStatus, Version
 from zarrchive.errors import Conflict, InvalidInput
 from zarrchive.jobs.lanes import JobLane
 from zarrchive.services.dandi.assets import computed_metadata
+from zarrchive.services.dandi.dandiset_rows import served_metadata
 from zarrchive.services.dandi.validation import (
     ASSET_BATCH,
     SHA256_DIGEST,
@@ -39,7 +40,6 @@ from zarrchive.services.dandi.validation import (
     version_facts,
     version_fingerprint,
 )
-from zarrchive.services.dandi.versions import served_metadata
 from zarrchive.services.runtime import Archive, current_archive
 
 log = logging.getLogger(__name__)

@@ -13,26 +13,25 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum.digest import ZarrDigest
 from zarrchive.db.models import Asset, Blob, Dandiset, MetadataStatus, Version, Zarr, utcnow
 from zarrchive.errors import InvalidInput, NotFound, PermissionDenied
 from zarrchive.services.dandi import audit, search
-from zarrchive.services.dandi.dandisets import draft_metadata, get_dandiset
+from zarrchive.services.dandi.dandiset_rows import DRAFT as DRAFT
+from zarrchive.services.dandi.dandiset_rows import draft_metadata, get_dandiset
+from zarrchive.services.dandi.dandiset_rows import ensure_draft as ensure_draft
+from zarrchive.services.dandi.dandiset_rows import served_metadata as served_metadata
 from zarrchive.services.dandi.embargo_dates import embargo_access
 from zarrchive.services.dandi.validation import (
     DraftValidation,
-    instance_name,
     mark_pending,
     request_validation,
     stored_validation,
 )
 from zarrchive.services.identity.auth import Caller, require_owner
 from zarrchive.services.zarr_engine import shared_zarrs
-
-DRAFT = "draft"
 
 
 class VersionStatus(StrEnum):
@@ -91,20 +90,6 @@ def contact_person(metadata: dict[str, Any]) -> str:
     return ""
 
 
-def served_metadata(dandiset: Dandiset, version: Version) -> dict[str, Any]:
-    """The version's metadata as stored, with the fields the archive sets filled in for
-    versions stored before it set them (``identifier``, ``id``, ``version``, ``name``)."""
-    metadata = dict(version.metadata_ or {})
-    if version.is_draft:
-        name = str(metadata.get("name") or dandiset.name)
-        return {**draft_metadata(dandiset.identifier, name, None), **metadata}
-    metadata.setdefault("identifier", f"{instance_name()}:{dandiset.identifier}")
-    metadata.setdefault("id", f"{instance_name()}:{dandiset.identifier}/{version.version}")
-    metadata.setdefault("version", version.version)
-    metadata.setdefault("name", dandiset.name)
-    return metadata
-
-
 def version_status(session: Session, version: Version) -> VersionStatus:
     if not version.is_draft:
         return VersionStatus.PUBLISHED
@@ -146,27 +131,6 @@ def latest_published(session: Session, dandiset: Dandiset) -> Version | None:
         .order_by(Version.created_at.desc(), Version.id.desc())
         .limit(1)
     )
-
-
-def ensure_draft(session: Session, dandiset: Dandiset) -> Version:
-    """The draft of *dandiset*, created if it has none yet."""
-    draft = session.scalar(
-        select(Version).where(Version.dandiset_id == dandiset.id, Version.version == DRAFT)
-    )
-    if draft is not None:
-        return draft
-    try:
-        with session.begin_nested():
-            draft = Version(
-                dandiset_id=dandiset.id, version=DRAFT, metadata_={"name": dandiset.name}
-            )
-            session.add(draft)
-    except IntegrityError:  # created concurrently
-        draft = session.scalar(
-            select(Version).where(Version.dandiset_id == dandiset.id, Version.version == DRAFT)
-        )
-        assert draft is not None
-    return draft
 
 
 def find_version(
