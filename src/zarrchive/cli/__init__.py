@@ -2,8 +2,8 @@
 
 Start-up: a command's module is imported when that command runs (or its own ``--help`` is
 asked for), never for another command; ``zarrchive --help`` lists the commands from
-:data:`COMMANDS` without importing any of them, nor typer itself (:func:`main` writes it,
-:func:`top_level_help`).  Help is click's plain text (typer's rich help costs more to
+:data:`COMMANDS` (:mod:`zarrchive.cli.registry`) without importing any of them, nor typer
+itself (:func:`main` writes it, :func:`top_level_help`).  Help is click's plain text (typer's rich help costs more to
 import than the rest of the CLI together).
 """
 
@@ -12,79 +12,9 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Any, NamedTuple
+from typing import Any
 
-
-class LazyCommand(NamedTuple):
-    """A command (``module.attribute``: a function, or a :class:`typer.Typer` for a group)
-    and its help's first sentence, for ``zarrchive --help``.  ``tests/cli/test_startup.py``
-    checks that it is the command's own."""
-
-    module: str
-    attribute: str
-    short_help: str
-
-
-#: Every command of ``zarrchive``, in the order of ``zarrchive --help``.
-COMMANDS: dict[str, LazyCommand] = {
-    "serve": LazyCommand(
-        "zarrchive.cli.serve",
-        "serve",
-        "Start the archive: the API, background jobs and (by default) an embedded S3.",
-    ),
-    "checksum": LazyCommand(
-        "zarrchive.cli.checksum",
-        "checksum",
-        "Compute the Dandi Zarr checksum of a local directory.",
-    ),
-    "worker": LazyCommand(
-        "zarrchive.cli.worker",
-        "worker",
-        (
-            "Run background jobs from Redis; start one per core or machine, and some on "
-            "`--queue zarr` alone so that a Zarr's jobs never wait behind a long conversion."
-        ),
-    ),
-    "upload": LazyCommand(
-        "zarrchive.cli.upload",
-        "upload",
-        "Upload a local Zarr: only new and changed files; delete files gone locally.",
-    ),
-    "publish": LazyCommand(
-        "zarrchive.cli.publish",
-        "publish",
-        "Publish the draft of DANDISET (you are asked first): its Zarrs become immutable, or "
-        "in an archive in snapshot mode their current states are pinned.",
-    ),
-    "download": LazyCommand(
-        "zarrchive.cli.download",
-        "download",
-        "Download a Zarr (only missing or differing files); check every md5 and the checksum.",
-    ),
-    "verify": LazyCommand(
-        "zarrchive.cli.download",
-        "verify",
-        "Compare a local directory with a Zarr of the archive (no data transferred).",
-    ),
-    "metadata": LazyCommand(
-        "zarrchive.cli.metadata",
-        "app",
-        "A draft's dandiset metadata: print it, or set it from a YAML or JSON file.",
-    ),
-    "rm": LazyCommand(
-        "zarrchive.cli.rm",
-        "rm",
-        "Delete files and whole directories of a Zarr (you are asked first).",
-    ),
-    "restore": LazyCommand(
-        "zarrchive.cli.restore",
-        "restore",
-        "Roll a Zarr back to an earlier checksum, or list the checksums it had.",
-    ),
-    "admin": LazyCommand("zarrchive.cli.admin", "app", "Administer the archive (users, fsck, gc)."),
-    "lindi": LazyCommand("zarrchive.cli.lindi", "app", "LINDI: HDF5/NWB files as Zarr."),
-    "manifest": LazyCommand("zarrchive.cli.manifest", "app", "Zarr manifest files."),
-}
+from zarrchive.cli.registry import COMMANDS, LazyCommand
 
 
 def top_level_help(width: int = 78) -> str:
@@ -161,3 +91,6 @@ def __getattr__(name: str) -> Any:
     if name in {spec.module.rpartition(".")[2] for spec in COMMANDS.values()}:
         return __import__(f"{__name__}.{name}", fromlist=["_"])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["COMMANDS", "LazyCommand", "main", "top_level_help"]

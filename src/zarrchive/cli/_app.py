@@ -1,5 +1,5 @@
 """The ``zarrchive`` typer application, its commands loaded when asked for
-(:data:`zarrchive.cli.COMMANDS`)."""
+(:data:`zarrchive.cli.registry.COMMANDS`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typer._click.core import Command, Context
 from typer._click.formatting import HelpFormatter
 from typer._click.utils import make_default_short_help
 
-from zarrchive.cli import COMMANDS
 from zarrchive.cli._common import ZarrchiveGroup, natural_help
+from zarrchive.cli.registry import COMMANDS
 
 
 def load_command(name: str) -> Command:
