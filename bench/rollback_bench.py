@@ -4,8 +4,12 @@ requests each way.
 
 A throwaway archive (:mod:`local_archive`: its own SeaweedFS, SQLite, the API in a thread,
 no job queue: the request applies every batch before it answers).  The Zarr holds ``--files``
-files ``d/{i // 1000}/{i % 1000}`` (written straight into S3 and the tree by a child
-process, then its manifest A listed).  Then, in the same run:
+files ``d/{i // 1000}/{i % 1000}`` plus ``.zgroup``, a real Zarr in S3: seeded by a child
+process (not measured) that PUTs every file as an object of its own (presigned by the
+archive's signer, :data:`SEED_CONNECTIONS` in flight on pooled urllib3 connections: about
+700 PUTs/s on the shared 2-core machine) and then writes the tree's ``.checksum`` nodes in
+one update; then manifest A is listed from S3 (every object's version).  Then, in the same
+run:
 
 1. ``--changed`` files (every ``files // changed``-th) uploaded with new content through the
    real upload path (batches of 500, presigned PUTs): state B, its manifest from records;
@@ -19,7 +23,7 @@ its own signed copies (:class:`~zarrchive.storage.signed_copy.CopySender`), and 
 uploader's presigned PUTs (one per file).  Each way ends with the checksum of A checked.
 
 Command (from the repository root):
-``.venv/bin/python bench/rollback_bench.py --files 100000 --changed 1000``
+``.venv/bin/python bench/rollback_bench.py --files 1000000 --changed 1000``
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -45,6 +50,8 @@ from local_archive import local_archive
 
 BATCH = 500
 PUT_THREADS = 16
+#: PUTs in flight while seeding (setup, not measured)
+SEED_CONNECTIONS = 128
 
 
 def path_of(n: int) -> str:
@@ -52,7 +59,15 @@ def path_of(n: int) -> str:
 
 
 def _seed(settings: Any, zarr_id: str, files: int) -> None:
-    """The Zarr's files PUT in parallel, the tree at once (in a child process)."""
+    """The Zarr's files PUT :data:`SEED_CONNECTIONS` at once, the tree at once (in a child
+    process, so the PUTs do not share a GIL with the API).
+
+    Setup, not measured: each file is one PUT (presigned by the archive's own signer, sent on
+    a pooled urllib3 connection), every one a real object version in the archive's bucket;
+    then the tree's ``.checksum`` nodes computed from the files' md5s in one update."""
+    import urllib3
+
+    from zarrchive.content_types import zarr_content_type
     from zarrchive.services.runtime import Archive
     from zarrchive.services.zarr_engine.tree_updater import FileChange, apply_changes
     from zarrchive.services.zarr_engine.zarrs import get_zarr
@@ -60,16 +75,42 @@ def _seed(settings: Any, zarr_id: str, files: int) -> None:
 
     archive = Archive.from_settings(settings, migrate=False)
     store = archive.store
-    bodies = {path_of(n): f"chunk {n}".encode() for n in range(files)}
-    bodies[".zgroup"] = b'{"zarr_format": 2}'
-    store.map(lambda item: store.put(zarr_object_key(zarr_id, item[0]), item[1]), bodies.items())
-    changes: dict[str, FileChange] = {
-        p: (hashlib.md5(b).hexdigest(), len(b)) for p, b in bodies.items()
-    }
+    http = urllib3.PoolManager(
+        maxsize=SEED_CONNECTIONS, retries=urllib3.Retry(total=5, backoff_factor=0.5)
+    )
+    changes: dict[str, FileChange] = {}
+
+    def put(item: tuple[str, bytes]) -> None:
+        path, body = item
+        key = zarr_object_key(zarr_id, path)
+        md5 = hashlib.md5(body)
+        kind = zarr_content_type(key)
+        response = http.request(
+            "PUT",
+            store.presign_put(key, md5.hexdigest(), 3600, kind),
+            body=body,
+            headers={"Content-MD5": base64.b64encode(md5.digest()).decode(), "Content-Type": kind},
+        )
+        assert response.status == 200, (key, response.status, response.data)
+        changes[path] = (md5.hexdigest(), len(body))
+
+    def bodies() -> Iterator[tuple[str, bytes]]:
+        yield ".zgroup", b'{"zarr_format": 2}'
+        for n in range(files):
+            yield path_of(n), f"chunk {n}".encode()
+
+    started = time.perf_counter()
+    items = bodies()
+    with ThreadPoolExecutor(SEED_CONNECTIONS) as pool:
+        while chunk := list(itertools.islice(items, 20_000)):
+            list(pool.map(put, chunk))
+            rate = len(changes) / (time.perf_counter() - started)
+            print(f"  seed: {len(changes)} objects PUT ({rate:.0f}/s)", flush=True)
     with archive.db.write_session() as session:
         zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
         state = apply_changes(store, zarr_id, changes)
         zarr.checksum, zarr.file_count, zarr.size = state.checksum, state.file_count, state.size
+    print(f"  seed: tree written, {time.perf_counter() - started:.0f} s", flush=True)
     archive.close()
 
 
@@ -131,6 +172,18 @@ def upload(api: httpx.Client, zarr_id: str, files: dict[str, bytes]) -> tuple[st
     return checksum, puts
 
 
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message} (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def peak_rss_mib() -> float:
+    """This process's peak RSS (the archive, the API and the driver; not the seeding child)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def measured(counter: S3Requests, action: Callable[[], int]) -> dict[str, Any]:
     """Time and S3 requests of *action* (which returns the requests sent besides the
     archive's, e.g. the uploader's PUTs)."""
@@ -161,10 +214,13 @@ def run(files: int, changed: int) -> dict[str, Any]:
         child.join()
         assert child.exitcode == 0
         seed_seconds = time.monotonic() - started
+        log(f"seeded {files + 1} files: {seed_seconds:.0f} s")
         a = api.get(f"/api/zarr/{zarr_id}/").json()["checksum"]
         started = time.monotonic()
-        write_manifest(archive, zarr_id)
+        listed = write_manifest(archive, zarr_id)
         manifest_seconds = time.monotonic() - started
+        assert listed.listing_checksum == a, listed
+        log(f"manifest A listed ({listed.entries} entries): {manifest_seconds:.0f} s")
 
         step = max(1, files // changed)
         chosen = [n * step for n in range(changed)]
@@ -172,6 +228,7 @@ def run(files: int, changed: int) -> dict[str, Any]:
         rewritten = {path_of(n): f"chunk {n}, changed".encode() for n in chosen}
         b, _puts = upload(api, zarr_id, rewritten)
         write_manifest(archive, zarr_id)
+        log("state B uploaded, its manifest written")
         counter = S3Requests(archive.store)
 
         def restore(checksum: str) -> Callable[[], int]:
@@ -191,8 +248,11 @@ def run(files: int, changed: int) -> dict[str, Any]:
             return puts
 
         back = measured(counter, restore(a))
+        log(f"restore B -> A: {back}")
         forward = measured(counter, restore(b))
+        log(f"restore A -> B: {forward}")
         uploaded = measured(counter, reupload)
+        log(f"re-upload B -> A: {uploaded}")
         return {
             "files": files + 1,
             "changed": changed,
@@ -202,6 +262,7 @@ def run(files: int, changed: int) -> dict[str, Any]:
             "seed_s": round(seed_seconds, 1),
             "manifest_listed_s": round(manifest_seconds, 1),
             "load_average": os.getloadavg(),
+            "peak_rss_mib": peak_rss_mib(),
         }
 
 
