@@ -165,10 +165,13 @@ class CopySender:
         *,
         content_type: str | None = None,
         source_bucket: str | None = None,
+        if_match: str | None = None,
     ) -> CopyAnswer:
         """Copy *source_key* (at *version_id*; of *source_bucket*, default this bucket) to
         *key*, keeping its metadata (with *content_type*: replacing it, the copy has that
-        type and no user metadata); retried once after a transient failure.  Raises
+        type and no user metadata); retried once after a transient failure.  With
+        *if_match* (an ETag), S3 copies only if the source still has it
+        (``x-amz-copy-source-if-match``; else 412 ``PreconditionFailed``).  Raises
         :class:`S3Refused` or :class:`S3Unreachable`."""
         headers = {
             "x-amz-copy-source": copy_source_header(
@@ -176,6 +179,8 @@ class CopySender:
             ),
             "x-amz-metadata-directive": "REPLACE" if content_type else "COPY",
         }
+        if if_match is not None:
+            headers["x-amz-copy-source-if-match"] = if_match
         if content_type:
             headers["Content-Type"] = content_type
         return self._send(key, headers, {}, "CopyObjectResult")

@@ -40,6 +40,12 @@ from zarrchive.services.zarr_engine.tree_updater import (
     apply_changes,
 )
 from zarrchive.services.zarr_engine.uploads import directory_delete
+from zarrchive.services.zarr_engine.uploads.import_copy import (
+    ImportedSource,
+    SourceRefused,
+    copy_imported,
+    load_sources,
+)
 from zarrchive.services.zarr_engine.uploads.multipart import (
     COPY_FILES_PARALLEL,
     ClaimKeeper,
@@ -48,8 +54,8 @@ from zarrchive.services.zarr_engine.uploads.multipart import (
     prepare_verified_copy,
 )
 from zarrchive.services.zarr_engine.uploads.records import has_pending, upload_status
-from zarrchive.services.zarr_engine.uploads.staging import check_staged, drop_staging
-from zarrchive.services.zarr_engine.zarrs import get_zarr
+from zarrchive.services.zarr_engine.uploads.staging import check_staged_and_sources, drop_staging
+from zarrchive.services.zarr_engine.zarrs import ZarrRef, get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
     zarr_object_key,
@@ -96,6 +102,9 @@ class _Claimed:
     #: upload: queued unverified (``verify_on_apply``): the staged objects are checked here,
     #: before any copy (:func:`verify_claimed`)
     verify: bool = False
+    #: upload: the files imported server-side (path -> their source, copied straight into
+    #: place: :mod:`.import_copy`), found by :func:`verify_claimed`
+    imports: dict[str, ImportedSource] = field(default_factory=dict)
 
     def source_key(self, path: str) -> str:
         """The key the file at *path* is copied from (at its ``files`` version): the staging
@@ -224,14 +233,17 @@ class _Refused(Exception):
         self.problems = problems
 
 
-#: What :func:`check_staged` answers: ``path -> (size, version id)``, and the problems.
-_Checked = tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]
+#: What :func:`check_staged` answers: ``path -> (size, version id)``, and the problems; and
+#: the batch's imported files (``path -> source``: not staged, copied from their source).
+_Checked = tuple[
+    dict[str, tuple[int, str | None]], list[dict[str, str | None]], dict[str, ImportedSource]
+]
 
 
 def _check_claimed(store: ObjectStore, claimed: _Claimed) -> _Checked:
     expected: dict[str, str | None] = {p: md5 for p, (md5, _n, _v) in claimed.files.items()}
     declared = {p: (size, False) for p, (_m, size, _v) in claimed.files.items()}
-    return check_staged(store, claimed.zarr_id, claimed.uid, expected, declared)
+    return check_staged_and_sources(store, claimed.zarr_id, claimed.uid, expected, declared)
 
 
 def verify_claimed(store: ObjectStore, claimed: _Claimed, checked: _Checked | None = None) -> None:
@@ -241,14 +253,19 @@ def verify_claimed(store: ObjectStore, claimed: _Claimed, checked: _Checked | No
     Raises :class:`_Refused` naming every file that is not (nothing was copied yet).
 
     *checked*: that listing, made ahead by this applier (:class:`_Ahead`) while it copied
-    the batch before (the batch was queued then: every file of it had been sent)."""
-    staged, problems = checked if checked is not None else _check_claimed(store, claimed)
+    the batch before (the batch was queued then: every file of it had been sent).
+
+    Files imported server-side (:mod:`.import_copy`) are not staged: their sources are
+    recorded in the staging area, read here into ``imports``; their copies check them."""
+    staged, problems, imports = checked if checked is not None else _check_claimed(store, claimed)
     if problems:
         raise _Refused(
             [(str(p["path"]), str(p["expected"]), p["found"] or "missing") for p in problems]
         )
     for path, (size, version) in staged.items():
         claimed.files[path] = (claimed.files[path][0], size, version)
+    claimed.imports.clear()
+    claimed.imports.update(imports)
 
 
 def _copy_into_place(
@@ -295,10 +312,16 @@ def _copy_into_place(
         return WrittenObject.from_written(path, written, size)
 
     answers: list[WrittenObject | None] = []
+    if claimed.imports:  # first: they may be refused (a source that changed)
+        answers.extend(_copy_imports(archive, store, claimed, token))
     if claimed.part_sizes:
         assert token is not None  # (never copied ahead)
         answers.extend(_copy_big_files(archive, store, claimed, token))
-    items = [(p, f) for p, f in claimed.files.items() if p not in claimed.part_sizes]
+    items = [
+        (p, f)
+        for p, f in claimed.files.items()
+        if p not in claimed.part_sizes and p not in claimed.imports
+    ]
     for start in range(0, len(items), COPY_CHUNK):
         if start and token is not None and not _renew(archive, claimed, token):
             raise _ClaimLost
@@ -312,6 +335,86 @@ def _copy_into_place(
         )
         return None
     return [answer for answer in answers if answer is not None]
+
+
+#: What :func:`_copy_imports` made of one file: the new version, or why it was refused (the
+#: source changed, or the copy's ETag is not the batch's md5), or the failure of the copy.
+_ImportCopy = tuple[str, WrittenVersion | None, str | None, BaseException | None]
+
+
+def _copy_imports(
+    archive: Archive, store: ObjectStore, claimed: _Claimed, token: str | None
+) -> list[WrittenObject | None]:
+    """Copy the batch's imported files from their sources straight into place (one
+    ``CopyObject`` each, only if the source still has the listed ETag).  All or nothing: if
+    one source changed (or its copy is not the batch's md5), or a copy failed, the versions
+    the others made are deleted (each key is as before) and the batch refused
+    (:class:`_Refused`), or the failure raised (the batch stays queued)."""
+
+    def copy(path: str) -> _ImportCopy:
+        md5 = claimed.files[path][0]
+        try:
+            written = copy_imported(
+                store,
+                claimed.imports[path],
+                zarr_object_key(claimed.zarr_id, path),
+                zarr_content_type(path),
+            )
+        except SourceRefused:
+            return path, None, "source changed", None
+        except Exception as exc:  # undone below with the others
+            return path, None, None, exc
+        return path, written, (written.etag[:32] if written.etag != md5 else None), None
+
+    paths = sorted(claimed.imports)
+    done: list[_ImportCopy] = []
+    failure: BaseException | None = None
+    try:
+        for start in range(0, len(paths), COPY_CHUNK):
+            if start and token is not None and not _renew(archive, claimed, token):
+                raise _ClaimLost
+            done.extend(store.map(copy, paths[start : start + COPY_CHUNK]))
+            if any(refused or error for _p, _w, refused, error in done):
+                break
+    except BaseException as exc:
+        failure = exc
+    refused = [(p, claimed.files[p][0], why) for p, _w, why, _e in done if why is not None]
+    errors = [error for _p, _w, _why, error in done if error is not None]
+    if failure is None and not refused and not errors:
+        return [
+            WrittenObject.from_written(p, written, claimed.files[p][1])
+            for p, written, _why, _e in done
+            if written is not None
+        ]
+    _undo_imports(store, claimed, done)
+    if failure is not None:
+        raise failure
+    if refused:
+        raise _Refused(refused)
+    raise errors[0]
+
+
+def _undo_imports(store: ObjectStore, claimed: _Claimed, done: list[_ImportCopy]) -> None:
+    """Delete the versions the copies of an import refused (or failed) made: each key is
+    back at the version it had (on a bucket without versions: left, and said)."""
+    made = [(p, written.version_id) for p, written, _w, _e in done if written is not None]
+    unversioned = [p for p, version in made if version is None]
+    if unversioned:
+        log.warning(
+            "Zarr %s: the copies of %d imported files of refused batch %s can't be undone "
+            "(no version id: is the bucket versioned?), e.g. %r",
+            claimed.zarr_id,
+            len(unversioned),
+            claimed.uid,
+            unversioned[0],
+        )
+
+    def undo(item: tuple[str, str | None]) -> None:
+        path, version = item
+        if version is not None:
+            store.delete_version(zarr_object_key(claimed.zarr_id, path), version)
+
+    store.map(undo, made)
 
 
 def _copy_big_files(
@@ -524,16 +627,16 @@ def _apply_claimed(
     token: str,
     drop: Callable[[ObjectStore, str, str], object] = drop_staging,
     ahead: _Ahead | None = None,
+    *,
+    zarr: ZarrRef,
 ) -> bool:
-    """Apply a claimed batch; False if the claim was lost to another applier meanwhile.
+    """Apply a claimed batch of the Zarr *zarr* (its row as :func:`apply_pending` read it
+    once: the bucket); False if the claim was lost to another applier meanwhile.
     Its staging objects are then dropped by *drop* (``(store, zarr_id, uid)``).
     *ahead*: the work on the next batch made while this one is applied (its check, its
     copies), and on this one, made while the one before was."""
     zarr_id = claimed.zarr_id
-    with archive.db.session() as session:
-        store = archive.store_for(
-            get_zarr(session, None, zarr_id, check_read=False).dandiset.embargoed
-        )
+    store = archive.store_for(zarr.embargoed)
     if ahead is not None:
         ahead.check_next(store, claimed)
     plan: directory_delete.Plan | None = None
@@ -561,15 +664,23 @@ def _apply_claimed(
             else:
                 if claimed.verify:
                     verify_claimed(store, claimed, ahead.checked(claimed) if ahead else None)
+                elif claimed.kind == BatchKind.UPLOAD:  # verified by complete: its imports
+                    claimed.imports.update(
+                        (path, source)
+                        for path, source in load_sources(store, zarr_id, claimed.uid).items()
+                        if path in claimed.files and claimed.files[path][2] is None
+                    )
                 written = _copy_into_place(archive, store, claimed, token)
             if ahead is not None:
                 ahead.copy_next(store, claimed)
             changes = {p: (md5, size) for p, (md5, size, _v) in claimed.files.items()}
         with archive.db.write_session() as session:
-            zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
+            row = get_zarr(session, None, zarr_id, lock=True, check_read=False)
             batch = session.scalar(select(UploadBatch).where(UploadBatch.uid == claimed.uid))
             if batch is None or batch.claimed_by != token:
                 return False  # another applier took it over (and applies it)
+            if row.dandiset.embargoed != zarr.embargoed:  # (its embargo ended meanwhile)
+                raise ArchiveBusy(f"Zarr {zarr_id} changed buckets: its batch is applied again")
             state = apply_changes(store, zarr_id, changes, dropped)
             if written is not None:
                 # for the manifest of the new checksum, durable exactly when the root is; a
@@ -578,7 +689,7 @@ def _apply_claimed(
                     session,
                     zarr_id,
                     seq=claimed.seq,
-                    checksum_before=zarr.checksum,
+                    checksum_before=row.checksum,
                     checksum_after=state.checksum,
                     written=written,
                     deleted=(
@@ -589,13 +700,13 @@ def _apply_claimed(
                 )
             if expansion is not None:  # the dropped directories' own nodes, before the commit
                 directory_delete.delete_subtree_nodes(store, zarr_id, expansion)
-            zarr.checksum, zarr.file_count, zarr.size = (
+            row.checksum, row.file_count, row.size = (
                 state.checksum,
                 state.file_count,
                 state.size,
             )
-            zarr.modified_at = utcnow()
-            zarr_batch_applied(session, zarr, batch)  # the audit trail; drafts revalidated
+            row.modified_at = utcnow()
+            zarr_batch_applied(session, row, batch)  # the audit trail; drafts revalidated
             session.delete(batch)
     except _ClaimLost:
         return False
@@ -664,6 +775,11 @@ def apply_pending(
         release(len(held) - HELD_DROPS)
         return None
 
+    # The Zarr's row, read once (what the S3 side needs: its bucket); each batch's claim and
+    # commit lock it (the commit checks the bucket did not change meanwhile).
+    with archive.db.session() as session:
+        ref = ZarrRef.of(get_zarr(session, None, zarr_id, check_read=False))
+    zarr_id = ref.id
     # The next batch is checked, and copied, while the one before it is applied.
     ahead = _Ahead(archive, until_seq)
 
@@ -699,7 +815,7 @@ def apply_pending(
                 continue
             pause = 0.02
             try:
-                if _apply_claimed(archive, claimed, token, drop, ahead):
+                if _apply_claimed(archive, claimed, token, drop, ahead, zarr=ref):
                     applied += 1
             except UploadVerificationFailed as exc:
                 refused = refused or exc  # the batch is dropped: go on with the next ones

@@ -1,40 +1,49 @@
-"""Server-side import: copy files of an open upload batch from a source bucket into the
-batch's staging keys, instead of the uploader PUTting them (``zarrchive upload s3://...``).
+"""Server-side import: files of an open upload batch brought in from a source bucket by the
+archive's own copies, instead of the uploader PUTting them (``zarrchive upload s3://...``).
 
 The uploader opens a batch as for any upload (paths and md5s: the source objects' ETags),
 then ``POST /api/zarr/{id}/upload/import/`` names the source bucket and prefix and, per file,
-the ETag (and version) it listed; the archive copies each object with ``CopyObject`` (S3
-reads and writes; no byte passes through the archive's process or the client) into
-``zarr-staging/{zarr}/{batch}/{path}``, with ``x-amz-copy-source-if-match`` set to the listed
-ETag.  From there the batch is the same batch: ``complete`` checks every staged object's md5,
-the apply copies it into place and updates the tree.
+the ETag (and version) it listed.  The archive copies nothing then: it records the sources
+(:func:`record_sources`: one small object in the batch's staging area,
+``zarr-staging/{zarr}/{batch}/.checksum/imports/{digest}.json``, a key no Zarr file can have:
+``.checksum`` is a reserved segment) and fills in the sizes the batch lacks (``HeadObject``
+with ``If-Match``).  The apply then copies each source object **straight into place**
+(:func:`copy_imported`: one ``CopyObject`` per file, ``x-amz-copy-source-if-match`` the
+listed ETag, at the listed version if one was given), as it copies staged files: one copy
+per file, as a local upload's one PUT.  From ``complete`` on it is the same batch (queued
+with ``verify=apply``: the staged files checked, the tree, the records, the manifests).
 
 What may be read (:mod:`.import_rules`): only a bucket the operator listed in
 ``ZARRCHIVE_IMPORT_BUCKETS`` (with its prefix), never the archive's own buckets, and for each
 file only ``{prefix}/{path}`` with *path* one of the batch's checked paths.  Only the batch's
 uploader may import into it, and only while it is open (or opened ahead).
 
-A source object that changed since it was listed: S3 refuses the conditional copy (412); the
-request is refused whole (409, naming the files) and the uploader cancels the batch.  Even on
-an S3 that ignored the condition, the staged object would carry the new content's md5 and
-``complete`` would refuse the batch: a file is never recorded with an md5 it does not have.
+A source object that changed since it was listed: the ``HeadObject`` of the request (for a
+file whose size it needs) answers 412, and the request is refused whole (409, naming the
+files); later, S3 refuses the apply's conditional copy (412, or 404 once gone): the apply
+then deletes the versions its copies of the batch made (the keys are as before) and refuses
+the batch whole (:class:`~zarrchive.db.models.RefusedUpload`, ``found_md5`` "source
+changed"), which the uploader learns as for any batch queued ``verify=apply``.  Even on an
+S3 that ignored the condition, the copy's ETag is the new content's md5, not the batch's, and
+the apply refuses it the same way: a file is never recorded with an md5 it does not have.
 An object whose ETag is not an md5 (uploaded in parts) is read by the archive, up to the
-multipart threshold (S3 checks the batch's md5 as ``Content-MD5`` of the write; a copy would
-keep the parts' ETag, which ``complete`` can't check); a bigger one is *declined*: the answer
-names it, and the uploader sends it itself.
+multipart threshold, into the staging key (S3 checks the batch's md5 as ``Content-MD5`` of the
+write; a copy would keep the parts' ETag, which ``complete`` can't check); a bigger one is
+*declined*: the answer names it, and the uploader sends it itself.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import logging
-import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 from sqlalchemy import select
 
@@ -47,7 +56,7 @@ from zarrchive.errors import (
     PermissionDenied,
     StorageError,
 )
-from zarrchive.paths import validate_path
+from zarrchive.paths import CHECKSUM_NODE_NAME, validate_path
 from zarrchive.services.identity.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.uploads.import_rules import (
@@ -58,22 +67,28 @@ from zarrchive.services.zarr_engine.uploads.import_rules import (
 )
 from zarrchive.services.zarr_engine.uploads.records import writable_zarr
 from zarrchive.services.zarr_engine.zarrs import get_zarr
-from zarrchive.storage.keys import staging_object_key
-from zarrchive.storage.objects import ObjectStore
-from zarrchive.storage.presign import Credentials, Presigner
-from zarrchive.storage.signed_copy import (
-    URL_SECONDS,
-    S3Refused,
-    copy_source_header,
-    parse_copy_answer,
+from zarrchive.storage.keys import staging_object_key, staging_prefix
+from zarrchive.storage.objects import (
+    ObjectInfo,
+    ObjectStore,
+    ObjectVersion,
+    WrittenVersion,
+    parse_timestamp,
 )
+from zarrchive.storage.signed_copy import CopySender, S3Refused, S3Unreachable
 
 log = logging.getLogger(__name__)
 
-#: Copies sent at once by one request.
+#: Requests (``HeadObject``, or the read and write of a file in parts) sent at once by one
+#: import request.
 COPY_THREADS = 32
-#: What :meth:`_Copier.copy` says of a file it declined.
+#: Where a batch's sources are recorded, below its staging prefix (``.checksum`` is a
+#: segment no Zarr path may have: no staged file can be there).
+SOURCES_DIR = f"{CHECKSUM_NODE_NAME}/imports/"
+#: What :meth:`_Reader.bring` says of a file it declined.
 _DECLINED = -1
+#: What :meth:`_Reader.bring` says of a file whose source was recorded, not copied.
+_RECORDED = -2
 
 
 @dataclass(frozen=True)
@@ -87,13 +102,25 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class ImportedSource:
+    """Where the apply copies a file of a batch from: ``s3://{bucket}/{key}`` if it still
+    has *etag* (at *version_id*, if given)."""
+
+    bucket: str
+    key: str
+    etag: str
+    version_id: str | None = None
+
+
+@dataclass(frozen=True)
 class ImportResult:
-    """What an import request copied into the batch's staging area."""
+    """What an import request did for the batch: files whose source it recorded (copied
+    into place by the apply) or read into the staging area (*copied*)."""
 
     batch: str
     copied: int
     bytes: int
-    #: Files not copied: their source is in parts and above the multipart threshold (the
+    #: Files not brought in: their source is in parts and above the multipart threshold (the
     #: uploader sends them).
     declined: tuple[str, ...] = ()
 
@@ -111,8 +138,9 @@ def import_files(
     prefix: str,
     files: Sequence[SourceFile],
 ) -> ImportResult:
-    """Copy *files* of the open batch *batch_uid* (or the batch opened ahead of it) from
-    ``s3://{bucket}/{prefix}/{path}`` into its staging keys.  Raises
+    """Bring *files* of the open batch *batch_uid* (or the batch opened ahead of it) from
+    ``s3://{bucket}/{prefix}/{path}``: record their sources for the apply (and the sizes the
+    batch lacks), or read those in parts into the staging keys.  Raises
     :class:`PermissionDenied` (403) for a source the archive may not read,
     :class:`InvalidInput` (400) for a path not in the batch or an ETag that contradicts its
     md5, :class:`SourceChanged` (409) when a source object changed since it was listed."""
@@ -131,22 +159,10 @@ def import_files(
         raise InvalidInput(refused.message) from None
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
-        batch = session.scalar(
-            select(UploadBatch).where(UploadBatch.zarr_id == zarr.id, UploadBatch.uid == batch_uid)
-        )
-        if (
-            batch is None
-            or batch.kind != BatchKind.UPLOAD
-            or batch.state != BatchState.OPEN
-            or batch.created_by != (user.id if user else None)
-        ):
-            raise NoUploadInProgress(
-                f"Zarr {zarr.id}: batch {batch_uid} is not an open upload batch of yours "
-                "(completed, cancelled or never opened)"
-            )
-        md5s = {f.path: f.etag for f in batch.files}
+        batch = _batch_of(session, zarr.id, batch_uid, user)
+        rows = {f.path: (f.etag, f.size) for f in batch.files}
         store = archive.store_for(zarr.dandiset.embargoed)
-    plan: list[tuple[SourceFile, str]] = []
+    plan: list[tuple[SourceFile, str, int | None]] = []
     problems: list[str] = []
     for item in files:
         try:
@@ -154,7 +170,7 @@ def import_files(
         except InvalidInput as exc:
             problems.append(f"{item.path!r}: {exc}")
             continue
-        md5 = md5s.get(path)
+        md5, size = rows.get(path, (None, None))
         if md5 is None:
             problems.append(f"{path!r} is not a file of batch {batch_uid}")
             continue
@@ -162,7 +178,7 @@ def import_files(
         if listed is not None and listed != md5:
             problems.append(f"{path!r}: its source ETag {listed} is not its md5 {md5}")
             continue
-        plan.append((item, md5))
+        plan.append((SourceFile(path, item.etag, item.version_id), md5, size))
     if problems:
         raise InvalidInput(
             f"{len(problems)} files can't be imported: " + "; ".join(problems[:10]),
@@ -170,30 +186,194 @@ def import_files(
         )
     if not isinstance(store, ObjectStore):
         raise PermissionDenied("server-side import needs the archive on S3: send the files")
-    signed = _SignedCopies.of(archive)
-    copier = _Copier(
-        store, bucket, normalized, zarr_id, batch_uid, settings.multipart_threshold, signed
-    )
-    try:
-        with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="import-copy") as pool:
-            outcomes = list(pool.map(lambda job: copier.copy(*job), plan))
-    finally:
-        if signed is not None:
-            signed.close()
-    changed = sorted(path for path, size in outcomes if size is None)
-    declined = tuple(sorted(path for path, size in outcomes if size == _DECLINED))
+    reader = _Reader(store, bucket, normalized, zarr_id, batch_uid, settings.multipart_threshold)
+    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="import-copy") as pool:
+        outcomes = list(pool.map(lambda job: reader.bring(*job), plan))
+    changed = sorted(path for path, _size, brought in outcomes if brought is None)
     if changed:
         raise SourceChanged(
             f"{len(changed)} source objects changed since they were listed (another ETag or "
             f"version, or gone), e.g. {changed[0]!r}: cancel the batch and list the source again",
             detail={"message": "source objects changed", "paths": changed},
         )
-    copied = [size for _path, size in outcomes if size is not None and size >= 0]
-    return ImportResult(batch_uid, len(copied), sum(copied), declined)
+    declined = tuple(sorted(path for path, _size, brought in outcomes if brought == _DECLINED))
+    recorded = {item.path: item for item, _md5, _size in plan if plain_md5(item.etag) is not None}
+    sizes = {path: size for path, size, _b in outcomes if path in recorded and size is not None}
+    if recorded:
+        record_sources(store, zarr_id, batch_uid, bucket, normalized, list(recorded.values()))
+        _fill_sizes(archive, zarr_id, batch_uid, user, sizes, rows)
+    brought = [size or 0 for path, size, b in outcomes if b is not None and b != _DECLINED]
+    return ImportResult(batch_uid, len(brought), sum(brought), declined)
 
 
-class _Copier:
-    """Copies one source object into a batch's staging key (see the module)."""
+def _batch_of(session: Any, zarr_id: str, batch_uid: str, user: Caller | None) -> UploadBatch:
+    batch = session.scalar(
+        select(UploadBatch).where(UploadBatch.zarr_id == zarr_id, UploadBatch.uid == batch_uid)
+    )
+    if (
+        batch is None
+        or batch.kind != BatchKind.UPLOAD
+        or batch.state != BatchState.OPEN
+        or batch.created_by != (user.id if user else None)
+    ):
+        raise NoUploadInProgress(
+            f"Zarr {zarr_id}: batch {batch_uid} is not an open upload batch of yours "
+            "(completed, cancelled or never opened)"
+        )
+    assert isinstance(batch, UploadBatch)
+    return batch
+
+
+def _fill_sizes(
+    archive: Archive,
+    zarr_id: str,
+    batch_uid: str,
+    user: Caller | None,
+    sizes: dict[str, int],
+    rows: dict[str, tuple[str | None, int | None]],
+) -> None:
+    """Record the sizes the batch lacked (read from the sources): with every size known, the
+    batch is queued ``verify=apply`` (the apply checks what is staged, the sources are
+    checked by their copies)."""
+    missing = {p: n for p, n in sizes.items() if rows.get(p, (None, None))[1] is None}
+    if not missing:
+        return
+    with archive.db.write_session() as session:
+        batch = _batch_of(session, zarr_id, batch_uid, user)
+        for f in batch.files:
+            if f.path in missing and f.size is None and f.part_size is None:
+                f.size = missing[f.path]
+
+
+def record_sources(
+    store: ObjectStore,
+    zarr_id: str,
+    uid: str,
+    bucket: str,
+    prefix: str,
+    files: Sequence[SourceFile],
+) -> None:
+    """Record where the apply copies *files* of batch *uid* from (one object in the batch's
+    staging area, named by its content: a retried request writes the same one)."""
+    body = json.dumps(
+        {
+            "bucket": bucket,
+            "prefix": prefix,
+            "files": [[f.path, f.etag, f.version_id] for f in sorted(files, key=_path)],
+        },
+        sort_keys=True,
+    ).encode("utf-8")
+    digest = hashlib.sha256(body).hexdigest()[:32]
+    store.put(
+        staging_prefix(zarr_id, uid) + f"{SOURCES_DIR}{digest}.json", body, "application/json"
+    )
+
+
+def _path(item: SourceFile) -> str:
+    return item.path
+
+
+def load_sources(store: ObjectStore, zarr_id: str, uid: str) -> dict[str, ImportedSource]:
+    """The sources :func:`record_sources` recorded for batch *uid* (``path -> source``; a path
+    named by several requests: the last recorded); ``{}`` for a batch of uploaded files."""
+    root = staging_prefix(zarr_id, uid) + SOURCES_DIR
+    return read_sources(store, sorted(store.iter_objects(root), key=lambda o: o.last_modified))
+
+
+def read_sources(
+    store: ObjectStore, objects: Sequence[ObjectInfo | ObjectVersion]
+) -> dict[str, ImportedSource]:
+    """The sources recorded in *objects* (keys below a batch's :data:`SOURCES_DIR`, oldest
+    first: a later one wins)."""
+    sources: dict[str, ImportedSource] = {}
+    for info in objects:
+        body = store.get(info.key)
+        if body is None:
+            continue
+        recorded = json.loads(body)
+        bucket, prefix = str(recorded["bucket"]), str(recorded["prefix"])
+        for path, etag, version in recorded["files"]:
+            sources[str(path)] = ImportedSource(
+                bucket, source_key(prefix, str(path)), str(etag), version
+            )
+    return sources
+
+
+class SourceRefused(Exception):
+    """The apply's copy of an imported file was refused: the source changed (412) or is
+    gone (404)."""
+
+
+def copy_imported(
+    store: ObjectStore, source: ImportedSource, key: str, content_type: str
+) -> WrittenVersion:
+    """Copy the imported *source* to *key* of *store*'s bucket (one ``CopyObject``, only if
+    the source still has its listed ETag); the new version as S3 answered.  Raises
+    :class:`SourceRefused` when the source changed or is gone, :class:`PermissionDenied`
+    when the archive can't read it, :class:`StorageError` otherwise."""
+    where = f"s3://{source.bucket}/{source.key}"
+    copier: CopySender | None = getattr(store, "_copier", None)
+    if copier is not None:
+        try:
+            answer = copier.copy(
+                source.key,
+                key,
+                source.version_id,
+                content_type=content_type,
+                source_bucket=source.bucket,
+                if_match=source.etag,
+            )
+        except S3Refused as refused:
+            if refused.status in (404, 412) or refused.code in _CHANGED:
+                raise SourceRefused(where) from None
+            if refused.status == 403 or refused.code == "NoSuchBucket":
+                raise PermissionDenied(f"the archive can't read {where} ({refused.code})") from None
+            raise StorageError(f"S3 refused the copy of {where}: {refused}") from None
+        except S3Unreachable as exc:
+            raise StorageError(f"S3 did not answer the copy of {where}: {exc}") from None
+        modified = answer.last_modified
+        return WrittenVersion(
+            answer.etag, answer.version_id, parse_timestamp(modified) if modified else None
+        )
+    copy_source: dict[str, str] = {"Bucket": source.bucket, "Key": source.key}
+    if source.version_id:
+        copy_source["VersionId"] = source.version_id
+    client: Any = store.copy_client
+    try:
+        response = client.copy_object(
+            Bucket=store.bucket,
+            Key=key,
+            CopySource=copy_source,
+            CopySourceIfMatch=source.etag,
+            MetadataDirective="REPLACE",
+            ContentType=content_type,
+        )
+    except ClientError as exc:
+        code = _code(exc)
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status in (404, 412) or code in _CHANGED:
+            raise SourceRefused(where) from None
+        if status == 403 or code == "NoSuchBucket":
+            raise PermissionDenied(f"the archive can't read {where} ({code})") from None
+        raise StorageError(f"S3 refused the copy of {where}: {code} ({status})") from None
+    except BotoCoreError as exc:
+        raise StorageError(f"S3 did not answer the copy of {where}: {exc}") from None
+    result = response.get("CopyObjectResult") or {}
+    modified = result.get("LastModified")
+    written = response.get("VersionId")
+    return WrittenVersion(
+        str(result.get("ETag", "")).strip('"'),
+        str(written) if written and written != "null" else None,
+        modified if isinstance(modified, datetime) else None,
+    )
+
+
+#: S3's codes of a source that changed (or is gone) since it was listed.
+_CHANGED = frozenset({"PreconditionFailed", "NoSuchKey", "NoSuchVersion", "404", "412"})
+
+
+class _Reader:
+    """Brings one source object in for a batch (see the module)."""
 
     def __init__(
         self,
@@ -203,9 +383,7 @@ class _Copier:
         zarr_id: str,
         uid: str,
         threshold: int,
-        signed: _SignedCopies | None = None,
     ) -> None:
-        self.signed = signed
         self.store = store
         self.bucket = bucket
         self.prefix = prefix
@@ -213,41 +391,35 @@ class _Copier:
         self.uid = uid
         self.threshold = threshold
 
-    def copy(self, item: SourceFile, md5: str) -> tuple[str, int | None]:
-        """``(path, bytes copied)``; ``None`` bytes: the source changed; :data:`_DECLINED`:
-        not copied (see :meth:`_through`)."""
+    def bring(
+        self, item: SourceFile, md5: str, size: int | None
+    ) -> tuple[str, int | None, int | None]:
+        """``(path, size, outcome)``: outcome :data:`_RECORDED` (the apply copies it; its
+        size read here if the batch lacked it), the bytes read into staging (an object in
+        parts), :data:`_DECLINED`, or ``None``: the source changed."""
         key = source_key(self.prefix, item.path)
-        target = staging_object_key(self.zarr_id, self.uid, item.path)
         source: dict[str, str] = {"Bucket": self.bucket, "Key": key}
         if item.version_id:
             source["VersionId"] = item.version_id
         client: Any = self.store.copy_client
         try:
             if plain_md5(item.etag) is None:
-                return item.path, self._through(client, source, item, md5, target)
-            if self.signed is not None:
-                return item.path, self.signed.copy(
-                    self.bucket, key, item, self.store.bucket, target
-                )
-            answer = client.copy_object(
-                Bucket=self.store.bucket,
-                Key=target,
-                CopySource=source,
-                CopySourceIfMatch=item.etag,
-                MetadataDirective="REPLACE",
-                ContentType=zarr_content_type(item.path),
-            )
-            return item.path, _copied_size(answer)
+                brought = self._through(client, source, item, md5)
+                return item.path, brought if brought and brought > 0 else size, brought
+            if size is None:
+                head = client.head_object(IfMatch=item.etag, **source)
+                size = int(head["ContentLength"])
+            return item.path, size, _RECORDED
         except ClientError as exc:
             self._refuse(exc, key)
-            return item.path, None  # the source changed (or is gone)
+            return item.path, size, None  # the source changed (or is gone)
         except BotoCoreError as exc:
             raise StorageError(
                 f"S3 did not answer the import of s3://{self.bucket}/{key}: {exc}"
             ) from None
 
     def _through(
-        self, client: Any, source: dict[str, str], item: SourceFile, md5: str, target: str
+        self, client: Any, source: dict[str, str], item: SourceFile, md5: str
     ) -> int | None:
         """An object whose ETag is no md5: read it (up to the threshold) and write it with
         the batch's md5 as ``Content-MD5`` (S3 refuses another body); a bigger one is
@@ -257,6 +429,7 @@ class _Copier:
         if size > self.threshold:
             return _DECLINED
         body = client.get_object(IfMatch=item.etag, **source)["Body"].read()
+        target = staging_object_key(self.zarr_id, self.uid, item.path)
         try:
             client.put_object(
                 Bucket=self.store.bucket,
@@ -272,101 +445,34 @@ class _Copier:
         return len(body)
 
     def _refuse(self, exc: ClientError, key: str) -> None:
-        """Raise for S3's refusal of a copy, unless it says the source changed."""
+        """Raise for S3's refusal of a read, unless it says the source changed."""
         code = _code(exc)
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code == "NoSuchBucket":
             raise PermissionDenied(f"the archive can't read s3://{self.bucket}/{key} ({code})")
-        if code in ("PreconditionFailed", "NoSuchKey", "NoSuchVersion", "404") or status in (
-            404,
-            412,
-        ):
+        if code in _CHANGED or status in (404, 412):
             return
-        if code in ("AccessDenied", "403", "NoSuchBucket", "AllAccessDisabled") or status == 403:
+        if code in ("AccessDenied", "403", "AllAccessDisabled") or status == 403:
             raise PermissionDenied(
                 f"the archive can't read s3://{self.bucket}/{key} ({code}): send the files yourself"
             )
         raise StorageError(f"S3 refused the import of s3://{self.bucket}/{key}: {code} ({status})")
 
 
-class _SignedCopies:
-    """The import's ``CopyObject`` requests signed by the archive's own signer and sent with
-    urllib3, as the apply's copies are (:mod:`zarrchive.storage.signed_copy`: about half
-    botocore's CPU a copy), but from another bucket, with ``x-amz-copy-source-if-match``."""
-
-    def __init__(self, presigner: Presigner, endpoint_url: str, connections: int) -> None:
-        self.presigner = presigner
-        self.pool = urllib3.connection_from_url(
-            endpoint_url,
-            maxsize=connections,
-            timeout=urllib3.Timeout(connect=10.0, read=300.0),
-            retries=False,
-        )
-
-    @classmethod
-    def of(cls, archive: Archive) -> _SignedCopies | None:
-        """The archive's, when it has static credentials for a plain-HTTP(S) endpoint."""
-        settings = archive.settings
-        endpoint = settings.s3_endpoint_url
-        if not (endpoint and settings.s3_access_key_id and settings.s3_secret_access_key):
-            return None
-        if urllib.parse.urlsplit(endpoint).scheme != "http":
-            return None  # (TLS options as botocore got them: left to botocore)
-        credentials = Credentials(settings.s3_access_key_id, settings.s3_secret_access_key)
-        return cls(Presigner(endpoint, credentials, settings.s3_region), endpoint, COPY_THREADS)
-
-    def copy(
-        self, bucket: str, key: str, item: SourceFile, target_bucket: str, target: str
-    ) -> int | None:
-        """0 once copied; None: the source changed (412, or gone)."""
-        headers = {
-            "x-amz-copy-source": copy_source_header(bucket, key, item.version_id),
-            "x-amz-copy-source-if-match": item.etag,
-            "x-amz-metadata-directive": "REPLACE",
-            "Content-Type": zarr_content_type(item.path),
-        }
-        for attempt in (1, 2):
-            url = self.presigner.url("PUT", target_bucket, target, URL_SECONDS, headers=headers)
-            path = "/" + url.split("/", 3)[3]
-            try:
-                response = self.pool.urlopen("PUT", path, headers=headers, body=b"")
-                parse_copy_answer(response.status, response.headers, response.data)
-                return 0
-            except urllib3.exceptions.HTTPError as exc:
-                if attempt == 2:
-                    raise StorageError(
-                        f"S3 did not answer the import of s3://{bucket}/{key}: {exc}"
-                    ) from None
-            except S3Refused as refused:
-                if refused.status == 403 or refused.code == "NoSuchBucket":
-                    raise PermissionDenied(
-                        f"the archive can't read s3://{bucket}/{key} ({refused.code}): send "
-                        "the files yourself"
-                    ) from None
-                if refused.status in (404, 412) or refused.code in (
-                    "PreconditionFailed",
-                    "NoSuchKey",
-                    "NoSuchVersion",
-                ):
-                    return None
-                if attempt == 2 or not refused.transient:
-                    raise StorageError(
-                        f"S3 refused the import of s3://{bucket}/{key}: {refused}"
-                    ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def close(self) -> None:
-        self.pool.close()
-
-
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _copied_size(answer: Any) -> int:
-    """Bytes of a copy (S3 does not say; 0 when unknown: only reported)."""
-    size = answer.get("CopySourceContentLength") if isinstance(answer, dict) else None
-    return int(size) if isinstance(size, int) else 0
-
-
-__all__ = ["COPY_THREADS", "ImportResult", "SourceChanged", "SourceFile", "import_files"]
+__all__ = [
+    "COPY_THREADS",
+    "ImportResult",
+    "ImportedSource",
+    "SourceChanged",
+    "SourceFile",
+    "SourceRefused",
+    "copy_imported",
+    "import_files",
+    "load_sources",
+    "read_sources",
+    "record_sources",
+]

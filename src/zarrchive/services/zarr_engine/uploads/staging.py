@@ -14,12 +14,17 @@ from zarrchive.errors import (
     StorageError,
 )
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.uploads.import_copy import (
+    SOURCES_DIR,
+    ImportedSource,
+    read_sources,
+)
 from zarrchive.services.zarr_engine.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_prefix,
     staging_zarr_prefix,
 )
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.objects import ObjectStore, ObjectVersion
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +72,25 @@ def check_staged(
     expected: dict[str, str | None],
     declared: Mapping[str, tuple[int | None, bool]] | None = None,
 ) -> tuple[dict[str, tuple[int, str | None]], list[dict[str, str | None]]]:
+    """:func:`check_staged_and_sources` without the sources."""
+    staged, problems, _sources = check_staged_and_sources(store, zarr_id, uid, expected, declared)
+    return staged, problems
+
+
+def check_staged_and_sources(
+    store: ObjectStore,
+    zarr_id: str,
+    uid: str,
+    expected: dict[str, str | None],
+    declared: Mapping[str, tuple[int | None, bool]] | None = None,
+) -> tuple[
+    dict[str, tuple[int, str | None]], list[dict[str, str | None]], dict[str, ImportedSource]
+]:
     """Every file of a batch that is staged with its md5 (``path -> (size, version id)``),
-    and the problems (``{"path", "expected", "found"}``: missing, or another md5).
+    the problems (``{"path", "expected", "found"}``: missing, or another md5), and the
+    files imported server-side (``path -> source``: recorded in the same staging area,
+    :mod:`.import_copy`; staged with their declared size and no version: the apply copies
+    them from their source).
 
     *declared* gives files' declared ``(size, uploaded in parts)``: a declared size must be
     the staged one; a file uploaded in parts is checked by size only here (its ETag is not
@@ -76,6 +98,7 @@ def check_staged(
     declared = declared or {}
     prefix = staging_prefix(zarr_id, uid)
     latest: dict[str, tuple[str | None, int, str | None]] = {}
+    recorded: list[ObjectVersion] = []
     # the current versions only (a deleted file is missing), its directories listed in
     # parallel: on the apply's path, under the uploads' and copies' load
     for version in store.iter_current_versions(prefix):
@@ -86,12 +109,18 @@ def check_staged(
                 version.size,
                 version.version_id if version.version_id not in ("", "null") else None,
             )
+        elif version.is_latest and not version.is_delete_marker and path.startswith(SOURCES_DIR):
+            recorded.append(version)
+    recorded.sort(key=lambda v: v.last_modified)
+    sources = {p: s for p, s in read_sources(store, recorded).items() if p in expected}
     problems: list[dict[str, str | None]] = []
     staged: dict[str, tuple[int, str | None]] = {}
     for path, etag in sorted(expected.items()):
         found = latest.get(path)
         size, in_parts = declared.get(path, (None, False))
-        if found is None or found[0] is None:
+        if path in sources and found is None and size is not None:
+            staged[path] = (size, None)
+        elif found is None or found[0] is None:
             problems.append({"path": path, "expected": etag, "found": None})
         elif size is not None and found[1] != size:
             problems.append(
@@ -101,4 +130,4 @@ def check_staged(
             problems.append({"path": path, "expected": etag, "found": found[0]})
         else:
             staged[path] = (found[1], found[2])
-    return staged, problems
+    return staged, problems, {p: s for p, s in sources.items() if p not in latest}
