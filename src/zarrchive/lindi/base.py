@@ -1,9 +1,16 @@
-"""What groups, files and datasets of a LINDI file share: references, attributes, the node base."""
+"""What groups, files and datasets of a LINDI file share: references, attributes, the node base.
+
+The modules stack without cycles, as h5py's ``_hl`` does: this one at the bottom, then
+``dataset``, ``group`` (which answers datasets), ``file`` (the root group, which builds every
+node).  A node knows its file only by what it reads through it: :class:`FileView` here (what
+every node reads), widened by ``dataset.DatasetFile`` and ``group.GroupFile``;
+:class:`~zarrchive.lindi.file.File` is their one implementation.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import h5py
 
@@ -11,8 +18,7 @@ import zarrchive.lindi.annotations as ann
 from zarrchive.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from zarrchive.lindi.file import File
-    from zarrchive.lindi.group import Group
+    from zarrchive.lindi.sources import Source
 
 
 # -- references -------------------------------------------------------------------------
@@ -90,10 +96,27 @@ def read_only(*_args: Any, **_kwargs: Any) -> Any:
 
 
 # -- nodes ----------------------------------------------------------------------------------
+class FileView(Protocol):
+    """What every node reads through the file it belongs to (the open file's token, its
+    key source, each object's attributes, the group at a path)."""
+
+    @property
+    def token(self) -> str: ...
+
+    @property
+    def source(self) -> Source: ...
+
+    def __bool__(self) -> bool: ...
+
+    def raw_attrs(self, path: str) -> dict[str, Any]: ...
+
+    def group_at(self, path: str) -> Node: ...
+
+
 class Node:
     """The h5py object API common to groups, files and datasets (``name``, ``attrs``, ``ref``...)."""
 
-    _file: File
+    _file: FileView
     _path: str
 
     @property
@@ -101,11 +124,13 @@ class Node:
         return "/" + self._path
 
     @property
-    def file(self) -> File:
+    def file(self) -> h5py.File:
+        """The :class:`~zarrchive.lindi.file.File` this object belongs to."""
         return self._file
 
     @property
-    def parent(self) -> Group:
+    def parent(self) -> h5py.Group:
+        """The :class:`~zarrchive.lindi.group.Group` holding this object."""
         parent = self._path.rpartition("/")[0]
         return self._file.group_at(parent)
 

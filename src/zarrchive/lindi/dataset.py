@@ -7,20 +7,17 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import h5py
 import numpy as np
 
 import zarrchive.lindi.annotations as ann
 from zarrchive.errors import InvalidInput
-from zarrchive.lindi.base import Node, Reference, read_only
+from zarrchive.lindi.base import FileView, Node, Reference, read_only
 from zarrchive.lindi.codecs import CodecChain, decode_chunk, summarize
 from zarrchive.lindi.selection import Selection, piece_selections
 from zarrchive.lindi.sources import child_key
-
-if TYPE_CHECKING:
-    from zarrchive.lindi.file import File
 
 _REF_DTYPE: np.dtype[Any] = h5py.ref_dtype
 _STR_DTYPE: np.dtype[Any] = h5py.string_dtype("utf-8")
@@ -90,13 +87,23 @@ class _LowLevelDataset:
         arr[target] = np.asarray(data).reshape(arr[target].shape)
 
 
+class DatasetFile(FileView, Protocol):
+    """What a dataset reads through its file: its ``.zarray``, and the HDF5 dataset an
+    ``_EXTERNAL_ARRAY_LINK`` names."""
+
+    def zarray(self, path: str) -> dict[str, Any]: ...
+
+    def external_dataset(self, url: str, name: str) -> Any: ...
+
+
 class Dataset(Node, h5py.Dataset):  # type: ignore[misc]
     """A dataset of a LINDI file: h5py's reading API with numpy-style slicing."""
 
     _readonly = True
     _dxpl = None
+    _file: DatasetFile
 
-    def __init__(self, file: File, path: str) -> None:
+    def __init__(self, file: DatasetFile, path: str) -> None:
         self._file = file
         self._path = path
         self._id = _LowLevelDataset(self)

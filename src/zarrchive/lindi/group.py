@@ -3,23 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import h5py
 
 import zarrchive.lindi.annotations as ann
-from zarrchive.lindi.base import Node, Reference, read_only
+from zarrchive.lindi.base import FileView, Node, Reference, read_only
 from zarrchive.lindi.sources import child_key
 
 if TYPE_CHECKING:
     from zarrchive.lindi.dataset import Dataset
-    from zarrchive.lindi.file import File
+
+
+class GroupFile(FileView, Protocol):
+    """What a group reads through its file: paths resolved (soft links followed), links,
+    the object at a path, references dereferenced."""
+
+    def resolve(self, abs_path: str, *, follow_last: bool = True, depth: int = 0) -> str: ...
+
+    def link(self, abs_path: str) -> h5py.SoftLink | h5py.HardLink | None: ...
+
+    def node(self, path: str) -> Group | Dataset: ...
+
+    def dereference(self, ref: Reference) -> Group | Dataset: ...
+
+    def group_at(self, path: str) -> Group: ...
 
 
 class Group(Node, h5py.Group):  # type: ignore[misc]
     """A group of a LINDI file (h5py's reading API)."""
 
-    def __init__(self, file: File, path: str) -> None:
+    _file: GroupFile
+
+    def __init__(self, file: GroupFile, path: str) -> None:
         self._file = file
         self._path = path
 
