@@ -43,7 +43,9 @@ def test_b_reads_a_published_snapshot_for_ever_whatever_a_does(
     assert ok(api.get(assets_url(b)))["count"] == 0
 
     shared = share(api, b, zarr_id)  # the newest published state
-    assert shared["zarr_id"] == zarr_id and shared["dandiset"] == b
+    # the asset names the state's read-only view (test_shared_zarr_views.py), A's Zarr beside
+    assert shared["zarr_id"] == shared["zarr"] != zarr_id and shared["dandiset"] == b
+    assert shared["shared_zarr"]["zarr_id"] == zarr_id
     assert shared["shared_zarr"]["mode"] == "snapshot"
     assert shared["shared_zarr"]["checksum"] == pinned and shared["shared_zarr"]["dandiset"] == a
     asset_id = shared["asset_id"]

@@ -22,6 +22,7 @@ from zarrchive.api.routers import (
     dandisets,
     info,
     owners,
+    pinned_views,
     readers,
     reviewers,
     snapshots,
@@ -122,6 +123,7 @@ def create_app(archive: Archive, *, close_on_shutdown: bool = False) -> FastAPI:
     app.include_router(auth.router)
     app.include_router(dandisets.router)
     app.include_router(trash.router)
+    app.include_router(pinned_views.router)  # first of all: a view never reaches a live route
     app.include_router(zarrs.tree_router)  # first: {id}.zarr/{path} serves every path
     app.include_router(readers.router)  # before snapshots and zarrs: refs.json, read/
     app.include_router(snapshots.router)  # before zarrs: its routes win over the catch-all

@@ -637,6 +637,22 @@ class TrashedAsset(Base):
     zarr: Mapped[Zarr | None] = relationship(lazy="joined")
 
 
+#: The namespace of the ids of pinned views (:func:`pinned_view_id`).
+PINNED_VIEW_NAMESPACE = uuid.UUID("82076220-5e50-41f9-b0aa-0640996b42f2")
+
+
+def pinned_view_id(zarr_id: str, checksum: str) -> str:
+    """The id of the read-only view of the Zarr *zarr_id* at *checksum* (a pinned state): a
+    UUID of version 5, the same for every pin of that state, never a Zarr's (version 4).
+    See :mod:`zarrchive.services.zarr_engine.pinned_views`."""
+    return str(uuid.uuid5(PINNED_VIEW_NAMESPACE, f"{zarr_id}:{checksum}"))
+
+
+def _pin_view_id(context: Any) -> str:
+    parameters = context.get_current_parameters()
+    return pinned_view_id(parameters["zarr_id"], parameters["checksum"])
+
+
 class ZarrPin(Base):
     """A published version's hold on one state of a Zarr: its checksum at publication.
 
@@ -655,6 +671,8 @@ class ZarrPin(Base):
     checksum: Mapped[str] = mapped_column(String(80))
     frozen: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    #: :func:`pinned_view_id` of (zarr_id, checksum): how ``/api/zarr/{view_id}/`` finds it
+    view_id: Mapped[str | None] = mapped_column(String(36), index=True, default=_pin_view_id)
 
 
 class SharedZarrMode(StrEnum):

@@ -18,11 +18,12 @@ from zarrchive.api.schemas import (
     LindiFileState,
     SharedZarrOut,
 )
-from zarrchive.db.models import LindiState
+from zarrchive.db.models import LindiState, pinned_view_id
 from zarrchive.errors import InvalidInput
 from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
 from zarrchive.http_common.public_url import public_base
 from zarrchive.services.dandi import assets, lindi_files
+from zarrchive.services.zarr_engine import pinned_views
 
 router = APIRouter(tags=["assets"])
 ASSET = JsonBody(AssetIn, login=True)
@@ -75,6 +76,21 @@ def shared_out(info: assets.AssetInfo) -> SharedZarrOut | None:
     )
 
 
+def _zarr_reference(archive: ArchiveDep, body: AssetIn) -> tuple[str | None, str | None]:
+    """``zarr_id`` and ``zarr_checksum`` of the body; a pinned view's id (what this API names
+    a shared snapshot by, and dandi-cli sends back) stands for its Zarr at its state."""
+    zarr_id, checksum = body.zarr_id, body.zarr_checksum
+    found = pinned_views.view_of(archive, zarr_id) if zarr_id is not None else None
+    if found is not None:
+        if checksum is not None and checksum != found[1]:
+            raise InvalidInput(
+                f"Zarr {zarr_id} is the state {found[1]} of Zarr {found[0]}: give its own id "
+                "with zarr_checksum for another state"
+            )
+        zarr_id, checksum = found
+    return zarr_id, checksum
+
+
 def asset_out(
     info: assets.AssetInfo,
     *,
@@ -85,10 +101,18 @@ def asset_out(
     extra = (
         lindi_fields(info, (lindi or {}).get(info.blob_id or ""), base) if base is not None else {}
     )
+    # a snapshot of another dandiset's Zarr is named by its read-only view: what reads the
+    # Zarr by id (dandi-cli, `zarrchive download`) reads that state, never the live Zarr
+    shared = info.shared
+    zarr_id = (
+        pinned_view_id(shared.zarr_id, shared.checksum)
+        if shared is not None and shared.snapshot is not None
+        else info.zarr_id
+    )
     return AssetOut(
         asset_id=info.asset_id,
         blob=info.blob_id,
-        zarr=info.zarr_id,
+        zarr=zarr_id,
         path=info.path,
         size=info.size,
         created=info.created,
@@ -97,7 +121,7 @@ def asset_out(
         dandiset=info.dandiset,
         version=info.version,
         blob_id=info.blob_id,
-        zarr_id=info.zarr_id,
+        zarr_id=zarr_id,
         shared_zarr=shared_out(info),
         **extra,
     )
@@ -126,6 +150,7 @@ def create_asset(
     whatever the other dandiset's draft does.  404 for a Zarr you can't read; 409 for a
     Zarr with no published state or a checksum no published version pins; an embargoed
     Zarr: 403 unless you own its dandiset, 409 unless this dandiset is embargoed too."""
+    zarr_id, zarr_checksum = _zarr_reference(archive, body)
     with archive.db.write_session() as session:
         info = assets.create_asset(
             session,
@@ -134,8 +159,8 @@ def create_asset(
             version,
             body.metadata,
             blob_id=body.blob_id,
-            zarr_id=body.zarr_id,
-            zarr_checksum=body.zarr_checksum,
+            zarr_id=zarr_id,
+            zarr_checksum=zarr_checksum,
         )
         lindi = lindi_statuses(session, [info])
     return asset_out(info, lindi=lindi, base=api_base(request))
@@ -247,6 +272,7 @@ def update_asset(
 ) -> AssetOut:
     """Replaces the metadata (and path); with `blob_id` or `zarr_id`, the content too.
     Draft only: published assets never change (403)."""
+    zarr_id, zarr_checksum = _zarr_reference(archive, body)
     with archive.db.write_session() as session:
         info = assets.update_asset(
             session,
@@ -256,8 +282,8 @@ def update_asset(
             asset_id,
             body.metadata,
             blob_id=body.blob_id,
-            zarr_id=body.zarr_id,
-            zarr_checksum=body.zarr_checksum,
+            zarr_id=zarr_id,
+            zarr_checksum=zarr_checksum,
         )
         lindi = lindi_statuses(session, [info])
     return asset_out(info, lindi=lindi, base=api_base(request))

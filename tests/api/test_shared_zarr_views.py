@@ -1,0 +1,169 @@
+"""One Zarr in several dandisets (#39 item 2), snapshot mode, part 3: B's asset names the
+pinned view of the state it reads, so whatever reads a Zarr by id reads that state, never A's
+live Zarr: DANDI's flat listing and its ``download=true`` redirects (what dandi-cli reads),
+the Zarr's info, ``zarrchive download B/PATH`` (and ``verify``).  Every write through the view
+is refused and changes nothing; the view is read as A's Zarr is (anyone, for a public one).
+
+On SeaweedFS (the pinned state's files are read through their versioned URLs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import LiveServer, Users
+from tests.helpers.api_uploads import upload
+from tests.helpers.assets import assets_url, client_for, ok
+from tests.helpers.databases import SQLITE_ONLY
+from tests.helpers.shared_zarrs import FIRST, SHARED_PATH, published_zarr, share
+from tests.helpers.snapshots import oracle
+from tests.helpers.zarr_client import create_dandiset, delete_files, md5, wait_at_rest
+from zarrchive.cli import app
+from zarrchive.config import PublishedZarrs
+
+pytestmark = [SQLITE_ONLY, pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)]
+
+#: What A's draft does after its publication: a file changed, one deleted, one added.
+CHANGED = {"x/0": b"changed in A's draft", "y/0": b"new in A's draft"}
+
+
+def a_moves_on(api: httpx.Client, zarr_id: str) -> str:
+    """A's draft changes its Zarr (not published): its live checksum, not the pinned one."""
+    upload(api, zarr_id, CHANGED)
+    delete_files(api, zarr_id, ["x/1"])
+    live = str(wait_at_rest(api, zarr_id)["checksum"])
+    assert live != oracle(FIRST)
+    return live
+
+
+def dandi_listing(client: httpx.Client, zarr: str) -> dict[str, dict[str, Any]]:
+    """DANDI's flat listing of a Zarr as dandi-cli pages it (``next`` URLs): key -> entry."""
+    found: dict[str, dict[str, Any]] = {}
+    url: str | None = f"/api/zarr/{zarr}/files/?limit=2"
+    while url:
+        page = ok(client.get(url))
+        found.update((entry["Key"], entry) for entry in page["results"])
+        url = page["next"]
+    return found
+
+
+def dandi_reads(client: httpx.Client, zarr: str) -> dict[str, bytes]:
+    """Every file as dandi-cli downloads it: the listing, then ``?download=true`` per file."""
+    files: dict[str, bytes] = {}
+    with httpx.Client(timeout=60, follow_redirects=True) as plain:
+        for key, entry in dandi_listing(client, zarr).items():
+            where = client.get(f"/api/zarr/{zarr}/files/", params={"prefix": key, "download": 1})
+            assert where.status_code == 302, where.text
+            response = plain.get(where.headers["location"])
+            assert response.status_code == 200, (key, response.status_code)
+            assert (md5(response.content), len(response.content)) == (entry["ETag"], entry["Size"])
+            files[key] = response.content
+    return files
+
+
+def zarrchive(args: list[str], live_server: LiveServer, token: str, state: Path) -> Any:
+    env = {
+        "ZARRCHIVE_URL": live_server.url,
+        "ZARRCHIVE_TOKEN": token,
+        "ZARRCHIVE_STATE_DIR": str(state),
+    }
+    return CliRunner().invoke(app, args, env=env)
+
+
+def local_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_b_s_zarr_reads_the_pinned_state_by_id(
+    api: httpx.Client, anon: httpx.Client, live_server: LiveServer, users: Users, tmp_path: Path
+) -> None:
+    _, zarr_id, _ = published_zarr(api, FIRST)
+    pinned = oracle(FIRST)
+    live = a_moves_on(api, zarr_id)
+    b = create_dandiset(api, "B")
+    shared = share(api, b, zarr_id)
+    asset_id = shared["asset_id"]
+
+    # B's asset names the view of the state, in every DANDI route; shared_zarr names A's Zarr
+    view = shared["zarr"]
+    assert view != zarr_id and shared["zarr_id"] == view
+    assert shared["shared_zarr"]["zarr_id"] == zarr_id
+    listed = ok(api.get(assets_url(b)))["results"]
+    assert [(a["asset_id"], a["zarr"]) for a in listed] == [(asset_id, view)]
+    assert ok(api.get(f"/api/assets/{asset_id}/info/"))["zarr"] == view
+    assert ok(api.get(f"{assets_url(b)}{asset_id}/info/"))["zarr"] == view
+
+    # the view's info: the pinned state, at rest for ever
+    info = ok(anon.get(f"/api/zarr/{view}/"))
+    assert (info["zarr_id"], info["view_of"], info["checksum"]) == (view, zarr_id, pinned)
+    assert (info["file_count"], info["size"]) == (len(FIRST), sum(map(len, FIRST.values())))
+    assert (info["status"], info["upload_in_progress"]) == ("Complete", False)
+    assert ok(api.get(f"/api/zarr/{zarr_id}/"))["checksum"] == live  # A's own is live
+    # what dandi-cli reads: the listing and each file's redirect, the pinned bytes
+    assert dandi_reads(anon, view) == FIRST
+    assert set(dandi_listing(anon, zarr_id)) == {".zattrs", "x/0", "y/0"}  # (A's live one)
+    # the directory pages, a file, the reference file
+    root = ok(anon.get(f"/api/zarr/{view}.zarr/"))
+    assert (root["digest"], [d["path"] for d in root["directories"]]) == (pinned, ["x"])
+    assert ok(anon.get(f"/api/zarr/{view}/x/1"))["md5"] == md5(FIRST["x/1"])
+    assert anon.get(f"/api/zarr/{view}/y/0").status_code == 404
+    assert anon.get(f"/api/zarr/{view}/refs.json").status_code == 200
+
+    # `zarrchive download B/PATH` and `verify`: the pinned bytes, and their checksum
+    dest = tmp_path / "b.zarr"
+    ref = f"{b}/{SHARED_PATH}"
+    done = zarrchive(["download", ref, str(dest)], live_server, users.owner, tmp_path / "s")
+    assert done.exit_code == 0, done.output
+    assert local_files(dest) == FIRST and pinned in done.output
+    checked = zarrchive(["verify", ref, str(dest)], live_server, users.owner, tmp_path / "s")
+    assert checked.exit_code == 0, checked.output
+
+    # dandi-cli sends the asset's `zarr` back when it changes metadata: the same state
+    body = {"metadata": {"path": SHARED_PATH, "description": "x"}, "zarr_id": view}
+    again = ok(api.put(f"{assets_url(b)}{asset_id}/", json=body))
+    assert again["zarr"] == view and again["shared_zarr"]["checksum"] == pinned
+    refused = api.put(
+        f"{assets_url(b)}{asset_id}/", json={**body, "zarr_checksum": live}
+    )  # a view and another state
+    assert refused.status_code == 400, refused.text
+
+
+def test_writes_through_the_view_are_refused_and_change_nothing(
+    api: httpx.Client, live_server: LiveServer, users: Users, tmp_path: Path
+) -> None:
+    _, zarr_id, _ = published_zarr(api, FIRST)
+    live = a_moves_on(api, zarr_id)
+    b = create_dandiset(api, "B")
+    view = share(api, b, zarr_id)["zarr"]
+    change = [{"path": "x/0", "etag": md5(b"through the view")}]
+    writes = [
+        api.post(f"/api/zarr/{view}/upload/", json=change),
+        api.post(f"/api/zarr/{view}/files/", json=[{"path": "x/0", "base64md5": "AAAA"}]),
+        api.post(f"/api/zarr/{view}/finalize/"),
+        api.post(f"/api/zarr/{view}/upload/complete/"),
+        api.delete(f"/api/zarr/{view}/upload/"),
+        api.request("DELETE", f"/api/zarr/{view}/files/", json=[{"path": "x/0"}]),
+        api.post(f"/api/zarr/{view}/restore/", json={"checksum": live}),
+    ]
+    for response in writes:
+        assert response.status_code == 409, (response.request.url, response.text)
+        assert "read-only" in response.json()["detail"] and zarr_id in response.json()["detail"]
+    assert api.get(f"/api/zarr/{view}/upload/").status_code == 404  # no batch, ever
+    # nor through the client: `zarrchive rm B/PATH` names the view
+    rm = ["rm", f"{b}/{SHARED_PATH}", "x/0", "--yes"]
+    assert zarrchive(rm, live_server, users.owner, tmp_path / "s").exit_code != 0
+    assert wait_at_rest(api, zarr_id)["checksum"] == live  # A's Zarr: untouched
+    assert ok(api.get(f"/api/zarr/{view}/"))["checksum"] == oracle(FIRST)
+    assert dandi_reads(api, view) == FIRST
+
+    # the view is read as A's Zarr is: a public one by anyone; an unknown view is 404
+    with client_for(api, users.other) as other:
+        assert dandi_reads(other, view) == FIRST
+        assert other.post(f"/api/zarr/{view}/upload/", json=change).status_code == 409
+    unknown = "00000000-0000-5000-8000-000000000000"
+    assert api.get(f"/api/zarr/{unknown}/").status_code == 404
+    assert api.post(f"/api/zarr/{unknown}/upload/", json=change).status_code == 404
