@@ -8,7 +8,12 @@ manifest).  A page of ``GET /api/zarr/{id}/files/`` is cut from that merge:
 - the changes come from the database, read from the page's first key on, in key order;
 - the manifest is read once per version of its file (one ``HEAD`` per page to learn its
   ETag, one ``GET`` when it is not held yet) and held parsed, sorted, in a bounded cache
-  (:class:`ManifestCache`); a manifest too large to hold is streamed up to the page's end;
+  (:class:`ManifestCache`); a manifest too large to hold (more than 2 * 10^6 entries) is
+  indexed instead, once per version: where every 1,024th entry's line begins
+  (:class:`ManifestIndex`, about N/1,024 paths), and a page reads the file from the last
+  indexed entry at or before its first key, by ranged ``GET``s (one or two of 256 KiB), so
+  its cost does not depend on where in the Zarr it lies (it read the file from its start
+  up to the page before: a walk of all the pages was quadratic);
 - nothing else touches S3 (no ``.checksum`` node, no listing), whatever the number of
   directories the page spans.  An entry whose recorded ETag is not an md5 (an object
   assembled from parts, recorded without its verified md5) takes the md5 of its
@@ -24,20 +29,24 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
 import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import IO, Any, cast
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from zarrchive.checksum import is_md5
 from zarrchive.db.models import Zarr, ZarrChangedObject, ZarrChangeSet, ZarrManifest
-from zarrchive.errors import ZarrchiveError
-from zarrchive.manifest import ManifestEntry, manifest_key, read_manifest
+from zarrchive.errors import InvalidManifest, ZarrchiveError
+from zarrchive.manifest import ManifestEntry, manifest_key, parse_timestamp, read_manifest
+from zarrchive.manifest.reader import read_streamed_header
 from zarrchive.manifest.writer import chunk_stream
 from zarrchive.paths import split_path
 from zarrchive.services.runtime import Archive
@@ -55,6 +64,10 @@ from zarrchive.storage.objects import ObjectStore
 _READ_CHUNK = 1024 * 1024
 #: Rows fetched at a time from the records.
 _FETCH = 2_000
+#: Every how many entries a :class:`ManifestIndex` notes where an entry's line begins.
+INDEX_EVERY = 1_024
+#: The first ranged read of a page from a :class:`ManifestIndex` (doubled up to 4 MiB).
+RANGE_CHUNK = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -146,29 +159,221 @@ class ParsedEntries:
             yield self.entry(index)
 
 
+class ManifestIndex:
+    """Where the lines of a manifest's entries begin, every :data:`INDEX_EVERY`-th entry
+    (the archive's line layout: one entry or directory per line), so that a page is read
+    from the nearest indexed entry before it, whatever its position in the file.  An entry's
+    line lies inside the directories of its path: its byte offset and its path are all a
+    reader needs to go on from there."""
+
+    def __init__(self, fields: tuple[str, ...], entries_start: int) -> None:
+        self.indices = tuple(fields.index(f) for f in ("versionId", "lastModified", "size", "ETag"))
+        self.width = len(fields)
+        self.entries_start = entries_start
+        self.entries = 0
+        self._names = bytearray()
+        self._ends = array("q")
+        self._offsets = array("q")
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._names) + 8 * (len(self._ends) + len(self._offsets))
+
+    def add(self, path: str, offset: int) -> None:
+        self._names += path.encode("utf-8")
+        self._ends.append(len(self._names))
+        self._offsets.append(offset)
+
+    def path(self, index: int) -> str:
+        start = self._ends[index - 1] if index else 0
+        return self._names[start : self._ends[index]].decode("utf-8")
+
+    def start(self, lower: str) -> tuple[int, list[str]]:
+        """The byte offset of the line to read from for the entries from *lower* on, and
+        the directories that line lies in."""
+        found = bisect.bisect_right(range(len(self)), lower, key=self.path) - 1
+        if found < 0:
+            return self.entries_start, []
+        return self._offsets[found], self.path(found).split("/")[:-1]
+
+    def from_key(
+        self, store: ObjectStore, key: str, lower: str, inclusive: bool
+    ) -> Iterator[ObjectEntry]:
+        """The entries from *lower* on (*inclusive*: *lower* itself too), in order, read by
+        ranged ``GET``s of the manifest from the nearest indexed entry."""
+        offset, parts = self.start(lower)
+        for path, value in _entry_lines(_ranged_lines(store, key, offset), parts):
+            if path < lower or (path == lower and not inclusive):
+                continue
+            yield self._entry(path, value)
+
+    def _entry(self, path: str, value: str) -> ObjectEntry:
+        try:
+            fields = json.loads(value)
+        except ValueError as exc:
+            raise InvalidManifest(f"{path!r}: bad entry {value[:80]!r}") from exc
+        if not isinstance(fields, list) or len(fields) != self.width:
+            raise InvalidManifest(f"{path!r}: an entry must be an array of {self.width} fields")
+        _version, modified, size, etag = (fields[i] for i in self.indices)
+        if not isinstance(size, int) or not isinstance(etag, str):
+            raise InvalidManifest(f"{path!r}: bad entry {value[:80]!r}")
+        return ObjectEntry(path, _utc(parse_timestamp(modified, repr(path))), etag, size)
+
+
+def _ranged_lines(store: ObjectStore, key: str, offset: int) -> Iterator[str]:
+    """The lines of *key* from byte *offset* on, read by ranged ``GET``s of
+    :data:`RANGE_CHUNK`, each next one twice as large (up to 4 MiB)."""
+    size = RANGE_CHUNK
+    pending = b""
+    while True:
+        data = store.get_range(key, offset, size)
+        if data is None:
+            raise InvalidManifest(f"the manifest {key} is gone")
+        offset += len(data)
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8")
+        if len(data) < size:
+            break
+        size = min(2 * size, 4 * 1024 * 1024)
+    if pending:
+        yield pending.decode("utf-8")
+
+
+def _entry_lines(lines: Iterator[str], parts: list[str]) -> Iterator[tuple[str, str]]:
+    """``(path, the entry's array as written)`` of each entry line of a manifest in the
+    line layout, from a line that lies in the directories *parts*, up to the end of its
+    entries.  :class:`InvalidManifest` for a line of another layout (an array over several
+    lines: such a file is never indexed)."""
+    parts = list(parts)
+    prefix = "".join(p + "/" for p in parts)
+    for raw in lines:
+        line = raw.strip()
+        if line in ("}", "},"):
+            if not parts:
+                return
+            parts.pop()
+            prefix = "".join(p + "/" for p in parts)
+            continue
+        if not line.startswith('"'):
+            raise InvalidManifest(f"unexpected line in the manifest's entries: {line[:80]!r}")
+        try:
+            name, end = scanstring(line, 1)
+        except ValueError as exc:
+            raise InvalidManifest(f"bad key in the manifest's entries: {line[:80]!r}") from exc
+        rest = line[end:].lstrip()
+        if not rest.startswith(":"):
+            raise InvalidManifest(f"expected ':' after the key in {line[:80]!r}")
+        value = rest[1:].strip()
+        if value.endswith(","):
+            value = value[:-1].rstrip()
+        if value == "{":
+            parts.append(name)
+            prefix += name + "/"
+        elif value == "{}":
+            continue
+        elif value.startswith("[") and value.endswith("]"):
+            yield prefix + name, value
+        else:
+            raise InvalidManifest(f"{prefix + name!r}: not one entry a line: {value[:80]!r}")
+    raise InvalidManifest("the manifest ends inside its entries: the file is truncated")
+
+
+class _CountedLines:
+    """A binary stream's lines, counting the bytes read (the offset of the next line)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.offset = 0
+
+    def readline(self, size: int = -1) -> bytes:
+        line = self.stream.readline(size)
+        self.offset += len(line)
+        return line
+
+
+def _build_index(store: ObjectStore, key: str) -> ManifestIndex | None:
+    """The index of the manifest at *key* (one streamed read), or ``None`` when it is gone,
+    not in the line layout, or not sorted by path."""
+    chunks = store.iter_content(key, chunk_size=_READ_CHUNK)
+    try:
+        lines = _CountedLines(chunk_stream(chunks))
+        header = read_streamed_header(cast(IO[bytes], lines))
+        if header is None:
+            return None
+        fields, _statistics, empty = header
+        index = ManifestIndex(fields, lines.offset)
+        if empty:
+            return index
+
+        previous = ""
+        offset = lines.offset
+
+        def text() -> Iterator[str]:
+            nonlocal offset
+            while True:
+                offset = lines.offset
+                line = lines.readline()
+                if not line:
+                    return
+                yield line.decode("utf-8")
+
+        for path, _value in _entry_lines(text(), []):
+            if path <= previous and index.entries:
+                return None  # not in key order
+            if index.entries % INDEX_EVERY == 0:
+                index.add(path, offset)
+            index.entries += 1
+            previous = path
+        return index
+    except (ZarrchiveError, UnicodeDecodeError, ValueError):
+        return None
+    finally:
+        chunks.close()  # type: ignore[attr-defined]
+
+
 class ManifestCache:
     """Parsed manifests by object version (endpoint, bucket, key, ETag), least recently
     used dropped beyond *budget_bytes*; a manifest of more than *largest_entries* is never
-    held (each page streams it instead).  One load per version at a time."""
+    held: its :class:`ManifestIndex` is (each page reads the file from the nearest indexed
+    entry).  One load per version at a time."""
 
     def __init__(
         self, *, budget_bytes: int = 256 * 1024 * 1024, largest_entries: int = 2_000_000
     ) -> None:
         self.budget_bytes = budget_bytes
         self.largest_entries = largest_entries
-        self._held: OrderedDict[tuple[str, str, str, str], ParsedEntries] = OrderedDict()
+        self._held: OrderedDict[tuple[str, ...], ParsedEntries | ManifestIndex] = OrderedDict()
         self._used = 0
         self._lock = threading.Lock()
-        self._loading: dict[tuple[str, str, str, str], threading.Lock] = {}
+        self._loading: dict[tuple[str, ...], threading.Lock] = {}
         #: Manifests downloaded and parsed whole (for tests and monitoring).
         self.loads = 0
+        #: Manifests read through to index them (for tests and monitoring).
+        self.indexed = 0
 
     def get(self, store: ObjectStore, key: str, etag: str, entries: int) -> ParsedEntries | None:
         """The parsed manifest at *key* in its version *etag* (*entries* long), or ``None``
-        when it is too large to hold (stream it) or gone, or is not sorted by path."""
+        when it is too large to hold (see :meth:`index`) or gone, or is not sorted by
+        path."""
         if entries > self.largest_entries:
             return None
-        slot = (store.endpoint_url or "", store.bucket, key, etag)
+        found = self._load(("parsed", store.endpoint_url or "", store.bucket, key, etag), store)
+        return found if isinstance(found, ParsedEntries) else None
+
+    def index(self, store: ObjectStore, key: str, etag: str) -> ManifestIndex | None:
+        """The index of the manifest at *key* in its version *etag*, or ``None`` when it is
+        gone or not in the line layout sorted by path (stream it)."""
+        found = self._load(("index", store.endpoint_url or "", store.bucket, key, etag), store)
+        return found if isinstance(found, ManifestIndex) else None
+
+    def _load(
+        self, slot: tuple[str, ...], store: ObjectStore
+    ) -> ParsedEntries | ManifestIndex | None:
         with self._lock:
             found = self._lookup(slot)
             if found is not None:
@@ -179,20 +384,28 @@ class ManifestCache:
                 found = self._lookup(slot)
             if found is not None:
                 return found
-            parsed = _parse(store, key, self.largest_entries)
+            key = slot[3]
+            loaded: ParsedEntries | ManifestIndex | None
+            if slot[0] == "parsed":
+                loaded = _parse(store, key, self.largest_entries)
+            else:
+                loaded = _build_index(store, key)
             with self._lock:
                 self._loading.pop(slot, None)
-                if parsed is None:
+                if loaded is None:
                     return None
-                self.loads += 1
-                self._held[slot] = parsed
-                self._used += parsed.nbytes
+                if isinstance(loaded, ParsedEntries):
+                    self.loads += 1
+                else:
+                    self.indexed += 1
+                self._held[slot] = loaded
+                self._used += loaded.nbytes
                 while self._used > self.budget_bytes and len(self._held) > 1:
                     _, dropped = self._held.popitem(last=False)
                     self._used -= dropped.nbytes
-            return parsed
+            return loaded
 
-    def _lookup(self, slot: tuple[str, str, str, str]) -> ParsedEntries | None:
+    def _lookup(self, slot: tuple[str, ...]) -> ParsedEntries | ManifestIndex | None:
         found = self._held.get(slot)
         if found is not None:
             self._held.move_to_end(slot)
@@ -351,15 +564,20 @@ def recorded_page(
         if state is None:
             return None
         base: Iterator[ObjectEntry] = iter(())
-        streamed: Iterator[ManifestEntry] | None = None
+        streamed: Iterator[Any] | None = None
+        indexed: tuple[str, str] | None = None  # the key and ETag read by ranges
         if state.chain.base_checksum is not None:
             key = manifest_key(zarr_id, state.chain.base_checksum)
             head = store.head(key)
             if head is None:
                 return None
             parsed = MANIFEST_CACHE.get(store, key, head.etag, state.base_entries)
+            index = None if parsed is not None else MANIFEST_CACHE.index(store, key, head.etag)
             if parsed is not None:
                 base = parsed.from_key(lower, inclusive)
+            elif index is not None:
+                base = streamed = index.from_key(store, key, lower, inclusive)
+                indexed = (key, head.etag)
             else:
                 streamed = _stream_entries(store, key)
                 base = (
@@ -385,6 +603,10 @@ def recorded_page(
                 streamed.close()  # type: ignore[attr-defined]
         if _span(session, zarr_id, state.chain) != state.sets:
             return None  # a newer manifest pruned the records while they were read
+        if indexed is not None:
+            again = store.head(indexed[0])
+            if again is None or again.etag != indexed[1]:
+                return None  # the manifest was rewritten while its ranges were read
     page = found[:limit]
     return _with_md5s(store, zarr_id, page), len(found) > limit
 
