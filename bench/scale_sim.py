@@ -478,7 +478,7 @@ class Sim:
             # hashing to another checksum and raises the alarm (the current manifest
             # listed again)
             self.phase("fsck", self.fsck)
-        self.phase("refs.json of the batch's state", self.refs)
+        self.phase("refs.json of the current state", self.refs)
         return self.results
 
 
