@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Self
@@ -14,7 +14,8 @@ from pydantic_core import PydanticCustomError
 
 from zarrchive.services.dandi.blobs import MAX_PARTS
 from zarrchive.services.zarr_engine.uploads.parts import MAX_OBJECT_SIZE, MAX_PARTS_PER_REQUEST
-from zarrchive.services.zarr_engine.zarrs import DirectoryListing, FileEntry
+from zarrchive.services.zarr_engine.zarrs import FileEntry
+from zarrchive.wire import zarrs as wire
 
 
 class RequestModel(BaseModel):
@@ -244,33 +245,27 @@ class FileOut(BaseModel):
         return cls(**asdict(entry), etag=entry.md5)
 
 
-class ListingEntryOut(BaseModel):
-    name: str
-    path: str
-    digest: str
-    size: int
+class ListingEntryOut(wire.ListingEntry):
+    # The wire type under the name /docs gives it.
+    pass
 
 
-class DirectoryOut(BaseModel):
-    type: str = "directory"
-    path: str
-    digest: str
-    file_count: int
-    size: int
-    directories: list[ListingEntryOut]
-    files: list[ListingEntryOut]
-    next: str | None = Field(description="Cursor of the next page (pass as ?cursor=)")
+@dataclass(frozen=True, kw_only=True)
+class DirectoryOut(wire.DirectoryPage):
+    # The wire type under the name /docs gives it (its entries under theirs).
+    directories: Sequence[ListingEntryOut]
+    files: Sequence[ListingEntryOut]
 
     @classmethod
-    def of(cls, listing: DirectoryListing) -> Self:
+    def of(cls, page: wire.DirectoryPage) -> Self:
         return cls(
-            path=listing.path,
-            digest=listing.digest,
-            file_count=listing.file_count,
-            size=listing.size,
-            directories=[ListingEntryOut(**asdict(e)) for e in listing.directories],
-            files=[ListingEntryOut(**asdict(e)) for e in listing.files],
-            next=listing.next,
+            path=page.path,
+            digest=page.digest,
+            file_count=page.file_count,
+            size=page.size,
+            directories=[ListingEntryOut(**asdict(e)) for e in page.directories],
+            files=[ListingEntryOut(**asdict(e)) for e in page.files],
+            next=page.next,
         )
 
 

@@ -14,7 +14,7 @@ functions.  A function's first parameters say how it meets the database:
 - ``archive: Archive`` without a session: it opens the sessions it needs itself, and takes
   and returns only plain values and frozen dataclasses (a :class:`~zarrchive.services.identity.auth.Caller`
   for who asks, a :class:`~zarrchive.services.zarr_engine.zarrs.ZarrRef` for a Zarr's S3 side, answers
-  such as :class:`~zarrchive.services.zarr_engine.zarr_info.ZarrInfo`), never an ORM object.
+  such as :class:`~zarrchive.wire.zarrs.ZarrInfo`), never an ORM object.
 
 So no ORM object is used after its session closed.  ``tests/services/test_sessions.py``
 checks the annotations, and the tests run with strict sessions

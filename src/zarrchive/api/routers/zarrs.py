@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -64,7 +65,7 @@ def zarr_out(archive: Archive, zarr_id: str, user: UserDep) -> ZarrOut:
 
 def _zarr_out(archive: Archive, session: Session, zarr: Zarr) -> ZarrOut:
     info = zarr_info.zarr_info(archive, session, zarr)
-    return ZarrOut(**info.__dict__, refs_url=f"/api/zarr/{zarr.id}/refs.json")
+    return ZarrOut(**asdict(info))
 
 
 @router.post(

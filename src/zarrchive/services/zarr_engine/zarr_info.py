@@ -1,5 +1,6 @@
 """What ``GET /api/zarr/{id}/`` (and the Zarr's web page) tells about one Zarr: its
-checksum, size, upload state, DANDI's status, manifest and published versions.
+checksum, size, upload state, DANDI's status, manifest and published versions, as the wire
+type :class:`~zarrchive.wire.zarrs.ZarrInfo` (the client reads the same type back).
 
 Above :mod:`~zarrchive.services.zarr_engine.zarrs`, :mod:`~zarrchive.services.zarr_engine.uploads` and
 :mod:`~zarrchive.services.zarr_engine.manifests`, which it reads, so none of them imports another
@@ -7,10 +8,6 @@ upwards.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from datetime import datetime
-from enum import StrEnum
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -21,40 +18,7 @@ from zarrchive.services.zarr_engine.manifests import manifest_url
 from zarrchive.services.zarr_engine.uploads import UploadState, upload_status
 from zarrchive.services.zarr_engine.zarrs import ZarrRef
 from zarrchive.storage.keys import zarr_prefix
-
-
-class ZarrStatus(StrEnum):
-    """DANDI's ``status`` of a Zarr (``ZarrArchiveStatus``), from its batches: ``Pending``
-    while an upload batch is open, ``Ingesting`` while verified batches (or a deletion) are
-    being applied, ``Complete`` when the Zarr is at rest (its ``checksum`` is final)."""
-
-    PENDING = "Pending"
-    INGESTING = "Ingesting"
-    COMPLETE = "Complete"
-
-
-@dataclass(frozen=True)
-class ZarrInfo:
-    zarr_id: str
-    name: str
-    dandiset: str
-    s3_path: str
-    s3_url: str
-    checksum: str
-    file_count: int
-    size: int
-    upload_in_progress: bool
-    #: ``at_rest`` | ``open`` | ``applying`` (:class:`~zarrchive.services.zarr_engine.uploads.UploadState`)
-    upload_state: str
-    #: DANDI's ``Pending`` | ``Ingesting`` | ``Complete`` (:class:`ZarrStatus`)
-    status: str
-    created: datetime
-    modified: datetime
-    manifest_url: str | None
-    manifest_status: str
-    checksum_mismatch: str | None
-    published_versions: list[str]
-
+from zarrchive.wire.zarrs import ZarrInfo, ZarrStatus
 
 _STATUS_OF_STATE = {
     UploadState.AT_REST: ZarrStatus.COMPLETE,
@@ -64,6 +28,7 @@ _STATUS_OF_STATE = {
 
 
 def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
+    """The Zarr as the API answers it (the wire type both sides import)."""
     status = upload_status(session, zarr.id)
     ref = ZarrRef.of(zarr)
     manifest = session.scalar(
@@ -87,6 +52,7 @@ def zarr_info(archive: Archive, session: Session, zarr: Zarr) -> ZarrInfo:
         modified=zarr.modified_at,
         manifest_url=manifest_url(archive, ref, zarr.checksum) if manifest else None,
         manifest_status="available" if manifest else "pending",
+        refs_url=f"/api/zarr/{zarr.id}/refs.json",
         checksum_mismatch=manifest.listing_checksum if manifest and manifest.mismatch else None,
         published_versions=list(
             session.scalars(

@@ -37,6 +37,7 @@ from zarrchive.services.zarr_engine.node_cache import DIRECTORY, FILE, NODE_CACH
 from zarrchive.services.zarr_engine.recorded_listing import KeyRange, ObjectEntry, recorded_page
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
 from zarrchive.storage.objects import ObjectStore
+from zarrchive.wire.zarrs import DirectoryPage, ListingEntry
 
 MAX_PAGE_SIZE = 1000
 
@@ -177,23 +178,9 @@ class FileEntry:
     s3_url: str
 
 
-@dataclass(frozen=True)
-class ListingEntry:
-    name: str
-    path: str
-    digest: str
-    size: int
-
-
-@dataclass(frozen=True)
-class DirectoryListing:
-    path: str
-    digest: str
-    file_count: int
-    size: int
-    directories: list[ListingEntry]
-    files: list[ListingEntry]
-    next: str | None
+#: A page of a directory's listing: the wire type the API answers and the client reads
+#: (:class:`~zarrchive.wire.zarrs.DirectoryPage`), under the name the services use.
+DirectoryListing = DirectoryPage
 
 
 def _encode_cursor(kind: int, name: str) -> str:

@@ -1,0 +1,174 @@
+"""The Zarr wire types: ``GET /api/zarr/{id}/`` (:class:`ZarrInfo`) and a page of a
+directory's listing (:class:`DirectoryPage` of :class:`ListingEntry`).
+
+The server builds them (:func:`zarrchive.services.zarr_engine.zarr_info.zarr_info`,
+:func:`zarrchive.services.zarr_engine.zarrs.list_directory`); the API answers them under the
+names of its ``/docs`` (``ZarrOut``, ``DirectoryOut``, ``ListingEntryOut``:
+:mod:`zarrchive.api.schemas`); the client reads them back with ``from_json``
+(:mod:`zarrchive.client.api`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from urllib.parse import quote
+
+
+def doc(description: str) -> Mapping[str, str]:
+    """The metadata of a field described in the API's ``/docs``:
+    ``field(metadata=doc("..."))`` (pydantic reads ``metadata["description"]``)."""
+    return {"description": description}
+
+
+class UploadState(StrEnum):
+    """Where a Zarr is in its uploads (``upload_state``)."""
+
+    #: no batch: what the Zarr shows is all there is
+    AT_REST = "at_rest"
+    #: an upload batch is open
+    OPEN = "open"
+    #: completed batches wait to be applied (a batch may also be open)
+    APPLYING = "applying"
+
+
+class ZarrStatus(StrEnum):
+    """DANDI's ``status`` of a Zarr (``ZarrArchiveStatus``), from its batches: ``Pending``
+    while an upload batch is open, ``Ingesting`` while verified batches (or a deletion) are
+    being applied, ``Complete`` when the Zarr is at rest (its ``checksum`` is final)."""
+
+    PENDING = "Pending"
+    INGESTING = "Ingesting"
+    COMPLETE = "Complete"
+
+
+@dataclass(frozen=True)
+class ZarrInfo:
+    """One Zarr: its checksum, size, upload state, DANDI's status, manifest and published
+    versions (``GET /api/zarr/{id}/``, and what changes a Zarr answer)."""
+
+    zarr_id: str
+    name: str
+    dandiset: str
+    s3_path: str = field(metadata=doc("zarr/{zarr_id}/"))
+    s3_url: str
+    checksum: str = field(metadata=doc("The Dandi Zarr checksum of the whole Zarr"))
+    file_count: int
+    size: int
+    upload_in_progress: bool = field(metadata=doc("An upload batch is open"))
+    #: an :class:`UploadState`, kept as the server's text (a newer server may add states)
+    upload_state: str = field(
+        metadata=doc(
+            "`at_rest`; `open` (an upload batch is open); `applying` (verified "
+            "batches are being applied: `checksum` changes when they are done)"
+        )
+    )
+    #: a :class:`ZarrStatus`, kept as the server's text
+    status: str = field(
+        metadata=doc(
+            "DANDI's status: `Pending` (an upload batch is open), `Ingesting` "
+            "(verified batches are being applied), `Complete` (at rest: `checksum` is final)"
+        )
+    )
+    created: datetime
+    modified: datetime = field(metadata=doc("Last change of the Zarr's content or upload state"))
+    manifest_url: str | None = field(
+        metadata=doc("URL of the manifest of the current checksum; null while it is pending")
+    )
+    manifest_status: str = field(
+        metadata=doc("`available`, or `pending` until the background job has written it")
+    )
+    refs_url: str = field(
+        metadata=doc(
+            "The live state as an fsspec reference file (a URL on this API): "
+            "`fsspec.filesystem('reference', fo=...)` opens it with stock zarr-python"
+        )
+    )
+    checksum_mismatch: str | None = field(
+        metadata=doc(
+            "ALARM: the tree hash of the Zarr's S3 objects when it differs from "
+            "`checksum` (found while writing the manifest); null when they agree"
+        )
+    )
+    published_versions: list[str] = field(
+        metadata=doc("Published versions containing the Zarr; when any, the Zarr is immutable")
+    )
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ZarrInfo:
+        """The Zarr an API answer describes (``KeyError``, ``TypeError`` or ``ValueError``
+        for an answer of another shape)."""
+        mismatch = data["checksum_mismatch"]
+        manifest = data["manifest_url"]
+        return cls(
+            zarr_id=str(data["zarr_id"]),
+            name=str(data["name"]),
+            dandiset=str(data["dandiset"]),
+            s3_path=str(data["s3_path"]),
+            s3_url=str(data["s3_url"]),
+            checksum=str(data["checksum"]),
+            file_count=int(data["file_count"]),
+            size=int(data["size"]),
+            upload_in_progress=bool(data["upload_in_progress"]),
+            upload_state=str(data["upload_state"]),
+            status=str(data["status"]),
+            created=datetime.fromisoformat(data["created"]),
+            modified=datetime.fromisoformat(data["modified"]),
+            manifest_url=None if manifest is None else str(manifest),
+            manifest_status=str(data["manifest_status"]),
+            refs_url=str(data["refs_url"]),
+            checksum_mismatch=None if mismatch is None else str(mismatch),
+            published_versions=[str(v) for v in data["published_versions"]],
+        )
+
+    def object_url(self, path: str) -> str:
+        """The plain S3 URL of the Zarr's file *path*."""
+        base = self.s3_url if self.s3_url.endswith("/") else self.s3_url + "/"
+        return base + quote(path, safe="/~")
+
+
+@dataclass(frozen=True)
+class ListingEntry:
+    """A child in a directory's listing: a file (its digest is its md5) or a directory
+    (its digest is its Zarr checksum)."""
+
+    name: str
+    path: str
+    digest: str
+    size: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ListingEntry:
+        return cls(str(data["name"]), str(data["path"]), str(data["digest"]), int(data["size"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DirectoryPage:
+    """A page of a directory's listing: the directory's own digest, file count and size,
+    a page of its children (directories first, each kind by name), the cursor of the
+    next page."""
+
+    type: str = "directory"
+    path: str
+    digest: str
+    file_count: int
+    size: int
+    directories: Sequence[ListingEntry]
+    files: Sequence[ListingEntry]
+    next: str | None = field(metadata=doc("Cursor of the next page (pass as ?cursor=)"))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DirectoryPage:
+        cursor = data["next"]
+        return cls(
+            path=str(data["path"]),
+            digest=str(data["digest"]),
+            file_count=int(data["file_count"]),
+            size=int(data["size"]),
+            directories=[ListingEntry.from_json(e) for e in data["directories"]],
+            files=[ListingEntry.from_json(e) for e in data["files"]],
+            next=None if cursor is None else str(cursor),
+        )
