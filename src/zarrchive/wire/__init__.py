@@ -5,6 +5,7 @@
 Below the client and the server alike: the standard library only (the client starts
 without pydantic), frozen dataclasses whose fields carry their description for the API's
 ``/docs`` (``dataclasses.field(metadata={"description": ...})``, which pydantic reads).
-The API gives them its own names there (``ZarrOut`` for :class:`~zarrchive.wire.zarrs.ZarrInfo`)
-by subclassing them in :mod:`zarrchive.api.schemas`.
+The API gives them its own names there (``DirectoryOut`` for
+:class:`~zarrchive.wire.zarrs.DirectoryPage`) by subclassing them in
+:mod:`zarrchive.api.schemas`.
 """
