@@ -19,7 +19,7 @@ from tests.conftest import LiveServer, Users
 from tests.helpers.api_uploads import upload
 from tests.helpers.assets import assets_url, client_for, ok
 from tests.helpers.databases import SQLITE_ONLY
-from tests.helpers.shared_zarrs import FIRST, SHARED_PATH, published_zarr, share
+from tests.helpers.shared_zarrs import FIRST, SHARED_PATH, publish, published_zarr, share
 from tests.helpers.snapshots import oracle
 from tests.helpers.zarr_client import create_dandiset, delete_files, md5, wait_at_rest
 from zarrchive.cli import app
@@ -130,6 +130,16 @@ def test_b_s_zarr_reads_the_pinned_state_by_id(
         f"{assets_url(b)}{asset_id}/", json={**body, "zarr_checksum": live}
     )  # a view and another state
     assert refused.status_code == 400, refused.text
+
+    # B publishes: its version's asset names the same view, and reads the same bytes
+    version = publish(api, b)
+    (copy,) = ok(api.get(assets_url(b, version)))["results"]
+    assert copy["zarr"] == view
+    published = tmp_path / "published.zarr"
+    ref = f"{b}@{version}/{SHARED_PATH}"
+    done = zarrchive(["download", ref, str(published)], live_server, users.owner, tmp_path / "s")
+    assert done.exit_code == 0, done.output
+    assert local_files(published) == FIRST
 
 
 def test_writes_through_the_view_are_refused_and_change_nothing(

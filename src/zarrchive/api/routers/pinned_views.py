@@ -45,7 +45,9 @@ class PinnedViewConvertor(StringConvertor):
 
 register_url_convertor("pinned_view", PinnedViewConvertor())
 
-router = APIRouter(tags=["pinned views"])
+#: Out of the OpenAPI schema: a view's paths are the Zarr routes' own (``/api/zarr/{id}/...``),
+#: which document them; docs/api.md says what a view answers.
+router = APIRouter(tags=["pinned views"], include_in_schema=False)
 PATHS = JsonBody(list[DeleteFile], login=False, max_items=batch_limit)
 VIEW = "/api/zarr/{view_id:pinned_view}"
 WRITES = ["POST", "PUT", "PATCH", "DELETE"]
