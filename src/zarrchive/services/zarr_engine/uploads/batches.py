@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -24,6 +24,7 @@ from zarrchive.db.models import (
     utcnow,
 )
 from zarrchive.errors import (
+    Conflict,
     InvalidInput,
     NoUploadInProgress,
     UploadInProgress,
@@ -52,12 +53,15 @@ from zarrchive.services.zarr_engine.uploads.directory_delete import (
 from zarrchive.services.zarr_engine.uploads.multipart import BigFile, abort_uploads, assemble
 from zarrchive.services.zarr_engine.uploads.parts import MAX_OBJECT_SIZE, part_count, part_size_for
 from zarrchive.services.zarr_engine.uploads.records import (
+    IS_THE_OPEN_BATCH,
     OpenedBatch,
     UploadStatus,
     UploadUrl,
     check_batch_size,
+    check_writable,
     has_pending,
     lock_for_write,
+    lock_writable,
     new_upload_batch,
     next_seq,
     promote_next,
@@ -68,9 +72,9 @@ from zarrchive.services.zarr_engine.uploads.records import (
     writable_zarr,
 )
 from zarrchive.services.zarr_engine.uploads.staging import check_staged, drop_staging
-from zarrchive.services.zarr_engine.zarrs import get_zarr
+from zarrchive.services.zarr_engine.zarrs import ZarrRef, get_zarr
 from zarrchive.storage.keys import staging_object_key
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +276,7 @@ def _declared_sizes(
 
 def _urls(
     archive: Archive,
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     uid: str,
     checked: list[tuple[str, str]],
@@ -368,8 +372,13 @@ def _queued_clashes(archive: Archive, zarr_id: str, paths: list[str]) -> list[st
 def record_directories(session: Session, batch: UploadBatch) -> None:
     """Record the directories of *batch*'s files, when it is queued (see
     :class:`~zarrchive.db.models.UploadBatchDirectory`)."""
-    directories = affected_directories([f.path for f in batch.files]) - {""}
-    session.add_all(UploadBatchDirectory(batch_id=batch.id, path=d) for d in sorted(directories))
+    queue_directories(session, batch.id, [f.path for f in batch.files])
+
+
+def queue_directories(session: Session, batch_id: int, paths: list[str]) -> None:
+    """Record the directories of the files *paths* of the batch *batch_id*, queued."""
+    directories = affected_directories(paths) - {""}
+    session.add_all(UploadBatchDirectory(batch_id=batch_id, path=d) for d in sorted(directories))
 
 
 def refuse_file_directory_clashes(
@@ -434,10 +443,12 @@ def complete_batch(
     """Verify the open batch's staged objects and queue it to be applied (in order); returns
     the batch's uid (None: no batch was open, a retried ``complete`` whose batch was queued).
 
-    The staging area is verified without holding the Zarr's lock (only the batch's own URLs
-    write it, and only with the announced content); the lock is taken to record the verified
-    batch, if it is still the same open batch (same uid), as ``queued`` with the next
-    ``seq``.  Then the apply job is queued and the call returns (the Zarr's
+    The Zarr and its open batch are read once, in the session that checks the caller may
+    write (a :class:`~zarrchive.services.zarr_engine.zarrs.ZarrRef` and an
+    :class:`OpenUpload`, passed down).  The staging area is verified without holding the
+    Zarr's lock (only the batch's own URLs write it, and only with the announced content);
+    the lock is taken to record the verified batch, if it is still the same open batch with
+    the same files, as ``queued`` with the next ``seq``.  Then the apply job is queued and the call returns (the Zarr's
     ``upload_status`` says ``applying``); with *wait* (or without a job queue) the batch and
     every one before it are applied first.
 
@@ -449,68 +460,136 @@ def complete_batch(
     however slow the S3 listing; the uploader learns of a refusal from ``.../upload/refused/``
     (by the uid returned here) once the Zarr is at rest.
     """
-    zarr_id, status = writable_zarr(archive, user, zarr_id)
+    with archive.db.session() as session:
+        zarr, status = check_writable(session, user, zarr_id)
+        # the batch to verify, read once (with *verify_on_apply*, under the lock instead)
+        opened = _open_upload(session, zarr.id) if status.open and not verify_on_apply else None
     if not status.open and status.pending:
         # a retried complete whose batch was verified (its answer lost, or its apply
         # failed): the batch is queued; apply it (with *wait*) or make sure it will be
-        if wait or not schedule_apply(archive, zarr_id):
-            apply_pending(archive, zarr_id, wait=True)
+        if wait or not schedule_apply(archive, zarr.id):
+            apply_pending(archive, zarr.id, wait=True)
         return None
     if verify_on_apply:
-        queued = _queue_unverified(archive, user, zarr_id)
-        if queued is not None:
+        queued = _queue_unverified(archive, zarr)
+        if not isinstance(queued, OpenUpload):
             uid, seq = queued
-            if wait or not schedule_apply(archive, zarr_id):
-                apply_pending(archive, zarr_id, wait=True, until_seq=seq)
+            if wait or not schedule_apply(archive, zarr.id):
+                apply_pending(archive, zarr.id, wait=True, until_seq=seq)
             return uid
-    with archive.db.session() as session:
-        batch = the_open_batch(session, zarr_id)
-        if batch is None or batch.kind != BatchKind.UPLOAD:
-            raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
-        uid = batch.uid
-        expected = {f.path: f.etag for f in batch.files}
-        declared = {f.path: (f.size, f.part_size is not None) for f in batch.files}
-        big = big_files(batch)
-        store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
-    _assembled, part_problems = assemble(store, zarr_id, uid, big)
-    staged = _verify_staged(store, zarr_id, uid, expected, declared, part_problems)
+        opened = queued  # it can't be: verified now
+    if opened is None:
+        raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
+    store = archive.store_for(zarr.embargoed)
+    _assembled, part_problems = assemble(store, zarr.id, opened.uid, opened.big)
+    staged = _verify_staged(
+        store, zarr.id, opened.uid, opened.expected, opened.declared, part_problems
+    )
     with archive.db.write_session() as session:
-        zarr = lock_for_write(session, user, zarr_id)
-        batch = the_open_batch(session, zarr.id)
-        if batch is None or batch.uid != uid:
-            raise NoUploadInProgress(
-                f"Zarr {zarr.id}: the batch was completed or cancelled meanwhile by another request"
-            )
-        for f in batch.files:
-            f.size, f.staged_version = staged[f.path]
-            f.multipart_upload_id = None  # assembled: the upload is gone
-        batch.state = BatchState.QUEUED
-        batch.seq = next_seq(session, zarr.id)
-        record_directories(session, batch)
-        promote_next(session, batch)
-        seq = batch.seq
+        lock_writable(session, zarr)
+        seq = _queue_verified(session, zarr.id, opened, staged)
     # Recorded as verified: from here on the batch is applied, whatever happens to us.
-    if wait or not schedule_apply(archive, zarr_id):
-        apply_pending(archive, zarr_id, wait=True, until_seq=seq)
-    return uid
+    if wait or not schedule_apply(archive, zarr.id):
+        apply_pending(archive, zarr.id, wait=True, until_seq=seq)
+    return opened.uid
 
 
-def _queue_unverified(
-    archive: Archive, user: Caller | None, zarr_id: str
-) -> tuple[str, int] | None:
-    """Queue the open batch unverified (``verify_on_apply``): ``(uid, seq)``; None if it
-    can't be (a file uploaded in parts, or one without a declared size): it is then
-    verified now."""
+@dataclass(frozen=True)
+class OpenUpload:
+    """The Zarr's open upload batch as ``complete`` verifies it, read once: its identity
+    (row id and uid), each file's announced md5 (*expected*) and declared ``(size, in
+    parts)``, and its files uploaded in parts."""
+
+    id: int
+    uid: str
+    expected: dict[str, str | None]
+    declared: dict[str, tuple[int | None, bool]]
+    big: list[BigFile]
+
+    @classmethod
+    def of(cls, batch: UploadBatch) -> OpenUpload:
+        return cls(
+            id=batch.id,
+            uid=batch.uid,
+            expected={f.path: f.etag for f in batch.files},
+            declared={f.path: (f.size, f.part_size is not None) for f in batch.files},
+            big=big_files(batch),
+        )
+
+
+def _open_upload(session: Session, zarr_id: str) -> OpenUpload | None:
+    batch = the_open_batch(session, zarr_id)
+    if batch is None or batch.kind != BatchKind.UPLOAD:
+        return None
+    return OpenUpload.of(batch)
+
+
+def _queue_verified(
+    session: Session,
+    zarr_id: str,
+    opened: OpenUpload,
+    staged: Mapping[str, tuple[int, str | None]],
+) -> int:
+    """Under the Zarr's lock: record *opened*, verified (*staged*: each file's size and
+    staged version), as ``queued`` with the next ``seq``, if it is still the open batch
+    with the files verified; returns its ``seq``.
+
+    The batch is not read again: its row is queued only if it is still the Zarr's open
+    batch (one conditional UPDATE), and its files are compared (path and md5) with those
+    verified, since DANDI's ``files/`` may have added or changed some meanwhile."""
+    seq = next_seq(session, zarr_id)
+    queued = session.execute(
+        update(UploadBatch)
+        .where(UploadBatch.id == opened.id, IS_THE_OPEN_BATCH)
+        .values(state=BatchState.QUEUED, seq=seq)
+        .execution_options(synchronize_session=False)
+    )
+    if queued.rowcount != 1:  # type: ignore[attr-defined]
+        raise NoUploadInProgress(
+            f"Zarr {zarr_id}: the batch was completed or cancelled meanwhile by another request"
+        )
+    files = session.execute(
+        select(UploadBatchFile.path, UploadBatchFile.etag).where(
+            UploadBatchFile.batch_id == opened.id
+        )
+    )
+    if {path: etag for path, etag in files} != opened.expected:
+        raise Conflict(
+            f"Zarr {zarr_id}: files were announced to the batch while it was verified: "
+            "complete again"
+        )
+    session.execute(
+        update(UploadBatchFile),
+        [
+            {
+                "batch_id": opened.id,
+                "path": path,
+                "size": size,
+                "staged_version": version,
+                "multipart_upload_id": None,  # assembled: the upload is gone
+            }
+            for path, (size, version) in staged.items()
+        ],
+    )
+    queue_directories(session, opened.id, list(opened.expected))
+    promote_next(session, opened.id)
+    return seq
+
+
+def _queue_unverified(archive: Archive, zarr: ZarrRef) -> tuple[str, int] | OpenUpload:
+    """Queue the open batch unverified (``verify_on_apply``): ``(uid, seq)``; or, when it
+    can't be (a file uploaded in parts, or one without a declared size), the batch as read
+    here, to verify now."""
     with archive.db.write_session() as session:
-        zarr = lock_for_write(session, user, zarr_id)
+        lock_writable(session, zarr)
         batch = the_open_batch(session, zarr.id)
         if batch is None or batch.kind != BatchKind.UPLOAD:
             raise NoUploadInProgress(f"Zarr {zarr.id} has no upload batch open")
         if any(f.part_size is not None or f.size is None for f in batch.files):
-            return None
+            return OpenUpload.of(batch)
         clashes = find_file_directory_clashes(sorted(f.path for f in batch.files))
         if clashes:  # only a batch extended through DANDI's files/ can hold them
-            return None  # (refused by the check now, which names them)
+            return OpenUpload.of(batch)  # (refused by the check now, which names them)
         batch.state = BatchState.QUEUED
         batch.verify_on_apply = True
         batch.seq = next_seq(session, zarr.id)
@@ -528,7 +607,7 @@ def big_files(batch: UploadBatch) -> list[BigFile]:
 
 
 def _verify_staged(
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     uid: str,
     expected: dict[str, str | None],

@@ -31,7 +31,7 @@ from zarrchive.errors import (
 from zarrchive.paths import validate_path
 from zarrchive.services.identity.auth import Caller, require_owner
 from zarrchive.services.runtime import Archive
-from zarrchive.services.zarr_engine.zarrs import ensure_writable, get_zarr
+from zarrchive.services.zarr_engine.zarrs import ZarrRef, ensure_writable, get_zarr
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +93,44 @@ def upload_status(session: Session, zarr_id: str) -> UploadStatus:
     )
 
 
+def check_writable(
+    session: Session, user: Caller | None, zarr_id: str
+) -> tuple[ZarrRef, UploadStatus]:
+    """Refuse (404/403) unless *user* may write the Zarr: the Zarr as the rest of the request
+    needs it (:class:`~zarrchive.services.zarr_engine.zarrs.ZarrRef`: pass it down, don't
+    read the row again) and its batches."""
+    zarr = get_zarr(session, user, zarr_id)
+    require_owner(user, zarr.dandiset)
+    ensure_writable(session, zarr)
+    return ZarrRef.of(zarr), upload_status(session, zarr.id)
+
+
 def writable_zarr(archive: Archive, user: Caller | None, zarr_id: str) -> tuple[str, UploadStatus]:
     """Refuse (404/403) unless *user* may write the Zarr; its normalised id and its batches."""
     with archive.db.session() as session:
-        zarr = get_zarr(session, user, zarr_id)
-        require_owner(user, zarr.dandiset)
-        ensure_writable(session, zarr)
-        return zarr.id, upload_status(session, zarr.id)
+        zarr, status = check_writable(session, user, zarr_id)
+    return zarr.id, status
 
 
 def lock_for_write(session: Session, user: Caller | None, zarr_id: str) -> Zarr:
+    """The Zarr's row lock, if *user* may write it (the checks of :func:`check_writable`, made
+    under the lock)."""
     zarr = get_zarr(session, user, zarr_id, lock=True)
     require_owner(user, zarr.dandiset)
+    return _writable_under_lock(session, zarr)
+
+
+def lock_writable(session: Session, zarr: ZarrRef) -> Zarr:
+    """The Zarr's row lock, for a request that checked its caller may write it already
+    (:func:`check_writable`): what may have changed since is checked again under the lock
+    (a publication froze it, its asset went to the trash, an unembargo began), who the
+    caller is is not."""
+    return _writable_under_lock(
+        session, get_zarr(session, None, zarr.id, lock=True, check_read=False)
+    )
+
+
+def _writable_under_lock(session: Session, zarr: Zarr) -> Zarr:
     ensure_writable(session, zarr)
     if zarr.dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
         raise Conflict(
@@ -177,11 +203,12 @@ def the_next_batch(session: Session, batch: UploadBatch) -> UploadBatch | None:
     return session.scalar(select(UploadBatch).where(UploadBatch.follows == batch.id))
 
 
-def promote_next(session: Session, batch: UploadBatch) -> None:
-    """*batch*, the open batch, has just been queued: the batch opened ahead to follow it
-    (if any) becomes the Zarr's open batch, in the same transaction."""
+def promote_next(session: Session, batch: UploadBatch | int) -> None:
+    """*batch* (or its id), the open batch, has just been queued: the batch opened ahead to
+    follow it (if any) becomes the Zarr's open batch, in the same transaction."""
+    batch_id = batch if isinstance(batch, int) else batch.id
     session.flush()  # the open batch is no longer open before its successor is
-    session.execute(update(UploadBatch).where(UploadBatch.follows == batch.id).values(follows=None))
+    session.execute(update(UploadBatch).where(UploadBatch.follows == batch_id).values(follows=None))
 
 
 def has_pending(session: Session, zarr_id: str) -> bool:
