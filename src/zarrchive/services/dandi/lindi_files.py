@@ -48,7 +48,6 @@ from zarrchive.services.dandi.asset_views import get_asset_by_id, parse_asset_id
 from zarrchive.services.dandi.blobs import blob_url, may_read_blob
 from zarrchive.services.identity.auth import Caller
 from zarrchive.services.runtime import Archive, current_archive, queue_after_commit
-from zarrchive.storage.objects import ObjectStore
 from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
@@ -330,7 +329,7 @@ def _attempts(archive: Archive, blob_id: str) -> int:
         return MAX_ATTEMPTS if row is None else row.attempts
 
 
-def _convert(archive: Archive, store: ObjectStore, blob_id: str, work: _Work) -> TaskResult:
+def _convert(archive: Archive, store: ObjectStoreProtocol, blob_id: str, work: _Work) -> TaskResult:
     """The blob converted in a sandboxed child: its LINDI file spooled, or why not."""
     from zarrchive.version import package_version
 

@@ -19,7 +19,7 @@ from sqlalchemy import select
 from zarrchive.db.models import BatchState, UploadBatch, UploadBatchFile, utcnow
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import staging_object_key
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class AbandonedUpload:
 
 def abandoned_uploads(
     archive: Archive,
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     *,
     grace: timedelta,

@@ -46,7 +46,7 @@ from zarrchive.errors import FilesNotFound, InvalidInput, StorageError, Zarrchiv
 from zarrchive.paths import split_path, validate_path
 from zarrchive.services.zarr_engine.tree_updater import FileChange, read_nodes
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 #: Keys per S3 DeleteObjects request (S3's maximum); the claim is renewed between requests.
 DELETE_CHUNK = 1000
@@ -120,7 +120,9 @@ class Resolved:
         return len(self.files) + sum(self.directories.values())
 
 
-def resolve_targets(store: ObjectStore, zarr_id: str, targets: Sequence[Target]) -> Resolved:
+def resolve_targets(
+    store: ObjectStoreProtocol, zarr_id: str, targets: Sequence[Target]
+) -> Resolved:
     """Each target as a file or a directory of the tree, from its parent's node; else
     :class:`FilesNotFound` (404 ``missing``, nothing deleted).  A target inside a named
     directory must exist too, and is then covered by it."""
@@ -202,7 +204,7 @@ def _join(directory: str, name: str) -> str:
 
 
 def iter_subtree(
-    store: ObjectStore, zarr_id: str, directory: str
+    store: ObjectStoreProtocol, zarr_id: str, directory: str
 ) -> Iterator[tuple[str, int, ChecksumNode]]:
     """``(directory, depth below *directory*, node)`` of every directory of the subtree
     that has a node, breadth first, read :data:`WALK_PARALLEL` at a time (from the node of
@@ -266,7 +268,7 @@ class Expansion:
 
 
 def expand(
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     plan: Plan,
     keep_claim: Callable[[], None] = lambda: None,
@@ -284,7 +286,7 @@ def expand(
     return expansion
 
 
-def _object_chunks(store: ObjectStore, zarr_id: str, plan: Plan) -> Iterator[list[str]]:
+def _object_chunks(store: ObjectStoreProtocol, zarr_id: str, plan: Plan) -> Iterator[list[str]]:
     """The keys to delete, in lists of at most :data:`DELETE_CHUNK`: the named files', then
     the current objects under each named directory as S3 lists them (page by page, so an
     applier that takes over deletes only what is left).  A directory is listed again until
@@ -314,7 +316,7 @@ def _object_chunks(store: ObjectStore, zarr_id: str, plan: Plan) -> Iterator[lis
 
 
 def delete_objects(
-    store: ObjectStore, zarr_id: str, plan: Plan, keep_claim: Callable[[], None]
+    store: ObjectStoreProtocol, zarr_id: str, plan: Plan, keep_claim: Callable[[], None]
 ) -> Expansion:
     """Step 1: delete the objects of every file of the deletion, :data:`DELETE_PARALLEL`
     requests of :data:`DELETE_CHUNK` keys at a time, calling *keep_claim* (which raises
@@ -341,7 +343,7 @@ def delete_objects(
     return expansion
 
 
-def delete_subtree_nodes(store: ObjectStore, zarr_id: str, expansion: Expansion) -> None:
+def delete_subtree_nodes(store: ObjectStoreProtocol, zarr_id: str, expansion: Expansion) -> None:
     """Step 2, after ``apply_changes`` dropped the directories: delete the subtrees'
     ``.checksum`` nodes, the deepest level first (a crash leaves every remaining node
     reachable from a named directory's node)."""

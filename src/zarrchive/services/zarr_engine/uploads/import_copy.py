@@ -75,6 +75,7 @@ from zarrchive.storage.objects import (
     WrittenVersion,
     parse_timestamp,
 )
+from zarrchive.storage.protocol import ObjectStoreProtocol
 from zarrchive.storage.signed_copy import CopySender, S3Refused, S3Unreachable
 
 log = logging.getLogger(__name__)
@@ -281,7 +282,7 @@ def load_sources(store: ObjectStore, zarr_id: str, uid: str) -> dict[str, Import
 
 
 def read_sources(
-    store: ObjectStore, objects: Sequence[ObjectInfo | ObjectVersion]
+    store: ObjectStoreProtocol, objects: Sequence[ObjectInfo | ObjectVersion]
 ) -> dict[str, ImportedSource]:
     """The sources recorded in *objects* (keys below a batch's :data:`SOURCES_DIR`, oldest
     first: a later one wins)."""

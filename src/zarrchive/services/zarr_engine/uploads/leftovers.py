@@ -13,7 +13,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.uploads.abandoned import abandoned_uploads
 from zarrchive.services.zarr_engine.uploads.multipart import StrayUpload, abort_stray, stray_uploads
 from zarrchive.services.zarr_engine.uploads.staging import purge_stale_staging, stale_staging
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Leftovers:
 
 def find_leftovers(
     archive: Archive,
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     *,
     abandoned_after: timedelta | None = None,
@@ -50,7 +50,9 @@ def find_leftovers(
     return Leftovers(stale_staging(store, zarr_id, live), stray)
 
 
-def remove_leftovers(archive: Archive, store: ObjectStore, zarr_id: str, found: Leftovers) -> None:
+def remove_leftovers(
+    archive: Archive, store: ObjectStoreProtocol, zarr_id: str, found: Leftovers
+) -> None:
     """Abort the stray uploads and purge the stale staging areas *found*."""
     abort_stray(store, found.stray)
     if found.staging:

@@ -60,7 +60,8 @@ from zarrchive.storage.keys import (
     staging_zarr_prefix,
     zarr_prefix,
 )
-from zarrchive.storage.objects import MD5_METADATA, ObjectStore, WrittenVersion
+from zarrchive.storage.objects import MD5_METADATA, WrittenVersion
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,12 @@ def part_urls(
 
 
 def _start_upload(
-    archive: Archive, store: ObjectStore, key: str, batch_id: int, path: str, old: str | None
+    archive: Archive,
+    store: ObjectStoreProtocol,
+    key: str,
+    batch_id: int,
+    path: str,
+    old: str | None,
 ) -> str:
     """Start the S3 upload of a big file and record it in place of *old* (gone, or None); a
     concurrent request may have won: then ours is aborted and theirs is the one."""
@@ -204,7 +210,7 @@ class BigFile:
 
 
 def assemble(
-    store: ObjectStore, zarr_id: str, uid: str, files: Sequence[BigFile]
+    store: ObjectStoreProtocol, zarr_id: str, uid: str, files: Sequence[BigFile]
 ) -> tuple[list[str], list[dict[str, str | None]]]:
     """``CompleteMultipartUpload`` of each big file whose parts are all there with their
     exact lengths; returns the paths assembled and the problems of the others (``{"path",
@@ -244,7 +250,9 @@ def assemble(
     return assembled, problems
 
 
-def abort_uploads(store: ObjectStore, zarr_id: str, uid: str, files: Sequence[BigFile]) -> None:
+def abort_uploads(
+    store: ObjectStoreProtocol, zarr_id: str, uid: str, files: Sequence[BigFile]
+) -> None:
     """Abort the S3 uploads of a batch's big files (best effort: ``admin gc`` finds what is
     left)."""
 
@@ -274,7 +282,7 @@ class PreparedCopy:
 
 
 def prepare_verified_copy(
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     source_key: str,
     version_id: str | None,
     key: str,
@@ -321,7 +329,7 @@ def prepare_verified_copy(
 
 
 def finish_verified_copy(
-    store: ObjectStore, copy: PreparedCopy, *, keep: bool
+    store: ObjectStoreProtocol, copy: PreparedCopy, *, keep: bool
 ) -> WrittenVersion | None:
     """Make the copy visible (*keep*: returns the version S3 made, as it answered) or
     discard it (``None``)."""
@@ -408,7 +416,7 @@ class StrayUpload:
     why: str
 
 
-def stray_uploads(archive: Archive, store: ObjectStore, zarr_id: str) -> list[StrayUpload]:
+def stray_uploads(archive: Archive, store: ObjectStoreProtocol, zarr_id: str) -> list[StrayUpload]:
     """The multipart uploads of a Zarr's keys that nothing will finish: on staging keys,
     those no open batch records (a live batch's unrecorded upload only after
     :data:`UNRECORDED_GRACE`); on the Zarr's own keys, any while no batch of it is being
@@ -446,7 +454,7 @@ def stray_uploads(archive: Archive, store: ObjectStore, zarr_id: str) -> list[St
     return stray
 
 
-def abort_stray(store: ObjectStore, stray: Sequence[StrayUpload]) -> None:
+def abort_stray(store: ObjectStoreProtocol, stray: Sequence[StrayUpload]) -> None:
     for item in stray:
         store.abort_multipart_upload(item.key, item.upload_id)
 

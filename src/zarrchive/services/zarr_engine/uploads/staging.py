@@ -24,12 +24,13 @@ from zarrchive.storage.keys import (
     staging_prefix,
     staging_zarr_prefix,
 )
-from zarrchive.storage.objects import ObjectStore, ObjectVersion
+from zarrchive.storage.objects import ObjectVersion
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
 
 
-def drop_staging(store: ObjectStore, zarr_id: str, uid: str) -> None:
+def drop_staging(store: ObjectStoreProtocol, zarr_id: str, uid: str) -> None:
     """Remove a finished batch's staging objects for good (best effort: garbage if it fails)."""
     try:
         store.purge(staging_prefix(zarr_id, uid))
@@ -51,7 +52,9 @@ def purge_stale_staging(archive: Archive, zarr_id: str) -> int:
     return sum(1 for prefix in stale if store.purge(prefix) > 0)
 
 
-def stale_staging(store: ObjectStore, zarr_id: str, live: set[str]) -> list[tuple[str, int]]:
+def stale_staging(
+    store: ObjectStoreProtocol, zarr_id: str, live: set[str]
+) -> list[tuple[str, int]]:
     """The staging areas of *zarr_id*'s batches that no longer exist (*live*: the uids of
     those that do), with the bytes each holds (what :func:`purge_stale_staging` removes)."""
     root = staging_zarr_prefix(zarr_id)
@@ -66,7 +69,7 @@ def stale_staging(store: ObjectStore, zarr_id: str, live: set[str]) -> list[tupl
 
 
 def check_staged(
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     uid: str,
     expected: dict[str, str | None],
@@ -78,7 +81,7 @@ def check_staged(
 
 
 def check_staged_and_sources(
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     uid: str,
     expected: dict[str, str | None],
