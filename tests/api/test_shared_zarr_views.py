@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from tests.conftest import LiveServer, Users
@@ -21,9 +22,18 @@ from tests.helpers.assets import assets_url, client_for, ok
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.shared_zarrs import FIRST, SHARED_PATH, publish, published_zarr, share
 from tests.helpers.snapshots import oracle
-from tests.helpers.zarr_client import create_dandiset, delete_files, md5, wait_at_rest
+from tests.helpers.zarr_client import (
+    create_dandiset,
+    create_zarr,
+    delete_files,
+    md5,
+    wait_at_rest,
+)
 from zarrchive.cli import app
 from zarrchive.config import PublishedZarrs
+from zarrchive.db.models import Version, ZarrPin, pinned_view_id
+from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.snapshots import prepare_manifest
 
 pytestmark = [SQLITE_ONLY, pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)]
 
@@ -177,3 +187,41 @@ def test_writes_through_the_view_are_refused_and_change_nothing(
     unknown = "00000000-0000-5000-8000-000000000000"
     assert api.get(f"/api/zarr/{unknown}/").status_code == 404
     assert api.post(f"/api/zarr/{unknown}/upload/", json=change).status_code == 404
+    # DANDI's HEAD of a file: the pinned version too
+    head = api.head(f"/api/zarr/{view}/files/", params={"prefix": "x/1"})
+    assert head.status_code == 302 and "versionId=" in head.headers["location"]
+
+
+def test_a_view_is_read_as_its_zarr_is(
+    api: httpx.Client, anon: httpx.Client, archive: Archive, users: Users
+) -> None:
+    """An embargoed Zarr's view (a state pinned before: embargoed dandisets do not publish,
+    so the pin is written here) answers as the Zarr does: 401 anonymous, 404 to a stranger,
+    the state to its owner; its writes are refused like any view's."""
+    secret = create_dandiset(api, "secret", embargo=True)
+    zarr_id = create_zarr(api, secret, "s.zarr")
+    upload(api, zarr_id, FIRST)
+    checksum = oracle(FIRST)
+    prepare_manifest(archive, zarr_id)  # as a publication would
+    with archive.db.write_session() as session:
+        draft = session.scalars(select(Version).where(Version.dandiset_id == int(secret))).one()
+        session.add(ZarrPin(zarr_id=zarr_id, version_id=draft.id, checksum=checksum, frozen=False))
+    view = pinned_view_id(zarr_id, checksum)
+    with archive.db.session() as session:  # the pin names its view
+        assert session.scalars(select(ZarrPin.view_id)).all() == [view]
+    assert anon.get(f"/api/zarr/{view}/").status_code == 401
+    assert anon.get(f"/api/zarr/{view}/files/").status_code == 401
+    with client_for(api, users.other) as other:
+        for response in (
+            other.get(f"/api/zarr/{view}/"),
+            other.get(f"/api/zarr/{view}/files/"),
+            other.post(f"/api/zarr/{view}/upload/", json=[{"path": "a", "etag": md5(b"a")}]),
+        ):
+            assert response.status_code == 404, response.text
+            assert zarr_id not in response.text  # nothing of the Zarr shows
+    info = ok(api.get(f"/api/zarr/{view}/"))
+    assert (info["checksum"], info["view_of"], info["dandiset"]) == (checksum, zarr_id, secret)
+    urls = ok(api.post(f"/api/zarr/{view}/download/", json=[{"path": p} for p in sorted(FIRST)]))
+    with httpx.Client(timeout=60) as plain:  # presigned URLs of the pinned versions
+        assert {u["path"]: plain.get(u["url"]).content for u in urls} == FIRST
+    assert api.delete(f"/api/zarr/{view}/upload/").status_code == 409
