@@ -75,6 +75,8 @@ def change_paths(n: int) -> list[str]:
 class Phase:
     name: str
     seconds: float
+    #: CPU seconds of this process (archive, API, jobs and driver; not SeaweedFS's)
+    cpu_seconds: float
     peak_rss_mib: float
     s3_requests: int
     detail: str = ""
@@ -146,14 +148,13 @@ class Sim:
     def phase(self, name: str, fn: Callable[[], str]) -> Phase:
         reset_peak()
         before = self.counter.count
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu()
         detail = fn()
-        phase = Phase(
-            name, time.perf_counter() - started, vm_hwm_mib(), self.counter.count - before, detail
-        )
+        seconds, cpu = time.perf_counter() - started, _cpu() - cpu
+        phase = Phase(name, seconds, cpu, vm_hwm_mib(), self.counter.count - before, detail)
         self.results.phases.append(phase)
         print(
-            f"  {name:46} {phase.seconds:9.2f} s {phase.peak_rss_mib:7.0f} MiB "
+            f"  {name:46} {phase.seconds:9.2f} s {cpu:8.2f} s CPU {phase.peak_rss_mib:6.0f} MiB "
             f"{phase.s3_requests:>9} S3 req  {detail}",
             flush=True,
         )
@@ -480,6 +481,11 @@ class Sim:
             self.phase("fsck", self.fsck)
         self.phase("refs.json of the current state", self.refs)
         return self.results
+
+
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def _md5(body: bytes) -> str:
