@@ -279,9 +279,9 @@ def resolve_zarr(client: ApiClient, ref: str) -> ZarrInfo:
         raise InvalidInput(f"{ref!r} is neither a Zarr id (a UUID) nor DANDISET/PATH")
     asset = client.find_asset(dandiset, name)
     if asset is not None:
-        if not asset.get("zarr_id"):
+        if asset.zarr_id is None:
             raise InvalidInput(f"the asset {name!r} of dandiset {dandiset} is not a Zarr")
-        return client.get_zarr(str(asset["zarr_id"]))
+        return client.get_zarr(asset.zarr_id)
     found = client.find_zarr(dandiset, name)
     if found is None:
         raise NotFound(f"dandiset {dandiset} has no Zarr {name!r}")

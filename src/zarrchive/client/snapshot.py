@@ -115,12 +115,12 @@ def open_snapshot(client: ApiClient, ref: str | VersionedAddress) -> Snapshot:
             f"version {address.version} of dandiset {address.dandiset} has no asset "
             f"{address.path!r}"
         )
-    if not asset.get("zarr_id"):
+    if asset.zarr_id is None:
         raise InvalidInput(f"{address}: the asset is not a Zarr")
-    checksum = str(((asset.get("metadata") or {}).get("digest") or {}).get(ZARR_DIGEST, ""))
+    checksum = str((asset.metadata.get("digest") or {}).get(ZARR_DIGEST, ""))
     if not checksum:
         raise TransferError(f"{address}: the published asset names no Zarr checksum")
-    zarr = client.get_zarr(str(asset["zarr_id"]))
+    zarr = client.get_zarr(asset.zarr_id)
     private = client.is_private(zarr.dandiset)
     if private:
         require_token(client, zarr)
