@@ -22,8 +22,14 @@ S3 requests are counted as they are sent: the archive's botocore clients (``befo
 its own signed copies (:class:`~zarrchive.storage.signed_copy.CopySender`), and the
 uploader's presigned PUTs (one per file).  Each way ends with the checksum of A checked.
 
+``--simulate`` seeds less: only ``.zgroup`` and the ``--changed`` files are PUT; the tree
+(``.checksum`` nodes) and manifest A (a real listing with made-up entries, version ids
+``sim-N``, merged in for the files left unwritten) hold every file all the same.  Nothing
+measured touches an unchanged file's object (a restore copies only the differences, the
+re-upload only its files), so the measured steps are the real ones either way.
+
 Command (from the repository root):
-``.venv/bin/python bench/rollback_bench.py --files 1000000 --changed 1000``
+``.venv/bin/python bench/rollback_bench.py --files 1000000 --changed 1000 [--simulate]``
 """
 
 from __future__ import annotations
@@ -58,13 +64,39 @@ def path_of(n: int) -> str:
     return f"d/{n // 1000}/{n % 1000}"
 
 
-def _seed(settings: Any, zarr_id: str, files: int) -> None:
+def body_of(n: int) -> bytes:
+    return f"chunk {n}".encode()
+
+
+def simulated_listing(listed: Iterator[Any], files: int) -> Iterator[Any]:
+    """``--simulate``: the listing of the Zarr as if every file were written: the objects
+    listed (``.zgroup`` and the files that will change), and for each file left unwritten an
+    entry of its path, size and md5, a version id ``sim-{n}`` and the last-modified time of
+    the objects listed, all in key order."""
+    from zarrchive.manifest import ManifestEntry
+
+    present = {entry.path: entry for entry in listed}
+    stamp = max(entry.last_modified for entry in present.values())
+    paths = sorted([(".zgroup", -1), *((path_of(n), n) for n in range(files))])
+    for path, n in paths:
+        if path in present:
+            yield present.pop(path)
+        else:
+            body = body_of(n)
+            yield ManifestEntry(path, f"sim-{n}", stamp, len(body), hashlib.md5(body).hexdigest())
+    assert not present, present
+
+
+def _seed(settings: Any, zarr_id: str, files: int, only: list[int] | None = None) -> None:
     """The Zarr's files PUT :data:`SEED_CONNECTIONS` at once, the tree at once (in a child
     process, so the PUTs do not share a GIL with the API).
 
     Setup, not measured: each file is one PUT (presigned by the archive's own signer, sent on
     a pooled urllib3 connection), every one a real object version in the archive's bucket;
-    then the tree's ``.checksum`` nodes computed from the files' md5s in one update."""
+    then the tree's ``.checksum`` nodes computed from the files' md5s in one update.
+
+    *only* (``--simulate``): only these files (and ``.zgroup``) are PUT; the tree still holds
+    every file."""
     import urllib3
 
     from zarrchive.content_types import zarr_content_type
@@ -96,8 +128,8 @@ def _seed(settings: Any, zarr_id: str, files: int) -> None:
 
     def bodies() -> Iterator[tuple[str, bytes]]:
         yield ".zgroup", b'{"zarr_format": 2}'
-        for n in range(files):
-            yield path_of(n), f"chunk {n}".encode()
+        for n in range(files) if only is None else only:
+            yield path_of(n), body_of(n)
 
     started = time.perf_counter()
     items = bodies()
@@ -106,6 +138,10 @@ def _seed(settings: Any, zarr_id: str, files: int) -> None:
             list(pool.map(put, chunk))
             rate = len(changes) / (time.perf_counter() - started)
             print(f"  seed: {len(changes)} objects PUT ({rate:.0f}/s)", flush=True)
+    if only is not None:  # the files left unwritten are in the tree all the same
+        for n in range(files):
+            body = body_of(n)
+            changes.setdefault(path_of(n), (hashlib.md5(body).hexdigest(), len(body)))
     with archive.db.write_session() as session:
         zarr = get_zarr(session, None, zarr_id, lock=True, check_read=False)
         state = apply_changes(store, zarr_id, changes)
@@ -194,8 +230,9 @@ def measured(counter: S3Requests, action: Callable[[], int]) -> dict[str, Any]:
     return {"seconds": round(seconds, 2), "s3_requests": counter.count - before + extra}
 
 
-def run(files: int, changed: int) -> dict[str, Any]:
+def run(files: int, changed: int, simulate: bool) -> dict[str, Any]:
     from zarrchive.services.identity.auth import create_user
+    from zarrchive.services.zarr_engine import manifests
     from zarrchive.services.zarr_engine.manifests import write_manifest
 
     with local_archive("rollback-bench-") as (archive, url, _work):
@@ -206,9 +243,11 @@ def run(files: int, changed: int) -> dict[str, Any]:
         zarr_id = api.post("/api/zarr/", json={"name": "r.zarr", "dandiset": dandiset}).json()[
             "zarr_id"
         ]
+        step = max(1, files // changed)
+        chosen = [n * step for n in range(changed)]
         started = time.monotonic()
         child = multiprocessing.get_context("spawn").Process(
-            target=_seed, args=(archive.settings, zarr_id, files)
+            target=_seed, args=(archive.settings, zarr_id, files, chosen if simulate else None)
         )
         child.start()
         child.join()
@@ -217,14 +256,20 @@ def run(files: int, changed: int) -> dict[str, Any]:
         log(f"seeded {files + 1} files: {seed_seconds:.0f} s")
         a = api.get(f"/api/zarr/{zarr_id}/").json()["checksum"]
         started = time.monotonic()
-        listed = write_manifest(archive, zarr_id)
+        listing = manifests.current_entries
+        if simulate:
+            manifests.current_entries = lambda store, zid, **kw: simulated_listing(
+                listing(store, zid, **kw), files
+            )
+        try:
+            listed = write_manifest(archive, zarr_id)
+        finally:
+            manifests.current_entries = listing
         manifest_seconds = time.monotonic() - started
         assert listed.listing_checksum == a, listed
         log(f"manifest A listed ({listed.entries} entries): {manifest_seconds:.0f} s")
 
-        step = max(1, files // changed)
-        chosen = [n * step for n in range(changed)]
-        original = {path_of(n): f"chunk {n}".encode() for n in chosen}
+        original = {path_of(n): body_of(n) for n in chosen}
         rewritten = {path_of(n): f"chunk {n}, changed".encode() for n in chosen}
         b, _puts = upload(api, zarr_id, rewritten)
         write_manifest(archive, zarr_id)
@@ -255,6 +300,7 @@ def run(files: int, changed: int) -> dict[str, Any]:
         log(f"re-upload B -> A: {uploaded}")
         return {
             "files": files + 1,
+            "simulated": simulate,
             "changed": changed,
             "restore_to_a": back,
             "restore_to_b": forward,
@@ -270,9 +316,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--changed", type=int, default=1000)
+    parser.add_argument(
+        "--simulate",
+        action="store_true",
+        help="PUT only the files that change (and .zgroup); the tree and manifest A hold "
+        "every file all the same (the others' entries made up: version ids sim-N)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    result = run(args.files, args.changed)
+    result = run(args.files, args.changed, args.simulate)
     print(json.dumps(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
