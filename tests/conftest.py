@@ -332,6 +332,15 @@ def anon(live_server: LiveServer, archive: Archive) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
+def other(api: httpx.Client, users: Users) -> Iterator[httpx.Client]:
+    """An httpx client of the live server, authenticated as the other user (not an owner)."""
+    with httpx.Client(
+        base_url=str(api.base_url), headers={"Authorization": f"token {users.other}"}, timeout=60
+    ) as client:
+        yield client
+
+
+@pytest.fixture
 def dandiset(api: httpx.Client) -> str:
     """A new dandiset owned by the ``api`` client's user."""
     response = api.post("/api/dandisets/", json={"name": "test dandiset"})

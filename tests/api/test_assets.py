@@ -29,12 +29,6 @@ pytestmark = SQLITE_ONLY
 
 
 @pytest.fixture
-def other(api: httpx.Client, users: Users) -> Iterator[httpx.Client]:
-    with client_for(api, users.other) as client:
-        yield client
-
-
-@pytest.fixture
 def admin(api: httpx.Client, users: Users) -> Iterator[httpx.Client]:
     with client_for(api, users.admin) as client:
         yield client

@@ -10,9 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Users
 from tests.helpers.api_uploads import upload
-from tests.helpers.assets import add_blob_asset, client_for, md5, ok, upload_blob
+from tests.helpers.assets import add_blob_asset, md5, ok, upload_blob
 from tests.helpers.presigned import put_headers
 from zarrchive.checksum.dandi_etag import dandi_etag
 from zarrchive.jobs import InProcessJobQueue
@@ -36,12 +35,6 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(blobs, "MAX_SINGLE_PUT", 1024 * 1024)
     monkeypatch.setattr(blobs, "DEFAULT_PART_SIZE", PART)
     yield
-
-
-@pytest.fixture
-def other(api: httpx.Client, users: Users) -> Iterator[httpx.Client]:
-    with client_for(api, users.other) as client:
-        yield client
 
 
 def initialize(api: httpx.Client, dandiset: str, data: bytes) -> dict[str, Any]:

@@ -9,7 +9,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.api_uploads import FILES, assert_nodes_match, info, oracle, put_files, upload
+from tests.helpers.api_uploads import (
+    FILES,
+    assert_nodes_match,
+    info,
+    open_and_put,
+    oracle,
+    put_files,
+    upload,
+)
 from tests.helpers.zarr_client import md5
 from zarrchive.checksum import compute_checksum
 from zarrchive.services.runtime import Archive
@@ -93,10 +101,7 @@ def test_crash_mid_update_is_finished_by_the_next_write(
         raise RuntimeError("simulated crash")  # ...then the server dies
 
     monkeypatch.setattr(uploads.apply, "apply_changes", crash_half_way)
-    response = api.post(
-        f"/api/zarr/{zarr_id}/upload/", json=[{"path": p, "etag": md5(b)} for p, b in batch.items()]
-    )
-    put_files(response.json(), batch)
+    open_and_put(api, zarr_id, batch)
     with httpx.Client(base_url=str(api.base_url), headers=api.headers) as crashing:
         assert crashing.post(f"/api/zarr/{zarr_id}/upload/complete/").status_code == 500
     monkeypatch.setattr(uploads.apply, "apply_changes", real_apply)

@@ -10,6 +10,7 @@ from tests.helpers.api_uploads import (
     FILES,
     assert_nodes_match,
     info,
+    open_and_put,
     oracle,
     put_files,
     s3_body,
@@ -67,11 +68,7 @@ def test_cancel_leaves_overwritten_files_untouched(
     upload(api, zarr_id, FILES)
     before = info(api, zarr_id)
     batch = {"arr/0": b"overwritten", "arr/2": b"a new file", ".zgroup": FILES[".zgroup"]}
-    response = api.post(
-        f"/api/zarr/{zarr_id}/upload/", json=[{"path": p, "etag": md5(b)} for p, b in batch.items()]
-    )
-    assert response.status_code == 200
-    put_files(response.json(), batch)
+    open_and_put(api, zarr_id, batch)
     assert s3_body(archive, zarr_id, "arr/0") == b"zero"  # staged, not in the Zarr yet
     assert s3_body(archive, zarr_id, "arr/2") is None
     assert api.get(f"/api/zarr/{zarr_id}/upload/").status_code == 204

@@ -1,4 +1,5 @@
-"""Fixtures of the LINDI tests: a loopback HTTP server with ranges, the lindi oracle."""
+"""Fixtures of the LINDI tests: a loopback HTTP server with ranges, the lindi oracle, the
+path of an HDF5 file to write."""
 
 from __future__ import annotations
 
@@ -27,3 +28,9 @@ def lindi_python() -> str:
         ".venv-lindi/.installed-stamp",
         ".venv-lindi with lindi 0.4.6, for the interoperability tests",
     )
+
+
+@pytest.fixture
+def h5path(tmp_path: Path) -> Path:
+    """Where a test writes its HDF5 file (not created)."""
+    return tmp_path / "f.h5"

@@ -22,11 +22,6 @@ from zarrchive.errors import (
 from zarrchive.lindi import hdf5_to_rfs
 
 
-@pytest.fixture
-def h5path(tmp_path: Path) -> Path:
-    return tmp_path / "f.h5"
-
-
 @pytest.mark.parametrize(
     ("kwargs", "name"),
     [({"compression": "lzf"}, "lzf"), ({"scaleoffset": 2}, "scaleoffset")],

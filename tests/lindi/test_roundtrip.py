@@ -73,11 +73,6 @@ def convert(path: Path, **options: Any) -> tuple[dict[str, Any], File]:
     return rfs, File(rfs)
 
 
-@pytest.fixture
-def h5path(tmp_path: Path) -> Path:
-    return tmp_path / "f.h5"
-
-
 # -- groups and attributes ---------------------------------------------------------
 def test_groups_and_attributes(h5path: Path) -> None:
     with h5py.File(h5path, "w") as f:

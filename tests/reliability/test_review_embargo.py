@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -26,12 +25,6 @@ from zarrchive.services.runtime import Archive
 from zarrchive.storage.keys import blob_key
 
 ROUTES: tuple[Route, ...] = ("dandi", "md5")
-
-
-@pytest.fixture
-def other(api: httpx.Client, users: Users) -> Iterator[httpx.Client]:
-    with client_for(api, users.other) as client:
-        yield client
 
 
 def _blob_row(archive: Archive, blob_id: str) -> tuple[str | None, str | None, bool] | None:

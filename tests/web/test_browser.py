@@ -14,19 +14,12 @@ import pytest
 from PIL import Image
 
 from tests.conftest import Users
-from tests.helpers.browser import chromium_browser
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.web_site import IMAGE_SHAPE, Site
 
 pytestmark = SQLITE_ONLY
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "web"
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with chromium_browser() as browser:
-        yield browser
 
 
 @pytest.fixture

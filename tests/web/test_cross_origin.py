@@ -4,15 +4,13 @@ attempt to change something is refused and changes nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.conftest import Users
 from tests.helpers.api_uploads import upload
-from tests.helpers.browser import chromium_browser, other_origin
+from tests.helpers.browser import other_origin
 from tests.helpers.databases import SQLITE_ONLY
 from zarrchive.services.runtime import Archive
 
@@ -45,12 +43,6 @@ async ([api, zarrId, token, chunkUrl]) => {
   return out;
 }
 """
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with chromium_browser() as browser:
-        yield browser
 
 
 def test_a_page_of_another_origin_reads_but_cannot_write(

@@ -21,7 +21,6 @@ from tests.api.test_reference_files import local_zarr
 from tests.conftest import make_settings
 from tests.dandi.test_dandi_blobs import NWB_PATH, create_dandiset, dandi, fetch_draft_folder
 from tests.dandi.test_dandi_blobs import upload as dandi_upload
-from tests.helpers.browser import chromium_browser
 from tests.helpers.dandi import DandiArchive, require_dandi_venv
 from tests.helpers.fsspec_oracle import read_with_fsspec, s3fs_python
 from tests.helpers.nwb import make_nwb
@@ -79,12 +78,6 @@ def site(
             yield Site(server, providers, reviewer, tmp / "home")
         finally:
             server.stop()
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with chromium_browser() as browser:
-        yield browser
 
 
 def _admin(site: Site, *args: str) -> str:
