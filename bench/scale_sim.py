@@ -65,6 +65,12 @@ def entry_paths(n: int) -> Iterator[str]:
     return itertools.islice((f"arr/{a}/{b}/{c}" for a in tops for b in NAMES for c in NAMES), n)
 
 
+def entry_path(n: int, i: int) -> str:
+    """The *i*-th of :func:`entry_paths` (*n*), computed."""
+    tops = sorted(str(t) for t in range((n + 9999) // 10000))
+    return f"arr/{tops[i // 10000]}/{NAMES[(i // 100) % 100]}/{NAMES[i % 100]}"
+
+
 def change_paths(n: int) -> list[str]:
     """The batch: 250 overwrites spread over the Zarr, 250 new files."""
     overwrite = list(itertools.islice(entry_paths(n), 0, None, max(1, n // 250)))[:250]
@@ -401,9 +407,7 @@ class Sim:
                 size += len(chunk)
         return f"{size / 1e6:.1f} MB"
 
-    def files_page(self, fraction: float) -> str:
-        at = min(self.n - 1, int(self.n * fraction))
-        after = next(itertools.islice(entry_paths(self.n), at, None))
+    def files_page(self, after: str) -> str:
         answer = self.anon.get(f"/api/zarr/{self.zarr_id}/files/", params={"after": after})
         rows = answer.raise_for_status().json()["results"]
         return f"{len(rows)} rows after {after}"
@@ -460,12 +464,15 @@ class Sim:
         second = self.batch()
         # the slowest linear steps (diff, refs.json) last: a run stopped early still has
         # the bounded ones
+        middle = entry_path(self.n, self.n // 2)
         self.phase(
-            "flat listing: first page (files/?after=the middle)", lambda: self.files_page(0.5)
+            "flat listing: first page (files/?after=the middle)",
+            functools.partial(self.files_page, middle),
         )
         for where, fraction in (("the start", 0.0), ("the middle", 0.5), ("the end", 0.999)):
+            after = entry_path(self.n, min(self.n - 1, int(self.n * fraction)))
             self.phase(
-                f"flat listing: a page after {where}", functools.partial(self.files_page, fraction)
+                f"flat listing: a page after {where}", functools.partial(self.files_page, after)
             )
         self.phase("directory listing (arr/0/0/)", self.directory)
         self.phase("snapshot publish", self.publish)
