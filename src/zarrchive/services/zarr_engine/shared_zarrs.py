@@ -9,7 +9,10 @@ for ever:
   published one and never changes, so B reads it live (every route of the Zarr, dandi-cli).
 - ``snapshot``: a published snapshot of A's Zarr (a checksum that one of A's published
   versions pins, :mod:`zarrchive.services.zarr_engine.snapshots`): B reads it through the snapshot's
-  manifest (every file at its pinned S3 version), whatever A's draft does to the Zarr.
+  manifest (every file at its pinned S3 version), whatever A's draft does to the Zarr.  B's
+  asset names the state's read-only **pinned view** as its Zarr (DANDI's ``zarr``: see
+  :mod:`zarrchive.services.zarr_engine.pinned_views`), so what reads a Zarr by id alone
+  (dandi-cli, ``zarrchive download B/PATH``) reads that state, never A's live Zarr.
 
 Nothing is copied: B's asset row names A's Zarr (``assets.zarr_id``) and a row of
 ``shared_zarr_assets`` (keyed by the asset's id) records the state.  The refusals change
