@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from redis import Redis
 from rq import Queue, Worker
 
@@ -15,6 +19,8 @@ from zarrchive.config import Settings
 from zarrchive.jobs import JobLane
 
 ROOT = Path(__file__).parents[2]  # the workers import tests.helpers.* job functions
+#: The tests' Redis (``ZARRCHIVE_TEST_REDIS_URL``; a local one by default).
+REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 
 
 def redis_skip_reason(url: str) -> str | None:
@@ -30,6 +36,23 @@ def redis_skip_reason(url: str) -> str | None:
     finally:
         conn.close()
     return None
+
+
+@contextmanager
+def fresh_queue_name(prefix: str, url: str = REDIS_URL) -> Iterator[str]:
+    """A queue name no other test uses (*prefix*, then a random part), every Redis key of it
+    deleted afterwards; the test is skipped when Redis does not answer at *url*."""
+    reason = redis_skip_reason(url)
+    if reason is not None:
+        pytest.skip(reason)
+    name = f"{prefix}-{uuid.uuid4().hex}"
+    try:
+        yield name
+    finally:
+        conn = Redis.from_url(url)
+        for key in conn.scan_iter(f"*{name}*"):
+            conn.delete(key)
+        conn.close()
 
 
 def worker_environment(settings: Settings) -> dict[str, str]:

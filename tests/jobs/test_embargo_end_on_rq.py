@@ -4,15 +4,12 @@ which queues the unembargo move on Redis; the dandiset becomes public, once."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from redis import Redis
-from tests.helpers.rq_workers import redis_skip_reason, worker_environment
+from tests.helpers.rq_workers import REDIS_URL, fresh_queue_name, worker_environment
 from tests.helpers.zarr_client import create_zarr, expect, upload
 
 from zarrchive.db.models import AuditRecord, Dandiset, EmbargoStatus
@@ -21,22 +18,13 @@ from zarrchive.services.dandi import embargo
 from zarrchive.services.dandi.embargo_dates import utc_today
 from zarrchive.services.runtime import Archive, set_current_archive
 
-REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
-
 pytestmark = [pytest.mark.redis, pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)]
 
 
 @pytest.fixture
 def queue_name() -> Iterator[str]:
-    reason = redis_skip_reason(REDIS_URL)
-    if reason is not None:
-        pytest.skip(reason)
-    name = f"zarrchive-embargo-end-{uuid.uuid4().hex}"
-    yield name
-    conn = Redis.from_url(REDIS_URL)
-    for key in conn.scan_iter(f"*{name}*"):
-        conn.delete(key)
-    conn.close()
+    with fresh_queue_name("zarrchive-embargo-end") as name:
+        yield name
 
 
 def test_on_rq_one_of_the_workers_checks_and_the_due_dandiset_is_unembargoed(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from redis import Redis
+from tests.helpers.rq_workers import REDIS_URL
 
 from zarrchive.config import Settings
 from zarrchive.jobs import JobLane, RedisJobQueue, job_queue_from_settings, run_worker
@@ -21,7 +22,6 @@ pytestmark = pytest.mark.redis
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]  # the job functions are tests.helpers.job_functions:...
 SRC = ROOT / "src"
-REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 APPEND = "tests.helpers.job_functions:append_line"
 FLAKY = "tests.helpers.job_functions:fail_then_append"
 RECORD_IMPORTED = "tests.helpers.job_functions:record_dandischema_imported"

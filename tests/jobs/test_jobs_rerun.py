@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 from redis import Redis
-from tests.helpers.rq_workers import redis_skip_reason
+from tests.helpers.rq_workers import REDIS_URL, redis_skip_reason
 
 from zarrchive.jobs import InProcessJobQueue, JobLane, JobQueue, RedisJobQueue
 
 ROOT = Path(__file__).parents[2]
-REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 GATED = "tests.helpers.job_functions:gated_span"
 APPEND = "tests.helpers.job_functions:append_line"
 #: A deadline for a job's run, generous for a loaded machine (issue #41: not a speed target).

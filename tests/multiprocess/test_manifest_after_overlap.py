@@ -11,8 +11,6 @@ released only once the other Zarr has its manifest, which needs the held worker.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from sqlalchemy import select
 from tests.helpers.api_uploads import complete, info, open_and_put
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.overlap_jobs import wait_for
-from tests.helpers.rq_workers import Workers, redis_skip_reason
+from tests.helpers.rq_workers import REDIS_URL, Workers, fresh_queue_name
 from tests.helpers.waiting import wait_until
 
 from zarrchive.db.models import ZarrManifest
@@ -34,7 +32,6 @@ from zarrchive.services.zarr_engine.uploads import APPLY_JOB
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
-REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 #: How long to wait for a job's work (seconds): the jobs take seconds here, but each runs in
 #: a forked work horse and the dandiset's validation job (dandischema, 12-14 s on a loaded
 #: machine) may take the free worker first; a generous bound, not a speed target.
@@ -43,15 +40,8 @@ JOB_WAIT = 240.0
 
 @pytest.fixture
 def queue_name() -> Iterator[str]:
-    reason = redis_skip_reason(REDIS_URL)
-    if reason is not None:
-        pytest.skip(reason)
-    name = f"zarrchive-overlap-{uuid.uuid4().hex}"
-    yield name
-    conn = Redis.from_url(REDIS_URL)
-    for key in conn.scan_iter(f"*{name}*"):
-        conn.delete(key)
-    conn.close()
+    with fresh_queue_name("zarrchive-overlap") as name:
+        yield name
 
 
 def manifest_rows(archive: Archive, zarr_id: str) -> list[tuple[str, str]]:

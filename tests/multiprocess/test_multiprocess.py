@@ -11,7 +11,6 @@ completed both ways: applied by the workers (the default) and at once (``wait=tr
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import threading
@@ -27,6 +26,7 @@ from redis import Redis
 from tests.helpers.consistency import assert_consistent
 from tests.helpers.presigned import put_headers
 from tests.helpers.reliability import budget
+from tests.helpers.rq_workers import REDIS_URL
 from tests.helpers.server_process import ServerProcess, zarrchive_command
 from tests.helpers.zarr_client import authed, create_dandiset, create_zarr, expect, md5
 
@@ -36,7 +36,6 @@ from zarrchive.services.runtime import Archive
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
-REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 CLIENTS = 4
 #: rounds of each client (``make test`` runs a small budget; ``ZARRCHIVE_RELIABILITY=full``
 #: the full one, see tests/helpers/reliability.py)

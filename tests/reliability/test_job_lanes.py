@@ -13,15 +13,12 @@ conversions took both job threads (or the workers) and the apply waited behind t
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from redis import Redis
 from sqlalchemy import select
 
 from tests.helpers.api_uploads import complete, info, open_and_put, oracle
@@ -29,7 +26,7 @@ from tests.helpers.assets import assets_url, ok, upload_blob
 from tests.helpers.hostile_hdf5 import many_references
 from tests.helpers.job_functions import GATES_ENV
 from tests.helpers.reliability import FULL
-from tests.helpers.rq_workers import Workers, redis_skip_reason
+from tests.helpers.rq_workers import REDIS_URL, Workers, fresh_queue_name
 from tests.helpers.waiting import wait_until
 from zarrchive.db.models import LindiFile, LindiState, ZarrManifest
 from zarrchive.jobs import (
@@ -42,7 +39,6 @@ from zarrchive.jobs import (
 from zarrchive.services.dandi import lindi_files
 from zarrchive.services.runtime import Archive, set_current_archive
 
-REDIS_URL = os.environ.get("ZARRCHIVE_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0"
 HELD_CONVERSION = "tests.helpers.job_functions:held_conversion"
 FILES = {"a/0": b"zero", "a/1": b"one", "b": b"bee"}
 #: Generous for a loaded machine: the Zarr's jobs take a second or two when they run at all.
@@ -183,15 +179,8 @@ def test_in_process_a_zarrs_jobs_run_while_conversions_hold_every_content_thread
 
 @pytest.fixture
 def queue_name() -> Iterator[str]:
-    reason = redis_skip_reason(REDIS_URL)
-    if reason is not None:
-        pytest.skip(reason)
-    name = f"zarrchive-lanes-{uuid.uuid4().hex}"
-    yield name
-    conn = Redis.from_url(REDIS_URL)
-    for key in conn.scan_iter(f"*{name}*"):
-        conn.delete(key)
-    conn.close()
+    with fresh_queue_name("zarrchive-lanes") as name:
+        yield name
 
 
 @pytest.mark.postgres
