@@ -3,8 +3,9 @@ directory's listing (:class:`DirectoryPage` of :class:`ListingEntry`).
 
 The server builds them (:func:`zarrchive.services.zarr_engine.zarr_info.zarr_info`,
 :func:`zarrchive.services.zarr_engine.zarrs.list_directory`); the API answers them under the
-names of its ``/docs`` (``DirectoryOut``, ``ListingEntryOut``: :mod:`zarrchive.api.schemas`;
-``ZarrOut`` answers :class:`ZarrInfo`'s fields, checked by ``tests/test_wire_zarrs.py``); the client reads them back with ``from_json``
+names of its ``/docs`` (``DirectoryOut``, ``ListingEntryOut``:
+:mod:`zarrchive.api.schemas`; ``ZarrOut`` answers :class:`ZarrInfo`'s fields, checked by
+``tests/test_wire_zarrs.py``); the client reads them back with ``from_json``
 (:mod:`zarrchive.client.api`).
 """
 
@@ -25,13 +26,14 @@ def doc(description: str) -> Mapping[str, str]:
 
 
 class UploadState(StrEnum):
-    """Where a Zarr is in its uploads (``upload_state``)."""
+    """Where a Zarr is in its uploads (``upload_state``; DANDI's Complete / Pending /
+    Ingesting: :class:`ZarrStatus`)."""
 
     #: no batch: what the Zarr shows is all there is
     AT_REST = "at_rest"
-    #: an upload batch is open
+    #: an upload batch is open (the client PUTs), nothing waits to be applied
     OPEN = "open"
-    #: completed batches wait to be applied (a batch may also be open)
+    #: verified batches (or a deletion) are being applied; a batch may also be open
     APPLYING = "applying"
 
 

@@ -131,13 +131,13 @@ from zarrchive.services.zarr_engine.uploads.multipart import (
 )
 from zarrchive.services.zarr_engine.uploads.records import (
     OpenedBatch,
-    UploadState,
     UploadStatus,
     UploadUrl,
     open_batch,
     upload_status,
 )
 from zarrchive.services.zarr_engine.uploads.staging import purge_stale_staging
+from zarrchive.wire.zarrs import UploadState
 
 __all__ = [
     "APPLY_JOB",

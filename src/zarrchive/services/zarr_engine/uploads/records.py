@@ -7,7 +7,6 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
 from sqlalchemy import and_, func, select, update
 from sqlalchemy.orm import Session
@@ -32,6 +31,7 @@ from zarrchive.paths import validate_path
 from zarrchive.services.identity.auth import Caller, require_owner
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.zarrs import ZarrRef, ensure_writable, get_zarr
+from zarrchive.wire.zarrs import UploadState
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +52,6 @@ class OpenedBatch:
 
     uid: str
     urls: list[UploadUrl]
-
-
-class UploadState(StrEnum):
-    """Where a Zarr is in its uploads (DANDI's Complete / Pending / Ingesting)."""
-
-    #: no batch: what the Zarr shows is all there is
-    AT_REST = "at_rest"
-    #: an upload batch is open (the client PUTs), nothing waits to be applied
-    OPEN = "open"
-    #: verified batches (or a deletion) are being applied; a batch may also be open
-    APPLYING = "applying"
 
 
 @dataclass(frozen=True)
