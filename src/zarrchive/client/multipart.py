@@ -1,14 +1,14 @@
 """Big files of an upload batch, sent in parts (the archive's side:
-:mod:`zarrchive.services.uploads.multipart`).
+:mod:`zarrchive.services.zarr_engine.uploads.multipart`).
 
 Opening a batch declares every file's size; for a file above the archive's multipart
 threshold the answer is a part size and count instead of a URL.  :class:`PartSender` then
-takes the parts' md5s computed when the file was hashed (:mod:`zarrchive.client.parts`: the
-same read as the whole file's md5), or, if the file was not read then (its md5 came from the
-digest cache) or the part size is not the one expected, hashes them (each read once, in
-parallel); it asks the archive for their URLs in
-windows of :data:`WINDOW` parts (each URL signs its part's ``Content-MD5``) and PUTs them in
-parallel, each streamed from its place in the file (bounded memory: one block per PUT).
+takes the parts' md5s computed when the file was hashed (:mod:`zarrchive.client.local.parts`:
+the same read as the whole file's md5), or, if the file was not read then (its md5 came from
+the digest cache) or the part size is not the one expected, hashes them (each read once, in
+parallel); it asks the archive for their URLs in windows of :data:`WINDOW` parts (each URL
+signs its part's ``Content-MD5``) and PUTs them in parallel, each streamed from its place in
+the file (bounded memory: one block per PUT).
 Parts the archive reports ``done`` (S3 holds them with that md5, from an interrupted earlier
 run) are not sent again.  ``complete`` assembles the parts; the archive checks the whole
 file's md5 when it applies the batch.

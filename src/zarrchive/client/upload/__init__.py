@@ -34,7 +34,7 @@ blocks every upload.
 Patch uploads (``patch=True``, ``zarrchive upload --patch``): for a partial local copy.
 Only the selected local files (``selection``: ``--include``/``--exclude`` globs,
 :mod:`zarrchive.client.selection`) are walked and hashed
-(:mod:`zarrchive.client.local_selected`), compared with the archive through the whole nodes
+(:mod:`zarrchive.client.local.selected`), compared with the archive through the whole nodes
 of the directories that hold them and their ancestors, read as one state of the Zarr
 (:func:`~zarrchive.client.remote.read_affected`), and the new and changed ones are sent;
 nothing is deleted.  The final check compares the archive's checksum with the one predicted
@@ -67,7 +67,9 @@ The package, by concept (each module testable alone):
   read from the archive); it returns its plan, which the engine passes on.
 - :mod:`~zarrchive.client.upload.pipeline`: the batch pipeline (open ahead, PUT, complete,
   the apply's refusals and S3's expired URLs, Ctrl-C).
-- :mod:`~zarrchive.client.upload.batches`: cancelling a batch, waiting until the Zarr is at rest.
+- :mod:`~zarrchive.client.upload.feed`: a new Zarr's files, hashed ahead of the pipeline.
+- :mod:`~zarrchive.client.upload.batches`: the calls outside the pipeline's own (cancel a batch,
+  deal with one left open, delete files, wait until the Zarr is at rest).
 - :mod:`~zarrchive.client.upload.results`: the plan, the result, what was left open.
 - :mod:`~zarrchive.client.upload.uploader`: :class:`Uploader`, the thin orchestration of them.
 """

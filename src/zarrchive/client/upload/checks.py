@@ -69,7 +69,7 @@ def scan_local(root: str) -> tuple[int, int]:
     Raises at once (not after hours of hashing) for what the archive would refuse:
     bad names, symbolic link loops, unreadable entries, files over 5 TiB.  (With a digest
     cache, :meth:`~zarrchive.client.upload.Uploader.upload` checks the same by the first half
-    of its walk, :func:`~zarrchive.client.local_tree.survey_tree`.)
+    of its walk, :func:`~zarrchive.client.local.tree.survey_tree`.)
     """
     count = nbytes = 0
     too_big: list[tuple[str, int]] = []

@@ -7,20 +7,16 @@ checksums (see :mod:`zarrchive.client.upload`)."""
 from __future__ import annotations
 
 import os
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry
 from zarrchive.client.api import ApiClient, UploadState, ZarrInfo
 from zarrchive.client.local import (
-    FIRST_UPLOAD_CHUNK,
     default_jobs,
     hash_local,
-    iter_local_entries,
     transfer_jobs,
 )
 from zarrchive.client.progress import NullProgress, Progress
@@ -28,8 +24,9 @@ from zarrchive.client.records import BatchRecords
 from zarrchive.client.remote import local_digests
 from zarrchive.client.selection import Selection
 from zarrchive.client.upload import checks, planner
-from zarrchive.client.upload.batches import cancel_batch, wait_at_rest
+from zarrchive.client.upload.batches import delete_files, resolve_stale_batch, wait_at_rest
 from zarrchive.client.upload.destination import ensure_asset, find_or_create_zarr
+from zarrchive.client.upload.feed import hashed_ahead
 from zarrchive.client.upload.pipeline import BatchPipeline
 from zarrchive.client.upload.results import LeftOpen, UploadPlan, UploadResult
 from zarrchive.errors import ApiError, InvalidInput, LocalFileError
@@ -181,7 +178,12 @@ class Uploader:
             patch=patch,
         )
         if zarr is not None and zarr.upload_in_progress and not dry_run:
-            result.stale_batch = self._resolve_stale_batch(zarr.zarr_id, result)
+            result.stale_batch, message = resolve_stale_batch(
+                self.client, self.records, zarr.zarr_id
+            )
+            if message:
+                result.notes.append(message)
+                self.progress.note(message)
             zarr = self.client.get_zarr(zarr.zarr_id)
         elif zarr is not None and not dry_run:
             # A record without an open batch: we were killed before the batch opened.
@@ -204,7 +206,8 @@ class Uploader:
                 survey.close()  # its files are hashed as they are sent, not before
             entries: list[ZarrEntry] = []
             self.progress.start("uploading", count, nbytes)
-            self._send(root, zarr.zarr_id, self._hashed_ahead(root, entries), batch_files, result)
+            feed = hashed_ahead(root, jobs=min(self.jobs, default_jobs()), sink=entries)
+            self._send(root, zarr.zarr_id, feed, batch_files, result)
             self._set_local(result, entries, local_digests(entries))
         else:
             self._sync(root, zarr, result, count, nbytes, limit, batch_files, dry_run, survey)
@@ -273,7 +276,7 @@ class Uploader:
             self.progress.start("deleting", len(plan.delete), None)
             for start in range(0, len(plan.delete), limit):
                 chunk = plan.delete[start : start + limit]
-                self._delete(zid, chunk)
+                delete_files(self.client, zid, chunk)
                 result.deleted += len(chunk)
                 self.progress.advance(len(chunk), 0)
         if plan.upload:
@@ -363,7 +366,7 @@ class Uploader:
     ) -> bool:
         """True (with *result* filled in) when the directory equals the Zarr: its tree from
         the digest cache's directory digests (an unchanged directory costs its entries' stats,
-        never a stale digest: :mod:`~zarrchive.client.local_tree`) has the Zarr's checksum.
+        never a stale digest: :mod:`~zarrchive.client.local.tree`) has the Zarr's checksum.
         Without a usable cache, or when they differ, the full comparison follows (its files'
         md5s are cached by then).  *survey*: the walk :meth:`_survey` began, finished here
         (its other files read, the cache's rows written)."""
@@ -386,63 +389,6 @@ class Uploader:
         result.skipped = tree.files
         return True
 
-    def _hashed_ahead(self, root: str, sink: list[ZarrEntry]) -> Iterator[ZarrEntry]:
-        """The local entries, hashed by a producer thread running ahead of the consumer;
-        each is also appended to *sink*."""
-        blocks: queue.Queue[list[ZarrEntry] | BaseException | None] = queue.Queue(maxsize=64)
-        stop = threading.Event()
-
-        def put(item: list[ZarrEntry] | BaseException | None) -> None:
-            while not stop.is_set():
-                try:
-                    blocks.put(item, timeout=0.2)
-                    return
-                except queue.Full:
-                    continue
-
-        def produce() -> None:
-            try:
-                from zarrchive.client.local.digest_cache import default_cache
-
-                jobs = min(self.jobs, default_jobs())
-                entries = iter_local_entries(
-                    root,
-                    jobs=jobs,
-                    cache=default_cache(),
-                    part_md5s=True,
-                    first_chunk=FIRST_UPLOAD_CHUNK,
-                )
-                block: list[ZarrEntry] = []
-                try:
-                    for entry in entries:
-                        block.append(entry)
-                        if len(block) >= 64:
-                            put(block)
-                            block = []
-                        if stop.is_set():
-                            return
-                finally:
-                    entries.close()  # type: ignore[attr-defined]
-                put(block)
-                put(None)
-            except BaseException as exc:
-                put(exc)
-
-        thread = threading.Thread(target=produce, name="zarrchive-hash-ahead", daemon=True)
-        thread.start()
-        try:
-            while True:
-                item = blocks.get()
-                if item is None:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                sink.extend(item)
-                yield from item
-        finally:
-            stop.set()
-            thread.join(10)
-
     def plan(self, zarr: ZarrInfo, entries: list[ZarrEntry], digests: dict[str, str]) -> UploadPlan:
         """The files to upload and delete so that *zarr* equals the local *entries*
         (:func:`~zarrchive.client.upload.planner.plan`)."""
@@ -453,66 +399,6 @@ class Uploader:
         self.progress.start("hashing", count, nbytes)
         # an upload's walk: big files' part md5s in the same read (client/parts.py)
         return hash_local(root, jobs=self.jobs, progress=self.progress.advance, part_md5s=True)
-
-    # -- stale batches ----------------------------------------------------------------------
-    def _resolve_stale_batch(self, zarr_id: str, result: UploadResult) -> str | None:
-        ours = self.records.get(self.client.url, zarr_id) is not None
-        outcome: str | None
-        if ours:
-            try:
-                self.client.complete_upload(zarr_id)
-                outcome = "completed"
-                message = (
-                    "completed the upload batch left open by an interrupted earlier run "
-                    "(all its files had reached S3)"
-                )
-            except ApiError as exc:
-                if exc.status_code == 404:
-                    outcome, message = None, ""
-                elif exc.status_code == 400:
-                    # some files never reached S3: leave the batch open, the first batch of
-                    # this run takes it up if it is the same (files sent, and big files'
-                    # parts sent, are not sent again), else cancels it
-                    outcome = "resumed"
-                    message = (
-                        "taking up the upload batch left open by an interrupted earlier run "
-                        "(what reached S3 is not sent again)"
-                    )
-                else:
-                    raise
-        else:
-            cancel_batch(self.client, zarr_id)
-            outcome = "cancelled"
-            message = (
-                "cancelled an upload batch that was already open on this Zarr (left by an "
-                "interrupted run elsewhere or by another client; only one batch can be open)"
-            )
-        self.records.clear(zarr_id)
-        if message:
-            result.notes.append(message)
-            self.progress.note(message)
-        return outcome
-
-    # -- deletions ------------------------------------------------------------------------
-    def _delete(self, zarr_id: str, paths: list[str]) -> None:
-        try:
-            self.client.delete_files(zarr_id, paths)
-        except ApiError as exc:
-            detail = exc.detail if isinstance(exc.detail, dict) else {}
-            missing = detail.get("missing") if exc.status_code in (400, 404) else None
-            if isinstance(missing, list) and missing:
-                # Already gone: deleted by our own first attempt (its answer lost) or by
-                # another client meanwhile.  Delete the rest.
-                rest = [p for p in paths if p not in set(missing)]
-                if rest:
-                    self.client.delete_files(zarr_id, rest)
-                return
-            if exc.status_code == 409:
-                # A batch was opened meanwhile (our own, interrupted): cancel and retry once.
-                cancel_batch(self.client, zarr_id)
-                self.client.delete_files(zarr_id, paths)
-                return
-            raise
 
     # -- uploads --------------------------------------------------------------------------
     def _send(
