@@ -94,3 +94,13 @@ def test_object_url_quotes_the_path() -> None:
     assert INFO.object_url("a b/c#d").endswith(
         "/zarr/0b7a4c9e-5f6d-4e0a-9d39-4b1c0e6f2a11/a%20b/c%23d"
     )
+
+
+def test_an_older_archive_s_answer_reads_with_the_defaults() -> None:
+    """The first nine fields are all an archive ever had to send; the rest default to a
+    Zarr at rest (as the client always read an answer without ``upload_state``)."""
+    first_nine = {f.name: getattr(INFO, f.name) for f in dataclasses.fields(ZarrInfo)[:9]}
+    read = ZarrInfo.from_json(first_nine)
+    assert read == ZarrInfo(*first_nine.values())
+    assert (read.upload_state, read.status) == (UploadState.AT_REST, ZarrStatus.COMPLETE)
+    assert read.published_versions == [] and read.manifest_url is None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 from urllib.parse import quote
@@ -47,10 +47,19 @@ class ZarrStatus(StrEnum):
     COMPLETE = "Complete"
 
 
+#: The time of a Zarr an answer did not date (the epoch).
+UNDATED = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 @dataclass(frozen=True)
 class ZarrInfo:
     """One Zarr: its checksum, size, upload state, DANDI's status, manifest and published
-    versions (``GET /api/zarr/{id}/``, and what changes a Zarr answer)."""
+    versions (``GET /api/zarr/{id}/``, and what changes a Zarr answer).
+
+    The archive always sends every field.  The first nine are what every archive answered
+    (a client needs no more); the others have defaults, a Zarr at rest with nothing more
+    known, so that a client reads an older archive's answer and a test builds a Zarr from
+    the first nine."""
 
     zarr_id: str
     name: str
@@ -63,48 +72,65 @@ class ZarrInfo:
     upload_in_progress: bool = field(metadata=doc("An upload batch is open"))
     #: an :class:`UploadState`, kept as the server's text (a newer server may add states)
     upload_state: str = field(
+        default=UploadState.AT_REST,
         metadata=doc(
             "`at_rest`; `open` (an upload batch is open); `applying` (verified "
             "batches are being applied: `checksum` changes when they are done)"
-        )
+        ),
     )
     #: a :class:`ZarrStatus`, kept as the server's text
     status: str = field(
+        default=ZarrStatus.COMPLETE,
         metadata=doc(
             "DANDI's status: `Pending` (an upload batch is open), `Ingesting` "
             "(verified batches are being applied), `Complete` (at rest: `checksum` is final)"
-        )
+        ),
     )
-    created: datetime
-    modified: datetime = field(metadata=doc("Last change of the Zarr's content or upload state"))
+    created: datetime = UNDATED
+    modified: datetime = field(
+        default=UNDATED, metadata=doc("Last change of the Zarr's content or upload state")
+    )
     manifest_url: str | None = field(
-        metadata=doc("URL of the manifest of the current checksum; null while it is pending")
+        default=None,
+        metadata=doc("URL of the manifest of the current checksum; null while it is pending"),
     )
     manifest_status: str = field(
-        metadata=doc("`available`, or `pending` until the background job has written it")
+        default="pending",
+        metadata=doc("`available`, or `pending` until the background job has written it"),
     )
     refs_url: str = field(
+        default="",
         metadata=doc(
             "The live state as an fsspec reference file (a URL on this API): "
             "`fsspec.filesystem('reference', fo=...)` opens it with stock zarr-python"
-        )
+        ),
     )
     checksum_mismatch: str | None = field(
+        default=None,
         metadata=doc(
             "ALARM: the tree hash of the Zarr's S3 objects when it differs from "
             "`checksum` (found while writing the manifest); null when they agree"
-        )
+        ),
     )
     published_versions: list[str] = field(
-        metadata=doc("Published versions containing the Zarr; when any, the Zarr is immutable")
+        default_factory=list,
+        metadata=doc("Published versions containing the Zarr; when any, the Zarr is immutable"),
     )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ZarrInfo:
         """The Zarr an API answer describes (``KeyError``, ``TypeError`` or ``ValueError``
-        for an answer of another shape)."""
-        mismatch = data["checksum_mismatch"]
-        manifest = data["manifest_url"]
+        for an answer without the first nine fields or of another shape; the others take
+        their defaults when absent)."""
+
+        def text(name: str, default: str | None) -> str | None:
+            value = data.get(name, default)
+            return None if value is None else str(value)
+
+        def time(name: str) -> datetime:
+            value = data.get(name)
+            return UNDATED if value is None else datetime.fromisoformat(str(value))
+
         return cls(
             zarr_id=str(data["zarr_id"]),
             name=str(data["name"]),
@@ -115,15 +141,15 @@ class ZarrInfo:
             file_count=int(data["file_count"]),
             size=int(data["size"]),
             upload_in_progress=bool(data["upload_in_progress"]),
-            upload_state=str(data["upload_state"]),
-            status=str(data["status"]),
-            created=datetime.fromisoformat(data["created"]),
-            modified=datetime.fromisoformat(data["modified"]),
-            manifest_url=None if manifest is None else str(manifest),
-            manifest_status=str(data["manifest_status"]),
-            refs_url=str(data["refs_url"]),
-            checksum_mismatch=None if mismatch is None else str(mismatch),
-            published_versions=[str(v) for v in data["published_versions"]],
+            upload_state=str(data.get("upload_state", UploadState.AT_REST)),
+            status=str(data.get("status", ZarrStatus.COMPLETE)),
+            created=time("created"),
+            modified=time("modified"),
+            manifest_url=text("manifest_url", None),
+            manifest_status=str(data.get("manifest_status", "pending")),
+            refs_url=str(data.get("refs_url", "")),
+            checksum_mismatch=text("checksum_mismatch", None),
+            published_versions=[str(v) for v in data.get("published_versions", ())],
         )
 
     def object_url(self, path: str) -> str:
