@@ -27,13 +27,12 @@ from tests.helpers.assets import add_zarr_asset
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.seeded_zarr import chunk_files, seed_zarr
-from tests.helpers.snapshots import read_live, read_snapshot
+from tests.helpers.snapshots import gc_now, read_live, read_snapshot
 from tests.helpers.zarr_client import directory_url, list_files, md5
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.config import PublishedZarrs
 from zarrchive.errors import StorageUnavailable
 from zarrchive.services.runtime import Archive
-from zarrchive.services.zarr_engine.snapshots import collect_garbage
 from zarrchive.services.zarr_engine.uploads import directory_delete
 
 FILES_URL = "/api/zarr/{}/files/"
@@ -246,7 +245,7 @@ def test_a_pinned_state_keeps_a_deleted_directory(
     assert delete(api, zarr_id, "arr").status_code == 204
     remaining = without(FILES, "arr/")
     assert read_live(api, zarr_id) == remaining
-    collect_garbage(archive, zarr_id, apply=True)
+    gc_now(archive, zarr_id, apply=True)
     assert read_snapshot(api, zarr_id, oracle(FILES)) == FILES
 
 

@@ -14,13 +14,13 @@ from tests.helpers.api_uploads import upload
 from tests.helpers.assets import assets_url, ok
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.shared_zarrs import FIRST, publish, published_zarr, share, what_b_reads
-from tests.helpers.snapshots import oracle, read_snapshot
+from tests.helpers.snapshots import gc_now, oracle, read_snapshot
 from tests.helpers.zarr_client import create_dandiset, delete_files, wait_at_rest
 from zarrchive.config import PublishedZarrs
 from zarrchive.services.dandi.trash import purge_expired
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine import shared_zarrs
-from zarrchive.services.zarr_engine.snapshots import collect_garbage, unreferenced_zarrs
+from zarrchive.services.zarr_engine.snapshots import unreferenced_zarrs
 
 pytestmark = [SQLITE_ONLY, pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)]
 NONE = timedelta(0)
@@ -64,8 +64,8 @@ def test_b_reads_a_published_snapshot_for_ever_whatever_a_does(
     with archive.db.write_session() as session:
         purge_expired(session, days=0)
     assert zarr_id not in {z.zarr_id for z in unreferenced_zarrs(archive, grace=NONE)}
-    report = collect_garbage(archive, zarr_id, apply=True)
-    assert report.skipped is None and report.versions  # it did remove A's own leftovers
+    report = gc_now(archive, zarr_id, apply=True)
+    assert report.versions.skipped is None and report.versions.versions  # A's own leftovers
     assert what_b_reads(api, b, asset_id) == seen
 
     # B's trash keeps the pin: deleted and restored, the asset reads the same state

@@ -21,9 +21,9 @@ from tests.helpers.multipart import (
     put_small,
     send_parts,
 )
+from tests.helpers.snapshots import gc_now
 from tests.helpers.zarr_client import md5
 from zarrchive.services.runtime import Archive
-from zarrchive.services.zarr_engine.snapshots import collect_garbage
 from zarrchive.storage.keys import staging_object_key, staging_zarr_prefix, zarr_prefix
 
 pytestmark = [pytest.mark.settings(multipart_threshold=THRESHOLD), SQLITE_ONLY]
@@ -161,12 +161,12 @@ def test_gc_finds_and_aborts_stray_uploads(
     crashed = store.create_multipart_upload(f"zarr/{zarr_id}/arr/0")
     open_big(api, zarr_id, {"arr/0": BIG})
     send_parts(api, zarr_id, "arr/0", BIG, THRESHOLD, only=[1])  # live: not stray
-    report = collect_garbage(archive, zarr_id)
+    report = gc_now(archive, zarr_id)
     assert sorted(u for _k, u, _why in report.multipart) == sorted([dead, crashed])
     assert len(uploads_in_progress(archive, zarr_id)) == 3
-    collect_garbage(archive, zarr_id, apply=True)
+    gc_now(archive, zarr_id, apply=True)
     assert len(uploads_in_progress(archive, zarr_id)) == 1  # the open batch's own
-    assert not collect_garbage(archive, zarr_id).multipart
+    assert not gc_now(archive, zarr_id).multipart
 
 
 @pytest.mark.parametrize(

@@ -35,13 +35,12 @@ from tests.helpers.interrupted_upload import (
 from tests.helpers.local_zarr import zarr_checksum_of
 from tests.helpers.multipart import write_tree
 from tests.helpers.part_gate import part_gate
-from tests.helpers.snapshots import admin_env
+from tests.helpers.snapshots import admin_env, gc_now
 from zarrchive.cli import app
 from zarrchive.client import ApiClient
 from zarrchive.config import Settings
 from zarrchive.db.models import utcnow
 from zarrchive.services.runtime import Archive
-from zarrchive.services.zarr_engine.snapshots import collect_garbage
 from zarrchive.storage.keys import staging_zarr_prefix
 
 pytestmark = pytest.mark.settings(multipart_threshold=PART)
@@ -173,7 +172,7 @@ def test_gc_aborts_an_abandoned_upload_after_its_grace_not_before(
     assert sent_at is not None and sent_at <= utcnow()
     day = timedelta(days=1)
     # within the grace (its last part a day ago less a minute): kept, with its parts
-    kept = collect_garbage(
+    kept = gc_now(
         archive,
         zarr.zarr_id,
         apply=True,

@@ -5,11 +5,15 @@ credentials towards S3)."""
 from __future__ import annotations
 
 import urllib.parse
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import ZarrArchiveFile
+
+from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.version_gc import ZarrGcReport, collect_zarr
 
 
 def oracle(files: dict[str, bytes]) -> str:
@@ -104,3 +108,24 @@ def admin_env(settings: Any) -> dict[str, str]:
         "ZARRCHIVE_S3_SECRET_ACCESS_KEY": settings.s3_secret_access_key,
         "ZARRCHIVE_PUBLISHED_ZARRS": settings.published_zarrs.value,
     }
+
+
+def gc_now(
+    archive: Archive,
+    zarr_id: str,
+    *,
+    apply: bool = False,
+    abandoned_after: timedelta | None = None,
+    now: datetime | None = None,
+) -> ZarrGcReport:
+    """``admin gc`` of one Zarr with no retention: every noncurrent version that no kept
+    manifest (a pin's, the current state's) names goes, with its leftovers (what
+    ``snapshots.collect_garbage`` did before :func:`collect_zarr` took its place)."""
+    return collect_zarr(
+        archive,
+        zarr_id,
+        retention=timedelta(0),
+        apply=apply,
+        abandoned_after=abandoned_after,
+        now=now,
+    )

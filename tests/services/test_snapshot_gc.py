@@ -1,4 +1,4 @@
-"""``collect_garbage`` (``admin gc``) keeps an open batch and removes stale staging areas."""
+"""``admin gc`` (``version_gc.collect_zarr``) keeps an open batch and removes stale staging areas."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import pytest
 
 from tests.helpers.api_uploads import put_files, upload
 from tests.helpers.assets import ok
-from tests.helpers.snapshots import oracle, read_live
+from tests.helpers.snapshots import gc_now, oracle, read_live
 from tests.helpers.zarr_client import md5
 from zarrchive.config import PublishedZarrs
 from zarrchive.services.runtime import Archive
-from zarrchive.services.zarr_engine.snapshots import collect_garbage
 
 pytestmark = pytest.mark.settings(published_zarrs=PublishedZarrs.SNAPSHOT)
 
@@ -37,10 +36,10 @@ def test_gc_keeps_an_open_batch_and_removes_stale_staging(
     )
     put_files(urls, files)
 
-    report = collect_garbage(archive, zarr_id)
+    report = gc_now(archive, zarr_id)
     assert [p for p, _ in report.staging] == [stale_prefix]
     assert report.staging[0][1] == 1
-    report = collect_garbage(archive, zarr_id, apply=True)
+    report = gc_now(archive, zarr_id, apply=True)
     leftover = s3.list_object_versions(Bucket=bucket, Prefix=stale_prefix)
     assert not leftover.get("Versions")
     # the open batch still completes with what it staged

@@ -14,8 +14,9 @@ Invariants:
 - nothing a pin needs is ever deleted: file deletion leaves delete markers, cancel drops
   only staging objects, fsck rewrites only ``.checksum`` nodes, unembargo copies every
   version and rewrites pinned manifests with the new version ids
-  (:func:`remap_pinned_manifests`), and :func:`collect_garbage` removes only noncurrent
-  versions that no pinned manifest names.
+  (:func:`remap_pinned_manifests`), and ``admin gc``
+  (:func:`zarrchive.services.zarr_engine.version_gc.collect_zarr`) removes only noncurrent
+  versions that no kept manifest (a pin's among them) names.
 
 Readers (the routes under ``/api/zarr/{id}/snapshots/``) answer from a parsed index of the
 manifest (:class:`SnapshotIndex`), cached per pinned checksum (pinned manifests never
@@ -30,7 +31,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import IO
 
@@ -65,9 +66,9 @@ from zarrchive.paths import split_path, validate_directory_path, validate_path
 from zarrchive.services.identity.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine import zarrs as zarr_service
+from zarrchive.services.zarr_engine.manifest_changes import newest_change_set_id, resting_chain
 from zarrchive.services.zarr_engine.manifests import ManifestStatus, manifest_url, write_manifest
 from zarrchive.services.zarr_engine.node_cache import NodeView
-from zarrchive.services.zarr_engine.uploads.leftovers import find_leftovers, remove_leftovers
 from zarrchive.storage.keys import (
     checksum_prefix,
     manifest_prefix,
@@ -75,7 +76,8 @@ from zarrchive.storage.keys import (
     zarr_object_key,
     zarr_prefix,
 )
-from zarrchive.storage.objects import ObjectStore, ObjectVersion, delete_versions, oldest_first
+from zarrchive.storage.objects import ObjectVersion, oldest_first
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +153,25 @@ def manifest_is_fresh(session: Session, zarr: Zarr, row: ZarrManifest) -> bool:
     """Whether *row*'s manifest names object versions of the Zarr's current state that are
     certain to exist.
 
-    A manifest written after the Zarr last changed names its current versions.  An older one
-    of the same checksum (the Zarr left that state and came back, or a batch was opened and
-    cancelled) may name versions that ``admin gc`` has removed since, unless a pin already
+    The change records decide (:mod:`~zarrchive.services.zarr_engine.manifest_changes`),
+    not timestamps: a manifest names the current versions exactly when the Zarr's newest
+    change set is the one marked when it was written (``manifest_written``, at this checksum
+    and in this bucket), i.e. nothing was applied since.  A cancelled batch, which changes
+    nothing, leaves it fresh; clocks play no part.  Otherwise (the Zarr left that state and
+    came back, a batch went unrecorded, its objects moved buckets, a Zarr older than the
+    records) it may name versions that ``admin gc`` has removed since, unless a pin already
     holds that checksum (then gc kept every version it names).
     """
     if row.checksum != zarr.checksum:
         return False
-    if row.created_at >= zarr.modified_at:
+    names_current = resting_chain(
+        session,
+        zarr.id,
+        zarr.checksum,
+        zarr.dandiset.embargoed,
+        newest_change_set_id(session, zarr.id),
+    )
+    if names_current is not None:
         return True
     return (
         session.scalar(
@@ -309,13 +322,13 @@ class SnapshotCache:
 SNAPSHOT_CACHE = SnapshotCache()
 
 
-def _download(store: ObjectStore, key: str, sink: IO[bytes]) -> None:
+def _download(store: ObjectStoreProtocol, key: str, sink: IO[bytes]) -> None:
     for chunk in store.iter_content(key):
         sink.write(chunk)
     sink.seek(0)
 
 
-def read_pinned_manifest(store: ObjectStore, zarr_id: str, checksum: str) -> SnapshotIndex:
+def read_pinned_manifest(store: ObjectStoreProtocol, zarr_id: str, checksum: str) -> SnapshotIndex:
     """Download and parse the manifest of *checksum*; it must hash to *checksum*."""
     key = manifest_key(zarr_id, checksum)
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as body:
@@ -539,7 +552,7 @@ def version_map(
 
 
 def remap_pinned_manifests(
-    session: Session, source: ObjectStore, target: ObjectStore, zarr_id: str
+    session: Session, source: ObjectStoreProtocol, target: ObjectStoreProtocol, zarr_id: str
 ) -> set[str]:
     """After unembargo copied every version of the Zarr to *target*: write each pinned
     manifest to *target* with the copies' version ids.  Returns the checksums rewritten
@@ -577,105 +590,6 @@ def remap_pinned_manifests(
             target.upload_fileobj(index_key, generated.open(), "application/json")
         done.add(checksum)
     return done
-
-
-# -- garbage collection ---------------------------------------------------------------------
-@dataclass
-class GcReport:
-    """What ``admin gc`` removes (or would remove) of one Zarr."""
-
-    zarr_id: str
-    #: ``(key, version_id, size)`` of noncurrent object versions no pin needs.
-    versions: list[tuple[str, str, int]] = field(default_factory=list)
-    #: Staging prefixes of batches that are no longer open, with their bytes.
-    staging: list[tuple[str, int]] = field(default_factory=list)
-    skipped: str | None = None
-    applied: bool = False
-    #: Multipart uploads nothing will finish: ``(key, upload id, why)``.
-    multipart: list[tuple[str, str, str]] = field(default_factory=list)
-
-    @property
-    def bytes(self) -> int:
-        return sum(size for _, _, size in self.versions) + sum(s for _, s in self.staging)
-
-
-def _pinned_versions(archive: Archive, store: ObjectStore, zarr_id: str) -> set[tuple[str, str]]:
-    """``(key, version_id)`` of every object version a pinned manifest names, and those the
-    manifest of the Zarr's current checksum names (a publication may pin it next).
-
-    Raises :class:`CorruptManifest` when a snapshot pin has no manifest: the caller then
-    leaves the Zarr alone."""
-    with archive.db.session() as session:
-        pins = list(pins_of(session, zarr_id).values())
-        present = {p.checksum for p in pins if manifest_row(session, zarr_id, p.checksum)}
-        current = zarr_service.get_zarr(session, None, zarr_id, check_read=False).checksum
-        if manifest_row(session, zarr_id, current) is not None and current not in present:
-            pins.append(Pin(current, False, []))
-            present.add(current)
-    prefix = zarr_prefix(zarr_id)
-    keep: set[tuple[str, str]] = set()
-    for pin in pins:
-        if pin.checksum not in present:
-            if pin.frozen:
-                continue  # a frozen Zarr never changes: its current versions are the pin's
-            raise CorruptManifest(f"the snapshot {pin.checksum} has no manifest")
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as raw:
-            _download(store, manifest_key(zarr_id, pin.checksum), raw)
-            try:
-                for entry in read_manifest(raw).entries:
-                    keep.add((prefix + entry.path, entry.version_id))
-            except InvalidManifest as exc:
-                raise CorruptManifest(f"the manifest of {pin.checksum}: {exc.message}") from exc
-    return keep
-
-
-def collect_garbage(
-    archive: Archive,
-    zarr_id: str,
-    *,
-    apply: bool = False,
-    abandoned_after: timedelta | None = None,
-    now: datetime | None = None,
-) -> GcReport:
-    """Find (and with *apply*, remove) what nothing needs any more of one Zarr: noncurrent
-    versions of its objects and ``.checksum`` nodes that no pinned manifest names, and the
-    staging areas of batches that are no longer open, and multipart uploads nothing will
-    finish (:func:`~zarrchive.services.zarr_engine.uploads.multipart.stray_uploads`: aborted), and with
-    *abandoned_after*, those of open batches to which nothing was sent for that long (at
-    *now*: :func:`~zarrchive.services.zarr_engine.uploads.abandoned.abandoned_uploads`: aborted).
-
-    Order matters: the versions are listed *before* the pins are read, so a publication
-    that pins a state meanwhile pins only versions that were current at the listing (a
-    fresh manifest names current versions), and those are never candidates.
-    """
-    with archive.db.session() as session:
-        zarr = zarr_service.get_zarr(session, None, zarr_id, check_read=False)
-        zarr_id = zarr.id
-        store = archive.store_for(zarr.dandiset.embargoed)
-        if zarr.dandiset.embargo_status == EmbargoStatus.UNEMBARGOING:
-            return GcReport(zarr_id, skipped="its dandiset is being unembargoed")
-    report = GcReport(zarr_id)
-    candidates = [
-        v
-        for prefix in (zarr_prefix(zarr_id), checksum_prefix(zarr_id))
-        for v in store.iter_versions(prefix)
-        if not v.is_latest
-    ]
-    try:
-        keep = _pinned_versions(archive, store, zarr_id)
-    except (CorruptManifest, StorageError) as exc:
-        report.skipped = f"a pinned manifest cannot be read ({exc}): nothing removed"
-        return report
-    report.versions = [
-        (v.key, v.version_id, v.size) for v in candidates if (v.key, v.version_id) not in keep
-    ]
-    found = find_leftovers(archive, store, zarr_id, abandoned_after=abandoned_after, now=now)
-    report.staging, report.multipart = found.staging, found.multipart
-    if apply:
-        delete_versions(store, [(k, v) for k, v, _ in report.versions], f"Zarr {zarr_id}")
-        remove_leftovers(archive, store, zarr_id, found)
-        report.applied = True
-    return report
 
 
 @dataclass(frozen=True)

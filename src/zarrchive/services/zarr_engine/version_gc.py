@@ -5,8 +5,8 @@ Per Zarr, its objects, ``.checksum`` nodes and manifest files (``zarr/``, ``zarr
 ``zarr-manifest/`` of its id) in its bucket; per bucket, the blobs' and LINDI files' keys
 (``blobs/``, ``lindi/``), which nothing reads at a noncurrent version.
 
-Order matters (as in :func:`zarrchive.services.zarr_engine.snapshots.collect_garbage`): the versions are
-listed *before* the database's holds are read, so a publication or a manifest written
+Order matters: the versions are listed *before* the database's holds
+(:mod:`~zarrchive.services.zarr_engine.zarr_holds`) are read, so a publication or a manifest written
 meanwhile names only versions that were current at the listing, never candidates.  A Zarr is
 left alone while its dandiset is being unembargoed (the versions move buckets), while a
 batch of it is queued or being applied (a rollback copies old versions into place through
@@ -22,23 +22,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import exists, select
-from sqlalchemy.orm import Session
 
 from zarrchive.db.models import (
     PENDING_STATES,
     EmbargoStatus,
-    TrashedAsset,
     UploadBatch,
     Zarr,
     ZarrManifest,
-    ZarrPin,
     utcnow,
 )
 from zarrchive.errors import InvalidManifest, NotFound, StorageError
 from zarrchive.manifest import MANIFEST_PREFIX, manifest_key, read_manifest
 from zarrchive.services.runtime import Archive
-from zarrchive.services.zarr_engine.shared_zarrs import held_checksums
 from zarrchive.services.zarr_engine.uploads.leftovers import find_leftovers, remove_leftovers
+from zarrchive.services.zarr_engine.zarr_holds import zarr_holds
 from zarrchive.storage.keys import (
     checksum_prefix,
     manifest_prefix,
@@ -52,7 +49,6 @@ from zarrchive.version_retention import (
     KeepReason,
     ManifestRecord,
     VersionRef,
-    ZarrHolds,
     expired_versions,
     freed,
     plan_manifests,
@@ -81,20 +77,6 @@ class VersionGcReport:
     @property
     def freed(self) -> Freed:
         return freed(self.versions)
-
-
-def zarr_holds(session: Session, zarr: Zarr) -> ZarrHolds:
-    """What holds states of *zarr*: its published pins, the states other dandisets' assets
-    read, the trash, its current checksum."""
-    pins: dict[str, bool] = {}
-    for checksum, frozen in session.execute(
-        select(ZarrPin.checksum, ZarrPin.frozen).where(ZarrPin.zarr_id == zarr.id)
-    ):
-        pins[checksum] = pins.get(checksum, False) or bool(frozen)
-    for checksum in held_checksums(session, zarr.id):  # other dandisets' assets read these
-        pins.setdefault(checksum, False)
-    trashed = bool(session.scalar(select(exists().where(TrashedAsset.zarr_id == zarr.id))))
-    return ZarrHolds(zarr.checksum, pins, trashed=trashed, rollback_targets=frozenset())
 
 
 def _manifest_refs(store: ObjectStoreProtocol, zarr_id: str, checksum: str) -> Iterator[VersionRef]:
@@ -233,7 +215,9 @@ def content_versions(
 ZARR_ROOTS = ("zarr/", "zarr_checksums/", MANIFEST_PREFIX)
 
 
-def expired_by_zarr(store: ObjectStore, cutoff: datetime) -> dict[str, list[ExpiredVersion]]:
+def expired_by_zarr(
+    store: ObjectStoreProtocol, cutoff: datetime
+) -> dict[str, list[ExpiredVersion]]:
     """The versions of every Zarr's keys in *store* noncurrent since *cutoff*, by Zarr id:
     one listing per root, not three per Zarr."""
     found: dict[str, list[ExpiredVersion]] = {}

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from zarrchive.checksum import ZarrDigest
 from zarrchive.db.models import ZarrChangeSet, ZarrManifest
 from zarrchive.services.identity.auth import Caller
-from zarrchive.services.zarr_engine.version_gc import zarr_holds
+from zarrchive.services.zarr_engine.zarr_holds import zarr_holds
 from zarrchive.services.zarr_engine.zarrs import get_zarr
 from zarrchive.version_retention import ManifestRecord, keep_reasons
 

@@ -62,10 +62,10 @@ from zarrchive.services.zarr_engine.uploads.apply import apply_pending, schedule
 from zarrchive.services.zarr_engine.uploads.batches import record_directories
 from zarrchive.services.zarr_engine.uploads.parts import part_size_for
 from zarrchive.services.zarr_engine.uploads.records import lock_for_write, next_seq
-from zarrchive.services.zarr_engine.version_gc import zarr_holds
+from zarrchive.services.zarr_engine.zarr_holds import zarr_holds
 from zarrchive.services.zarr_engine.zarrs import ensure_writable, get_zarr
 from zarrchive.storage.keys import zarr_object_key
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 from zarrchive.version_retention import ManifestRecord, keep_reasons
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ def _current_manifest(archive: Archive, zarr_id: str, checksum: str) -> None:
             )
 
 
-def _entries(store: ObjectStore, zarr_id: str, checksum: str) -> Iterator[ManifestEntry]:
+def _entries(store: ObjectStoreProtocol, zarr_id: str, checksum: str) -> Iterator[ManifestEntry]:
     chunks = store.iter_content(manifest_key(zarr_id, checksum), chunk_size=READ_CHUNK)
     try:
         yield from read_manifest(chunk_stream(chunks), verify=False).entries
@@ -187,7 +187,12 @@ def _entries(store: ObjectStore, zarr_id: str, checksum: str) -> Iterator[Manife
 
 
 def plan_restore(
-    store: ObjectStore, zarr_id: str, current: str, target: str, deletes: IO[str], copies: IO[str]
+    store: ObjectStoreProtocol,
+    zarr_id: str,
+    current: str,
+    target: str,
+    deletes: IO[str],
+    copies: IO[str],
 ) -> _Plan:
     """The changes from the manifest of *current* to that of *target*, spooled to *deletes*
     and *copies* (empty text files)."""
@@ -274,7 +279,7 @@ def _queue_plan(
     zarr_id: str,
     current: str,
     checksum: str,
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     plan: _Plan,
 ) -> tuple[int, int]:
     """Queue the planned batches and the audit record, if the Zarr is still at *current*:
