@@ -693,6 +693,18 @@ class ApiClient:
             },
         )
 
+    def part_urls(
+        self, zarr_id: str, path: str, parts: Sequence[tuple[int, str]]
+    ) -> dict[int, str | None]:
+        """The URLs of parts ``(number, md5)`` of the open batch's big file *path*: ``{part
+        number: presigned PUT URL, or None when S3 already holds it}``."""
+        data = self._json(
+            "POST",
+            f"/api/zarr/{_id(zarr_id)}/upload/parts/",
+            json={"path": path, "parts": [{"part_number": n, "md5": m} for n, m in parts]},
+        )
+        return {int(p["part_number"]): p.get("upload_url") for p in data["parts"]}
+
     def complete_upload(self, zarr_id: str, *, wait: bool = False) -> ZarrInfo:
         """Verify the open batch and queue it (with *wait*: apply it before answering)."""
         return ZarrInfo.from_json(

@@ -41,18 +41,6 @@ WINDOW = 64
 BLOCK = 1 << 20
 
 
-def part_urls(
-    client: ApiClient, zarr_id: str, path: str, parts: Sequence[tuple[int, str]]
-) -> dict[int, str | None]:
-    """``{part number: URL, or None when S3 already holds it}`` for parts ``(number, md5)``."""
-    response = client.request(
-        "POST",
-        f"/api/zarr/{zarr_id}/upload/parts/",
-        json={"path": path, "parts": [{"part_number": n, "md5": m} for n, m in parts]},
-    )
-    return {int(p["part_number"]): p.get("upload_url") for p in response.json()["parts"]}
-
-
 def _range(path: str, first: int, length: int) -> Iterator[bytes]:
     try:
         with open(path, "rb") as f:
@@ -145,7 +133,7 @@ class PartSender:
                         for n in numbers
                     ]
                     md5s = {n: h.result() for n, h in zip(numbers, hashes, strict=True)}
-                urls = part_urls(self.client, zarr_id, path, list(md5s.items()))
+                urls = self.client.part_urls(zarr_id, path, list(md5s.items()))
                 for n in numbers:
                     url = urls.get(n)
                     if url is None:
@@ -222,7 +210,7 @@ class PartSender:
                 self.on_bytes(length)
                 return True
             if response.status_code == 403 and attempt == 0:  # expired: sign it again
-                fresh = part_urls(self.client, zarr_id, path, [(number, md5)]).get(number)
+                fresh = self.client.part_urls(zarr_id, path, [(number, md5)]).get(number)
                 if fresh is None:
                     self._hold(path)
                     return True  # S3 has it after all
