@@ -3,6 +3,9 @@ pinned view of the state it reads, so whatever reads a Zarr by id reads that sta
 live Zarr: DANDI's flat listing and its ``download=true`` redirects (what dandi-cli reads),
 the Zarr's info, ``zarrchive download B/PATH`` (and ``verify``).  Every write through the view
 is refused and changes nothing; the view is read as A's Zarr is (anyone, for a public one).
+A's own published versions name the view of the state they pin too (immutability once
+published), while A's draft names A's live Zarr; ``zarrchive download`` of a view reads its
+manifest once and the pinned versions straight from the bucket.
 
 On SeaweedFS (the pinned state's files are read through their versioned URLs)."""
 
@@ -30,6 +33,10 @@ from tests.helpers.zarr_client import (
     wait_at_rest,
 )
 from zarrchive.cli import app
+from zarrchive.client.api import ApiClient
+from zarrchive.client.download import HttpFetcher
+from zarrchive.client.remote import RemoteFile
+from zarrchive.client.snapshot import SnapshotDownloader
 from zarrchive.config import PublishedZarrs
 from zarrchive.db.models import Version, ZarrPin, pinned_view_id
 from zarrchive.services.runtime import Archive
@@ -86,6 +93,47 @@ def zarrchive(args: list[str], live_server: LiveServer, token: str, state: Path)
 
 def local_files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+class RecordingFetcher(HttpFetcher):
+    """The download's fetcher, keeping the URL of every file it GETs."""
+
+    def __init__(self) -> None:
+        super().__init__(max_connections=4)
+        self.urls: list[str] = []
+
+    def fetch(self, file: RemoteFile, write: Any) -> None:
+        self.urls.append(file.url)
+        super().fetch(file, write)
+
+
+def client_download(live_server: LiveServer, token: str, ref: str, dest: Path) -> list[str]:
+    """``zarrchive download REF`` as the CLI makes it (:class:`SnapshotDownloader`): the URLs
+    of the files it fetched (each checked to be the bucket's, no API redirect)."""
+    fetcher = RecordingFetcher()
+    with (
+        ApiClient(live_server.url, token) as client,
+        SnapshotDownloader(client, fetcher=fetcher) as downloader,
+    ):
+        downloader.download(ref, dest)
+    assert fetcher.urls, "nothing fetched"
+    for url in fetcher.urls:
+        assert not url.startswith(live_server.url) and "versionId=" in url, url
+    return fetcher.urls
+
+
+def published_in_a(api: httpx.Client, files: dict[str, bytes]) -> tuple[str, str, str]:
+    """Dandiset A with a Zarr asset holding *files* at ``shared.zarr``, published: (A, the
+    Zarr's id, the version)."""
+    dandiset = create_dandiset(api, "A")
+    zarr_id = create_zarr(api, dandiset, "shared.zarr")
+    upload(api, zarr_id, files)
+    ok(
+        api.post(
+            assets_url(dandiset), json={"metadata": {"path": "shared.zarr"}, "zarr_id": zarr_id}
+        )
+    )
+    return dandiset, zarr_id, publish(api, dandiset)
 
 
 def test_b_s_zarr_reads_the_pinned_state_by_id(
@@ -224,4 +272,71 @@ def test_a_view_is_read_as_its_zarr_is(
     urls = ok(api.post(f"/api/zarr/{view}/download/", json=[{"path": p} for p in sorted(FIRST)]))
     with httpx.Client(timeout=60) as plain:  # presigned URLs of the pinned versions
         assert {u["path"]: plain.get(u["url"]).content for u in urls} == FIRST
+        # a HEAD of a file (DANDI's, and read/'s): the pinned version's headers, not a
+        # redirect to a URL presigned for GET (S3 refuses it a HEAD)
+        for route, params in (
+            (f"/api/zarr/{view}/files/", {"prefix": "x/1"}),
+            (f"/api/zarr/{view}/read/x/1", {}),
+        ):
+            head = api.head(route, params=params)
+            if head.is_redirect:
+                head = plain.head(head.headers["location"])
+            assert head.status_code == 200, (route, head.status_code)
+            assert head.headers["content-length"] == str(len(FIRST["x/1"]))
+            assert head.headers["etag"].strip('"') == md5(FIRST["x/1"])
+        assert api.head(f"/api/zarr/{view}/files/", params={"prefix": "y/0"}).status_code == 404
     assert api.delete(f"/api/zarr/{view}/upload/").status_code == 409
+
+
+def test_a_s_published_version_names_the_view_of_its_state(
+    api: httpx.Client, anon: httpx.Client, live_server: LiveServer, users: Users, tmp_path: Path
+) -> None:
+    """Immutability once published: A's published Zarr asset names the view of the state
+    the version pins (what dandi-cli and `zarrchive download` read by id), A's draft its live
+    Zarr; the view's files come from the bucket at their pinned versions."""
+    a, zarr_id, version = published_in_a(api, FIRST)
+    pinned = oracle(FIRST)
+    live = a_moves_on(api, zarr_id)
+    view = pinned_view_id(zarr_id, pinned)
+
+    (copy,) = ok(api.get(assets_url(a, version)))["results"]
+    assert (copy["zarr"], copy["zarr_id"], copy["shared_zarr"]) == (view, view, None)
+    for route in (
+        f"/api/assets/{copy['asset_id']}/info/",
+        f"{assets_url(a, version)}{copy['asset_id']}/info/",
+    ):
+        assert ok(anon.get(route))["zarr"] == view
+    (draft,) = ok(api.get(assets_url(a)))["results"]
+    assert (draft["zarr"], draft["zarr_id"]) == (zarr_id, zarr_id)
+    assert ok(anon.get(f"/api/zarr/{view}/"))["checksum"] == pinned
+    assert ok(anon.get(f"/api/zarr/{zarr_id}/"))["checksum"] == live
+    assert dandi_reads(anon, view) == FIRST  # what dandi-cli reads of the published version
+
+    # `zarrchive download A@VERSION/PATH` (and of the view by id): the manifest once, then
+    # the pinned versions from the bucket, no API request per file
+    urls = client_download(live_server, users.owner, f"{a}@{version}/shared.zarr", tmp_path / "v")
+    assert local_files(tmp_path / "v") == FIRST and len(urls) == len(FIRST)
+    client_download(live_server, users.other, view, tmp_path / "by-id")
+    assert local_files(tmp_path / "by-id") == FIRST
+    # the draft reads A's live Zarr
+    done = zarrchive(
+        ["download", f"{a}/shared.zarr", str(tmp_path / "d")],
+        live_server,
+        users.owner,
+        tmp_path / "s",
+    )
+    assert done.exit_code == 0, done.output
+    assert local_files(tmp_path / "d") == {".zattrs": FIRST[".zattrs"], **CHANGED}
+
+
+def test_b_s_draft_downloads_the_view_from_the_bucket(
+    api: httpx.Client, live_server: LiveServer, users: Users, tmp_path: Path
+) -> None:
+    """`zarrchive download B/PATH` of B's shared snapshot: the view's manifest once, then
+    each file from the bucket at its pinned version (no API redirect per file)."""
+    _, zarr_id, _ = published_zarr(api, FIRST)
+    a_moves_on(api, zarr_id)
+    b = create_dandiset(api, "B")
+    share(api, b, zarr_id)
+    client_download(live_server, users.owner, f"{b}/{SHARED_PATH}", tmp_path / "b")
+    assert local_files(tmp_path / "b") == FIRST

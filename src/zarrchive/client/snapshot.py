@@ -12,6 +12,13 @@ the manifest once (one GET, presigned for an embargoed dandiset), and then:
 So a version keeps reading the same bytes while the draft changes the same Zarr.
 ``DANDISET@draft/PATH`` reads the live draft, as ``DANDISET/PATH`` does.
 
+A Zarr asset may name a **pinned view** instead of a Zarr (``snapshot`` mode: a published
+version's Zarr, or another dandiset's Zarr shared by a draft): a read-only Zarr of its own
+id (a UUID of version 5) showing one published state, whose info gives ``s3_url`` as its
+``read/`` route (one API redirect per file).  Such a Zarr is read as a snapshot too
+(:func:`open_view`): its manifest once, then the pinned versions straight from the bucket
+of the Zarr it is a view of.
+
 Here: the :class:`Snapshot` (its files, :class:`~zarrchive.client.remote.RemoteFile` with
 their S3 versions), the readers of its pinned versions and :class:`SnapshotDownloader`; its
 zarr-python store is :class:`~zarrchive.client.store.SnapshotStore`.
@@ -19,6 +26,7 @@ zarr-python store is :class:`~zarrchive.client.store.SnapshotStore`.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
@@ -26,7 +34,7 @@ from urllib.parse import quote
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM
-from zarrchive.client.address import VersionedAddress, parse_address
+from zarrchive.client.address import DRAFT, VersionedAddress, parse_address
 from zarrchive.client.api import ApiClient, ZarrInfo
 from zarrchive.client.download import Downloader, require_token, resolve_zarr
 from zarrchive.client.readers import HttpObjectReader, PresignedObjectReader
@@ -121,6 +129,44 @@ def open_snapshot(client: ApiClient, ref: str | VersionedAddress) -> Snapshot:
     if not checksum:
         raise TransferError(f"{address}: the published asset names no Zarr checksum")
     zarr = client.get_zarr(asset.zarr_id)
+    if is_view_id(zarr.zarr_id):
+        zarr = _view_location(client, zarr)
+    return _pinned_snapshot(client, address, zarr, checksum)
+
+
+def is_view_id(zarr_id: str) -> bool:
+    """Whether *zarr_id* names a pinned view (a UUID of version 5; a Zarr's is of
+    version 4)."""
+    try:
+        return uuid.UUID(zarr_id).version == 5
+    except ValueError:
+        return False
+
+
+def _view_location(client: ApiClient, view: ZarrInfo) -> ZarrInfo:
+    """The view's info with the S3 location of the Zarr it shows (its files' pinned
+    versions are there): the view's own ``s3_url`` is its ``read/`` route, a redirect per
+    file."""
+    data: dict[str, Any] = client.request(
+        "GET", f"/api/zarr/{quote(view.zarr_id, safe='')}/"
+    ).json()
+    of = data.get("view_of")
+    if not isinstance(of, str) or not of:
+        return view
+    zarr = client.get_zarr(of)
+    return replace(view, s3_url=zarr.s3_url, s3_path=zarr.s3_path)
+
+
+def open_view(client: ApiClient, view: ZarrInfo, address: VersionedAddress) -> Snapshot:
+    """The state a pinned view *view* shows, as a :class:`Snapshot` (its files read at their
+    pinned versions from the bucket, as a published version's)."""
+    return _pinned_snapshot(client, address, _view_location(client, view), view.checksum)
+
+
+def _pinned_snapshot(
+    client: ApiClient, address: VersionedAddress, zarr: ZarrInfo, checksum: str
+) -> Snapshot:
+    """The state *checksum* of *zarr* (a Zarr, or a view of that state), from its manifest."""
     private = client.is_private(zarr.dandiset)
     if private:
         require_token(client, zarr)
@@ -224,19 +270,27 @@ class PresignedSnapshotReader(_PinnedFilesReader, PresignedObjectReader):
 # -- download and verify --------------------------------------------------------------------------
 class SnapshotDownloader(Downloader):
     """:class:`Downloader` that also takes ``DANDISET@VERSION/PATH``: it then compares with
-    and fetches exactly the pinned state (every other reference: as the Downloader)."""
+    and fetches exactly the pinned state; so for any reference that resolves to a pinned
+    view (its manifest read once, each file from the bucket at its pinned version, no API
+    request per file).  Every other reference: as the Downloader."""
 
     _snapshot: Snapshot | None = None
 
     def _resolve(self, ref: str | ZarrInfo) -> ZarrInfo:
         self._snapshot = None
         if isinstance(ref, ZarrInfo) or "@" not in ref.split("/", 1)[0]:
-            return super()._resolve(ref)
-        address = parse_address(ref)
-        if address.is_draft:
-            return resolve_zarr(self.client, f"{address.dandiset}/{address.path}")
-        self._snapshot = open_snapshot(self.client, address)
-        return self._snapshot.info
+            zarr = super()._resolve(ref)
+            address = _address_of(ref if isinstance(ref, str) else zarr.zarr_id, zarr)
+        else:
+            address = parse_address(ref)
+            if not address.is_draft:
+                self._snapshot = open_snapshot(self.client, address)
+                return self._snapshot.info
+            zarr = resolve_zarr(self.client, f"{address.dandiset}/{address.path}")
+        if is_view_id(zarr.zarr_id):
+            self._snapshot = open_view(self.client, zarr, address)
+            return self._snapshot.info
+        return zarr
 
     def _remote_state(self, zarr: ZarrInfo, digests: dict[str, str]) -> RemoteState:
         if self._snapshot is None:
@@ -255,12 +309,23 @@ class SnapshotDownloader(Downloader):
         return snapshot_urls(self.client, self._snapshot, paths)
 
 
+def _address_of(ref: str, zarr: ZarrInfo) -> VersionedAddress:
+    """``DANDISET@draft/PATH`` of a ``DANDISET/PATH`` reference (a Zarr id: its dandiset's
+    draft and its name), for messages."""
+    dandiset, sep, path = ref.strip().partition("/")
+    if sep and path:
+        return VersionedAddress(dandiset, DRAFT, path.strip("/"))
+    return VersionedAddress(zarr.dandiset, DRAFT, zarr.name)
+
+
 __all__ = [
     "ApiError",
     "PresignedSnapshotReader",
     "Snapshot",
     "SnapshotDownloader",
     "SnapshotReader",
+    "is_view_id",
     "open_snapshot",
+    "open_view",
     "snapshot_urls",
 ]

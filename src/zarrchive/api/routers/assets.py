@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -29,6 +30,7 @@ router = APIRouter(tags=["assets"])
 ASSET = JsonBody(AssetIn, login=True)
 
 ASSETS = "/api/dandisets/{dandiset_id}/versions/{version}/assets/"
+DRAFT = "draft"
 
 
 def api_base(request: Request) -> str:
@@ -55,6 +57,17 @@ def lindi_statuses(
     session: Session, infos: list[assets.AssetInfo]
 ) -> dict[str, lindi_files.LindiStatus]:
     return lindi_files.statuses(session, (i.blob_id for i in infos))
+
+
+def published_views(session: Session, infos: list[assets.AssetInfo]) -> dict[str, str]:
+    """Asset id -> the pinned view a published Zarr asset names (``snapshot`` mode: its
+    Zarr stays writable, so its own id would read the draft's live state)."""
+    wanted = [
+        i.asset_id
+        for i in infos
+        if i.zarr_id is not None and i.shared is None and i.version != DRAFT
+    ]
+    return pinned_views.published_views(session, wanted) if wanted else {}
 
 
 def snapshot_route(zarr_id: str, checksum: str) -> str:
@@ -97,17 +110,20 @@ def asset_out(
     metadata: bool = True,
     lindi: dict[str, lindi_files.LindiStatus] | None = None,
     base: str | None = None,
+    views: Mapping[str, str] | None = None,
 ) -> AssetOut:
+    """The asset in DANDI's shape; *views*: :func:`published_views` of the assets shown."""
     extra = (
         lindi_fields(info, (lindi or {}).get(info.blob_id or ""), base) if base is not None else {}
     )
-    # a snapshot of another dandiset's Zarr is named by its read-only view: what reads the
-    # Zarr by id (dandi-cli, `zarrchive download`) reads that state, never the live Zarr
+    # a snapshot of another dandiset's Zarr, or a published version's snapshot of its own,
+    # is named by its read-only view: what reads the Zarr by id (dandi-cli, `zarrchive
+    # download`) reads that state, never the live Zarr
     shared = info.shared
     zarr_id = (
         pinned_view_id(shared.zarr_id, shared.checksum)
         if shared is not None and shared.snapshot is not None
-        else info.zarr_id
+        else (views or {}).get(info.asset_id, info.zarr_id)
     )
     return AssetOut(
         asset_id=info.asset_id,
@@ -193,8 +209,11 @@ def list_assets(
             limit=asked.page_size,
         )
         lindi = lindi_statuses(session, page.results)
+        views = published_views(session, page.results)
     base = api_base(request)
-    results = [asset_out(a, metadata=metadata, lindi=lindi, base=base) for a in page.results]
+    results = [
+        asset_out(a, metadata=metadata, lindi=lindi, base=base, views=views) for a in page.results
+    ]
     return make_page(request, asked, page.count, results)
 
 
@@ -252,7 +271,8 @@ def get_asset_info(
     with archive.db.session() as session:
         info = assets.get_asset(session, user, dandiset_id, version, asset_id)
         lindi = lindi_statuses(session, [info])
-    return asset_out(info, lindi=lindi, base=api_base(request))
+        views = published_views(session, [info])
+    return asset_out(info, lindi=lindi, base=api_base(request), views=views)
 
 
 @router.put(
@@ -321,7 +341,8 @@ def get_asset_info_by_id(
     with archive.db.session() as session:
         info = assets.asset_info_by_id(session, user, asset_id)
         lindi = lindi_statuses(session, [info])
-    return asset_out(info, lindi=lindi, base=api_base(request))
+        views = published_views(session, [info])
+    return asset_out(info, lindi=lindi, base=api_base(request), views=views)
 
 
 def _download(archive: ArchiveDep, user: UserDep, asset_id: str) -> RedirectResponse:

@@ -10,6 +10,8 @@ write (any other method, any path) is 409 and changes nothing.
 
 from __future__ import annotations
 
+from datetime import UTC
+from email.utils import format_datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -117,12 +119,32 @@ def download_urls(
     return [DownloadUrlOut(path=p, url=u) for p, u in urls]
 
 
+def _head(archive: ArchiveDep, view: PinnedView, path: str, version_id: str | None) -> Response:
+    """A HEAD of the pinned version of *path*: a public view's 302 to its plain versioned
+    URL (S3 answers the HEAD there); an embargoed view's URLs are presigned for GET, which
+    S3 refuses a HEAD, so the answer is the version's own headers (200, no body), as S3
+    would give them."""
+    if not view.zarr.embargoed:
+        url = pinned_views.object_url(archive, view, path, version_id=version_id)
+        return RedirectResponse(url, status_code=302, headers={"Cache-Control": "no-store"})
+    found = pinned_views.object_head(archive, view, path, version_id=version_id)
+    headers = {
+        "Content-Length": str(found.size),
+        "ETag": f'"{found.etag}"',
+        "Last-Modified": format_datetime(found.last_modified.astimezone(UTC), usegmt=True),
+        "Cache-Control": "private, no-store",
+    }
+    if found.version_id is not None:
+        headers["x-amz-version-id"] = found.version_id
+    return Response(status_code=200, headers=headers)
+
+
 @router.head(VIEW + "/files/", response_class=Response, include_in_schema=False)
 @router.head(VIEW + "/files", response_class=Response, include_in_schema=False)
 def head_object(view_id: str, archive: ArchiveDep, user: UserDep, prefix: str = "") -> Response:
-    """302 to the pinned version of the file `prefix` names."""
-    view = _view(archive, user, view_id)
-    return RedirectResponse(pinned_views.object_url(archive, view, prefix), status_code=302)
+    """The pinned version of the file `prefix` names: 302 to it (an embargoed view: its
+    headers, see :func:`_head`)."""
+    return _head(archive, _view(archive, user, view_id), prefix, None)
 
 
 @router.get(
@@ -194,6 +216,17 @@ def reference_file(
 
 
 @router.head(VIEW + "/read/{path:path}", include_in_schema=False, response_class=Response)
+def head_read(
+    view_id: str,
+    path: str,
+    archive: ArchiveDep,
+    user: UserDep,
+    version_id: Annotated[str | None, Query(alias="versionId")] = None,
+) -> Response:
+    """HEAD of `read/{path}`: as DANDI's HEAD of the file (:func:`_head`)."""
+    return _head(archive, _view(archive, user, view_id), path, version_id)
+
+
 @router.get(
     VIEW + "/read/{path:path}",
     status_code=302,

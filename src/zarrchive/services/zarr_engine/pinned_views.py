@@ -26,14 +26,16 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from zarrchive.checksum.digest import ZarrDigest
 from zarrchive.checksum.node import ChecksumNode
-from zarrchive.db.models import ZarrPin, pinned_view_id
+from zarrchive.db.models import Asset, Version, ZarrPin, pinned_view_id
 from zarrchive.errors import Conflict, InvalidInput, InvalidPath, NotFound
 from zarrchive.identifiers import canonical_uuid
 from zarrchive.paths import split_path, validate_directory_path, validate_path
@@ -44,11 +46,14 @@ from zarrchive.services.zarr_engine.manifests import manifest_url
 from zarrchive.services.zarr_engine.recorded_listing import ObjectEntry
 from zarrchive.services.zarr_engine.zarrs import MAX_OBJECT_PAGE, ZarrRef, get_zarr
 from zarrchive.storage.keys import zarr_object_key, zarr_prefix
+from zarrchive.storage.objects import ObjectInfo
 
 __all__ = [
     "PinnedView",
     "find_view",
+    "object_head",
     "pinned_view_id",
+    "published_views",
     "refuse_write",
     "view_of",
 ]
@@ -92,6 +97,36 @@ def view_of(archive: Archive, view_id: str) -> tuple[str, str] | None:
             select(ZarrPin.zarr_id, ZarrPin.checksum).where(ZarrPin.view_id == canonical).limit(1)
         ).first()
     return None if row is None else (str(row[0]), str(row[1]))
+
+
+#: How many asset ids one query of :func:`published_views` takes.
+_IDS_PER_QUERY = 500
+
+
+def published_views(session: Session, asset_ids: Collection[str]) -> dict[str, str]:
+    """Asset id -> the pinned view its published version reads, for the *published* Zarr
+    assets among *asset_ids* whose version pins their Zarr as a snapshot (``snapshot``
+    mode: the Zarr stays writable, so its own id would read the draft's live state).  A
+    draft asset, a blob, and a Zarr its version froze (its live state is the pinned one)
+    have none.  One query per :data:`_IDS_PER_QUERY` ids."""
+    wanted = sorted(set(asset_ids))
+    views: dict[str, str] = {}
+    for start in range(0, len(wanted), _IDS_PER_QUERY):
+        rows = session.execute(
+            select(Asset.id, ZarrPin.zarr_id, ZarrPin.checksum)
+            .join(Version, Version.id == Asset.version_id)
+            .join(
+                ZarrPin,
+                (ZarrPin.version_id == Asset.version_id) & (ZarrPin.zarr_id == Asset.zarr_id),
+            )
+            .where(
+                Asset.id.in_(wanted[start : start + _IDS_PER_QUERY]),
+                Version.version != "draft",
+                ZarrPin.frozen.is_(False),
+            )
+        )
+        views.update((str(a), pinned_view_id(str(z), str(c))) for a, z, c in rows)
+    return views
 
 
 def find_view(archive: Archive, user: Caller | None, view_id: str) -> PinnedView:
@@ -162,6 +197,15 @@ def object_url(
     """The URL of the pinned version of the file *path* (presigned when embargoed);
     :class:`NotFound` for any path that is no file of the state (a malformed one too, and
     any *version_id* but the pinned one)."""
+    path, pinned = _pinned_version(archive, view, path, version_id)
+    return _url(archive, view, path, pinned)
+
+
+def _pinned_version(
+    archive: Archive, view: PinnedView, path: str, version_id: str | None
+) -> tuple[str, str]:
+    """``(path, pinned S3 version)`` of the file *path* of the state (:class:`NotFound` as
+    :func:`object_url`)."""
     try:
         path = validate_path(path.lstrip("/"))
     except InvalidPath:
@@ -169,7 +213,21 @@ def object_url(
     pinned = _index(archive, view).versions.get(path)
     if pinned is None or (version_id is not None and version_id != pinned):
         raise NotFound(f"Zarr {view.view_id} has no file {path!r}")
-    return _url(archive, view, path, pinned)
+    return path, pinned
+
+
+def object_head(
+    archive: Archive, view: PinnedView, path: str, *, version_id: str | None = None
+) -> ObjectInfo:
+    """What S3 says of the pinned version of the file *path* (size, ETag, LastModified):
+    the answer to a HEAD through an embargoed view, whose URLs are presigned for GET (S3
+    refuses them a HEAD).  :class:`NotFound` as :func:`object_url`."""
+    path, pinned = _pinned_version(archive, view, path, version_id)
+    store = archive.store_for(view.zarr.embargoed)
+    found = store.head(zarr_object_key(view.zarr.id, path), pinned)
+    if found is None:  # (pins keep their versions: never, unless the bucket lost it)
+        raise NotFound(f"Zarr {view.view_id}: the pinned version of {path!r} is missing")
+    return found
 
 
 def download_urls(archive: Archive, view: PinnedView, paths: list[str]) -> list[tuple[str, str]]:
