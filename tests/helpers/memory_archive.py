@@ -53,7 +53,7 @@ def memory_archive(tmp_path: Path, **overrides: Any) -> Iterator[Archive]:
     settings = Settings.from_env({}).with_overrides(**values)
     db = Database(settings.database_url, strict=settings.strict_sessions)
     db.migrate()
-    archive = Archive(settings=settings, db=db, store=public, embargo_store=embargo)  # type: ignore[arg-type]
+    archive = Archive(settings=settings, db=db, store=public, embargo_store=embargo)
     try:
         yield archive
     finally:

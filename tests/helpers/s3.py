@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from zarrchive.storage.objects import ObjectStore, oldest_first
+from zarrchive.storage.protocol import ObjectStoreProtocol
 from zarrchive.storage.seaweedfs import SeaweedFS
 
 
@@ -16,7 +17,14 @@ def object_store(seaweedfs: SeaweedFS, bucket: str) -> ObjectStore:
     )
 
 
-def object_history(store: ObjectStore, key: str) -> list[bytes | None]:
+def on_s3(store: ObjectStoreProtocol) -> ObjectStore:
+    """*store* as the S3 store it is in a test on SeaweedFS (for its boto3 clients and pools:
+    the archive's own type is :class:`ObjectStoreProtocol`)."""
+    assert isinstance(store, ObjectStore), f"{store!r} is not the S3 store"
+    return store
+
+
+def object_history(store: ObjectStoreProtocol, key: str) -> list[bytes | None]:
     """Contents of *key*'s versions oldest first (None for a delete marker)."""
     out: list[bytes | None] = []
     for version in oldest_first([v for v in store.iter_versions(key) if v.key == key]):

@@ -33,6 +33,7 @@ from tests.helpers.dandi_zarr import announce, wait_complete
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.multipart import THRESHOLD, ask_parts, big_bytes, cut, open_sized
 from tests.helpers.presigned import put_headers, signed_headers
+from tests.helpers.s3 import on_s3
 from tests.helpers.web_forms import form_token
 from tests.helpers.zarr_client import expect, md5
 from zarrchive.checksum.dandi_etag import dandi_etag
@@ -86,7 +87,7 @@ def settings(
 
 
 def stored_type(archive: Archive, key: str) -> str:
-    head = archive.store.client.head_object(Bucket=archive.store.bucket, Key=key)
+    head = on_s3(archive.store).client.head_object(Bucket=archive.store.bucket, Key=key)
     return str(head["ContentType"])
 
 

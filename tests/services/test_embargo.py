@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import LiveServer, make_settings
-from tests.helpers.s3 import object_history
+from tests.helpers.s3 import object_history, on_s3
 from tests.helpers.zarr_client import (
     authed,
     create_dandiset,
@@ -47,7 +47,8 @@ def test_unembargo_copies_run_on_their_own_pool(api: httpx.Client, archive: Arch
     _mark_unembargoing(archive, identifier)
     release = threading.Event()
     blockers = [
-        archive.store._pool.submit(release.wait, 120) for _ in range(archive.store.max_workers)
+        on_s3(archive.store)._pool.submit(release.wait, 120)
+        for _ in range(on_s3(archive.store).max_workers)
     ]
     done = threading.Event()
     errors: list[BaseException] = []
@@ -115,7 +116,7 @@ def test_refused_purge_fails_the_move_and_a_rerun_finishes_it(
     key = f"zarr/{zarr_id}/x/0"
     held = archive.embargo_store.head(key)
     assert held is not None and held.version_id
-    s3: Any = archive.embargo_store.client
+    s3: Any = on_s3(archive.embargo_store).client
     hold = {"Bucket": archive.embargo_store.bucket, "Key": key, "VersionId": held.version_id}
     s3.put_object_legal_hold(**hold, LegalHold={"Status": "ON"})
     _mark_unembargoing(archive, identifier)

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from tests.helpers.api_uploads import oracle, upload
+from tests.helpers.s3 import on_s3
 from zarrchive.checksum import ChecksumNode
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.fsck import fsck
@@ -26,7 +27,7 @@ class VersionListings:
     def __init__(self, archive: Archive, zarr_id: str) -> None:
         self.prefix = zarr_prefix(zarr_id)
         self.count = 0
-        client: Any = archive.store.client
+        client: Any = on_s3(archive.store).client
         client.meta.events.register("before-parameter-build.s3.ListObjectVersions", self._listed)
 
     def _listed(self, params: dict[str, Any], **_kwargs: Any) -> None:

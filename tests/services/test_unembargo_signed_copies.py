@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.helpers.assets import assets_url, upload_blob
-from tests.helpers.s3 import object_history
+from tests.helpers.s3 import object_history, on_s3
 from tests.helpers.zarr_client import create_dandiset, create_zarr, expect, upload
 from zarrchive.db.models import Asset, Blob, Dandiset, EmbargoStatus, Version
 from zarrchive.services.dandi.embargo import move_to_public
@@ -34,7 +34,7 @@ def _botocore_copies(archive: Archive) -> Counter[str]:
     def count(event_name: str, **_kwargs: Any) -> None:
         seen[event_name.rsplit(".", 1)[-1]] += 1
 
-    for store in (archive.store, archive.embargo_store):
+    for store in (on_s3(archive.store), on_s3(archive.embargo_store)):
         for client in (store.client, store.copy_client):
             for operation in ("CopyObject", "UploadPartCopy"):
                 client.meta.events.register(f"before-call.s3.{operation}", count)

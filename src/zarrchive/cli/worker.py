@@ -51,8 +51,7 @@ def worker(
             lanes = [lane for lane in named if lane is not None]
         from zarrchive.db.session import Database
         from zarrchive.jobs import run_worker
-        from zarrchive.services import runtime
-        from zarrchive.services.runtime import current_archive, set_current_archive
+        from zarrchive.services.runtime import close_current_archive, current_archive
         from zarrchive.services.zarr_engine.uploads import sweep_pending
 
         # a database server is migrated once here: the jobs (each in a forked child) connect
@@ -72,10 +71,7 @@ def worker(
         finally:
             # jobs run in forked children: each builds its own archive, so that no database
             # connection or thread pool of this process is used across a fork
-            archive = runtime._current
-            if archive is not None:
-                archive.close()
-                set_current_archive(None)
+            close_current_archive()
         if JobLane.CONTENT in lanes:
             # validations run there, each job in a forked child: dandischema (seconds to
             # import, 12-14 s under load) imported once here is already every child's

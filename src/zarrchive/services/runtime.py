@@ -19,6 +19,7 @@ from zarrchive.db.session import Database
 from zarrchive.jobs import JobQueue
 from zarrchive.storage.bucket_cors import BUCKET_CORS
 from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 T = TypeVar("T", bound=Hashable)
 
@@ -36,12 +37,12 @@ class Archive:
 
     settings: Settings
     db: Database
-    store: ObjectStore
-    embargo_store: ObjectStore
+    store: ObjectStoreProtocol
+    embargo_store: ObjectStoreProtocol
     #: The job queue; ``None`` runs nothing in the background.
     jobs: JobQueue | None = field(default=None)
 
-    def store_for(self, embargoed: bool) -> ObjectStore:
+    def store_for(self, embargoed: bool) -> ObjectStoreProtocol:
         """The bucket holding the objects of an embargoed dandiset, or of a public one."""
         return self.embargo_store if embargoed else self.store
 
@@ -85,6 +86,15 @@ def set_current_archive(archive: Archive | None) -> None:
     """Make *archive* the one background jobs of this process use."""
     global _current
     _current = archive
+
+
+def close_current_archive() -> None:
+    """Close and forget the archive set for this process, if any (a worker, before its jobs
+    run in forked children that build their own)."""
+    global _current
+    archive, _current = _current, None
+    if archive is not None:
+        archive.close()
 
 
 def serving_archive(session: Session) -> Archive | None:

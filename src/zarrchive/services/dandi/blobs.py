@@ -72,7 +72,7 @@ from zarrchive.services.dandi.dandisets import get_dandiset
 from zarrchive.services.identity.auth import Caller, require_owner, require_writer
 from zarrchive.services.runtime import Archive, current_archive
 from zarrchive.storage.keys import blob_key
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
 
@@ -456,7 +456,7 @@ def _refuse_after_validation(upload: _Upload, what: str) -> None:
         )
 
 
-def _discard(store: ObjectStore, upload: _Upload) -> None:
+def _discard(store: ObjectStoreProtocol, upload: _Upload) -> None:
     if upload.multipart_upload_id is not None:
         store.abort_multipart_upload(upload.key, upload.multipart_upload_id)
     store.delete_all_versions(upload.key)
@@ -655,7 +655,9 @@ def _etag_of_one_part(md5: str, size: int) -> str | None:
     return single_part_etag(md5) if size <= ONE_PART else None
 
 
-def _digests_of(store: ObjectStore, key: str, version_id: str | None, size: int) -> tuple[str, str]:
+def _digests_of(
+    store: ObjectStoreProtocol, key: str, version_id: str | None, size: int
+) -> tuple[str, str]:
     """The md5 and dandi-etag of an object of *size* bytes (one read)."""
     md5 = hashlib.md5()
     etag = DandiETagHasher(size)

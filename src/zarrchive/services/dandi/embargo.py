@@ -343,6 +343,11 @@ def move_to_public(
         # blobs an interrupted run already published still need their private copies purged
         published = [b.key for b in _dandiset_blobs(session, dandiset_id, embargoed=False)]
     source, target = archive.embargo_store, archive.store
+    if not isinstance(source, ObjectStore) or not isinstance(target, ObjectStore):
+        # the copies between the two buckets and the checked purge are S3's own
+        raise StorageError(
+            "an unembargo moves objects between S3 buckets: the archive is not on S3"
+        )
     for twin in twins.values():
         _check_twin_object(target, twin)
     with ThreadPoolExecutor(UNEMBARGO_WORKERS, thread_name_prefix="unembargo") as pool:

@@ -65,7 +65,7 @@ from zarrchive.services.views.thumbnail import (
 from zarrchive.services.zarr_engine.node_cache import NODE_CACHE, NodeView
 from zarrchive.services.zarr_engine.zarrs import ZarrRef
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 #: The largest metadata document read for a page or a thumbnail, bytes.
 MAX_METADATA_BYTES = 1024 * 1024
@@ -189,7 +189,7 @@ def _prefix(directory: str) -> str:
     return f"{directory}/" if directory else ""
 
 
-def _get_bounded(store: ObjectStore, key: str, limit: int) -> bytes | None:
+def _get_bounded(store: ObjectStoreProtocol, key: str, limit: int) -> bytes | None:
     """The content of *key*, or ``None`` when it is absent or longer than *limit* bytes
     (reading stops one piece past the limit: the object may have grown since its size was
     learnt)."""
@@ -206,7 +206,7 @@ def _get_bounded(store: ObjectStore, key: str, limit: int) -> bytes | None:
     return bytes(body)
 
 
-def _probe_document(store: ObjectStore, key: str) -> bytes | None:
+def _probe_document(store: ObjectStoreProtocol, key: str) -> bytes | None:
     info = store.head(key)
     if info is None or info.size > MAX_PROBED_METADATA_BYTES:
         return None
@@ -214,7 +214,7 @@ def _probe_document(store: ObjectStore, key: str) -> bytes | None:
 
 
 def _metadata_documents(
-    store: ObjectStore, zarr_id: str, directory: str, node: NodeView
+    store: ObjectStoreProtocol, zarr_id: str, directory: str, node: NodeView
 ) -> dict[str, bytes]:
     """The metadata documents among the files of *directory* (whose node is *node*: it
     knows their sizes, so no HEAD is needed to bound what is read), by name."""
@@ -376,7 +376,7 @@ def _array_meta(array: zarr.Array[Any]) -> ArrayMeta:
 
 
 def _probe(
-    store: ObjectStore, zarr_id: str, path: str
+    store: ObjectStoreProtocol, zarr_id: str, path: str
 ) -> tuple[str, tuple[int, ...], str] | str | None:
     """``(name, shape, dtype)`` if the directory *path* holds an array, its name if it holds
     a group (within bounds), else ``None``."""
@@ -444,7 +444,7 @@ def describe(
 
 
 def _level_array(
-    store: ObjectStore, zarr_row: ZarrRef, directory: str, spec: ngff.Level
+    store: ObjectStoreProtocol, zarr_row: ZarrRef, directory: str, spec: ngff.Level
 ) -> LevelArray:
     """The array metadata of a multiscale image's level (each document read only up to
     :data:`MAX_PROBED_METADATA_BYTES`: an image has up to
@@ -597,7 +597,7 @@ class Drawing:
     reads: ChunkReads
 
 
-def draw(store: ObjectStore, zarr_id: str, directory: str) -> Drawing:
+def draw(store: ObjectStoreProtocol, zarr_id: str, directory: str) -> Drawing:
     """The thumbnail of the array in *directory*, drawn afresh (no cache, no slot), and what
     was read for it; :class:`NoThumbnail` when there is none."""
     node = NODE_CACHE.get(store, checksum_node_key(zarr_id, directory))
@@ -606,7 +606,7 @@ def draw(store: ObjectStore, zarr_id: str, directory: str) -> Drawing:
     return _draw(store, zarr_id, directory, node)
 
 
-def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> Drawing:
+def _draw(store: ObjectStoreProtocol, zarr_id: str, directory: str, node: NodeView) -> Drawing:
     documents = _metadata_documents(store, zarr_id, directory, node)
     refused = _oversized(node) or metadata_limits.refusal(documents)
     if refused is not None:
@@ -639,7 +639,7 @@ def _draw(store: ObjectStore, zarr_id: str, directory: str, node: NodeView) -> D
 class _Source:
     """Where a thumbnail reads the stored objects of the array in *directory*."""
 
-    store: ObjectStore
+    store: ObjectStoreProtocol
     zarr_id: str
     directory: str
     node: NodeView

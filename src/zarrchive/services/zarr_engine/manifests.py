@@ -74,7 +74,7 @@ from zarrchive.services.zarr_engine.manifest_changes import (
 )
 from zarrchive.services.zarr_engine.zarrs import ZarrRef, get_zarr
 from zarrchive.storage.keys import zarr_prefix
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class _Snapshot:
     last_change_set: int | None
 
 
-def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
+def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStoreProtocol]:
     """The Zarr's state.  Its batches are read before its row: each statement sees the
     commits done before it, and the apply engine deletes the batch in the commit that
     stores the new checksum, so "no batch" is never paired with the old checksum."""
@@ -161,7 +161,7 @@ def _snapshot(archive: Archive, zarr_id: str) -> tuple[_Snapshot, ObjectStore]:
 
 
 def content_md5(
-    store: ObjectStore, key: str, etag: str, version_id: str | None = None
+    store: ObjectStoreProtocol, key: str, etag: str, version_id: str | None = None
 ) -> str | None:
     """The md5 of an object's content: its ETag when that is an md5, else (an object
     assembled from parts) the md5 the archive verified and recorded on it; None without
@@ -174,7 +174,7 @@ def content_md5(
 
 
 def current_entries(
-    store: ObjectStore, zarr_id: str, *, parallel: int | None = None
+    store: ObjectStoreProtocol, zarr_id: str, *, parallel: int | None = None
 ) -> Iterator[ManifestEntry]:
     """The Zarr's current object versions, in key order (prefixes listed *parallel* at once,
     default :data:`LIST_PARALLELISM`)."""
@@ -317,7 +317,7 @@ def write_manifest(
 
 def _from_records(
     archive: Archive,
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr_id: str,
     checksum: str,
     chain: ChangeChain,

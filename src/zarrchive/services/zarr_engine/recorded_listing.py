@@ -58,7 +58,7 @@ from zarrchive.services.zarr_engine.manifest_changes import (
 )
 from zarrchive.services.zarr_engine.node_cache import NODE_CACHE
 from zarrchive.storage.keys import checksum_node_key
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 #: The chunks in which a manifest is read from S3.
 _READ_CHUNK = 1024 * 1024
@@ -200,7 +200,7 @@ class ManifestIndex:
         return self._offsets[found], self.path(found).split("/")[:-1]
 
     def from_key(
-        self, store: ObjectStore, key: str, lower: str, inclusive: bool
+        self, store: ObjectStoreProtocol, key: str, lower: str, inclusive: bool
     ) -> Iterator[ObjectEntry]:
         """The entries from *lower* on (*inclusive*: *lower* itself too), in order, read by
         ranged ``GET``s of the manifest from the nearest indexed entry."""
@@ -223,7 +223,7 @@ class ManifestIndex:
         return ObjectEntry(path, _utc(parse_timestamp(modified, repr(path))), etag, size)
 
 
-def _ranged_lines(store: ObjectStore, key: str, offset: int) -> Iterator[str]:
+def _ranged_lines(store: ObjectStoreProtocol, key: str, offset: int) -> Iterator[str]:
     """The lines of *key* from byte *offset* on, read by ranged ``GET``s of
     :data:`RANGE_CHUNK`, each next one twice as large (up to 4 MiB)."""
     size = RANGE_CHUNK
@@ -296,7 +296,7 @@ class _CountedLines:
         return line
 
 
-def _build_index(store: ObjectStore, key: str) -> ManifestIndex | None:
+def _build_index(store: ObjectStoreProtocol, key: str) -> ManifestIndex | None:
     """The index of the manifest at *key* (one streamed read), or ``None`` when it is gone,
     not in the line layout, or not sorted by path."""
     chunks = store.iter_content(key, chunk_size=_READ_CHUNK)
@@ -356,7 +356,9 @@ class ManifestCache:
         #: Manifests read through to index them (for tests and monitoring).
         self.indexed = 0
 
-    def get(self, store: ObjectStore, key: str, etag: str, entries: int) -> ParsedEntries | None:
+    def get(
+        self, store: ObjectStoreProtocol, key: str, etag: str, entries: int
+    ) -> ParsedEntries | None:
         """The parsed manifest at *key* in its version *etag* (*entries* long), or ``None``
         when it is too large to hold (see :meth:`index`) or gone, or is not sorted by
         path."""
@@ -365,14 +367,14 @@ class ManifestCache:
         found = self._load(("parsed", store.endpoint_url or "", store.bucket, key, etag), store)
         return found if isinstance(found, ParsedEntries) else None
 
-    def index(self, store: ObjectStore, key: str, etag: str) -> ManifestIndex | None:
+    def index(self, store: ObjectStoreProtocol, key: str, etag: str) -> ManifestIndex | None:
         """The index of the manifest at *key* in its version *etag*, or ``None`` when it is
         gone or not in the line layout sorted by path (stream it)."""
         found = self._load(("index", store.endpoint_url or "", store.bucket, key, etag), store)
         return found if isinstance(found, ManifestIndex) else None
 
     def _load(
-        self, slot: tuple[str, ...], store: ObjectStore
+        self, slot: tuple[str, ...], store: ObjectStoreProtocol
     ) -> ParsedEntries | ManifestIndex | None:
         with self._lock:
             found = self._lookup(slot)
@@ -417,7 +419,7 @@ class ManifestCache:
             self._used = 0
 
 
-def _stream_entries(store: ObjectStore, key: str) -> Iterator[ManifestEntry]:
+def _stream_entries(store: ObjectStoreProtocol, key: str) -> Iterator[ManifestEntry]:
     """The manifest's entries as stored (one GET, closed when the iterator is)."""
     chunks = store.iter_content(key, chunk_size=_READ_CHUNK)
     try:
@@ -426,7 +428,7 @@ def _stream_entries(store: ObjectStore, key: str) -> Iterator[ManifestEntry]:
         chunks.close()  # type: ignore[attr-defined]
 
 
-def _parse(store: ObjectStore, key: str, largest: int) -> ParsedEntries | None:
+def _parse(store: ObjectStoreProtocol, key: str, largest: int) -> ParsedEntries | None:
     parsed = ParsedEntries()
     try:
         for entry in _stream_entries(store, key):
@@ -611,7 +613,9 @@ def recorded_page(
     return _with_md5s(store, zarr_id, page), len(found) > limit
 
 
-def _with_md5s(store: ObjectStore, zarr_id: str, page: list[ObjectEntry]) -> list[ObjectEntry]:
+def _with_md5s(
+    store: ObjectStoreProtocol, zarr_id: str, page: list[ObjectEntry]
+) -> list[ObjectEntry]:
     """*page* with every ETag an md5: one recorded otherwise (an object assembled from
     parts) takes the md5 its directory's node holds (one node per such directory)."""
     odd = [i for i, entry in enumerate(page) if not is_md5(entry.etag)]

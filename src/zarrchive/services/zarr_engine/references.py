@@ -42,7 +42,7 @@ from zarrchive.services.zarr_engine import snapshots
 from zarrchive.services.zarr_engine.uploads import UploadState, upload_status
 from zarrchive.services.zarr_engine.zarrs import ZarrRef, object_url, walk_files
 from zarrchive.storage.keys import zarr_object_key, zarr_prefix
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 #: Bodies up to this size stay in memory while they are built; larger ones go to disk.
 _SPOOL_BYTES = 8 * 1024 * 1024
@@ -75,7 +75,7 @@ def read_route_base(api_base: str, zarr_id: str) -> str:
     return f"{api_base.rstrip('/')}/api/zarr/{zarr_id}/read/"
 
 
-def _base_url(store: ObjectStore, zarr: ZarrRef, api_base: str) -> str:
+def _base_url(store: ObjectStoreProtocol, zarr: ZarrRef, api_base: str) -> str:
     if zarr.embargoed:
         return read_route_base(api_base, zarr.id)
     return store.public_url(zarr_prefix(zarr.id))
@@ -88,7 +88,7 @@ def _file_url(base: str, path: str, version_id: str | None = None) -> str:
     return url
 
 
-def _read(store: ObjectStore, key: str, version_id: str | None = None) -> bytes:
+def _read(store: ObjectStoreProtocol, key: str, version_id: str | None = None) -> bytes:
     return b"".join(store.iter_content(key, version_id))
 
 
@@ -159,13 +159,13 @@ def live_references(archive: Archive, zarr: ZarrRef, api_base: str) -> Reference
     return _finished(body)
 
 
-def _kept(store: ObjectStore, key: str) -> ReferenceBody | None:
+def _kept(store: ObjectStoreProtocol, key: str) -> ReferenceBody | None:
     """The reference file kept at *key*, streamed from S3, if there is one."""
     found = store.head(key)
     return None if found is None else ReferenceBody(store.iter_content(key), found.size)
 
 
-def _keep(store: ObjectStore, key: str, body: IO[bytes]) -> ReferenceBody:
+def _keep(store: ObjectStoreProtocol, key: str, body: IO[bytes]) -> ReferenceBody:
     """Keep the built *body* (positioned at its end) at *key* and stream it back from there
     (the upload closes *body*)."""
     size = body.tell()
@@ -174,7 +174,7 @@ def _keep(store: ObjectStore, key: str, body: IO[bytes]) -> ReferenceBody:
     return ReferenceBody(store.iter_content(key), size)
 
 
-def _drop_other_live_files(store: ObjectStore, zarr_id: str, keep: str) -> None:
+def _drop_other_live_files(store: ObjectStoreProtocol, zarr_id: str, keep: str) -> None:
     """Remove the kept files of the Zarr's earlier live states (best effort)."""
     for info in store.iter_objects(f"{REFERENCES_PREFIX}{zarr_id}/{LIVE}"):
         if info.key != keep:
@@ -211,7 +211,7 @@ def snapshot_references(
 
 
 def _write_pinned(
-    store: ObjectStore,
+    store: ObjectStoreProtocol,
     zarr: ZarrRef,
     pin: snapshots.Pin,
     manifest: IO[bytes],

@@ -36,7 +36,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.node_cache import DIRECTORY, FILE, NODE_CACHE, NodeView
 from zarrchive.services.zarr_engine.recorded_listing import KeyRange, ObjectEntry, recorded_page
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
-from zarrchive.storage.objects import ObjectStore
+from zarrchive.storage.protocol import ObjectStoreProtocol
 from zarrchive.wire.zarrs import DirectoryPage, ListingEntry
 
 MAX_PAGE_SIZE = 1000
@@ -375,14 +375,14 @@ def walked_objects(
     return entries, len(found) > limit
 
 
-def walk_files(store: ObjectStore, zarr_id: str) -> Iterator[tuple[str, ChildDigest]]:
+def walk_files(store: ObjectStoreProtocol, zarr_id: str) -> Iterator[tuple[str, ChildDigest]]:
     """Every file of the Zarr's live state in key order, ``(path, child)``, from its
     ``.checksum`` nodes (memory bounded by the depth and the largest node)."""
     return _walk(store, zarr_id, "", "", None)
 
 
 def _walk(
-    store: ObjectStore, zarr_id: str, directory: str, name_prefix: str, after: str | None
+    store: ObjectStoreProtocol, zarr_id: str, directory: str, name_prefix: str, after: str | None
 ) -> Iterator[tuple[str, ChildDigest]]:
     """The files below *directory* in key order: ``(path, child)``, only those whose path
     relative to *directory* begins with *name_prefix* (no ``/`` in it) and sorts after
@@ -415,7 +415,9 @@ def _walk(
         yield from _walk(store, zarr_id, base + key[:-1], "", inner)
 
 
-def _last_modified(store: ObjectStore, zarr: ZarrRef, paths: list[str]) -> dict[str, datetime]:
+def _last_modified(
+    store: ObjectStoreProtocol, zarr: ZarrRef, paths: list[str]
+) -> dict[str, datetime]:
     """When S3 last wrote each of *paths* (one listing per directory, from the file before
     the first one needed when names are ASCII, where every S3 orders keys by bytes)."""
     by_directory: dict[str, set[str]] = {}

@@ -60,7 +60,8 @@ from zarrchive.storage.keys import (
     staging_object_key,
     zarr_object_key,
 )
-from zarrchive.storage.objects import ObjectStore, WrittenVersion
+from zarrchive.storage.objects import WrittenVersion
+from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
 
@@ -240,13 +241,15 @@ _Checked = tuple[
 ]
 
 
-def _check_claimed(store: ObjectStore, claimed: _Claimed) -> _Checked:
+def _check_claimed(store: ObjectStoreProtocol, claimed: _Claimed) -> _Checked:
     expected: dict[str, str | None] = {p: md5 for p, (md5, _n, _v) in claimed.files.items()}
     declared = {p: (size, False) for p, (_m, size, _v) in claimed.files.items()}
     return check_staged_and_sources(store, claimed.zarr_id, claimed.uid, expected, declared)
 
 
-def verify_claimed(store: ObjectStore, claimed: _Claimed, checked: _Checked | None = None) -> None:
+def verify_claimed(
+    store: ObjectStoreProtocol, claimed: _Claimed, checked: _Checked | None = None
+) -> None:
     """Check the staged objects of a batch queued unverified (``verify_on_apply``): every
     file present with its declared md5 and size (one listing of the staging area, as
     ``complete`` does otherwise), and pin the versions found, which the copies then read.
@@ -269,7 +272,7 @@ def verify_claimed(store: ObjectStore, claimed: _Claimed, checked: _Checked | No
 
 
 def _copy_into_place(
-    archive: Archive, store: ObjectStore, claimed: _Claimed, token: str | None
+    archive: Archive, store: ObjectStoreProtocol, claimed: _Claimed, token: str | None
 ) -> list[WrittenObject] | None:
     """Copy every staged object of the batch to its key in the Zarr (idempotent), renewing
     the claim between chunks; returns each new version as S3 answered (for the manifest
@@ -343,7 +346,7 @@ _ImportCopy = tuple[str, WrittenVersion | None, str | None, BaseException | None
 
 
 def _copy_imports(
-    archive: Archive, store: ObjectStore, claimed: _Claimed, token: str | None
+    archive: Archive, store: ObjectStoreProtocol, claimed: _Claimed, token: str | None
 ) -> list[WrittenObject | None]:
     """Copy the batch's imported files from their sources straight into place (one
     ``CopyObject`` each, only if the source still has the listed ETag).  All or nothing: if
@@ -394,7 +397,7 @@ def _copy_imports(
     raise errors[0]
 
 
-def _undo_imports(store: ObjectStore, claimed: _Claimed, done: list[_ImportCopy]) -> None:
+def _undo_imports(store: ObjectStoreProtocol, claimed: _Claimed, done: list[_ImportCopy]) -> None:
     """Delete the versions the copies of an import refused (or failed) made: each key is
     back at the version it had (on a bucket without versions: left, and said)."""
     made = [(p, written.version_id) for p, written, _w, _e in done if written is not None]
@@ -418,7 +421,7 @@ def _undo_imports(store: ObjectStore, claimed: _Claimed, done: list[_ImportCopy]
 
 
 def _copy_big_files(
-    archive: Archive, store: ObjectStore, claimed: _Claimed, token: str
+    archive: Archive, store: ObjectStoreProtocol, claimed: _Claimed, token: str
 ) -> list[WrittenObject | None]:
     prepared: list[PreparedCopy] = []
     lock = threading.Lock()
@@ -512,19 +515,19 @@ class _Ahead:
         self.checks: dict[str, Future[_Checked]] = {}
         self.copies: dict[str, Future[_Copied | None]] = {}
 
-    def _check(self, store: ObjectStore, ahead: _Claimed) -> Future[_Checked]:
+    def _check(self, store: ObjectStoreProtocol, ahead: _Claimed) -> Future[_Checked]:
         check = self.checks.get(ahead.uid)
         if check is None:
             check = self.checks[ahead.uid] = self.checker.submit(_check_claimed, store, ahead)
         return check
 
-    def check_next(self, store: ObjectStore, claimed: _Claimed) -> None:
+    def check_next(self, store: ObjectStoreProtocol, claimed: _Claimed) -> None:
         """Start the check of the batch queued after *claimed* (if it waits for one)."""
         ahead = _next_to_check(self.archive, claimed)
         if ahead is not None:
             self._check(store, ahead)
 
-    def copy_next(self, store: ObjectStore, claimed: _Claimed) -> None:
+    def copy_next(self, store: ObjectStoreProtocol, claimed: _Claimed) -> None:
         """*claimed*'s copies are done: copy the next batch ahead, if it may be."""
         ahead = _next_to_check(self.archive, claimed)
         if (
@@ -537,7 +540,9 @@ class _Ahead:
         check = self._check(store, ahead)
         self.copies[ahead.uid] = self.copier.submit(self._copy, store, ahead, check)
 
-    def _copy(self, store: ObjectStore, ahead: _Claimed, check: Future[_Checked]) -> _Copied | None:
+    def _copy(
+        self, store: ObjectStoreProtocol, ahead: _Claimed, check: Future[_Checked]
+    ) -> _Copied | None:
         try:
             checked = check.result()
             if checked[1]:
@@ -625,7 +630,7 @@ def _apply_claimed(
     archive: Archive,
     claimed: _Claimed,
     token: str,
-    drop: Callable[[ObjectStore, str, str], object] = drop_staging,
+    drop: Callable[[ObjectStoreProtocol, str, str], object] = drop_staging,
     ahead: _Ahead | None = None,
     *,
     zarr: ZarrRef,
@@ -762,7 +767,7 @@ def apply_pending(
     # before this call returns.
     dropper = ThreadPoolExecutor(1, thread_name_prefix="zarrchive-drop")
     dropping: list[Future[None]] = []
-    held: list[tuple[ObjectStore, str, str]] = []
+    held: list[tuple[ObjectStoreProtocol, str, str]] = []
 
     def release(count: int) -> None:
         count = max(0, count)
@@ -770,7 +775,7 @@ def apply_pending(
             dropping.append(dropper.submit(drop_staging, *item))
         del held[:count]
 
-    def drop(store: ObjectStore, zarr_id: str, uid: str) -> object:
+    def drop(store: ObjectStoreProtocol, zarr_id: str, uid: str) -> object:
         held.append((store, zarr_id, uid))
         release(len(held) - HELD_DROPS)
         return None

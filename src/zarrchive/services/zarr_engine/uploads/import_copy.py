@@ -274,7 +274,7 @@ def _path(item: SourceFile) -> str:
     return item.path
 
 
-def load_sources(store: ObjectStore, zarr_id: str, uid: str) -> dict[str, ImportedSource]:
+def load_sources(store: ObjectStoreProtocol, zarr_id: str, uid: str) -> dict[str, ImportedSource]:
     """The sources :func:`record_sources` recorded for batch *uid* (``path -> source``; a path
     named by several requests: the last recorded); ``{}`` for a batch of uploaded files."""
     root = staging_prefix(zarr_id, uid) + SOURCES_DIR
@@ -306,12 +306,14 @@ class SourceRefused(Exception):
 
 
 def copy_imported(
-    store: ObjectStore, source: ImportedSource, key: str, content_type: str
+    store: ObjectStoreProtocol, source: ImportedSource, key: str, content_type: str
 ) -> WrittenVersion:
     """Copy the imported *source* to *key* of *store*'s bucket (one ``CopyObject``, only if
     the source still has its listed ETag); the new version as S3 answered.  Raises
     :class:`SourceRefused` when the source changed or is gone, :class:`PermissionDenied`
-    when the archive can't read it, :class:`StorageError` otherwise."""
+    when the archive can't read it (or is not on S3), :class:`StorageError` otherwise."""
+    if not isinstance(store, ObjectStore):
+        raise PermissionDenied("server-side import needs the archive on S3: send the files")
     where = f"s3://{source.bucket}/{source.key}"
     copier: CopySender | None = getattr(store, "_copier", None)
     if copier is not None:
