@@ -3,23 +3,15 @@ parse per node version, pages by bisection, never a stale node."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import httpx
 
 from tests.helpers.api_uploads import upload
-from zarrchive.checksum import ChecksumNode
+from tests.helpers.web_site import wide_node
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.node_cache import NODE_CACHE
 from zarrchive.storage.keys import checksum_node_key
-
-
-def wide_node(count: int) -> bytes:
-    node = ChecksumNode()
-    for i in range(count):
-        node.set_file(f"{i:06d}", hashlib.md5(str(i).encode()).hexdigest(), i)
-    return node.to_json()
 
 
 def test_a_wide_directory_is_parsed_once_and_paged(

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from tests.helpers.dandi_zarr import dandi_upload
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.oracle_env import oracle_python
-from tests.helpers.s3fs_oracle import S3FS_PYTHON_ENV, run_oracle
+from tests.helpers.s3fs_oracle import S3FS_PYTHON_ENV, local_zarr, run_oracle
 from tests.helpers.zarr_client import create_dandiset, create_zarr, oracle_checksum
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
@@ -32,13 +32,6 @@ def s3fs_python() -> str:
         ".venv-s3fs/.installed-stamp",
         ".venv-s3fs with s3fs and zarr, to read the public bucket anonymously",
     )
-
-
-def local_zarr(python: str, tmp_path: Path) -> tuple[dict[str, bytes], dict[str, Any]]:
-    root = tmp_path / "local.zarr"
-    expected = run_oracle(python, "write", str(root), cwd=tmp_path)
-    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    return files, expected
 
 
 def unsigned_client(seaweedfs: SeaweedFS) -> Any:

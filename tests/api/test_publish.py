@@ -8,8 +8,8 @@ import threading
 import httpx
 
 from tests.conftest import Users
-from tests.helpers.api_uploads import put_files, upload
-from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, md5, ok, oracle
+from tests.helpers.api_uploads import oracle, put_files, upload
+from tests.helpers.assets import add_blob_asset, add_zarr_asset, assets_url, md5, ok
 from tests.helpers.waiting import wait_until
 from zarrchive.checksum.dandi_etag import dandi_etag
 

@@ -17,7 +17,7 @@ from tests.helpers.api_uploads import upload
 from tests.helpers.assets import add_zarr_asset, client_for, ok
 from tests.helpers.databases import SQLITE_ONLY
 from tests.helpers.fsspec_oracle import read_with_fsspec, s3fs_python
-from tests.helpers.s3fs_oracle import run_oracle
+from tests.helpers.s3fs_oracle import local_zarr
 from zarrchive.config import PublishedZarrs
 from zarrchive.references import MAX_INLINE_BYTES
 from zarrchive.services.runtime import Archive
@@ -29,14 +29,6 @@ pytestmark = SQLITE_ONLY
 @pytest.fixture
 def python() -> str:
     return s3fs_python()
-
-
-def local_zarr(python: str, tmp_path: Path) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """A Zarr v2 group written by zarr-python (arrays ``a`` and ``g/b``), and its data."""
-    root = tmp_path / "local.zarr"
-    expected = run_oracle(python, "write", str(root), cwd=tmp_path)
-    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    return files, expected
 
 
 def refs_of(client: httpx.Client, url: str) -> dict[str, Any]:

@@ -12,7 +12,14 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from tests.helpers.api_uploads import assert_clean, batches, complete, open_and_put
+from tests.helpers.api_uploads import (
+    assert_clean,
+    batches,
+    complete,
+    info,
+    open_and_put,
+    s3_body,
+)
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.zarr_client import md5, oracle_checksum
 from zarrchive.db.models import BatchState, UploadBatch, utcnow
@@ -25,17 +32,6 @@ from zarrchive.storage.objects import ObjectStore, WrittenVersion
 APPLY = "apply:"
 
 
-def info(api: httpx.Client, zarr_id: str) -> dict[str, Any]:
-    response = api.get(f"/api/zarr/{zarr_id}/")
-    assert response.status_code == 200, response.text
-    result: dict[str, Any] = response.json()
-    return result
-
-
-def body(archive: Archive, zarr_id: str, path: str) -> bytes | None:
-    return archive.store.get(f"zarr/{zarr_id}/{path}")
-
-
 def test_complete_answers_before_applying_and_batches_apply_in_order(
     api: httpx.Client, zarr_id: str, archive: Archive, held: HeldJobQueue
 ) -> None:
@@ -45,7 +41,7 @@ def test_complete_answers_before_applying_and_batches_apply_in_order(
     # verified and queued, not applied: the Zarr shows nothing of it yet
     assert answer["upload_state"] == "applying" and not answer["upload_in_progress"]
     assert answer["checksum"] == oracle_checksum({}) and answer["file_count"] == 0
-    assert body(archive, zarr_id, "arr/0") is None
+    assert s3_body(archive, zarr_id, "arr/0") is None
     assert api.get(f"/api/zarr/{zarr_id}/arr/0").status_code == 404
     # the next batch opens at once (its own staging area) and overwrites a file
     second = {"arr/0": b"second", "arr/2": b"two"}
@@ -62,7 +58,7 @@ def test_complete_answers_before_applying_and_batches_apply_in_order(
     zarr = info(api, zarr_id)
     assert zarr["upload_state"] == "at_rest"
     assert zarr["checksum"] == oracle_checksum(final) and zarr["file_count"] == 4
-    assert body(archive, zarr_id, "arr/0") == b"third"  # the latest batch's version wins
+    assert s3_body(archive, zarr_id, "arr/0") == b"third"  # the latest batch's version wins
     assert batches(archive, zarr_id) == []
     assert not list(archive.store.iter_objects(staging_zarr_prefix(zarr_id)))
     assert held.queued("manifest:") == [f"manifest:{zarr_id}"]
@@ -80,7 +76,7 @@ def test_complete_wait_applies_before_answering(
     answer = complete(api, zarr_id, wait="true")  # applies the queue up to this batch
     assert answer["upload_state"] == "at_rest"
     assert answer["checksum"] == oracle_checksum(second)
-    assert body(archive, zarr_id, "a") == b"2"
+    assert s3_body(archive, zarr_id, "a") == b"2"
 
 
 def test_cancel_cancels_only_the_open_batch(
@@ -95,7 +91,7 @@ def test_cancel_cancels_only_the_open_batch(
     assert api.delete(f"/api/zarr/{zarr_id}/upload/").status_code == 404  # nothing open
     held.run(APPLY)
     assert info(api, zarr_id)["checksum"] == oracle_checksum(first)
-    assert body(archive, zarr_id, "a") == b"kept" and body(archive, zarr_id, "c") is None
+    assert s3_body(archive, zarr_id, "a") == b"kept" and s3_body(archive, zarr_id, "c") is None
     assert not list(archive.store.iter_objects(staging_zarr_prefix(zarr_id)))
 
 
@@ -114,11 +110,11 @@ def test_delete_while_a_batch_is_open_is_applied_after_the_queued_ones(
     assert response.status_code == 204, response.text
     assert info(api, zarr_id)["checksum"] == oracle_checksum({"keep": b"k"})
     assert info(api, zarr_id)["upload_in_progress"]  # the open batch stays open
-    assert body(archive, zarr_id, "arr/0") is None
+    assert s3_body(archive, zarr_id, "arr/0") is None
     complete(api, zarr_id, wait="true")
     final = {"keep": b"k", **later}
     assert info(api, zarr_id)["checksum"] == oracle_checksum(final)
-    assert body(archive, zarr_id, "arr/1") == b"one again"
+    assert s3_body(archive, zarr_id, "arr/1") == b"one again"
     assert_clean(archive, zarr_id)
 
 
@@ -196,7 +192,7 @@ def test_batch_interrupted_mid_apply_is_finished_by_the_start_sweep(
     assert held.queued(APPLY) == [f"apply:{zarr_id}"]
     held.run(APPLY)
     assert info(api, zarr_id)["checksum"] == oracle_checksum({**first, **second})
-    assert body(archive, zarr_id, "x/1") == b"one"
+    assert s3_body(archive, zarr_id, "x/1") == b"one"
     assert batches(archive, zarr_id) == []
     assert_clean(archive, zarr_id)
 

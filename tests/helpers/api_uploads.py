@@ -34,6 +34,7 @@ FILES = {
 
 
 def oracle(files: dict[str, bytes]) -> str:
+    """The Dandi Zarr checksum of *files*, computed by zarr-checksum."""
     return str(
         compute_zarr_checksum(
             ZarrArchiveFile(path=Path(p), size=len(b), digest=md5(b)) for p, b in files.items()

@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any
 
 import httpx
-from zarr_checksum import compute_zarr_checksum
-from zarr_checksum.generators import ZarrArchiveFile
 
 from tests.helpers.presigned import put_headers
 
 
 def md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
-
-
-def oracle(files: dict[str, bytes]) -> str:
-    """The Dandi Zarr checksum of *files*, computed by zarr-checksum."""
-    return str(
-        compute_zarr_checksum(
-            ZarrArchiveFile(path=Path(p), size=len(b), digest=md5(b)) for p, b in files.items()
-        )
-    )
 
 
 def ok(response: httpx.Response, status: int = 200) -> Any:

@@ -87,3 +87,12 @@ def run_oracle(python: str, *args: str, cwd: Path) -> Any:
     )
     assert done.returncode == 0, done.stderr[:4000]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def local_zarr(python: str, tmp_path: Path) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """A Zarr v2 group written by zarr-python in the s3fs environment (arrays ``a`` and
+    ``g/b``) under *tmp_path*: its files (relative path to content) and its data."""
+    root = tmp_path / "local.zarr"
+    expected = run_oracle(python, "write", str(root), cwd=tmp_path)
+    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    return files, expected
