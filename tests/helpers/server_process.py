@@ -8,12 +8,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 
 from zarrchive.config import Settings
 from zarrchive.storage.seaweedfs import free_port
+
+T = TypeVar("T")
 
 
 def zarrchive_command() -> list[str]:
@@ -126,6 +130,14 @@ class ServerProcess:
         """Start :meth:`peak_rss` again from the process's current resident memory."""
         assert self.process is not None
         Path(f"/proc/{self.process.pid}/clear_refs").write_text("5")
+
+    def peak_growth(self, action: Callable[[], T]) -> tuple[T, int]:
+        """What *action* returns, and by how much it raised the process's peak resident
+        memory (bytes)."""
+        self.reset_peak_rss()
+        before = self.peak_rss()
+        result = action()
+        return result, self.peak_rss() - before
 
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind, as a power cut."""

@@ -21,7 +21,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -253,13 +253,6 @@ def _lindi_state(api: httpx.Client, asset_id: str, timeout: float = 300) -> dict
         time.sleep(0.2)
 
 
-def _peak_growth(server: ServerProcess, action: Callable[[], Any]) -> tuple[Any, int]:
-    server.reset_peak_rss()
-    before = server.peak_rss()
-    result = action()
-    return result, server.peak_rss() - before
-
-
 @pytest.mark.parametrize(
     ("datasets", "elements", "reason"),
     [
@@ -294,7 +287,7 @@ def test_a_string_bomb_fails_with_its_reason_and_the_server_memory_stays_flat(
             asset = ok(attach(api, dandiset, "bomb.nwb", blob_id=blob_id))
             return _lindi_state(api, asset["asset_id"])
 
-        info, growth = _peak_growth(process, convert)
+        info, growth = process.peak_growth(convert)
     assert growth < MEMORY_BOUND, f"the server's peak memory grew by {growth / MiB:.0f} MiB"
     assert info["lindi_state"] == "failed"
     assert reason in info["lindi_error"]
@@ -308,7 +301,7 @@ def test_three_thousand_object_references_convert_by_the_address_map(
         dandiset = create_dandiset(api)
         blob_id = upload_by("md5", api, dandiset, hostile_hdf5.many_references(3000))
         asset = ok(attach(api, dandiset, "refs.nwb", blob_id=blob_id))
-        info, growth = _peak_growth(process, lambda: _lindi_state(api, asset["asset_id"]))
+        info, growth = process.peak_growth(lambda: _lindi_state(api, asset["asset_id"]))
         assert info["lindi_state"] == "ready", info
         redirect = api.get(f"/api/assets/{asset['asset_id']}/lindi.json")
         assert redirect.status_code == 302

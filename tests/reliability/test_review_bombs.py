@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -32,7 +32,6 @@ from zarrchive.storage.seaweedfs import SeaweedFS
 
 pytestmark = SQLITE_ONLY
 
-T = TypeVar("T")
 
 #: How much a bomb's page view may raise the server's peak resident memory.
 MEMORY_BOUND = 200 * MiB
@@ -94,14 +93,6 @@ def bombs(
         server.stop()
 
 
-def _peak_growth(server: ServerProcess, action: Callable[[], T]) -> tuple[T, int]:
-    """What *action* returns, and by how much it raised the server's peak resident memory."""
-    server.reset_peak_rss()
-    before = server.peak_rss()
-    result = action()
-    return result, server.peak_rss() - before
-
-
 def _views(server: ServerProcess, path: str) -> tuple[httpx.Response, httpx.Response]:
     with httpx.Client(base_url=server.url, timeout=300) as anon:
         return anon.get(f"/zarr/{path}/"), anon.get(f"/thumbnail/zarr/{path}")
@@ -118,12 +109,12 @@ def test_a_decompression_bomb_chunk_gets_no_thumbnail_and_no_memory(
     bombs: tuple[ServerProcess, str], name: str, reason: str
 ) -> None:
     server, zarr_id = bombs
-    (page, thumbnail), growth = _peak_growth(server, lambda: _views(server, f"{zarr_id}/{name}"))
+    (page, thumbnail), growth = server.peak_growth(lambda: _views(server, f"{zarr_id}/{name}"))
     assert growth < MEMORY_BOUND, f"the server's peak memory grew by {growth / MiB:.0f} MiB"
     assert page.status_code == 200
     assert thumbnail.status_code == 404 and reason in thumbnail.text
     # the refusal is remembered, and the page now says why there is no picture
-    (page, again), growth = _peak_growth(server, lambda: _views(server, f"{zarr_id}/{name}"))
+    (page, again), growth = server.peak_growth(lambda: _views(server, f"{zarr_id}/{name}"))
     assert again.status_code == 404 and reason in again.text
     assert "No thumbnail: " + reason.removeprefix("no thumbnail: ") in page.text
     assert growth < MEMORY_BOUND
@@ -134,7 +125,7 @@ def test_deeply_nested_attributes_render_within_a_bound_with_a_raw_link(
 ) -> None:
     server, zarr_id = bombs
     with httpx.Client(base_url=server.url, timeout=300) as anon:
-        page, growth = _peak_growth(server, lambda: anon.get(f"/zarr/{zarr_id}/attrs/"))
+        page, growth = server.peak_growth(lambda: anon.get(f"/zarr/{zarr_id}/attrs/"))
         assert growth < MEMORY_BOUND, f"the server's peak memory grew by {growth / MiB:.0f} MiB"
         assert page.status_code == 200
         assert len(page.content) < 1 * MiB
