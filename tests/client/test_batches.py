@@ -54,3 +54,11 @@ def test_given_the_total_the_last_batches_shrink() -> None:
     # the byte limit still holds in the tail
     tail = Batcher(_entries(*[40] * 10), 8, 100, total=10)
     assert [len(b) for b in tail] == [2, 2, 2, 2, 2]
+
+
+def test_the_first_batches_never_pass_the_limit() -> None:
+    # a limit under TAIL_FILES (an archive's max_batch_files of 40, say): the first batches
+    # are not raised to TAIL_FILES above it (the archive would refuse them: BatchTooLarge)
+    sizes = [len(b) for b in Batcher(_entries(*[1] * 1000), 40, 10**9, total=1000)]
+    assert max(sizes) == 40 and sum(sizes) == 1000
+    assert sizes[:3] == [40, 40, 40]

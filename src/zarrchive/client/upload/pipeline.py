@@ -84,8 +84,9 @@ class Batcher:
     each, down to :data:`TAIL_FILES`, the rest together under twice that): the uploader waits
     at the end for the apply of what it sent last, so what it sends last is small (the apply
     of the batches before it overlaps with the PUTs of the small ones).  The first batches of
-    a larger upload are a quarter and a half of the limit (no fewer than :data:`TAIL_FILES`):
-    the archive's apply, idle until the first batch is complete, starts sooner."""
+    a larger upload are a quarter and a half of the limit (no fewer than :data:`TAIL_FILES`, no
+    more than the limit): the archive's apply, idle until the first batch is complete, starts
+    sooner."""
 
     def __init__(
         self, entries: Iterable[ZarrEntry], files: int, nbytes: int, *, total: int | None = None
@@ -104,7 +105,8 @@ class Batcher:
         left = self.total - self._taken
         if left > 2 * self.files:
             if self.total > 4 * self.files and self._batches < len(HEAD_SHARES):
-                return max(TAIL_FILES, math.ceil(self.files * HEAD_SHARES[self._batches]))
+                head = max(TAIL_FILES, math.ceil(self.files * HEAD_SHARES[self._batches]))
+                return min(self.files, head)  # (never above the limit: the archive's too)
             return self.files
         if left <= 2 * TAIL_FILES:
             return self.files
