@@ -190,7 +190,7 @@ class DirectoryPage:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> DirectoryPage:
-        cursor = data["next"]
+        cursor = data.get("next")
         return cls(
             path=str(data["path"]),
             digest=str(data["digest"]),
