@@ -1,13 +1,17 @@
 """Import from S3 (#39 item 1): ``zarrchive upload s3://BUCKET/PREFIX`` (the archive copies
-server-side; the client sends names, sizes and md5s only) against ``zarrchive upload DIR`` of
-the same files from local disk, in the same run, on the same archive (its own SeaweedFS,
-SQLite, the API in a thread of this process; each CLI a subprocess).
+server-side, each source object once, straight into place; the client sends names, sizes and
+md5s only) against ``zarrchive upload DIR`` of the same files from local disk, in the same
+run, on the same archive (its own SeaweedFS, SQLite, the API in a thread of this process;
+each CLI a subprocess).
 
 The source bucket holds the same files as the local directory (put before the clock
 starts).  Each round uploads both into new Zarrs, alternating which goes first; with
 ``--streamed`` the client-streamed import (``--copy client``) is measured too.  Wall time
 includes the CLI's start-up, the listing (or the local md5 pass), the batches and the wait
 until the archive has applied every batch; every Zarr's checksum must be the local one's.
+After each upload the archive's background work (manifests, staging drops) is let finish
+before the next starts, so that no way pays for the one before it (that settling is not
+counted).
 
     .venv/bin/python bench/import_bench.py [--files 3000] [--size 65536] [--jobs 16]
         [--rounds 2] [--streamed]
@@ -131,6 +135,9 @@ def main() -> None:
                 elapsed, said = run(ways[way](round_), env)
                 times[way].append(elapsed)
                 print(f"round {round_ + 1}, {way}: {elapsed:.1f} s: {said}", file=sys.stderr)
+                settling = time.perf_counter()
+                archive.jobs.join(timeout=300)  # the manifest, the drops of staging areas
+                print(f"  then settled in {time.perf_counter() - settling:.1f} s", file=sys.stderr)
         load = os.getloadavg()
         print(
             f"\n{args.files} files of {args.size} bytes, --jobs {args.jobs}, {args.rounds} "

@@ -22,11 +22,12 @@ from sqlalchemy import event
 from tests.conftest import make_settings
 from tests.helpers.api_uploads import info, oracle
 from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.s3_zarr import PART, put_in_parts
 from tests.helpers.zarr_client import md5
 from zarrchive.config import Settings
 from zarrchive.errors import StorageError
 from zarrchive.services.runtime import Archive
-from zarrchive.services.zarr_engine.uploads import apply
+from zarrchive.services.zarr_engine.uploads import apply, import_copy
 from zarrchive.services.zarr_engine.uploads.import_copy import SOURCES_DIR
 from zarrchive.storage.keys import staging_prefix, zarr_object_key
 from zarrchive.storage.seaweedfs import SeaweedFS
@@ -42,7 +43,15 @@ def database_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def settings(seaweedfs: SeaweedFS, bucket: str, database_url: str, tmp_path: Path) -> Settings:
-    return make_settings(seaweedfs, bucket, database_url, tmp_path, import_buckets=(SOURCE,))
+    """Imports from :data:`SOURCE`; big files (and copies in parts) by parts of 5 MiB."""
+    return make_settings(
+        seaweedfs,
+        bucket,
+        database_url,
+        tmp_path,
+        import_buckets=(SOURCE,),
+        multipart_threshold=PART,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +71,22 @@ def _put_source(s3: Any, files: dict[str, bytes]) -> tuple[str, dict[str, str]]:
 
 
 def _open_and_import(
-    api: httpx.Client, zarr_id: str, files: dict[str, bytes], prefix: str, etags: dict[str, str]
+    api: httpx.Client,
+    zarr_id: str,
+    files: dict[str, bytes],
+    prefix: str,
+    etags: dict[str, str],
+    md5s: dict[str, str] | None = None,
 ) -> str:
-    """Open a batch of *files* (sizes declared, as the importer does) and import them: the
-    batch's uid."""
+    """Open a batch of *files* (sizes up to 5 MiB declared, as the importer does; *md5s*
+    overrides some md5s) and import them: the batch's uid."""
+    md5s = md5s or {}
     opened = api.post(
         f"/api/zarr/{zarr_id}/upload/",
-        json=[{"path": p, "etag": md5(b), "size": len(b)} for p, b in files.items()],
+        json=[
+            {"path": p, "etag": md5s.get(p, md5(b)), **({"size": len(b)} if len(b) <= PART else {})}
+            for p, b in files.items()
+        ],
     )
     assert opened.status_code == 200, opened.text
     uid = opened.headers["X-Zarrchive-Batch"]
@@ -154,7 +172,6 @@ def test_a_crash_in_the_apply_is_applied_again_from_the_sources(
     prefix, etags = _put_source(source_s3, FILES)
     uid = _open_and_import(api, zarr_id, FILES, prefix, etags)
     _queue(api, zarr_id)
-    real = apply.apply_changes
 
     def crash(*args: Any, **kwargs: Any) -> Any:  # after every copy, before the commit
         raise StorageError("the applier died")
@@ -165,7 +182,7 @@ def test_a_crash_in_the_apply_is_applied_again_from_the_sources(
     # the copies were made, nothing recorded; the batch is queued again, still unstaged
     assert info(api, zarr_id)["file_count"] == 0
     assert all(p.startswith(SOURCES_DIR) for p in _staged(archive, zarr_id, uid))
-    monkeypatch.setattr(apply, "apply_changes", real)
+    monkeypatch.undo()
     assert apply.apply_pending(archive, zarr_id) == 1
     assert info(api, zarr_id)["checksum"] == oracle(FILES)
     assert held.run("apply:") >= 0
@@ -211,3 +228,68 @@ def test_the_apply_reads_the_zarrs_row_once_per_call(
     assert by.count(["apply_pending", "get_zarr"]) == 1, zarr_selects
     assert by.count(["_apply_claimed", "get_zarr"]) == 3, zarr_selects
     assert all(fn in ("apply_pending", "_apply_claimed", "_claim_next") for fn, _get in by), by
+
+
+def test_a_source_uploaded_in_parts_is_hashed_as_it_is_copied(
+    api: httpx.Client, archive: Archive, zarr_id: str, source_s3: Any, held: HeldJobQueue
+) -> None:
+    """Its ETag is no md5: the apply copies it in parts (``UploadPartCopy``) while it hashes
+    it; the checksum is the one of the same bytes uploaded from a local disk."""
+    big = os.urandom(PART + 1000)
+    files = {**FILES, "b/big": big}
+    prefix, etags = _put_source(source_s3, FILES)
+    put_in_parts(source_s3, SOURCE, f"{prefix}/b/big", big)
+    etags["b/big"] = source_s3.head_object(Bucket=SOURCE, Key=f"{prefix}/b/big")["ETag"]
+    assert etags["b/big"].strip('"').endswith("-2")
+    uid = _open_and_import(api, zarr_id, files, prefix, etags)
+    staged = _staged(archive, zarr_id, uid)
+    assert len(staged) == 1 and staged[0].startswith(SOURCES_DIR), staged  # not read through
+    _queue(api, zarr_id)
+    held.run("apply:")
+    assert info(api, zarr_id)["checksum"] == oracle(files)
+    key = zarr_object_key(zarr_id, "b/big")
+    assert archive.store.get(key) == big
+    assert archive.store.recorded_md5(key) == md5(big)
+    assert _versions(archive, zarr_id) == sorted(files)
+
+
+def test_a_source_in_parts_whose_md5_is_not_the_batchs_refuses_it(
+    api: httpx.Client, archive: Archive, zarr_id: str, source_s3: Any, held: HeldJobQueue
+) -> None:
+    big = os.urandom(PART + 1000)
+    files = {**FILES, "b/big": big}
+    prefix, etags = _put_source(source_s3, FILES)
+    put_in_parts(source_s3, SOURCE, f"{prefix}/b/big", big)
+    etags["b/big"] = source_s3.head_object(Bucket=SOURCE, Key=f"{prefix}/b/big")["ETag"]
+    uid = _open_and_import(api, zarr_id, files, prefix, etags, md5s={"b/big": md5(b"other")})
+    _queue(api, zarr_id)
+    held.run("apply:")
+    refused = api.get(f"/api/zarr/{zarr_id}/upload/refused/", params={"batch": [uid]}).json()
+    assert [(r["path"], r["found_md5"]) for r in refused] == [("b/big", md5(big))], refused
+    assert info(api, zarr_id)["file_count"] == 0
+    assert _versions(archive, zarr_id) == []
+    assert list(archive.store.iter_multipart_uploads(zarr_object_key(zarr_id, ""))) == []
+
+
+def test_a_source_above_the_copy_limit_is_copied_in_parts(
+    api: httpx.Client,
+    archive: Archive,
+    zarr_id: str,
+    source_s3: Any,
+    held: HeldJobQueue,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S3 copies at most 5 GiB in one ``CopyObject``: above, in parts (the limit lowered to
+    1 MiB here; parts of 5 MiB, the archive's multipart threshold)."""
+    monkeypatch.setattr(import_copy, "COPY_OBJECT_LIMIT", 1024**2)
+    big = os.urandom(2 * PART + 3)
+    files = {**FILES, "b/big": big}
+    prefix, etags = _put_source(source_s3, files)
+    _open_and_import(api, zarr_id, files, prefix, etags)
+    _queue(api, zarr_id)
+    held.run("apply:")
+    assert info(api, zarr_id)["checksum"] == oracle(files)
+    key = zarr_object_key(zarr_id, "b/big")
+    assert archive.store.get(key) == big
+    head = archive.store.head(key)
+    assert head is not None and head.etag.endswith("-3")  # copied in 3 parts

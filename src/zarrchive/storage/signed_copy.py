@@ -196,17 +196,20 @@ class CopySender:
         last: int,
         *,
         source_bucket: str | None = None,
+        if_match: str | None = None,
     ) -> str:
         """``UploadPartCopy``: bytes *first*..*last* (inclusive) of *source_key* (at
         *version_id*; of *source_bucket*, default this bucket) as part *part_number* of the
-        multipart upload *upload_id* of *key*; the part's ETag (unquoted).  Retried once
-        after a transient failure, as :meth:`copy`."""
+        multipart upload *upload_id* of *key*; the part's ETag (unquoted).  *if_match*: as
+        :meth:`copy`.  Retried once after a transient failure, as :meth:`copy`."""
         headers = {
             "x-amz-copy-source": copy_source_header(
                 source_bucket or self._bucket, source_key, version_id
             ),
             "x-amz-copy-source-range": f"bytes={first}-{last}",
         }
+        if if_match is not None:
+            headers["x-amz-copy-source-if-match"] = if_match
         params = {"partNumber": str(part_number), "uploadId": upload_id}
         return self._send(key, headers, params, "CopyPartResult").etag
 

@@ -43,8 +43,10 @@ from zarrchive.services.zarr_engine.uploads import directory_delete
 from zarrchive.services.zarr_engine.uploads.import_copy import (
     ImportedSource,
     SourceRefused,
+    copied_in_parts,
     copy_imported,
     load_sources,
+    prepare_imported_copy,
 )
 from zarrchive.services.zarr_engine.uploads.multipart import (
     COPY_FILES_PARALLEL,
@@ -53,6 +55,7 @@ from zarrchive.services.zarr_engine.uploads.multipart import (
     finish_verified_copy,
     prepare_verified_copy,
 )
+from zarrchive.services.zarr_engine.uploads.parts import part_size_for
 from zarrchive.services.zarr_engine.uploads.records import has_pending, upload_status
 from zarrchive.services.zarr_engine.uploads.staging import check_staged_and_sources, drop_staging
 from zarrchive.services.zarr_engine.zarrs import ZarrRef, get_zarr
@@ -60,7 +63,7 @@ from zarrchive.storage.keys import (
     staging_object_key,
     zarr_object_key,
 )
-from zarrchive.storage.objects import WrittenVersion
+from zarrchive.storage.objects import ObjectStore, WrittenVersion
 from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
@@ -348,11 +351,43 @@ _ImportCopy = tuple[str, WrittenVersion | None, str | None, BaseException | None
 def _copy_imports(
     archive: Archive, store: ObjectStoreProtocol, claimed: _Claimed, token: str | None
 ) -> list[WrittenObject | None]:
-    """Copy the batch's imported files from their sources straight into place (one
-    ``CopyObject`` each, only if the source still has the listed ETag).  All or nothing: if
-    one source changed (or its copy is not the batch's md5), or a copy failed, the versions
-    the others made are deleted (each key is as before) and the batch refused
-    (:class:`_Refused`), or the failure raised (the batch stays queued)."""
+    """Copy the batch's imported files from their sources straight into place, only if each
+    source still has the listed ETag: one ``CopyObject`` each, or for a source in parts (or
+    above 5 GiB) a multipart copy hashed as it is copied (:func:`prepare_imported_copy`),
+    made visible last.  All or nothing: if one source changed (or its copy is not the
+    batch's md5), or a copy failed, the versions the others made are deleted (each key is as
+    before), the multipart copies aborted, and the batch refused (:class:`_Refused`), or the
+    failure raised (the batch stays queued)."""
+    if not isinstance(store, ObjectStore):
+        raise StorageError(f"Zarr {claimed.zarr_id}: imported files need the archive on S3")
+    sizes = {p: claimed.files[p][1] for p in claimed.imports}
+    parted = sorted(p for p, source in claimed.imports.items() if copied_in_parts(source, sizes[p]))
+    paths = sorted(set(claimed.imports) - set(parted))
+    prepared: dict[str, PreparedCopy] = {}
+    done: list[_ImportCopy] = []
+    failure: BaseException | None = None
+    lock = threading.Lock()
+
+    def prepare(path: str) -> _ImportCopy:
+        md5, size, _v = claimed.files[path]
+        threshold = archive.settings.multipart_threshold
+        try:
+            copy = prepare_imported_copy(
+                store,
+                claimed.imports[path],
+                zarr_object_key(claimed.zarr_id, path),
+                size,
+                part_size_for(size, threshold),
+                md5,
+                zarr_content_type(path),
+            )
+        except SourceRefused:
+            return path, None, "source changed", None
+        except Exception as exc:  # undone below with the others
+            return path, None, None, exc
+        with lock:
+            prepared[path] = copy
+        return path, None, (copy.md5 if copy.md5 != md5 else None), None
 
     def copy(path: str) -> _ImportCopy:
         md5 = claimed.files[path][0]
@@ -369,32 +404,63 @@ def _copy_imports(
             return path, None, None, exc
         return path, written, (written.etag[:32] if written.etag != md5 else None), None
 
-    paths = sorted(claimed.imports)
-    done: list[_ImportCopy] = []
-    failure: BaseException | None = None
+    def failed() -> bool:
+        return any(refused or error for _p, _w, refused, error in done)
+
     try:
+        if parted:
+            renew = (lambda: _renew(archive, claimed, token)) if token is not None else None
+            keeper = ClaimKeeper(renew or (lambda: True), CLAIM_SECONDS / 3)
+            with keeper, ThreadPoolExecutor(COPY_FILES_PARALLEL) as pool:
+                done.extend(pool.map(prepare, parted))
+            if keeper.lost:
+                raise _ClaimLost
         for start in range(0, len(paths), COPY_CHUNK):
+            if failed():
+                break
             if start and token is not None and not _renew(archive, claimed, token):
                 raise _ClaimLost
             done.extend(store.map(copy, paths[start : start + COPY_CHUNK]))
-            if any(refused or error for _p, _w, refused, error in done):
-                break
     except BaseException as exc:
         failure = exc
-    refused = [(p, claimed.files[p][0], why) for p, _w, why, _e in done if why is not None]
-    errors = [error for _p, _w, _why, error in done if error is not None]
-    if failure is None and not refused and not errors:
+    if failure is None and not failed():
         return [
             WrittenObject.from_written(p, written, claimed.files[p][1])
             for p, written, _why, _e in done
             if written is not None
-        ]
+        ] + store.map(lambda path: _finish_imported(store, claimed, prepared[path]), parted)
+    for prepared_copy in prepared.values():
+        finish_verified_copy(store, prepared_copy, keep=False)
     _undo_imports(store, claimed, done)
+    refused = [(p, claimed.files[p][0], why) for p, _w, why, _e in done if why is not None]
+    errors = [error for _p, _w, _why, error in done if error is not None]
     if failure is not None:
         raise failure
     if refused:
         raise _Refused(refused)
     raise errors[0]
+
+
+def _finish_imported(
+    store: ObjectStore, claimed: _Claimed, copy: PreparedCopy
+) -> WrittenObject | None:
+    """Make an imported file copied in parts visible (its md5 was found the batch's): the
+    record names the md5, not the multipart ETag, as for a big uploaded file."""
+    path = copy.key[len(zarr_object_key(claimed.zarr_id, "")) :]
+    md5, size, _v = claimed.files[path]
+    done = finish_verified_copy(store, copy, keep=True)
+    assert done is not None
+    if done.version_id is None:
+        return None
+    head = store.head(copy.key, done.version_id)
+    if head is None:
+        raise StorageError(
+            f"Zarr {claimed.zarr_id}: the version {done.version_id} of {path!r} S3 just "
+            "made is not there: S3 is not behaving; the batch stays queued"
+        )
+    return WrittenObject.from_written(
+        path, WrittenVersion(done.etag, done.version_id, head.last_modified), size, md5
+    )
 
 
 def _undo_imports(store: ObjectStoreProtocol, claimed: _Claimed, done: list[_ImportCopy]) -> None:

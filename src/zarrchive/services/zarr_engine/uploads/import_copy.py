@@ -26,15 +26,17 @@ the batch whole (:class:`~zarrchive.db.models.RefusedUpload`, ``found_md5`` "sou
 changed"), which the uploader learns as for any batch queued ``verify=apply``.  Even on an
 S3 that ignored the condition, the copy's ETag is the new content's md5, not the batch's, and
 the apply refuses it the same way: a file is never recorded with an md5 it does not have.
-An object whose ETag is not an md5 (uploaded in parts) is read by the archive, up to the
-multipart threshold, into the staging key (S3 checks the batch's md5 as ``Content-MD5`` of the
-write; a copy would keep the parts' ETag, which ``complete`` can't check); a bigger one is
-*declined*: the answer names it, and the uploader sends it itself.
+
+An object whose ETag is not an md5 (uploaded in parts at the source), or above S3's 5 GiB
+limit of a ``CopyObject`` (:data:`COPY_OBJECT_LIMIT`), is copied into place in parts
+(``UploadPartCopy``, :func:`prepare_imported_copy`; parts of the size a big upload's would
+have, by the archive's ``multipart_threshold``) while one streamed read of the source hashes
+it, as the apply copies a big uploaded file: the copy becomes visible only if its md5 is the
+batch's, else the batch is refused whole.  Nothing is declined.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import logging
@@ -47,7 +49,6 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from sqlalchemy import select
 
-from zarrchive.content_types import zarr_content_type
 from zarrchive.db.models import BatchKind, BatchState, UploadBatch
 from zarrchive.errors import (
     Conflict,
@@ -65,10 +66,13 @@ from zarrchive.services.zarr_engine.uploads.import_rules import (
     plain_md5,
     source_key,
 )
+from zarrchive.services.zarr_engine.uploads.multipart import COPY_PARTS_PARALLEL, PreparedCopy
+from zarrchive.services.zarr_engine.uploads.parts import part_count, part_length
 from zarrchive.services.zarr_engine.uploads.records import writable_zarr
 from zarrchive.services.zarr_engine.zarrs import get_zarr
-from zarrchive.storage.keys import staging_object_key, staging_prefix
+from zarrchive.storage.keys import staging_prefix
 from zarrchive.storage.objects import (
+    MD5_METADATA,
     ObjectInfo,
     ObjectStore,
     ObjectVersion,
@@ -86,8 +90,6 @@ COPY_THREADS = 32
 #: Where a batch's sources are recorded, below its staging prefix (``.checksum`` is a
 #: segment no Zarr path may have: no staged file can be there).
 SOURCES_DIR = f"{CHECKSUM_NODE_NAME}/imports/"
-#: What :meth:`_Reader.bring` says of a file it declined.
-_DECLINED = -1
 #: What :meth:`_Reader.bring` says of a file whose source was recorded, not copied.
 _RECORDED = -2
 
@@ -121,8 +123,8 @@ class ImportResult:
     batch: str
     copied: int
     bytes: int
-    #: Files not brought in: their source is in parts and above the multipart threshold (the
-    #: uploader sends them).
+    #: Files not brought in (the uploader sends them): none since the apply copies sources in
+    #: parts (kept for the API's answer).
     declined: tuple[str, ...] = ()
 
 
@@ -187,7 +189,7 @@ def import_files(
         )
     if not isinstance(store, ObjectStore):
         raise PermissionDenied("server-side import needs the archive on S3: send the files")
-    reader = _Reader(store, bucket, normalized, zarr_id, batch_uid, settings.multipart_threshold)
+    reader = _Reader(store, bucket, normalized)
     with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="import-copy") as pool:
         outcomes = list(pool.map(lambda job: reader.bring(*job), plan))
     changed = sorted(path for path, _size, brought in outcomes if brought is None)
@@ -197,14 +199,13 @@ def import_files(
             f"version, or gone), e.g. {changed[0]!r}: cancel the batch and list the source again",
             detail={"message": "source objects changed", "paths": changed},
         )
-    declined = tuple(sorted(path for path, _size, brought in outcomes if brought == _DECLINED))
-    recorded = {item.path: item for item, _md5, _size in plan if plain_md5(item.etag) is not None}
+    recorded = {item.path: item for item, _md5, _size in plan}
     sizes = {path: size for path, size, _b in outcomes if path in recorded and size is not None}
     if recorded:
         record_sources(store, zarr_id, batch_uid, bucket, normalized, list(recorded.values()))
         _fill_sizes(archive, zarr_id, batch_uid, user, sizes, rows)
-    brought = [size or 0 for path, size, b in outcomes if b is not None and b != _DECLINED]
-    return ImportResult(batch_uid, len(brought), sum(brought), declined)
+    brought = [size or 0 for _path, size, b in outcomes if b is not None]
+    return ImportResult(batch_uid, len(brought), sum(brought))
 
 
 def _batch_of(session: Any, zarr_id: str, batch_uid: str, user: Caller | None) -> UploadBatch:
@@ -371,6 +372,112 @@ def copy_imported(
     )
 
 
+#: S3's largest ``CopyObject`` source (5 GiB): a bigger one is copied in parts.
+COPY_OBJECT_LIMIT = 5 * 1024**3
+
+
+def copied_in_parts(source: ImportedSource, size: int) -> bool:
+    """Whether the apply copies *source* in parts, hashing it as it copies
+    (:func:`prepare_imported_copy`): an object uploaded in parts at the source (its ETag is
+    no md5: a ``CopyObject`` would not tell the copy's md5) or above
+    :data:`COPY_OBJECT_LIMIT`."""
+    return plain_md5(source.etag) is None or size > COPY_OBJECT_LIMIT
+
+
+def prepare_imported_copy(
+    store: ObjectStore,
+    source: ImportedSource,
+    key: str,
+    size: int,
+    part_size: int,
+    md5: str,
+    content_type: str,
+) -> PreparedCopy:
+    """Copy *source* to a multipart upload of *key* (``UploadPartCopy`` parts of
+    *part_size*, in parallel, each only if the source still has its listed ETag) while one
+    streamed read of the source (``If-Match`` too) hashes it, as the apply copies a big
+    uploaded file (:func:`~.multipart.prepare_verified_copy`); nothing is visible until
+    :func:`~.multipart.finish_verified_copy`, which the apply calls only if the md5 found is
+    *md5* (recorded as the object's :data:`~zarrchive.storage.objects.MD5_METADATA`).  Raises
+    :class:`SourceRefused` when the source changed or is gone (the upload aborted)."""
+    where = f"s3://{source.bucket}/{source.key}"
+    client: Any = store.copy_client
+    copier: CopySender | None = getattr(store, "_copier", None)
+    upload_id = store.create_multipart_upload(key, content_type, {MD5_METADATA: md5})
+    count = part_count(size, part_size)
+
+    def copy(number: int) -> tuple[int, str]:
+        first = (number - 1) * part_size
+        last = first + part_length(size, part_size, number) - 1
+        if copier is not None:
+            etag = copier.copy_part(
+                source.key,
+                source.version_id,
+                key,
+                upload_id,
+                number,
+                first,
+                last,
+                source_bucket=source.bucket,
+                if_match=source.etag,
+            )
+            return number, etag
+        copy_source: dict[str, str] = {"Bucket": source.bucket, "Key": source.key}
+        if source.version_id:
+            copy_source["VersionId"] = source.version_id
+        answer = client.upload_part_copy(
+            Bucket=store.bucket,
+            Key=key,
+            UploadId=upload_id,
+            PartNumber=number,
+            CopySource=copy_source,
+            CopySourceRange=f"bytes={first}-{last}",
+            CopySourceIfMatch=source.etag,
+        )
+        return number, str(answer["CopyPartResult"]["ETag"]).strip('"')
+
+    def digest() -> str:
+        extra = {"VersionId": source.version_id} if source.version_id else {}
+        body = client.get_object(
+            Bucket=source.bucket, Key=source.key, IfMatch=source.etag, **extra
+        )["Body"]
+        found = hashlib.md5()
+        try:
+            for chunk in body.iter_chunks(HASH_CHUNK):
+                found.update(chunk)
+        finally:
+            body.close()
+        return found.hexdigest()
+
+    try:
+        with ThreadPoolExecutor(COPY_PARTS_PARALLEL + 1, thread_name_prefix="import-parts") as pool:
+            hashed = pool.submit(digest)
+            parts = list(pool.map(copy, range(1, count + 1)))
+            found = hashed.result()
+    except BaseException as exc:
+        store.abort_multipart_upload(key, upload_id)
+        if _source_changed(exc):
+            raise SourceRefused(where) from None
+        if isinstance(exc, S3Refused | ClientError | BotoCoreError | S3Unreachable):
+            raise StorageError(f"S3 refused the copy of {where}: {exc}") from None
+        raise
+    return PreparedCopy(key, upload_id, parts, found)
+
+
+#: The streamed read that hashes a source copied in parts: one chunk in memory.
+HASH_CHUNK = 8 * 1024 * 1024
+
+
+def _source_changed(exc: BaseException) -> bool:
+    """Whether *exc* is S3 saying a source is no longer the one listed (412, 404)."""
+    if isinstance(exc, S3Refused):
+        return exc.status in (404, 412) or exc.code in _CHANGED
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return status in (404, 412) or _code(exc) in _CHANGED
+    return False
+
+
 #: S3's codes of a source that changed (or is gone) since it was listed.
 _CHANGED = frozenset({"PreconditionFailed", "NoSuchKey", "NoSuchVersion", "404", "412"})
 
@@ -383,32 +490,23 @@ class _Reader:
         store: ObjectStore,
         bucket: str,
         prefix: str,
-        zarr_id: str,
-        uid: str,
-        threshold: int,
     ) -> None:
         self.store = store
         self.bucket = bucket
         self.prefix = prefix
-        self.zarr_id = zarr_id
-        self.uid = uid
-        self.threshold = threshold
 
     def bring(
         self, item: SourceFile, md5: str, size: int | None
     ) -> tuple[str, int | None, int | None]:
         """``(path, size, outcome)``: outcome :data:`_RECORDED` (the apply copies it; its
-        size read here if the batch lacked it), the bytes read into staging (an object in
-        parts), :data:`_DECLINED`, or ``None``: the source changed."""
+        size read here if the batch lacked it), or ``None``: the source changed.  (*md5*:
+        the batch's, which the apply's copy must give.)"""
         key = source_key(self.prefix, item.path)
         source: dict[str, str] = {"Bucket": self.bucket, "Key": key}
         if item.version_id:
             source["VersionId"] = item.version_id
         client: Any = self.store.copy_client
         try:
-            if plain_md5(item.etag) is None:
-                brought = self._through(client, source, item, md5)
-                return item.path, brought if brought and brought > 0 else size, brought
             if size is None:
                 head = client.head_object(IfMatch=item.etag, **source)
                 size = int(head["ContentLength"])
@@ -420,32 +518,6 @@ class _Reader:
             raise StorageError(
                 f"S3 did not answer the import of s3://{self.bucket}/{key}: {exc}"
             ) from None
-
-    def _through(
-        self, client: Any, source: dict[str, str], item: SourceFile, md5: str
-    ) -> int | None:
-        """An object whose ETag is no md5: read it (up to the threshold) and write it with
-        the batch's md5 as ``Content-MD5`` (S3 refuses another body); a bigger one is
-        declined."""
-        head = client.head_object(IfMatch=item.etag, **source)
-        size = int(head["ContentLength"])
-        if size > self.threshold:
-            return _DECLINED
-        body = client.get_object(IfMatch=item.etag, **source)["Body"].read()
-        target = staging_object_key(self.zarr_id, self.uid, item.path)
-        try:
-            client.put_object(
-                Bucket=self.store.bucket,
-                Key=target,
-                Body=body,
-                ContentMD5=base64.b64encode(bytes.fromhex(md5)).decode("ascii"),
-                ContentType=zarr_content_type(item.path),
-            )
-        except ClientError as exc:
-            if _code(exc) in ("BadDigest", "InvalidDigest"):
-                return None
-            raise
-        return len(body)
 
     def _refuse(self, exc: ClientError, key: str) -> None:
         """Raise for S3's refusal of a read, unless it says the source changed."""
@@ -473,9 +545,11 @@ __all__ = [
     "SourceChanged",
     "SourceFile",
     "SourceRefused",
+    "copied_in_parts",
     "copy_imported",
     "import_files",
     "load_sources",
+    "prepare_imported_copy",
     "read_sources",
     "record_sources",
 ]
