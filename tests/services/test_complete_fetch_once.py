@@ -1,7 +1,7 @@
-"""``complete`` reads what it needs once and passes it down (#40, "fetch once"): the Zarr's
-row is read once to check the caller (then only locked), its open batch once, the caller's
-ownership checked once; a batch changed while it was verified is refused, not queued with
-files nobody verified.  On the in-memory object store; the apply is left to the job
+"""``complete`` (and ``open``) read what they need once and pass it down (#40, "fetch once"):
+the Zarr's row is read once to check the caller (then only locked), its open batch once, the
+caller's ownership checked once; a batch changed while it was verified is refused, not queued
+with files nobody verified.  On the in-memory object store; the apply is left to the job
 (``held``), whose reads are its own."""
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ def counting(archive: Archive, monkeypatch: pytest.MonkeyPatch) -> Iterator[Read
 
     def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         reads.statements.append(statement)
-
 
     def owner_check(*args: Any, **kwargs: Any) -> None:
         reads.owner_checks += 1
@@ -132,3 +131,19 @@ def test_a_batch_extended_while_it_was_verified_is_not_queued(
             ("a", None),
             ("late", None),
         ]
+
+
+def test_open_reads_the_zarr_once_then_locks_it(
+    api: httpx.Client,
+    zarr_id: str,
+    archive: Archive,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Opening a batch: the caller checked with the Zarr read once, the clash check and the
+    URLs use that read (no read only for the bucket), the lock is taken once."""
+    owner = owner_of(archive)
+    with counting(archive, monkeypatch) as reads:
+        opened = uploads.start_batch(archive, owner, zarr_id, [("a", md5(b"1"))])
+    assert [u.path for u in opened.urls] == ["a"]
+    assert reads.count(ZARR_ROW) == 2, [s for s in reads.statements if ZARR_ROW.search(s)]
+    assert reads.owner_checks == 1

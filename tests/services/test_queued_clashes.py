@@ -15,6 +15,7 @@ from tests.helpers.zarr_client import md5
 from zarrchive.errors import InvalidInput
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.uploads import batches
+from zarrchive.services.zarr_engine.zarrs import zarr_ref
 
 
 @pytest.fixture
@@ -74,4 +75,4 @@ def test_many_paths_are_checked_in_chunks(
         "'q/3/x' would make 'q/3' a directory, but a batch being applied writes it as a file",
     ]
     with pytest.raises(InvalidInput):
-        batches.refuse_file_directory_clashes(archive, zarr_id, ["q"])
+        batches.refuse_file_directory_clashes(archive, zarr_ref(archive, None, zarr_id), ["q"])

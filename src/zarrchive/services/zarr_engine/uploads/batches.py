@@ -69,6 +69,7 @@ from zarrchive.services.zarr_engine.uploads.records import (
     the_open_batch,
     upload_status,
     validate_batch_files,
+    writable_ref,
     writable_zarr,
 )
 from zarrchive.services.zarr_engine.uploads.staging import check_staged, drop_staging
@@ -113,27 +114,27 @@ def start_batch(
     check_batch_size(archive, len(files), "batch")
     checked = validate_batch_files(files)
     declared = _declared_sizes(archive, [p for p, _ in checked], sizes or {})
-    zarr_id, status = writable_zarr(archive, user, zarr_id)
+    zarr, status = writable_ref(archive, user, zarr_id)  # read once, passed down
     if after is not None:
         return _start_next_batch(
-            archive, user, zarr_id, status, after, checked, declared, resume=resume
+            archive, user, zarr, status, after, checked, declared, resume=resume
         )
     if status.open and resume:
-        again = _same_open_batch(archive, user, zarr_id, checked, declared)
+        again = _same_open_batch(archive, user, zarr, checked, declared)
         if again is not None:
             return again
     if status.open:
-        raise _open_already(zarr_id)
+        raise _open_already(zarr.id)
     if status.pending:
-        apply_soon(archive, zarr_id)  # a batch left behind by a crash is finished (or queued)
-    refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
-    return _record_batch(archive, user, zarr_id, checked, declared)
+        apply_soon(archive, zarr.id)  # a batch left behind by a crash is finished (or queued)
+    refuse_file_directory_clashes(archive, zarr, [p for p, _ in checked])
+    return _record_batch(archive, user, zarr, checked, declared)
 
 
 def _start_next_batch(
     archive: Archive,
     user: Caller | None,
-    zarr_id: str,
+    zarr: ZarrRef,
     status: UploadStatus,
     after: str,
     checked: list[tuple[str, str]],
@@ -154,25 +155,25 @@ def _start_next_batch(
     batch of exactly these files is answered again.
     """
     if status.pending:
-        apply_soon(archive, zarr_id)
+        apply_soon(archive, zarr.id)
     with archive.db.session() as session:
-        before = _followed_batch(session, user, zarr_id, after)
+        before = _followed_batch(session, user, zarr.id, after)
         following = the_next_batch(session, before)
         if following is not None:
             if resume and _holds_exactly(following, user, checked, declared):
                 uid = following.uid
-                store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
-                return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
-            raise _next_taken(zarr_id, after)
+                store = archive.store_for(zarr.embargoed)
+                return OpenedBatch(uid, _urls(archive, store, zarr.id, uid, checked, declared))
+            raise _next_taken(zarr.id, after)
         theirs = [f.path for f in before.files]
-    refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked], following=theirs)
-    return _record_batch(archive, user, zarr_id, checked, declared, after=after)
+    refuse_file_directory_clashes(archive, zarr, [p for p, _ in checked], following=theirs)
+    return _record_batch(archive, user, zarr, checked, declared, after=after)
 
 
 def _record_batch(
     archive: Archive,
     user: Caller | None,
-    zarr_id: str,
+    zarr: ZarrRef,
     checked: list[tuple[str, str]],
     declared: Mapping[str, tuple[int, int | None]],
     *,
@@ -182,7 +183,7 @@ def _record_batch(
     next batch of the open batch *after*, and sign its URLs.  409 if that place was taken
     meanwhile: looked at again under the lock, and kept by the partial unique indexes."""
     with archive.db.write_session() as session:
-        zarr = lock_for_write(session, user, zarr_id)
+        row = lock_writable(session, zarr)  # (the caller was checked: writable_ref)
         follows: int | None = None
         if after is None:
             taken = _open_already(zarr.id)
@@ -194,15 +195,15 @@ def _record_batch(
             if the_next_batch(session, before) is not None:
                 raise taken
             follows = before.id
-        batch = new_upload_batch(session, zarr, user, checked, declared, follows=follows)
-        zarr.modified_at = utcnow()
+        batch = new_upload_batch(session, row, user, checked, declared, follows=follows)
+        row.modified_at = utcnow()
         try:
             session.flush()
         except IntegrityError as exc:  # a concurrent request won the race
             raise taken from exc
         uid = batch.uid
-        store = archive.store_for(zarr.dandiset.embargoed)
-    return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
+        store = archive.store_for(row.dandiset.embargoed)  # as it is under the lock
+    return OpenedBatch(uid, _urls(archive, store, zarr.id, uid, checked, declared))
 
 
 def _open_already(zarr_id: str) -> UploadInProgress:
@@ -298,19 +299,19 @@ def _urls(
 def _same_open_batch(
     archive: Archive,
     user: Caller | None,
-    zarr_id: str,
+    zarr: ZarrRef,
     checked: list[tuple[str, str]],
     declared: Mapping[str, tuple[int, int | None]],
 ) -> OpenedBatch | None:
     """The open batch again (fresh URLs), if it holds exactly *checked* with the same
     declared sizes and *user* opened it; else None."""
     with archive.db.session() as session:
-        batch = the_open_batch(session, zarr_id)
+        batch = the_open_batch(session, zarr.id)
         if batch is None or not _holds_exactly(batch, user, checked, declared):
             return None
         uid = batch.uid
-        store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
-    return OpenedBatch(uid, _urls(archive, store, zarr_id, uid, checked, declared))
+    store = archive.store_for(zarr.embargoed)
+    return OpenedBatch(uid, _urls(archive, store, zarr.id, uid, checked, declared))
 
 
 #: Paths checked against the queued batches per query.
@@ -382,7 +383,7 @@ def queue_directories(session: Session, batch_id: int, paths: list[str]) -> None
 
 
 def refuse_file_directory_clashes(
-    archive: Archive, zarr_id: str, paths: list[str], *, following: list[str] | None = None
+    archive: Archive, zarr: ZarrRef, paths: list[str], *, following: list[str] | None = None
 ) -> None:
     """A file and a directory of one name (``a`` and ``a/b``), in the batch or against the
     Zarr's tree, are refused: S3 would hold both, but no tree (or manifest) can.  A batch
@@ -406,11 +407,10 @@ def refuse_file_directory_clashes(
         )
     # the verified batches not applied yet count as the Zarr's (read before the tree: a
     # batch applied in between is then in the tree)
-    problems.extend(_queued_clashes(archive, zarr_id, paths))
-    with archive.db.session() as session:
-        zarr = get_zarr(session, None, zarr_id, check_read=False)
-        store = archive.store_for(zarr.dandiset.embargoed)
-    nodes = read_nodes(store, zarr_id, sorted(affected_directories(paths)))
+    problems.extend(_queued_clashes(archive, zarr.id, paths))
+    nodes = read_nodes(
+        archive.store_for(zarr.embargoed), zarr.id, sorted(affected_directories(paths))
+    )
     for path in paths:
         directory, name = split_path(path)
         node = nodes.get(directory)

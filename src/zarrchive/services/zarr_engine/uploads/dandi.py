@@ -42,16 +42,15 @@ from zarrchive.services.zarr_engine.uploads.records import (
     IS_THE_OPEN_BATCH,
     check_batch_size,
     has_pending,
-    lock_for_write,
+    lock_writable,
     new_upload_batch,
     next_seq,
     promote_next,
     the_open_batch,
     validate_batch_files,
-    writable_zarr,
+    writable_ref,
 )
 from zarrchive.services.zarr_engine.uploads.staging import check_staged, drop_staging
-from zarrchive.services.zarr_engine.zarrs import get_zarr
 from zarrchive.storage.keys import (
     staging_object_key,
 )
@@ -140,10 +139,11 @@ def extend_batch(
     """
     check_batch_size(archive, len(files), "request")
     checked = validate_batch_files(files)
-    zarr_id, status = writable_zarr(archive, user, zarr_id)
+    ref, status = writable_ref(archive, user, zarr_id)  # read once, passed down
+    zarr_id = ref.id
     if status.pending:
         apply_soon(archive, zarr_id)
-    refuse_file_directory_clashes(archive, zarr_id, [p for p, _ in checked])
+    refuse_file_directory_clashes(archive, ref, [p for p, _ in checked])
     limit = dandi_batch_limit(archive)
     with archive.db.session() as session:
         current = _open_batch_files(session, zarr_id)
@@ -159,7 +159,7 @@ def extend_batch(
                 len(report.dropped),
             )
     with archive.db.write_session() as session:
-        zarr = lock_for_write(session, user, zarr_id)
+        zarr = lock_writable(session, ref)
         current = _open_batch_files(session, zarr.id)
         if current is None:
             batch = new_upload_batch(session, zarr, user, checked)
@@ -210,13 +210,14 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
     With no batch open, nothing to do: the answer says so (the Zarr is, or becomes,
     ``Complete``).
     """
-    zarr_id, status = writable_zarr(archive, user, zarr_id)
+    ref, status = writable_ref(archive, user, zarr_id)  # read once, passed down
+    zarr_id = ref.id
     if status.pending:
         apply_soon(archive, zarr_id)
+    store = archive.store_for(ref.embargoed)
     for _round in range(FINALIZE_ROUNDS):
         with archive.db.session() as session:
             current = _open_batch_files(session, zarr_id)
-            store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
         if current is None:
             return FinalizeReport(zarr_id, None, 0, [])
         _batch_id, uid, expected = current
@@ -234,7 +235,7 @@ def finalize(archive: Archive, user: Caller | None, zarr_id: str) -> FinalizeRep
             dropped.append(DroppedFile(path, expected[path], expected[path], "file_and_directory"))
             del staged[path]
         with archive.db.write_session() as session:
-            zarr = lock_for_write(session, user, zarr_id)
+            zarr = lock_writable(session, ref)
             batch = the_open_batch(session, zarr.id)
             if batch is None or batch.uid != uid:
                 continue  # finalized or cancelled meanwhile: look again

@@ -53,8 +53,11 @@ from zarrchive.services.zarr_engine.uploads.parts import (
     part_count,
     part_length,
 )
-from zarrchive.services.zarr_engine.uploads.records import the_open_batch, writable_zarr
-from zarrchive.services.zarr_engine.zarrs import get_zarr
+from zarrchive.services.zarr_engine.uploads.records import (
+    check_writable,
+    the_open_batch,
+    writable_zarr,
+)
 from zarrchive.storage.keys import (
     staging_object_key,
     staging_zarr_prefix,
@@ -111,8 +114,9 @@ def part_urls(
 ) -> PartUrls:
     """Presigned PUT URLs for parts ``(number, md5)`` of the open batch's big file *path*
     (see the module's step 2)."""
-    zarr_id, _status = writable_zarr(archive, user, zarr_id)
-    with archive.db.session() as session:
+    with archive.db.session() as session:  # the caller, the Zarr and its batch: one read
+        zarr, _status = check_writable(session, user, zarr_id)
+        zarr_id = zarr.id
         batch = the_open_batch(session, zarr_id)
         if batch is None:
             raise NoUploadInProgress(f"Zarr {zarr_id} has no upload batch open")
@@ -129,7 +133,7 @@ def part_urls(
             )
         batch_id, uid = batch.id, batch.uid
         size, part_size, upload_id = row.size, row.part_size, row.multipart_upload_id
-        store = archive.store_for(get_zarr(session, user, zarr_id).dandiset.embargoed)
+    store = archive.store_for(zarr.embargoed)
     count = part_count(size, part_size)
     asked = _parts_of(parts, path, count)
     key = staging_object_key(zarr_id, uid, path)

@@ -94,10 +94,18 @@ def check_writable(
     return ZarrRef.of(zarr), upload_status(session, zarr.id)
 
 
+def writable_ref(
+    archive: Archive, user: Caller | None, zarr_id: str
+) -> tuple[ZarrRef, UploadStatus]:
+    """Refuse (404/403) unless *user* may write the Zarr (:func:`check_writable`, in a
+    session of its own); the Zarr to pass down and its batches."""
+    with archive.db.session() as session:
+        return check_writable(session, user, zarr_id)
+
+
 def writable_zarr(archive: Archive, user: Caller | None, zarr_id: str) -> tuple[str, UploadStatus]:
     """Refuse (404/403) unless *user* may write the Zarr; its normalised id and its batches."""
-    with archive.db.session() as session:
-        zarr, status = check_writable(session, user, zarr_id)
+    zarr, status = writable_ref(archive, user, zarr_id)
     return zarr.id, status
 
 
