@@ -11,8 +11,15 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from zarrchive.api.schemas import DirectoryOut, ListingEntryOut, ZarrOut
-from zarrchive.wire.zarrs import DirectoryPage, ListingEntry, UploadState, ZarrInfo, ZarrStatus
+from zarrchive.api.schemas import DirectoryOut, FileOut, ListingEntryOut, ZarrOut
+from zarrchive.wire.zarrs import (
+    DirectoryPage,
+    FileEntry,
+    ListingEntry,
+    UploadState,
+    ZarrInfo,
+    ZarrStatus,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -104,3 +111,17 @@ def test_an_older_archive_s_answer_reads_with_the_defaults() -> None:
     assert read == ZarrInfo(*first_nine.values())
     assert (read.upload_state, read.status) == (UploadState.AT_REST, ZarrStatus.COMPLETE)
     assert read.published_versions == [] and read.manifest_url is None
+
+
+def test_the_client_reads_back_the_file_the_api_answers() -> None:
+    entry = FileEntry(
+        name="0",
+        path="arr/0",
+        size=10,
+        md5="5d41402abc4b2a76b9719d911017c592",
+        s3_key="zarr/0b7a4c9e-5f6d-4e0a-9d39-4b1c0e6f2a11/arr/0",
+        s3_url="http://127.0.0.1:9000/zarrchive/zarr/0b7a4c9e-5f6d-4e0a-9d39-4b1c0e6f2a11/arr/0",
+    )
+    sent = answered(FileOut, FileOut.of(entry))
+    assert (sent["type"], sent["etag"]) == ("file", entry.md5)
+    assert FileEntry.from_json(sent) == entry

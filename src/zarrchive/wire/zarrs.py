@@ -1,5 +1,6 @@
-"""The Zarr wire types: ``GET /api/zarr/{id}/`` (:class:`ZarrInfo`) and a page of a
-directory's listing (:class:`DirectoryPage` of :class:`ListingEntry`).
+"""The Zarr wire types: ``GET /api/zarr/{id}/`` (:class:`ZarrInfo`), a file
+(:class:`FileEntry`) and a page of a directory's listing (:class:`DirectoryPage` of
+:class:`ListingEntry`).
 
 The server builds them (:func:`zarrchive.services.zarr_engine.zarr_info.zarr_info`,
 :func:`zarrchive.services.zarr_engine.zarrs.list_directory`); the API answers them under the
@@ -156,6 +157,31 @@ class ZarrInfo:
         """The plain S3 URL of the Zarr's file *path*."""
         base = self.s3_url if self.s3_url.endswith("/") else self.s3_url + "/"
         return base + quote(path, safe="/~")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A file of a Zarr (``GET /api/zarr/{id}/{path}``; the API's ``FileOut`` adds
+    ``type`` and DANDI's ``etag``, the md5 again): its size and md5, its key in the bucket
+    and its plain S3 URL."""
+
+    name: str
+    path: str
+    size: int
+    md5: str
+    s3_key: str
+    s3_url: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FileEntry:
+        return cls(
+            name=str(data["name"]),
+            path=str(data["path"]),
+            size=int(data["size"]),
+            md5=str(data["md5"]),
+            s3_key=str(data["s3_key"]),
+            s3_url=str(data["s3_url"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from zarrchive.services.zarr_engine.recorded_listing import KeyRange, ObjectEntr
 from zarrchive.storage.keys import checksum_node_key, zarr_object_key, zarr_prefix
 from zarrchive.storage.protocol import ObjectStoreProtocol
 from zarrchive.wire.zarrs import DirectoryPage, ListingEntry
+from zarrchive.wire.zarrs import FileEntry as FileEntry  # the services' file, re-exported
 
 MAX_PAGE_SIZE = 1000
 
@@ -168,16 +169,6 @@ def list_zarrs(
 
 
 # -- browsing -------------------------------------------------------------------
-@dataclass(frozen=True)
-class FileEntry:
-    name: str
-    path: str
-    size: int
-    md5: str
-    s3_key: str
-    s3_url: str
-
-
 #: A page of a directory's listing: the wire type the API answers and the client reads
 #: (:class:`~zarrchive.wire.zarrs.DirectoryPage`), under the name the services use.
 DirectoryListing = DirectoryPage
