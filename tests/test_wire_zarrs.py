@@ -125,3 +125,10 @@ def test_the_client_reads_back_the_file_the_api_answers() -> None:
     sent = answered(FileOut, FileOut.of(entry))
     assert (sent["type"], sent["etag"]) == ("file", entry.md5)
     assert FileEntry.from_json(sent) == entry
+
+
+def test_file_out_is_the_wire_file_with_type_and_etag() -> None:
+    added = {"type", "etag"}
+    assert [n for n in FileOut.model_fields if n not in added] == [
+        f.name for f in dataclasses.fields(FileEntry)
+    ]
