@@ -23,6 +23,7 @@ from tests.helpers.api_uploads import complete, info, open_and_put
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.overlap_jobs import wait_for
 from tests.helpers.rq_workers import REDIS_URL, Workers, fresh_queue_name
+from tests.helpers.s3 import on_s3
 from tests.helpers.waiting import wait_until
 
 from zarrchive.db.models import ZarrManifest
@@ -140,9 +141,11 @@ def test_overlapping_apply_and_manifest_jobs_leave_one_prompt_manifest_per_resti
         for zarr, expected in ((zarr_id, checksum), (other_id, info(api, other_id)["checksum"])):
             assert manifest_rows(archive, zarr) == [(expected, expected)]
             key = f"zarr-manifest/{zarr}/{expected}.json"
-            versions = archive.store.client.list_object_versions(
-                Bucket=settings.s3_bucket, Prefix=key
-            ).get("Versions", [])
+            versions = (
+                on_s3(archive.store)
+                .client.list_object_versions(Bucket=settings.s3_bucket, Prefix=key)
+                .get("Versions", [])
+            )
             assert [v["Key"] for v in versions] == [key]  # written once
     finally:
         (signals / "release-manifest").touch()
