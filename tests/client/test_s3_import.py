@@ -19,11 +19,13 @@ from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY, make_settings
 from tests.helpers.local_zarr import zarr_checksum_of
 from tests.helpers.s3_zarr import PART, SMALL_ZARR, put_tree, write_tree
 from zarrchive.cli import app
-from zarrchive.client import ApiClient
+from zarrchive.client import ApiClient, s3_import
 from zarrchive.client.s3_import import S3Importer
 from zarrchive.client.s3_source import S3Location, S3Source, SourceChanged
 from zarrchive.client.selection import Selection
 from zarrchive.config import Settings
+from zarrchive.errors import InvalidInput
+from zarrchive.services.zarr_engine.uploads import import_copy
 from zarrchive.storage.keys import staging_zarr_prefix
 from zarrchive.storage.seaweedfs import SeaweedFS
 
@@ -205,3 +207,29 @@ def test_patch_dry_run_and_filters_through_the_cli(
         .planned_uploads
         == 0
     )
+
+
+def test_a_source_above_5_gib_is_copied_server_side_and_refused_streamed(
+    client: ApiClient,
+    dandiset: str,
+    source_s3: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S3's limits (5 GiB a PUT, 5 GiB a ``CopyObject``) lowered to 1 MiB: server-side, the
+    archive copies the bigger object in parts (hashed as it copies) and the checksum is exact;
+    streamed, it is refused before anything is sent."""
+    monkeypatch.setattr(s3_import, "MAX_IMPORT_BYTES", 1024**2)
+    monkeypatch.setattr(import_copy, "COPY_OBJECT_LIMIT", 1024**2)
+    files = {**SMALL_ZARR, "b/c/big": os.urandom(PART + 1000)}
+    prefix = _prefix()
+    put_tree(source_s3, SOURCE_BUCKET, prefix, files)
+    expected = zarr_checksum_of(write_tree(tmp_path / "my.zarr", files))
+    server = S3Importer(client, _source(source_s3, SOURCE_BUCKET, prefix), mode="server")
+    result = server.run(dandiset=dandiset, require_zarr=True)
+    assert result.ok and result.remote_checksum == expected
+    assert (server.server_copied, server.streamed) == (len(files), 0)
+    streamed = S3Importer(client, _source(source_s3, SOURCE_BUCKET, prefix), mode="client")
+    with pytest.raises(InvalidInput, match="larger than 5 GiB"):
+        streamed.run(dandiset=dandiset, name="streamed.zarr")
+    assert client.find_zarr(dandiset, "streamed.zarr") is None

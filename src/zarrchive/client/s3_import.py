@@ -60,7 +60,8 @@ CopyMode = Literal["auto", "server", "client"]
 #: may have (so no file goes in parts; a batch whose every size is declared is queued at once
 #: and checked by the apply, ``verify=apply``).
 DECLARED_BYTES = 5 * 1024**2
-#: S3's largest single PUT: a bigger source object is not imported (yet).
+#: S3's largest single PUT: a bigger source object is not streamed (yet); the archive's
+#: server-side copies take it (in parts).
 MAX_IMPORT_BYTES = 5 * 1024**3
 S3_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 
@@ -125,12 +126,8 @@ class S3Importer:
         listed = list(objects) if objects is not None else self.source.listing(selection)
         if objects is not None and selection is not None:
             listed = [o for o in listed if selection.selects(o.path)]
-        too_big = [o for o in listed if o.size > MAX_IMPORT_BYTES]
-        if too_big:
-            raise InvalidInput(
-                f"{len(too_big)} source objects are larger than 5 GiB, which an import can't "
-                f"send yet: {too_big[0].path!r} ({too_big[0].size} bytes)"
-            )
+        if not self._server_side():  # (the archive copies any size in parts)
+            _refuse_too_big(listed)
         if require_zarr and not patch:
             _require_zarr_source(self.source, listed)
         by_path = {o.path: o for o in listed}
@@ -308,6 +305,7 @@ class S3Importer:
                 )
                 streamed = [e for e in chunk if e.path in declined]
         if streamed:
+            _refuse_too_big([by_path[e.path] for e in streamed])
             futures = [
                 pool.submit(self._put, s3, urls[e.path], e, by_path[e.path]) for e in streamed
             ]
@@ -382,6 +380,18 @@ class S3Importer:
             self.client.cancel_upload(zarr_id)
         except (ApiError, NetworkError):
             return
+
+
+def _refuse_too_big(objects: Sequence[SourceObject]) -> None:
+    """Objects we would stream must fit one PUT (S3's limit: 5 GiB); the archive's own copies
+    take any size."""
+    too_big = [o for o in objects if o.size > MAX_IMPORT_BYTES]
+    if too_big:
+        raise InvalidInput(
+            f"{len(too_big)} source objects are larger than 5 GiB, which a streamed import "
+            f"can't send yet (a server-side import can): {too_big[0].path!r} "
+            f"({too_big[0].size} bytes)"
+        )
 
 
 def _netloc(url: str | None) -> str | None:
