@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -122,6 +123,20 @@ def client_download(live_server: LiveServer, token: str, ref: str, dest: Path) -
     return fetcher.urls
 
 
+def content_url_reads(client: httpx.Client, metadata: dict[str, Any], view: str) -> bool:
+    """Whether a published asset's ``contentUrl`` names the view's ``read/`` route (not the
+    Zarr's S3 prefix, which serves the live draft), and a path appended to it reads the
+    pinned bytes."""
+    api_route, where = metadata["contentUrl"]
+    assert api_route.endswith("/download/") and "/api/assets/" in api_route
+    route = urlsplit(where).path
+    assert route == f"/api/zarr/{view}/read/", where
+    found = client.get(route + "x/1")
+    assert found.status_code == 302, found.text
+    with httpx.Client(timeout=60) as plain:
+        return plain.get(found.headers["location"]).content == FIRST["x/1"]
+
+
 def published_in_a(api: httpx.Client, files: dict[str, bytes]) -> tuple[str, str, str]:
     """Dandiset A with a Zarr asset holding *files* at ``shared.zarr``, published: (A, the
     Zarr's id, the version)."""
@@ -193,6 +208,9 @@ def test_b_s_zarr_reads_the_pinned_state_by_id(
     version = publish(api, b)
     (copy,) = ok(api.get(assets_url(b, version)))["results"]
     assert copy["zarr"] == view
+    assert content_url_reads(
+        anon, ok(api.get(f"{assets_url(b, version)}{copy['asset_id']}/")), view
+    )
     published = tmp_path / "published.zarr"
     ref = f"{b}@{version}/{SHARED_PATH}"
     done = zarrchive(["download", ref, str(published)], live_server, users.owner, tmp_path / "s")
@@ -311,6 +329,8 @@ def test_a_s_published_version_names_the_view_of_its_state(
     assert ok(anon.get(f"/api/zarr/{view}/"))["checksum"] == pinned
     assert ok(anon.get(f"/api/zarr/{zarr_id}/"))["checksum"] == live
     assert dandi_reads(anon, view) == FIRST  # what dandi-cli reads of the published version
+    published = ok(anon.get(f"{assets_url(a, version)}{copy['asset_id']}/"))
+    assert content_url_reads(anon, published, view)
 
     # `zarrchive download A@VERSION/PATH` (and of the view by id): the manifest once, then
     # the pinned versions from the bucket, no API request per file

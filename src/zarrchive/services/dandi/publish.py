@@ -53,6 +53,7 @@ from zarrchive.db.models import (
     UploadBatch,
     Version,
     Zarr,
+    pinned_view_id,
     utcnow,
 )
 from zarrchive.errors import ArchiveBusy, Conflict, CorruptManifest
@@ -196,6 +197,19 @@ def _refuse_empty_zarrs(assets: list[Asset], zarrs: list[Zarr]) -> None:
         )
 
 
+def _published_view(
+    asset: Asset, shared: shared_zarrs.SharedState | None, mode: PublishedZarrs
+) -> str | None:
+    """The pinned view a Zarr asset's published copy names (as the API's ``zarr``): the
+    state a snapshot-mode publication pins of its own Zarr, or the snapshot of another
+    dandiset's Zarr it shares; ``None`` for a blob and a frozen Zarr (read live)."""
+    if shared is not None:
+        return pinned_view_id(shared.zarr_id, shared.checksum) if shared.snapshot else None
+    if asset.zarr is not None and mode == PublishedZarrs.SNAPSHOT:
+        return pinned_view_id(asset.zarr.id, asset.zarr.checksum)
+    return None
+
+
 def _publish(
     archive: Archive,
     user: Caller | None,
@@ -258,7 +272,9 @@ def _publish(
             pinned = validation.published_asset(
                 computed,
                 asset_id=new_id,
-                content_urls=validation.content_urls(archive, session, asset),
+                content_urls=validation.content_urls(
+                    archive, session, asset, view=_published_view(asset, shared.get(asset.id), mode)
+                ),
                 embargoed=dandiset.embargoed,
                 now=moment,
             )

@@ -329,12 +329,19 @@ def web_url(archive: Archive) -> str:
     return f"http://{'localhost' if host in ('0.0.0.0', '::') else host}:{archive.settings.port}"
 
 
-def content_urls(archive: Archive, session: Session, asset: Asset) -> list[str]:
-    """Where an asset is downloaded: the API's route and the object's (or Zarr's) URL."""
+def content_urls(
+    archive: Archive, session: Session, asset: Asset, *, view: str | None = None
+) -> list[str]:
+    """Where an asset is downloaded: the API's route and the object's (or Zarr's) URL.  A
+    Zarr asset published as a snapshot (*view*: the pinned view it names, ``snapshot``
+    mode) gives the view's ``read/`` route instead of the Zarr's S3 prefix, which serves
+    the live draft: a path appended to it redirects to the file's pinned S3 version."""
     api = f"{web_url(archive)}/api/assets/{asset.id}/download/"
     if asset.blob is not None:
         store = archive.store_for(asset.blob.embargoed)
         return [api, store.public_url(asset.blob.key)]
+    if asset.zarr is not None and view is not None:
+        return [api, f"{web_url(archive)}/api/zarr/{view}/read/"]
     if asset.zarr is not None:
         store = archive.store_for(asset.zarr.dandiset.embargoed)
         return [api, store.public_url(f"zarr/{asset.zarr.id}/")]
