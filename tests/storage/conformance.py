@@ -223,6 +223,31 @@ class ObjectStoreTests:
             md5(b"z#5"),
         ]
 
+    def test_each_keys_history_is_consecutive_with_its_delete_markers_in_place(
+        self, store: ObjectStoreProtocol
+    ) -> None:
+        """What gc reads (a key's history from consecutive rows): a delete marker sits in its
+        key's history, between the version it replaced and the one after it, not after every
+        other key's versions."""
+        first = store.put("h/a", b"1")
+        store.put("h/b", b"2")
+        store.delete("h/a")
+        again = store.put("h/a", b"3")
+        listed = [
+            (v.key, v.is_delete_marker, v.version_id, v.is_latest)
+            for v in store.iter_versions("h/")
+        ]
+        keys = [key for key, *_ in listed]
+        assert keys == ["h/a", "h/a", "h/a", "h/b"]
+        history = [(marker, version) for key, marker, version, _ in listed if key == "h/a"]
+        assert history[0] == (False, again)
+        # then the marker and the first version: in that order when their times differ
+        # (written within one second, S3's listing times can't tell them apart, nor need they)
+        assert (False, first) in history[1:] and [m for m, _ in history[1:]].count(True) == 1
+        assert [latest for key, *_, latest in listed if key == "h/a"] == [True, False, False]
+        times = [v.last_modified for v in store.iter_versions("h/a")]
+        assert times == sorted(times, reverse=True)
+
     def test_prefixes_are_the_subdirectories(self, store: ObjectStoreProtocol) -> None:
         for key in ("d/b/2", "d/a/1", "d/c", "d/b/3", "e/x/1", "d/a b/1"):
             store.put(key, b".")

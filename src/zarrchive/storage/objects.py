@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import collections
 import email.utils
+import heapq
 import queue
 import threading
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -175,6 +176,25 @@ def _version_row(item: Any, *, delete_marker: bool = False) -> ObjectVersion:
         size=0 if delete_marker else int(item["Size"]),
         last_modified=item["LastModified"],
     )
+
+
+def _page_history(page: Mapping[str, Any]) -> Iterator[ObjectVersion]:
+    """A ``ListObjectVersions`` page's versions and delete markers as one sequence: by key,
+    each key newest first, its latest entry first among entries of the same time.
+
+    S3 sends both interleaved in that order; botocore gives them as two lists, each already
+    so ordered, so a sorted merge restores it.  (Split apart, a key whose newest entry is a
+    delete marker showed its history in two places, and gc, which reads a key's history
+    from consecutive rows, never expired the version that marker replaced.)  Entries of one
+    key with the same time and neither latest keep no order S3 would tell; the times that
+    retention decisions read are then the same whichever comes first."""
+    versions = (_version_row(item) for item in page.get("Versions", []))
+    markers = (_version_row(item, delete_marker=True) for item in page.get("DeleteMarkers", []))
+    return heapq.merge(versions, markers, key=_history_order)
+
+
+def _history_order(version: ObjectVersion) -> tuple[str, float, bool]:
+    return (version.key, -version.last_modified.timestamp(), not version.is_latest)
 
 
 def _code(exc: ClientError) -> str:
@@ -574,18 +594,13 @@ class ObjectStore:
                     yield _listed_object(item)
 
     def iter_versions(self, prefix: str) -> Iterator[ObjectVersion]:
-        """Every version and delete marker under *prefix*, page by page in S3's order: each
-        page's versions (by key, newest first), then that page's delete markers.  Callers
-        that need one key's history in time order sort by ``last_modified``."""
+        """Every version and delete marker under *prefix*, in key order, each key's history
+        newest first with its delete markers in place (what S3 sends interleaved, botocore
+        parses into two lists per page: :func:`_page_history` merges them back)."""
         paginator = self.client.get_paginator("list_object_versions")
         with s3_errors(f"version listing of {prefix!r}"):
             for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
-                rows = [_version_row(item) for item in page.get("Versions", [])]
-                rows.extend(
-                    _version_row(marker, delete_marker=True)
-                    for marker in page.get("DeleteMarkers", [])
-                )
-                yield from rows
+                yield from _page_history(page)
 
     def iter_current_versions(
         self, prefix: str, *, parallel: int = 8, page_size: int = 1000
