@@ -58,7 +58,7 @@ TEST_SECRET_KEY = "zarrchive-test-secret"
 PUBLIC_BUCKET_PREFIX = "zpub-"
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
-# The client's digest cache (client/digest_cache.py): the tests' own, never the user's (tests
+# The client's digest cache (client/local/digest_cache.py): the tests' own, never the user's (tests
 # hash throwaway trees); the commands the tests run inherit it.
 _TEST_CACHE = Path(tempfile.mkdtemp(prefix="zarrchive-test-cache-"))
 os.environ.setdefault("ZARRCHIVE_CACHE_DIR", str(_TEST_CACHE))

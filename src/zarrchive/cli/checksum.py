@@ -5,7 +5,7 @@ directory's digest); a progress display goes to stderr when it is a terminal.
 Errors are one line on stderr and exit code 2.
 
 The md5s of unchanged files come from the digest cache
-(:mod:`zarrchive.client.digest_cache`) unless ``--no-cache``.
+(:mod:`zarrchive.client.local.digest_cache`) unless ``--no-cache``.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ Every small file is written to ``NAME.zarrchive-partial`` next to its place, its
 checked while it streams, then renamed into place: an interrupted download
 leaves no wrong file behind, and a rerun skips every file already present with
 the right md5.  The md5s checked go to the digest cache
-(:func:`zarrchive.client.digest_cache.store_written`): the next download, verify or upload
+(:func:`zarrchive.client.local.digest_cache.store_written`): the next download, verify or upload
 of the copy stats these files instead of reading them, and a no-op download is a stat per
 file (:meth:`Downloader._cached_root_checksum`).  At the end the tree hash of the files is
 compared with the archive's checksum.

@@ -397,7 +397,7 @@ class Uploader:
     # -- local ----------------------------------------------------------------------------
     def _hash_local(self, root: str, count: int, nbytes: int) -> list[ZarrEntry]:
         self.progress.start("hashing", count, nbytes)
-        # an upload's walk: big files' part md5s in the same read (client/parts.py)
+        # an upload's walk: big files' part md5s in the same read (client/local/parts.py)
         return hash_local(root, jobs=self.jobs, progress=self.progress.advance, part_md5s=True)
 
     # -- uploads --------------------------------------------------------------------------
