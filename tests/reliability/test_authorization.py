@@ -305,6 +305,19 @@ ROWS = [
     ),
     Row(
         "POST",
+        Z + "upload/import/hash/",
+        "write",
+        lambda w: f"/api/zarr/{w.zarr_id}/upload/import/hash/",
+        lambda w: {
+            "bucket": "a-source",
+            "prefix": "z.zarr",
+            "files": [{"path": "new", "size": 3, "etag": "0" * 32 + "-2"}],
+        },
+        # who may write is decided first; the test archive imports from no bucket: 403
+        allowed_also=frozenset({403}),
+    ),
+    Row(
+        "POST",
         Z + "upload/complete/",
         "write",
         lambda w: f"/api/zarr/{w.zarr_id}/upload/complete/",

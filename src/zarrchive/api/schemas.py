@@ -212,6 +212,38 @@ class ImportOut(BaseModel):
     )
 
 
+#: Sources one ``POST .../upload/import/hash/`` names at most (the service's bound:
+#: ``import_hash.MAX_HASH_FILES``, 413 beyond it; this caps the body).
+MAX_HASH_SOURCES = 10_000
+
+
+class HashSourceIn(RequestModel):
+    path: str = Field(description="A file of the Zarr (its key is `{prefix}/{path}`)")
+    size: int = Field(ge=0, description="The source object's size, as listed")
+    etag: str = Field(max_length=80, description="The source object's ETag, as listed")
+    version_id: str | None = Field(
+        None, max_length=1024, description="The source object's version, as listed"
+    )
+
+
+class HashSourcesIn(RequestModel):
+    list_limits = {"files": MAX_HASH_SOURCES}
+    bucket: str = Field(max_length=63, description="The source bucket, on the archive's S3")
+    prefix: str = Field("", max_length=1024, description="The Zarr's prefix in the bucket")
+    files: list[HashSourceIn] = Field(
+        description="The objects to hash (those uploaded in parts: their ETag is no md5)"
+    )
+
+
+class HashedSourceOut(BaseModel):
+    path: str
+    md5: str = Field(description="The md5 of the source object's bytes, read by the archive")
+
+
+class HashSourcesOut(BaseModel):
+    files: list[HashedSourceOut]
+
+
 class RefusedUploadOut(BaseModel):
     batch: str = Field(description="The batch's uid")
     path: str

@@ -304,6 +304,13 @@ class ObjectStore:
         self._group_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-groups")
         self._small_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="s3-small")
 
+    @property
+    def copier(self) -> CopySender | None:
+        """The sender of signed copies (``CopyObject``, ``UploadPartCopy``) of this store, or
+        ``None`` when copies go through botocore (credentials from boto3's chain, or no
+        endpoint): for the services that copy into this store's bucket from elsewhere."""
+        return self._copier
+
     # -- bucket ---------------------------------------------------------------
     def ensure_bucket(self, *, versioned: bool = True) -> None:
         """Create the bucket if needed and turn versioning on."""

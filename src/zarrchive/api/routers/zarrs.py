@@ -18,6 +18,9 @@ from zarrchive.api.schemas import (
     DroppedFileOut,
     FileOut,
     FinalizeOut,
+    HashedSourceOut,
+    HashSourcesIn,
+    HashSourcesOut,
     ImportIn,
     ImportOut,
     ManifestOut,
@@ -40,7 +43,7 @@ from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_
 from zarrchive.http_common.public_url import public_request_url
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine import manifests, uploads, zarr_info, zarrs
-from zarrchive.services.zarr_engine.uploads import import_copy
+from zarrchive.services.zarr_engine.uploads import import_copy, import_hash
 
 router = APIRouter(tags=["zarr"])
 #: Names the batch that ``open`` opened and ``complete`` queued.
@@ -52,6 +55,7 @@ UPLOAD_FILES = JsonBody(list[UploadFile], login=True, max_items=batch_limit)
 ZARR_FILES = JsonBody(list[ZarrFileIn], login=True, max_items=batch_limit)
 UPLOAD_PARTS = JsonBody(UploadPartsIn, login=True)
 IMPORT = JsonBody(ImportIn, login=True)
+HASH_SOURCES = JsonBody(HashSourcesIn, login=True)
 #: ``GET /api/zarr/{id}.zarr/{path}``: every file and directory, the root included, with no
 #: name taken by another route (the app includes it before the snapshot and Zarr routes).
 tree_router = APIRouter(tags=["zarr"])
@@ -280,6 +284,40 @@ def import_upload(
         [import_copy.SourceFile(f.path, f.etag, f.version_id) for f in body.files],
     )
     return ImportOut(batch=result.batch, copied=result.copied, declined=list(result.declined))
+
+
+@router.post(
+    "/api/zarr/{zarr_id}/upload/import/hash/",
+    response_model=HashSourcesOut,
+    summary="The md5s of source objects uploaded in parts, read by the archive",
+    openapi_extra=HASH_SOURCES.openapi,
+)
+def hash_import_sources(
+    zarr_id: str,
+    body: Annotated[HashSourcesIn, Depends(HASH_SOURCES)],
+    archive: ArchiveDep,
+    user: UserDep,
+) -> HashSourcesOut:
+    """Before a server-side import (`.../upload/import/`), for the source objects whose ETag
+    is no md5 (uploaded in parts): the archive reads each `s3://{bucket}/{prefix}/{path}`
+    (if it still has the listed `etag`, `size` and `version_id`) and answers its md5, so the
+    uploader reads no byte of the source.  The same rules as the import: writers of the Zarr
+    only (checked first), 403 unless the operator allows that bucket and prefix
+    (`ZARRCHIVE_IMPORT_BUCKETS`).  At most 1,000 objects and 2 GiB (listed sizes) per request,
+    or one object alone of any size: 413 beyond.  409 naming the files if a source object
+    changed since it was listed.  (The apply hashes each such object again as it copies it:
+    a file is recorded only if that md5 is its batch's.)"""
+    md5s = import_hash.hash_sources(
+        archive,
+        user,
+        zarr_id,
+        body.bucket,
+        body.prefix,
+        [import_hash.HashSource(f.path, f.size, f.etag, f.version_id) for f in body.files],
+    )
+    return HashSourcesOut(
+        files=[HashedSourceOut(path=f.path, md5=md5s[f.path]) for f in body.files]
+    )
 
 
 @router.get(

@@ -316,7 +316,7 @@ def copy_imported(
     if not isinstance(store, ObjectStore):
         raise PermissionDenied("server-side import needs the archive on S3: send the files")
     where = f"s3://{source.bucket}/{source.key}"
-    copier: CopySender | None = getattr(store, "_copier", None)
+    copier: CopySender | None = store.copier
     if copier is not None:
         try:
             answer = copier.copy(
@@ -402,7 +402,7 @@ def prepare_imported_copy(
     :class:`SourceRefused` when the source changed or is gone (the upload aborted)."""
     where = f"s3://{source.bucket}/{source.key}"
     client: Any = store.copy_client
-    copier: CopySender | None = getattr(store, "_copier", None)
+    copier: CopySender | None = store.copier
     upload_id = store.create_multipart_upload(key, content_type, {MD5_METADATA: md5})
     count = part_count(size, part_size)
 
