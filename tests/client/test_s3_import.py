@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY, make_settings
+from tests.helpers.counting_proxy import CountingProxy, counting_proxy
 from tests.helpers.local_zarr import zarr_checksum_of
-from tests.helpers.s3_zarr import PART, SMALL_ZARR, put_tree, write_tree
+from tests.helpers.s3_zarr import PART, SMALL_ZARR, put_in_parts, put_tree, write_tree
 from zarrchive.cli import app
 from zarrchive.client import ApiClient, s3_import
 from zarrchive.client.s3_import import S3Importer
@@ -233,3 +235,75 @@ def test_a_source_above_5_gib_is_copied_server_side_and_refused_streamed(
     with pytest.raises(InvalidInput, match="larger than 5 GiB"):
         streamed.run(dandiset=dandiset, name="streamed.zarr")
     assert client.find_zarr(dandiset, "streamed.zarr") is None
+
+
+@pytest.fixture
+def proxied_source(seaweedfs: SeaweedFS) -> Iterator[tuple[Any, CountingProxy]]:
+    """A boto3 client of the test SeaweedFS through a counting proxy: every request the
+    client sends to the source, counted."""
+    with counting_proxy(seaweedfs.endpoint_url) as proxy:
+        client = boto3.client(
+            "s3",
+            endpoint_url=proxy.url,
+            aws_access_key_id=TEST_ACCESS_KEY,
+            aws_secret_access_key=TEST_SECRET_KEY,
+            region_name="us-east-1",
+        )
+        yield client, proxy
+
+
+def _reads(proxy: CountingProxy) -> list[tuple[str, str]]:
+    """The requests to the source other than listings (``GET ?list-type=2``)."""
+    return [(m, what) for m, what in proxy.requests() if "list-type=2" not in what]
+
+
+def test_objects_in_parts_are_hashed_by_the_archive_and_never_read_by_the_client(
+    client: ApiClient,
+    dandiset: str,
+    source_s3: Any,
+    proxied_source: tuple[Any, CountingProxy],
+    tmp_path: Path,
+) -> None:
+    """Server-side, the md5s of objects uploaded in parts are the archive's (``.../import/
+    hash/``): the client sends the source nothing but its listing, and the checksum is the
+    zarr-checksum oracle's of the same bytes."""
+    source_client, proxy = proxied_source
+    files = {
+        **SMALL_ZARR,
+        "b/c/big": os.urandom(PART + 1000),
+        "a/c/big": os.urandom(PART + 3),
+    }
+    prefix = _prefix()
+    put_tree(source_s3, SOURCE_BUCKET, prefix, files, in_parts=("b/c/big", "a/c/big"))
+    expected = zarr_checksum_of(write_tree(tmp_path / "my.zarr", files))
+    source = _source(source_client, SOURCE_BUCKET, prefix)
+    importer = S3Importer(client, source, mode="server")
+    result = importer.run(dandiset=dandiset, require_zarr=True)
+    assert result.ok, result
+    assert result.local_checksum == result.remote_checksum == expected
+    assert (importer.server_copied, importer.streamed, importer.server_hashed) == (len(files), 0, 2)
+    assert _reads(proxy) == [] and proxy.requests() != []
+    # a rerun compares again, and still reads nothing
+    again = S3Importer(client, source, mode="server").run(dandiset=dandiset)
+    assert again.ok and again.uploaded == 0 and again.local_checksum == expected
+    assert _reads(proxy) == []
+
+
+def test_an_object_in_parts_changed_before_the_archive_hashes_it_is_refused(
+    client: ApiClient,
+    dandiset: str,
+    source_s3: Any,
+    proxied_source: tuple[Any, CountingProxy],
+) -> None:
+    source_client, proxy = proxied_source
+    files = {**SMALL_ZARR, "b/c/big": os.urandom(PART + 1000)}
+    prefix = _prefix()
+    put_tree(source_s3, SOURCE_BUCKET, prefix, files, in_parts=("b/c/big",))
+    source = _source(source_client, SOURCE_BUCKET, prefix)
+    listed = source.listing()
+    put_in_parts(source_s3, SOURCE_BUCKET, f"{prefix}/b/c/big", os.urandom(PART + 1000))
+    with pytest.raises(SourceChanged, match="b/c/big"):
+        S3Importer(client, source, mode="server").run(dandiset=dandiset, objects=listed)
+    assert _reads(proxy) == []  # the archive found it out, not a read of ours
+    zarr = client.find_zarr(dandiset, "my.zarr")
+    assert zarr is None or (zarr.file_count == 0 and not zarr.upload_in_progress)

@@ -406,9 +406,11 @@ class ApiClient:
         json: Any = None,
         params: Mapping[str, str | int] | None = None,
         retry: RetryPolicy | None = None,
+        timeout: httpx.Timeout | None = None,
     ) -> httpx.Response:
         """A successful (2xx) response, after retries; raises ApiError (which says whether
-        the request was retried) / NetworkError."""
+        the request was retried) / NetworkError.  *timeout*: this request's, if not the
+        client's."""
         retried = False
 
         def on_retry(event: RetryEvent) -> None:
@@ -427,6 +429,7 @@ class ApiClient:
                 give_up=self._give_up,
                 json=json,
                 params=params,
+                **({"timeout": timeout} if timeout is not None else {}),
             )
         except RETRY_EXCEPTIONS as exc:
             raise NetworkError(
@@ -748,6 +751,32 @@ class ApiClient:
             },
         )
         return [str(p) for p in answer.get("declined", [])]
+
+    def hash_sources(
+        self,
+        zarr_id: str,
+        bucket: str,
+        prefix: str,
+        files: Sequence[tuple[str, int, str]],
+        *,
+        timeout: httpx.Timeout | None = None,
+    ) -> dict[str, str]:
+        """Ask the archive for the md5s of source objects ``(path, size, ETag)`` at
+        ``s3://{bucket}/{prefix}/{path}`` (server-side import of objects uploaded in parts:
+        it reads them, we read nothing); ``{path: md5}``.  *timeout*: the request's own (the
+        archive answers once it has read every byte)."""
+        response = self.request(
+            "POST",
+            f"/api/zarr/{_id(zarr_id)}/upload/import/hash/",
+            json={
+                "bucket": bucket,
+                "prefix": prefix,
+                "files": [{"path": p, "size": n, "etag": e} for p, n, e in files],
+            },
+            timeout=timeout,
+        )
+        answer = self._decoded(response, "POST", "/upload/import/hash/")
+        return {str(f["path"]): str(f["md5"]) for f in answer["files"]}
 
     def refused_batches(self, zarr_id: str, uids: Sequence[str]) -> dict[str, list[str]]:
         """Of the batches *uids*, those refused when applied: ``{uid: [refused paths]}``."""

@@ -3,8 +3,10 @@ same batches, verification, tree and resumption as a local upload
 (:mod:`zarrchive.client.upload`), and no byte of the data on the client's disk.
 
 1. List the source (:class:`~zarrchive.client.s3_source.S3Source`): names, sizes, ETags.  An
-   object's md5 is its ETag unless it was uploaded in parts; those are hashed as they
-   stream.  The source's tree hash follows, as a local directory's would.
+   object's md5 is its ETag unless it was uploaded in parts; those the archive hashes when
+   it copies server-side (``POST .../upload/import/hash/``: the client reads no byte of the
+   source), else they are hashed as they stream.  The source's tree hash follows, as a
+   local directory's would.
 2. Compare with the archive exactly as a local upload does (the whole tree, or with
    ``patch`` the affected directories' nodes only: :func:`~zarrchive.client.patch.plan_patch`)
    and delete (not with ``patch``) what the source no longer has.
@@ -64,6 +66,15 @@ DECLARED_BYTES = 5 * 1024**2
 #: server-side copies take it (in parts).
 MAX_IMPORT_BYTES = 5 * 1024**3
 S3_TIMEOUT = httpx.Timeout(300.0, connect=10.0)
+#: The bounds of the archive's hashing of sources (``POST .../upload/import/hash/``): objects
+#: and bytes per request (an object above HASH_BYTES alone), and requests at once.
+HASH_FILES = 1000
+HASH_BYTES = 2 * 1024**3
+HASH_REQUESTS = 4
+#: A hashing request's read timeout: HASH_TIMEOUT seconds plus the time to read its bytes at
+#: HASH_RATE bytes a second (the archive answers once it has read them all).
+HASH_TIMEOUT = 60.0
+HASH_RATE = 10 * 1024**2
 
 
 class S3Importer:
@@ -98,6 +109,8 @@ class S3Importer:
         #: Batches whose files the archive copied, and files we streamed.
         self.server_copied = 0
         self.streamed = 0
+        #: Objects uploaded in parts whose md5 the archive read for us.
+        self.server_hashed = 0
         #: The batches queued (their apply may refuse them).
         self._queued: list[str] = []
 
@@ -131,7 +144,6 @@ class S3Importer:
         if require_zarr and not patch:
             _require_zarr_source(self.source, listed)
         by_path = {o.path: o for o in listed}
-        entries = self.source.entries(listed, jobs=self.jobs)
         server = self.client.info()
         limit = min(self.batch_files or server.max_batch_files, server.max_batch_files)
         if zarr_id is not None:
@@ -141,8 +153,12 @@ class S3Importer:
             if dandiset is None:
                 raise InvalidInput("give the dandiset (--dandiset) or the Zarr id")
             zarr, created = find_or_create_zarr(
-                self.client, dandiset, name, create=not dry_run and bool(entries or not patch)
+                self.client, dandiset, name, create=not dry_run and bool(listed or not patch)
             )
+        # the md5s of objects uploaded in parts: the archive's when it copies (we read
+        # nothing), else hashed as they stream (and for a dry run of a new Zarr: no Zarr yet)
+        known = self._hash_on_server(zarr.zarr_id, listed) if zarr is not None else {}
+        entries = self.source.entries(listed, jobs=self.jobs, known=known)
         result = UploadResult(
             zarr_id=zarr.zarr_id if zarr else None,
             name=name,
@@ -183,6 +199,64 @@ class S3Importer:
         if dandiset is not None and zarr_id is None and result.ok:
             result.asset_id, result.asset_created = ensure_asset(self.client, dandiset, name, zid)
         return result
+
+    # -- hashing --------------------------------------------------------------------------
+    def _hash_on_server(self, zarr_id: str, objects: Sequence[SourceObject]) -> dict[str, str]:
+        """The md5s of *objects* uploaded in parts (their ETag is no md5), read by the archive
+        (``POST .../upload/import/hash/``) when it copies server-side: ``{path: md5}``, in
+        requests within the archive's bounds (:data:`HASH_FILES`, :data:`HASH_BYTES`; an
+        object above the latter alone), a few at once.  ``{}`` when the archive does not copy
+        (``auto``: the files will be streamed, and hashed as they are read)."""
+        pending = [o for o in objects if o.md5 is None]
+        if not pending or not self._server_side():
+            return {}
+        requests: list[list[SourceObject]] = []
+        for obj in sorted(pending, key=lambda o: o.size):
+            last = requests[-1] if requests else None
+            if (
+                last is None
+                or len(last) >= HASH_FILES
+                or sum(o.size for o in last) + obj.size > HASH_BYTES
+            ):
+                requests.append([obj])
+            else:
+                last.append(obj)
+        location = self.source.location
+
+        def ask(group: list[SourceObject]) -> dict[str, str]:
+            size = sum(o.size for o in group)
+            timeout = httpx.Timeout(HASH_TIMEOUT + size / HASH_RATE, connect=10.0)
+            return self.client.hash_sources(
+                zarr_id,
+                location.bucket,
+                location.prefix,
+                [(o.path, o.size, o.etag) for o in group],
+                timeout=timeout,
+            )
+
+        found: dict[str, str] = {}
+        try:
+            with ThreadPoolExecutor(HASH_REQUESTS, thread_name_prefix="zarrchive-hash") as pool:
+                for answer in pool.map(ask, requests):
+                    found.update(answer)
+        except ApiError as exc:
+            if exc.status_code == 409:
+                paths = exc.detail.get("paths", []) if isinstance(exc.detail, dict) else []
+                raise SourceChanged(
+                    f"{len(paths) or 'some'} source objects changed since they were listed"
+                    + (f", e.g. {location.key(str(paths[0]))!r}" if paths else "")
+                    + " (the archive found it when it hashed them): run the upload again"
+                ) from None
+            if exc.status_code not in (403, 404, 405) or self.mode == "server":
+                raise
+            self.mode = "client"
+            self.progress.note(
+                f"the archive does not read {location} itself ({exc.message}): streaming "
+                "the files from the source instead"
+            )
+            return {}
+        self.server_hashed += len(found)
+        return found
 
     # -- planning -------------------------------------------------------------------------
     def _plan(

@@ -5,7 +5,8 @@ each file's bytes, never to disk.
 The twin of the local walk and hashing (:mod:`zarrchive.client.local`) for
 :mod:`zarrchive.client.s3_import`: a file is an object ``{prefix}/{path}``; its md5 is its
 ETag when the object was not uploaded in parts (an ETag of ``<hex>-<parts>`` is not an md5:
-such an object is read once to hash it, streamed).  Every read names the ETag the listing
+such an object is read once to hash it, streamed, unless the archive hashed it: see
+:meth:`S3Source.entries`).  Every read names the ETag the listing
 gave (``If-Match``): an object that changed since it was listed is refused by S3 (412), and
 :class:`SourceChanged` says so; it is never sent, or recorded, with the md5 of another
 content.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -182,11 +183,23 @@ class S3Source:
             digest.update(block)
         return digest.hexdigest()
 
-    def entries(self, objects: list[SourceObject], *, jobs: int = 8) -> list[ZarrEntry]:
+    def entries(
+        self,
+        objects: list[SourceObject],
+        *,
+        jobs: int = 8,
+        known: Mapping[str, str] | None = None,
+    ) -> list[ZarrEntry]:
         """``(path, size, md5)`` of *objects* (in their order); those uploaded in parts are
-        hashed (streamed, *jobs* at a time)."""
+        hashed (streamed, *jobs* at a time) unless *known* gives their md5 (``path -> md5``:
+        the archive's, for a server-side import)."""
+        known = known or {}
+
+        def md5(obj: SourceObject) -> str:
+            return known.get(obj.path) or self.md5(obj)
+
         with ThreadPoolExecutor(max(1, jobs), thread_name_prefix="zarrchive-s3-md5") as pool:
-            md5s = list(pool.map(self.md5, objects))
+            md5s = list(pool.map(md5, objects))
         return [ZarrEntry(o.path, o.size, m) for o, m in zip(objects, md5s, strict=True)]
 
     def _refusal(self, exc: Any, obj: SourceObject) -> TransferError:
