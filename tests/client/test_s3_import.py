@@ -113,17 +113,19 @@ def test_streamed_import_from_another_endpoint(
 def test_a_source_the_archive_may_not_read_is_streamed(
     client: ApiClient, dandiset: str, seaweedfs: SeaweedFS, tmp_path: Path
 ) -> None:
-    """``auto``: the archive refuses a bucket it was not told it may import from (403), the
-    client streams the files instead."""
+    """``auto``: the archive refuses a bucket it was not told it may import from (403: to hash
+    the object uploaded in parts, then to copy), the client hashes and streams the files
+    instead."""
     s3 = seaweedfs.client()
     unlisted = f"zunlisted-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=unlisted)
-    put_tree(s3, unlisted, "z", SMALL_ZARR)
+    files = {**SMALL_ZARR, "b/c/big": os.urandom(PART + 1000)}
+    put_tree(s3, unlisted, "z", files, in_parts=("b/c/big",))
     importer = S3Importer(client, _source(s3, unlisted, "z"))
     result = importer.run(dandiset=dandiset, name="z")
     assert result.ok
-    assert result.remote_checksum == zarr_checksum_of(write_tree(tmp_path / "z", SMALL_ZARR))
-    assert (importer.server_copied, importer.streamed) == (0, len(SMALL_ZARR))
+    assert result.remote_checksum == zarr_checksum_of(write_tree(tmp_path / "z", files))
+    assert (importer.server_copied, importer.streamed, importer.server_hashed) == (0, len(files), 0)
 
 
 @pytest.mark.parametrize("mode", ["server", "client"])

@@ -205,8 +205,9 @@ class S3Importer:
         """The md5s of *objects* uploaded in parts (their ETag is no md5), read by the archive
         (``POST .../upload/import/hash/``) when it copies server-side: ``{path: md5}``, in
         requests within the archive's bounds (:data:`HASH_FILES`, :data:`HASH_BYTES`; an
-        object above the latter alone), a few at once.  ``{}`` when the archive does not copy
-        (``auto``: the files will be streamed, and hashed as they are read)."""
+        object above the latter alone), a few at once.  ``{}`` (we hash them as they are
+        read) when the archive does not copy (403 in ``auto``: the files will be streamed) or
+        has no such route (404, 405: an older archive, which still copies)."""
         pending = [o for o in objects if o.md5 is None]
         if not pending or not self._server_side():
             return {}
@@ -247,7 +248,13 @@ class S3Importer:
                     + (f", e.g. {location.key(str(paths[0]))!r}" if paths else "")
                     + " (the archive found it when it hashed them): run the upload again"
                 ) from None
-            if exc.status_code not in (403, 404, 405) or self.mode == "server":
+            if exc.status_code in (404, 405):  # an archive without the route: it still copies
+                self.progress.note(
+                    "the archive does not hash source objects (an older version): hashing "
+                    f"the {len(pending)} objects uploaded in parts here"
+                )
+                return {}
+            if exc.status_code != 403 or self.mode == "server":
                 raise
             self.mode = "client"
             self.progress.note(
