@@ -42,7 +42,7 @@ def test_every_body_is_read_by_a_json_body_and_documented_as_such() -> None:
             continue
         assert route.openapi_extra == body.openapi, route.path
         documented += 1
-    assert documented == 19  # the routes with a body (tests/reliability/test_authorization)
+    assert documented == 20  # the routes with a body (tests/reliability/test_authorization)
 
 
 def test_anonymous_callers_get_401_before_the_body_is_parsed(
@@ -54,7 +54,7 @@ def test_anonymous_callers_get_401_before_the_body_is_parsed(
     monkeypatch.setattr(JsonBody, "parse", parse)
     hostile = b"[" + b",".join([b"1"] * 100_000) + b"]"
     needing_token = [(r, b) for r, b in _body_routes() if b is not None and b.login]
-    assert len(needing_token) == 16
+    assert len(needing_token) == 17
 
     async def ask() -> list[tuple[str, httpx.Response]]:
         app = create_app(None)  # type: ignore[arg-type]
