@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from zarrchive.client.local import hashing, iter_local_entries, parts
 from zarrchive.client.local.parts import OnePassHasher, expected_part_size, recall
-from zarrchive.services.uploads.parts import (
+from zarrchive.services.zarr_engine.uploads.parts import (
     DEFAULT_PART_SIZE,
     MAX_OBJECT_SIZE,
     MAX_PART_SIZE,
