@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -44,6 +43,8 @@ from zarrchive.transport import (
     send,
     transport_message,
 )
+from zarrchive.wire.zarrs import DirectoryPage, ListingEntry, UploadState, ZarrInfo
+from zarrchive.wire.zarrs import FileEntry as FileInfo  # a file of a Zarr (the client's name)
 
 #: The listing endpoint's largest page.
 MAX_PAGE_SIZE = 1000
@@ -128,16 +129,6 @@ class AssetInfo:
 
 
 @dataclass(frozen=True)
-class FileInfo:
-    """A file of a Zarr: its md5 and size, and its plain S3 URL."""
-
-    path: str
-    md5: str
-    size: int
-    s3_url: str
-
-
-@dataclass(frozen=True)
 class Target:
     """Where a file of an open batch goes: a presigned PUT URL, or parts (their URLs asked
     for while the batch is open: :mod:`zarrchive.client.multipart`)."""
@@ -184,72 +175,6 @@ class OpenedBatch:
     targets: dict[str, Target]
 
 
-class UploadState(StrEnum):
-    """Where a Zarr is in its uploads, as the server tells (``upload_state``)."""
-
-    AT_REST = "at_rest"
-    #: an upload batch is open
-    OPEN = "open"
-    #: completed batches wait to be applied (a batch may also be open)
-    APPLYING = "applying"
-
-
-@dataclass(frozen=True)
-class ZarrInfo:
-    zarr_id: str
-    name: str
-    dandiset: str
-    s3_path: str
-    s3_url: str
-    checksum: str
-    file_count: int
-    size: int
-    upload_in_progress: bool
-    #: an :class:`UploadState` (kept as the server's text: a newer server may add states)
-    upload_state: str = UploadState.AT_REST
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ZarrInfo:
-        return cls(
-            zarr_id=str(data["zarr_id"]),
-            name=str(data["name"]),
-            dandiset=str(data["dandiset"]),
-            s3_path=str(data["s3_path"]),
-            s3_url=str(data["s3_url"]),
-            checksum=str(data["checksum"]),
-            file_count=int(data["file_count"]),
-            size=int(data["size"]),
-            upload_in_progress=bool(data["upload_in_progress"]),
-            upload_state=str(data.get("upload_state", UploadState.AT_REST)),
-        )
-
-    def object_url(self, path: str) -> str:
-        """The plain S3 URL of the Zarr's file *path*."""
-        base = self.s3_url if self.s3_url.endswith("/") else self.s3_url + "/"
-        return base + quote(path, safe="/~")
-
-
-@dataclass(frozen=True)
-class ListingEntry:
-    """A child in a directory listing: a file (digest = md5) or a directory (Zarr checksum)."""
-
-    name: str
-    path: str
-    digest: str
-    size: int
-
-
-@dataclass(frozen=True)
-class DirectoryPage:
-    path: str
-    digest: str
-    file_count: int
-    size: int
-    directories: list[ListingEntry]
-    files: list[ListingEntry]
-    next: str | None
-
-
 @dataclass(frozen=True)
 class DirectoryListing:
     """A whole directory (every page)."""
@@ -258,12 +183,6 @@ class DirectoryListing:
     digest: str
     directories: list[ListingEntry]
     files: list[ListingEntry]
-
-
-def _entries(rows: Sequence[Mapping[str, Any]]) -> list[ListingEntry]:
-    return [
-        ListingEntry(str(r["name"]), str(r["path"]), str(r["digest"]), int(r["size"])) for r in rows
-    ]
 
 
 def is_zarr_id(value: str) -> bool:
@@ -597,15 +516,7 @@ class ApiClient:
         data = self._json("GET", path, params=params)
         if data.get("type") != "directory":
             raise ApiError(f"{directory!r} is a file, not a directory", status_code=200)
-        return DirectoryPage(
-            path=str(data["path"]),
-            digest=str(data["digest"]),
-            file_count=int(data["file_count"]),
-            size=int(data["size"]),
-            directories=_entries(data["directories"]),
-            files=_entries(data["files"]),
-            next=data.get("next"),
-        )
+        return DirectoryPage.from_json(data)
 
     def list_directory(self, zarr_id: str, directory: str) -> DirectoryListing:
         """Every child of a directory (all pages)."""
@@ -628,7 +539,7 @@ class ApiClient:
             raise
         if data.get("type") != "file":
             return None
-        return FileInfo(str(data["path"]), str(data["md5"]), int(data["size"]), str(data["s3_url"]))
+        return FileInfo.from_json(data)
 
     def download_urls(self, zarr_id: str, paths: Sequence[str]) -> dict[str, str]:
         """URLs to GET files (presigned, short-lived, for an embargoed Zarr), batched."""
