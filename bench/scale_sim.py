@@ -457,11 +457,13 @@ class Sim:
         assert state["checksum"] == checksum, (state, checksum)
         return f"{body.get('copied')} copied, {body.get('deleted')} deleted"
 
-    def run(self) -> Results:
+    def run(self, *, batch_only: bool = False) -> Results:
         started = time.perf_counter()
         first = self.seed()
         print(f"  seeded in {time.perf_counter() - started:.0f} s ({first})", flush=True)
         second = self.batch()
+        if batch_only:
+            return self.results
         # the slowest linear steps (diff, refs.json) last: a run stopped early still has
         # the bounded ones
         middle = entry_path(self.n, self.n // 2)
@@ -517,6 +519,11 @@ def main() -> None:
         "(any N); put: every object PUT (about 200/s: small N only)",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument(
+        "--batch-only",
+        action="store_true",
+        help="after seeding, measure only the 500-file batch (complete, apply, its manifest)",
+    )
     args = parser.parse_args()
     print(
         f"scale_sim --files {args.files} --seed {args.seed}: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
@@ -535,7 +542,8 @@ def main() -> None:
         map_large_blocks()  # as zarrchive serve does
         archive.jobs = job_queue_from_settings(archive.settings)  # jobs in-process, as serve
         set_current_archive(archive)
-        results = Sim(archive, url, args.files, args.jobs, args.seed).run()
+        sim = Sim(archive, url, args.files, args.jobs, args.seed)
+        results = sim.run(batch_only=args.batch_only)
         archive.jobs.close(wait=True)  # the last manifest job, before S3 stops
     print(f"load after: {os.getloadavg()[0]:.1f}")
     if args.json is not None:

@@ -25,7 +25,6 @@ from typing import Any
 from zarrchive.errors import InvalidJob
 from zarrchive.jobs.lanes import JobLane
 from zarrchive.jobs.renamed import current_module
-from zarrchive.jobs.renamed import current_module
 
 log = logging.getLogger("zarrchive.jobs")
 
