@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.dandi.test_dandi_blobs import (
+from tests.helpers.dandi import DandiArchive
+from tests.helpers.dandi_cli import (
     NWB_PATH,
     create_dandiset,
     dandi,
     fetch_draft_folder,
     upload,
 )
-from tests.helpers.dandi import DandiArchive
 from tests.helpers.nwb import make_nwb
 
 

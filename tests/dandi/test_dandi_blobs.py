@@ -8,66 +8,24 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.helpers.dandi import DandiArchive, run_dandi, run_json, show
+from tests.helpers.dandi import DandiArchive, run_json
+from tests.helpers.dandi_cli import (
+    NWB_PATH,
+    assets,
+    create_dandiset,
+    dandi,
+    fetch_draft_folder,
+    upload,
+)
 from tests.helpers.nwb import make_nwb
 from zarrchive.checksum.dandi_etag import DEFAULT_PART_SIZE, dandi_etag, part_plan
 
 #: Random bytes in the big file: just over one 64 MiB part, so the file has two parts (the
 #: smallest multipart upload DANDI's part rule allows).
 BIG_DATA = DEFAULT_PART_SIZE + 4096
-NWB_PATH = "sub-mouse1/sub-mouse1_ses-1.nwb"
-
-
-def create_dandiset(archive: DandiArchive, name: str, *, embargo: bool = False) -> str:
-    """A dandiset made as DANDI's web UI does: ``{name, metadata}``, ``?embargo=true``."""
-    with archive.client(archive.owner) as api:
-        response = api.post(
-            "/api/dandisets/",
-            params={"embargo": "true"} if embargo else None,
-            json={"name": name, "metadata": {"description": f"{name} (zarrchive tests)"}},
-        )
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    assert body["embargo_status"] == ("EMBARGOED" if embargo else "OPEN")
-    return str(body["identifier"])
-
-
-def dandi(
-    archive: DandiArchive, args: list[str], cwd: Path, token: str | None = None
-) -> tuple[int, str]:
-    done = run_dandi(
-        args, cwd=cwd, home=archive.home, api_keys=archive.key(token) if token else None
-    )
-    return done.returncode, show(done)
-
-
-def fetch_draft_folder(archive: DandiArchive, dandiset: str, where: Path, token: str) -> Path:
-    """``dandi download`` of the (empty) draft: the folder with its ``dandiset.yaml``, where
-    DANDI's users put their files before ``dandi upload``."""
-    where.mkdir(parents=True, exist_ok=True)
-    url = f"{archive.url}/api/dandisets/{dandiset}/versions/draft/"
-    code, out = dandi(archive, ["download", url], where, token)
-    assert code == 0, out
-    folder = where / dandiset
-    assert f"identifier: DANDI:{dandiset}" in (folder / "dandiset.yaml").read_text()
-    return folder
-
-
-def upload(archive: DandiArchive, folder: Path, token: str) -> tuple[int, str]:
-    return dandi(archive, ["upload", "-i", archive.url], folder, token)
-
-
-def assets(archive: DandiArchive, dandiset: str, version: str = "draft") -> dict[str, Any]:
-    with archive.client(archive.owner) as api:
-        response = api.get(
-            f"/api/dandisets/{dandiset}/versions/{version}/assets/", params={"metadata": "true"}
-        )
-    assert response.status_code == 200, response.text
-    return {a["path"]: a for a in response.json()["results"]}
 
 
 @dataclass

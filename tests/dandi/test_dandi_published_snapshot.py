@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_settings
-from tests.dandi.test_dandi_shared_zarr import SnapshotServer
 from tests.helpers.api_uploads import upload
 from tests.helpers.assets import assets_url, ok
-from tests.helpers.dandi import DandiArchive, require_dandi_venv, run_dandi, show
+from tests.helpers.dandi import DandiArchive, SnapshotServer, require_dandi_venv, run_dandi, show
 from tests.helpers.shared_zarrs import FIRST, publish
 from tests.helpers.snapshots import oracle
 from tests.helpers.zarr_client import create_dandiset, create_zarr, delete_files, wait_at_rest

@@ -13,8 +13,7 @@ import pytest
 
 from tests.conftest import make_settings
 from tests.helpers.api_uploads import upload
-from tests.helpers.dandi import DandiArchive, require_dandi_venv, run_dandi, show
-from tests.helpers.server_process import ServerProcess
+from tests.helpers.dandi import DandiArchive, SnapshotServer, require_dandi_venv, run_dandi, show
 from tests.helpers.shared_zarrs import FIRST, SHARED_PATH, published_zarr, share
 from tests.helpers.snapshots import oracle
 from tests.helpers.zarr_client import create_dandiset, delete_files, wait_at_rest
@@ -22,13 +21,6 @@ from zarrchive.config import PublishedZarrs
 from zarrchive.services.identity.auth import create_user
 from zarrchive.services.runtime import Archive
 from zarrchive.storage.seaweedfs import SeaweedFS
-
-
-class SnapshotServer(ServerProcess):
-    """The server, publishing Zarrs in ``snapshot`` mode (``ZARRCHIVE_PUBLISHED_ZARRS``)."""
-
-    def environment(self) -> dict[str, str]:
-        return {**super().environment(), "ZARRCHIVE_PUBLISHED_ZARRS": "snapshot"}
 
 
 @pytest.fixture(scope="module")

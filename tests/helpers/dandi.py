@@ -136,9 +136,17 @@ class DandiArchive:
         return httpx.Client(base_url=self.url, headers=headers, timeout=60)
 
 
+class SnapshotServer(ServerProcess):
+    """The server, publishing Zarrs in ``snapshot`` mode (``ZARRCHIVE_PUBLISHED_ZARRS``)."""
+
+    def environment(self) -> dict[str, str]:
+        return {**super().environment(), "ZARRCHIVE_PUBLISHED_ZARRS": "snapshot"}
+
+
 __all__ = [
     "DANDI_VENV_ENV",
     "DandiArchive",
+    "SnapshotServer",
     "dandi_environment",
     "dandi_venv",
     "require_dandi_venv",

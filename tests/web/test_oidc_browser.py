@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from tests.api.test_reference_files import local_zarr
 from tests.conftest import make_settings
-from tests.dandi.test_dandi_blobs import NWB_PATH, create_dandiset, dandi, fetch_draft_folder
-from tests.dandi.test_dandi_blobs import upload as dandi_upload
 from tests.helpers.dandi import DandiArchive, require_dandi_venv
+from tests.helpers.dandi_cli import NWB_PATH, create_dandiset, dandi, fetch_draft_folder
+from tests.helpers.dandi_cli import upload as dandi_upload
 from tests.helpers.fsspec_oracle import read_with_fsspec, s3fs_python
 from tests.helpers.nwb import make_nwb
 from tests.helpers.oidc_provider import Providers, require_provider, running_providers
+from tests.helpers.s3fs_oracle import local_zarr
 from tests.helpers.server_process import ServerProcess, zarrchive_command
 from tests.helpers.zarr_client import authed, create_zarr, md5, upload
 from zarrchive.config import Settings
