@@ -7,13 +7,17 @@ API tests' business); set ``ZARRCHIVE_CLIENT_TESTS_POSTGRES=1`` to add PostgreSQ
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import LiveServer, Users
+from tests.helpers.digest_caches import LATER
 from zarrchive.client import ApiClient
+from zarrchive.client.local import digest_cache, hashing
+from zarrchive.client.local.digest_cache import DigestCache
 from zarrchive.client.upload import BatchRecords
 from zarrchive.services.runtime import Archive
 
@@ -71,3 +75,24 @@ def records(state_dir: Path) -> BatchRecords:
 @pytest.fixture
 def dandiset(client: ApiClient) -> str:
     return client.create_dandiset("client tests")
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digest cache warns anew (its once-per-process warnings forgotten)."""
+    monkeypatch.setattr(digest_cache, "_warned", set())
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[DigestCache]:
+    """A digest cache in the test's directory (overrides pytest's own ``cache`` here)."""
+    opened = DigestCache.open(tmp_path / "cache" / "digests.sqlite3")
+    assert opened is not None
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk's clock runs LATER ahead: the files just written look settled."""
+    monkeypatch.setattr(hashing, "clock_ns", lambda: time.time_ns() + LATER)

@@ -23,13 +23,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.digest_caches import LATER
 from zarrchive.checksum import compute_checksum
 from zarrchive.client.local import digest_cache, hash_local, hashing, local_checksum, local_entries
 from zarrchive.client.local.digest_cache import (
@@ -45,28 +45,11 @@ from zarrchive.client.local.digest_cache import (
     unpack_row,
 )
 
-LATER = 10 * 1_000_000_000
 POISON = "0" * 32
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(autouse=True)
-def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(digest_cache, "_warned", set())
-
-
-@pytest.fixture
-def cache(tmp_path: Path) -> Iterator[DigestCache]:
-    opened = DigestCache.open(tmp_path / "cache" / "digests.sqlite3")
-    assert opened is not None
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The walk's clock runs LATER ahead: the files just written look settled."""
-    monkeypatch.setattr(hashing, "clock_ns", lambda: time.time_ns() + LATER)
+pytestmark = pytest.mark.usefixtures("fresh_warnings")
 
 
 def make_tree(root: Path, files: int = 40) -> dict[str, bytes]:

@@ -24,15 +24,15 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers.digest_caches import LATER
 from zarrchive.checksum import EMPTY_CHECKSUM, compute_checksum
-from zarrchive.client.local import digest_cache, hashing
+from zarrchive.client.local import hashing
 from zarrchive.client.local.digest_cache import DigestCache, pack_records, unpack_records
 from zarrchive.client.local.tree import (
     local_checksum,
@@ -42,26 +42,10 @@ from zarrchive.client.local.tree import (
 )
 from zarrchive.errors import InvalidPath, LocalFileError
 
-LATER = 10 * 1_000_000_000
 POISON_MD5 = "0" * 32
 
 
-@pytest.fixture(autouse=True)
-def _fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(digest_cache, "_warned", set())
-
-
-@pytest.fixture
-def cache(tmp_path: Path) -> Iterator[DigestCache]:
-    opened = DigestCache.open(tmp_path / "cache" / "digests.sqlite3")
-    assert opened is not None
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hashing, "clock_ns", lambda: time.time_ns() + LATER)
+pytestmark = pytest.mark.usefixtures("fresh_warnings")
 
 
 def tick() -> None:
