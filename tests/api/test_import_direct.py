@@ -22,7 +22,7 @@ from sqlalchemy import event
 from tests.conftest import make_settings
 from tests.helpers.api_uploads import info, oracle
 from tests.helpers.jobs import HeldJobQueue
-from tests.helpers.s3_zarr import PART, put_in_parts
+from tests.helpers.s3_zarr import PART, put_in_parts, source_s3_client
 from tests.helpers.zarr_client import md5
 from zarrchive.config import Settings
 from zarrchive.errors import StorageError
@@ -56,9 +56,7 @@ def settings(seaweedfs: SeaweedFS, bucket: str, database_url: str, tmp_path: Pat
 
 @pytest.fixture(scope="module")
 def source_s3(seaweedfs: SeaweedFS) -> Any:
-    s3: Any = seaweedfs.client()
-    s3.create_bucket(Bucket=SOURCE)
-    return s3
+    return source_s3_client(seaweedfs, SOURCE)
 
 
 def _put_source(s3: Any, files: dict[str, bytes]) -> tuple[str, dict[str, str]]:

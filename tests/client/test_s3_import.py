@@ -19,7 +19,14 @@ from typer.testing import CliRunner
 from tests.conftest import TEST_ACCESS_KEY, TEST_SECRET_KEY, make_settings
 from tests.helpers.counting_proxy import CountingProxy, counting_proxy
 from tests.helpers.local_zarr import zarr_checksum_of
-from tests.helpers.s3_zarr import PART, SMALL_ZARR, put_in_parts, put_tree, write_tree
+from tests.helpers.s3_zarr import (
+    PART,
+    SMALL_ZARR,
+    put_in_parts,
+    put_tree,
+    source_s3_client,
+    write_tree,
+)
 from zarrchive.cli import app
 from zarrchive.client import ApiClient, s3_import
 from zarrchive.client.s3_import import S3Importer
@@ -46,9 +53,7 @@ def settings(
 @pytest.fixture(scope="module")
 def source_s3(seaweedfs: SeaweedFS) -> Any:
     """A boto3 client of the test SeaweedFS, with :data:`SOURCE_BUCKET` created."""
-    client = seaweedfs.client()
-    client.create_bucket(Bucket=SOURCE_BUCKET)
-    return client
+    return source_s3_client(seaweedfs, SOURCE_BUCKET)
 
 
 @pytest.fixture(scope="module")

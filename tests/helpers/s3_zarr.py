@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from zarrchive.storage.seaweedfs import SeaweedFS
+
 #: The first part of an object put in parts (S3's smallest part).
 PART = 5 * 1024**2
 #: A small Zarr v3 group with two arrays' worth of chunk-like files.
@@ -16,6 +18,14 @@ SMALL_ZARR: dict[str, bytes] = {
     **{f"b/c/{i}": f"chunk {i}".encode() * 20 for i in range(5)},
     "b/zarr.json": b'{"zarr_format": 3, "node_type": "array"}',
 }
+
+
+def source_s3_client(seaweedfs: SeaweedFS, bucket: str) -> Any:
+    """A boto3 client of the test SeaweedFS, with *bucket* (an import's source) created: what
+    the import tests' ``source_s3`` fixtures give."""
+    client: Any = seaweedfs.client()
+    client.create_bucket(Bucket=bucket)
+    return client
 
 
 def write_tree(root: Path, files: dict[str, bytes]) -> Path:
