@@ -182,11 +182,7 @@ class History:
         # what the issue promises, from the model: the published states, the current one,
         # those of manifests younger than the retention, all while the Zarr is in the trash
         manifests = self.manifests()
-        promised = {
-            c
-            for c, made in manifests.items()
-            if c in self.published or c == self.checksum or made > now - RETENTION or self.trashed
-        }
+        promised = self.kept_now(manifests, now)
         assert set(report.kept) == promised
         self.lost |= set(manifests) - promised
         self.check(promised - self.lost)
@@ -202,10 +198,21 @@ class History:
             )
             return {c: t for c, t in rows}
 
+    def kept_now(self, manifests: dict[str, datetime], now: datetime) -> set[str]:
+        """The manifests gc would keep at *now*: the published states, the current one, those
+        younger than the retention, all while the Zarr is in the trash."""
+        return {
+            c
+            for c, made in manifests.items()
+            if c in self.published or c == self.checksum or made > now - RETENTION or self.trashed
+        }
+
     def restorable(self) -> list[str]:
         """The checksums the Zarr can be rolled back to: a manifest every gc since it was
-        written kept."""
-        return sorted(set(self.manifests()) - self.lost)
+        written kept, and that gc would keep now (a restore follows gc's rule whether or not
+        a gc has run since: a state older than the retention is refused)."""
+        manifests = self.manifests()
+        return sorted(self.kept_now(manifests, self.clock()) - self.lost)
 
     def rollback(self, pick: int) -> None:
         """Restore the Zarr to one of its restorable states."""
