@@ -1,5 +1,6 @@
 """The Zarr wire types (zarrchive.wire.zarrs): what the API answers is what the client reads
-back, and the API's models are those types under the names of /docs."""
+back, and the API's models are those types under the names of /docs (the file with
+DANDI's ``type`` and ``etag``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
+from zarrchive.api.routers.snapshots import SnapshotFileOut
 from zarrchive.api.schemas import DirectoryOut, FileOut, ListingEntryOut, ZarrOut
+from zarrchive.services.zarr_engine.snapshots import SnapshotFile
 from zarrchive.wire.zarrs import (
     DirectoryPage,
     FileEntry,
@@ -76,18 +79,23 @@ def test_the_client_reads_back_the_page_the_api_answers() -> None:
 def test_the_api_models_are_the_wire_types() -> None:
     assert issubclass(DirectoryOut, DirectoryPage)
     assert issubclass(ListingEntryOut, ListingEntry)
-    assert [f.name for f in dataclasses.fields(DirectoryOut)] == [
-        f.name for f in dataclasses.fields(DirectoryPage)
-    ]
+    assert issubclass(ZarrOut, ZarrInfo)
+    assert issubclass(FileOut, FileEntry)
+    for api, wire in ((DirectoryOut, DirectoryPage), (ZarrOut, ZarrInfo)):
+        assert [f.name for f in dataclasses.fields(api)] == [
+            f.name for f in dataclasses.fields(wire)
+        ]
 
 
-def test_zarr_out_has_the_wire_fields_and_their_descriptions() -> None:
-    """ZarrOut is still a pydantic model of its own (a subclass of it is in the works): it
-    answers exactly the wire type's fields, in its order, with its descriptions."""
+def test_zarr_out_documents_every_field_as_sent() -> None:
+    """/docs: the archive sends every field of a Zarr, so each is required in the answer's
+    schema and none shows the default a client reading an older archive falls back on; the
+    descriptions are the wire type's."""
+    schema = TypeAdapter(ZarrOut).json_schema(mode="serialization")
     wire = {f.name: f.metadata.get("description") for f in dataclasses.fields(ZarrInfo)}
-    api = {name: f.description for name, f in ZarrOut.model_fields.items()}
-    assert list(api) == list(wire)
-    assert api == wire
+    assert schema["required"] == list(wire)
+    assert not [name for name, p in schema["properties"].items() if "default" in p]
+    assert {name: p.get("description") for name, p in schema["properties"].items()} == wire
 
 
 def test_an_answer_of_another_shape_is_refused() -> None:
@@ -128,7 +136,14 @@ def test_the_client_reads_back_the_file_the_api_answers() -> None:
 
 
 def test_file_out_is_the_wire_file_with_type_and_etag() -> None:
-    added = {"type", "etag"}
-    assert [n for n in FileOut.model_fields if n not in added] == [
-        f.name for f in dataclasses.fields(FileEntry)
-    ]
+    wire = [f.name for f in dataclasses.fields(FileEntry)]
+    assert [f.name for f in dataclasses.fields(FileOut)] == [*wire, "type", "etag"]
+    schema = TypeAdapter(FileOut).json_schema(mode="serialization")
+    assert set(schema["required"]) == {*wire, "etag"}  # `type` shows its default, "file"
+
+
+def test_a_snapshot_file_is_answered_with_its_version() -> None:
+    pinned = SnapshotFile("0", "arr/0", 10, "5d41402abc4b2a76b9719d911017c592", "k", "u", "v1")
+    sent = answered(SnapshotFileOut, SnapshotFileOut.of(pinned))
+    assert (sent["type"], sent["etag"], sent["version_id"]) == ("file", pinned.md5, "v1")
+    assert FileEntry.from_json(sent) == FileEntry(*dataclasses.astuple(pinned)[:6])

@@ -68,42 +68,19 @@ class ZarrCreate(RequestModel):
     dandiset: str = Field(description="The dandiset's six-digit identifier")
 
 
-class ZarrOut(BaseModel):
-    zarr_id: str
-    name: str
-    dandiset: str
-    s3_path: str = Field(description="zarr/{zarr_id}/")
-    s3_url: str
-    checksum: str = Field(description="The Dandi Zarr checksum of the whole Zarr")
-    file_count: int
-    size: int
-    upload_in_progress: bool = Field(description="An upload batch is open")
-    upload_state: str = Field(
-        description="`at_rest`; `open` (an upload batch is open); `applying` (verified "
-        "batches are being applied: `checksum` changes when they are done)"
-    )
-    status: str = Field(
-        description="DANDI's status: `Pending` (an upload batch is open), `Ingesting` "
-        "(verified batches are being applied), `Complete` (at rest: `checksum` is final)"
-    )
-    created: datetime
-    modified: datetime = Field(description="Last change of the Zarr's content or upload state")
-    manifest_url: str | None = Field(
-        description="URL of the manifest of the current checksum; null while it is pending"
-    )
-    manifest_status: str = Field(
-        description="`available`, or `pending` until the background job has written it"
-    )
-    refs_url: str = Field(
-        description="The live state as an fsspec reference file (a URL on this API): "
-        "`fsspec.filesystem('reference', fo=...)` opens it with stock zarr-python"
-    )
-    checksum_mismatch: str | None = Field(
-        description="ALARM: the tree hash of the Zarr's S3 objects when it differs from "
-        "`checksum` (found while writing the manifest); null when they agree"
-    )
-    published_versions: list[str] = Field(
-        description="Published versions containing the Zarr; when any, the Zarr is immutable"
+def _answered_whole(schema: dict[str, Any]) -> None:
+    """The schema of a wire type's answer: the archive sends every field, so each is
+    required and none shows a default (the defaults are for a client reading an older
+    archive)."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+
+
+@dataclass(frozen=True)
+class ZarrOut(wire.ZarrInfo):
+    # The wire type under the name /docs gives it: every field required, no default shown.
+    __pydantic_config__ = ConfigDict(
+        json_schema_serialization_defaults_required=True, json_schema_extra=_answered_whole
     )
 
 
@@ -261,15 +238,13 @@ class DeleteFile(RequestModel):
     path: str
 
 
-class FileOut(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class FileOut(wire.FileEntry):
+    # The wire type under the name /docs gives it, with DANDI's `type` and `etag`.
+    #: always ``file`` (a page of a directory's listing is ``directory``)
     type: str = "file"
-    name: str
-    path: str
-    size: int
-    md5: str
+    #: DANDI's etag: the md5 again
     etag: str
-    s3_key: str
-    s3_url: str
 
     @classmethod
     def of(cls, entry: FileEntry) -> Self:

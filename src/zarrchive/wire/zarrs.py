@@ -4,10 +4,9 @@
 
 The server builds them (:func:`zarrchive.services.zarr_engine.zarr_info.zarr_info`,
 :func:`zarrchive.services.zarr_engine.zarrs.list_directory`); the API answers them under the
-names of its ``/docs`` (``DirectoryOut``, ``ListingEntryOut``:
-:mod:`zarrchive.api.schemas`; ``ZarrOut`` answers :class:`ZarrInfo`'s fields, checked by
-``tests/test_wire_zarrs.py``); the client reads them back with ``from_json``
-(:mod:`zarrchive.client.api`).
+names of its ``/docs`` (``ZarrOut``, ``FileOut`` with DANDI's ``type`` and ``etag``,
+``DirectoryOut``, ``ListingEntryOut``: :mod:`zarrchive.api.schemas`); the client reads them
+back with ``from_json`` (:mod:`zarrchive.client.api`).
 """
 
 from __future__ import annotations

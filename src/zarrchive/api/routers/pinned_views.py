@@ -10,13 +10,13 @@ write (any other method, any path) is 409 and changes nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import format_datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse, StreamingResponse
-from pydantic import Field
 from starlette.convertors import StringConvertor, register_url_convertor
 
 from zarrchive.api.bodies import JsonBody, batch_limit
@@ -37,6 +37,7 @@ from zarrchive.services.zarr_engine import pinned_views
 from zarrchive.services.zarr_engine import snapshots as snapshot_service
 from zarrchive.services.zarr_engine import zarrs as zarr_service
 from zarrchive.services.zarr_engine.pinned_views import PinnedView
+from zarrchive.wire.zarrs import doc
 
 
 class PinnedViewConvertor(StringConvertor):
@@ -55,9 +56,10 @@ VIEW = "/api/zarr/{view_id:pinned_view}"
 WRITES = ["POST", "PUT", "PATCH", "DELETE"]
 
 
+@dataclass(frozen=True, kw_only=True)
 class PinnedViewOut(ZarrOut):
-    view_of: str = Field(
-        description="The Zarr whose published state (`checksum`) this read-only view shows"
+    view_of: str = field(
+        metadata=doc("The Zarr whose published state (`checksum`) this read-only view shows")
     )
 
 

@@ -9,6 +9,7 @@ are presigned.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
@@ -18,6 +19,7 @@ from zarrchive.api.bodies import JsonBody, batch_limit
 from zarrchive.api.deps import ArchiveDep, UserDep
 from zarrchive.api.schemas import DeleteFile, DirectoryOut, FileOut
 from zarrchive.services.zarr_engine import snapshots, zarrs
+from zarrchive.wire.zarrs import doc
 
 router = APIRouter(tags=["snapshots"])
 PATHS = JsonBody(list[DeleteFile], login=False, max_items=batch_limit)
@@ -41,8 +43,9 @@ class SnapshotOut(BaseModel):
     )
 
 
+@dataclass(frozen=True, kw_only=True)
 class SnapshotFileOut(FileOut):
-    version_id: str = Field(description="The S3 version of the object this snapshot pins")
+    version_id: str = field(metadata=doc("The S3 version of the object this snapshot pins"))
 
 
 class SnapshotUrlOut(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import RedirectResponse, StreamingResponse
+from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
 from zarrchive.api.bodies import JsonBody, batch_limit
@@ -538,7 +539,8 @@ def delete_files(
     if deletion.applied:
         return Response(status_code=204)
     info = zarr_out(archive, deletion.zarr_id, user)
-    return Response(content=info.model_dump_json(), status_code=202, media_type="application/json")
+    content = TypeAdapter(ZarrOut).dump_json(info)
+    return Response(content=content, status_code=202, media_type="application/json")
 
 
 @router.get(
