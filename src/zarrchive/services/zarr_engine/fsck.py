@@ -1,10 +1,14 @@
 """Check a Zarr's tree hash and its manifest against S3, and repair them.
 
 One listing of the Zarr's objects in S3 (streamed, in key order) serves both checks, each
-entry used by both as it comes (a Zarr of 10^6 files was listed twice: 505 s).  It is one
-flat listing (``ListObjectVersions`` pages of 1,000 versions: N/1000 requests), not the
-per-prefix listing in parallel that splits a Zarr into its leaf directories (one request
-per leaf directory at least: N/100 for leaves of 100 chunks):
+entry used by both as it comes (a Zarr of 10^6 files was listed twice: 505 s).  It is the
+manifests' listing (:func:`~zarrchive.services.zarr_engine.manifests.current_entries`: the
+Zarr's levels split by ``/`` into prefixes listed in parallel), not one flat paginated
+listing: that would send N/1000 requests instead of up to one per leaf directory, but
+SeaweedFS (the embedded default) pages a flat version listing wrongly where sibling names
+differ after a character below ``/`` (``big/...`` beside ``big.txt``): it loses versions, and
+a repair from such a listing would rewrite correct nodes
+(``tests/storage/test_seaweedfs.py::test_seaweedfs_pages_versions_in_byte_order``):
 
 - every directory's node is recomputed from it, compared with the stored ``.checksum``
   node, and the root with the database; a repair rewrites what differs.  The listing runs
@@ -47,8 +51,6 @@ from zarrchive.services.zarr_engine.zarrs import get_zarr
 from zarrchive.storage.keys import checksum_node_key, checksum_prefix
 
 _MD5 = re.compile(r"[0-9a-f]{32}")
-#: fsck lists the Zarr flat, one paginator (see the module's docstring).
-LIST_PARALLELISM = 1
 
 
 @dataclass
@@ -124,7 +126,7 @@ def fsck(archive: Archive, zarr_id: str, *, repair: bool = False) -> FsckReport:
     # one listing: the audit reads it (unless it ends first: busy, no manifest), the tree
     # is computed from each entry on its way, and whatever the audit left is read here
     tree = _TreeFromListing(zarr_id)
-    listing = tree.seen(current_entries(store, zarr_id, parallel=LIST_PARALLELISM))
+    listing = tree.seen(current_entries(store, zarr_id))
     audit = audit_manifest(archive, zarr_id, listing=listing)
     for _ in listing:
         pass
