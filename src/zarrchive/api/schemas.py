@@ -9,10 +9,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
+from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from zarrchive.http_common.pagination import after_url
 from zarrchive.services.dandi.blobs import MAX_PARTS
+from zarrchive.services.zarr_engine.recorded_listing import ObjectEntry
 from zarrchive.services.zarr_engine.uploads.parts import MAX_OBJECT_SIZE, MAX_PARTS_PER_REQUEST
 from zarrchive.services.zarr_engine.zarrs import FileEntry
 from zarrchive.wire import zarrs as wire
@@ -543,6 +546,17 @@ class ZarrObjectOut(BaseModel):
 class ZarrObjectPageOut(BaseModel):
     next: str | None = Field(description="The URL of the next page (`after` set); null at the end")
     results: list[ZarrObjectOut]
+
+    @classmethod
+    def of(cls, request: Request, entries: list[ObjectEntry], more: bool) -> Self:
+        """A page of DANDI's flat listing: *entries*, and the next page's URL if *more*."""
+        return cls(
+            next=after_url(request, entries[-1].key) if more and entries else None,
+            results=[
+                ZarrObjectOut(Key=e.key, LastModified=e.last_modified, ETag=e.etag, Size=e.size)
+                for e in entries
+            ],
+        )
 
 
 class DroppedFileOut(BaseModel):

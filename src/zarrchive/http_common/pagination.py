@@ -68,3 +68,9 @@ def make_page(request: Request, asked: PageRequest, count: int, results: list[T]
         previous=page_url(request, asked.page - 1) if asked.page > 1 else None,
         results=results,
     )
+
+
+def after_url(request: Request, key: str) -> str:
+    """This request's public URL with ``after`` set to *key*: the next page of a listing in
+    key order (DANDI's flat ``files/``)."""
+    return str(public_request_url(request).include_query_params(after=key))

@@ -27,12 +27,11 @@ from zarrchive.api.schemas import (
     DirectoryOut,
     DownloadUrlOut,
     FileOut,
-    ZarrObjectOut,
     ZarrObjectPageOut,
     ZarrOut,
 )
 from zarrchive.errors import NotFound, NoUploadInProgress
-from zarrchive.http_common.public_url import public_base, public_request_url
+from zarrchive.http_common.public_url import public_base
 from zarrchive.services.zarr_engine import pinned_views
 from zarrchive.services.zarr_engine import snapshots as snapshot_service
 from zarrchive.services.zarr_engine import zarrs as zarr_service
@@ -176,18 +175,7 @@ def list_objects(
     entries, more = pinned_views.list_objects(
         archive, view, prefix=prefix, after=after, limit=limit
     )
-    next_url = (
-        str(public_request_url(request).include_query_params(after=entries[-1].key))
-        if more and entries
-        else None
-    )
-    return ZarrObjectPageOut(
-        next=next_url,
-        results=[
-            ZarrObjectOut(Key=e.key, LastModified=e.last_modified, ETag=e.etag, Size=e.size)
-            for e in entries
-        ],
-    )
+    return ZarrObjectPageOut.of(request, entries, more)
 
 
 @router.get(

@@ -33,7 +33,6 @@ from zarrchive.api.schemas import (
     UploadUrlOut,
     ZarrCreate,
     ZarrFileIn,
-    ZarrObjectOut,
     ZarrObjectPageOut,
     ZarrOut,
 )
@@ -41,7 +40,6 @@ from zarrchive.content_types import zarr_content_type
 from zarrchive.db.models import Zarr
 from zarrchive.errors import NotFound, NoUploadInProgress
 from zarrchive.http_common.pagination import Page, PageRequest, make_page, page_request
-from zarrchive.http_common.public_url import public_request_url
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine import manifests, uploads, zarr_info, zarrs
 from zarrchive.services.zarr_engine.uploads import import_copy, import_hash
@@ -454,18 +452,7 @@ def list_objects(
     if download:
         return RedirectResponse(zarrs.object_url(archive, zarr, prefix), status_code=302)
     entries, more = zarrs.list_objects(archive, zarr, prefix=prefix, after=after, limit=limit)
-    next_url = (
-        str(public_request_url(request).include_query_params(after=entries[-1].key))
-        if more and entries
-        else None
-    )
-    return ZarrObjectPageOut(
-        next=next_url,
-        results=[
-            ZarrObjectOut(Key=e.key, LastModified=e.last_modified, ETag=e.etag, Size=e.size)
-            for e in entries
-        ],
-    )
+    return ZarrObjectPageOut.of(request, entries, more)
 
 
 @router.post(

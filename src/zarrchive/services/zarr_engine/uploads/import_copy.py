@@ -61,8 +61,7 @@ from zarrchive.paths import CHECKSUM_NODE_NAME, validate_path
 from zarrchive.services.identity.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.uploads.import_rules import (
-    ImportRefused,
-    check_source,
+    archive_may_import,
     plain_md5,
     source_key,
 )
@@ -149,17 +148,7 @@ def import_files(
     md5, :class:`SourceChanged` (409) when a source object changed since it was listed."""
     settings = archive.settings
     zarr_id, _status = writable_zarr(archive, user, zarr_id)  # who may write it, before the source
-    try:
-        normalized = check_source(
-            bucket,
-            prefix,
-            settings.import_buckets,
-            (settings.s3_bucket, settings.s3_embargo_bucket),
-        )
-    except ImportRefused as refused:
-        if refused.forbidden:
-            raise PermissionDenied(refused.message) from None
-        raise InvalidInput(refused.message) from None
+    normalized = archive_may_import(settings, bucket, prefix)
     with archive.db.session() as session:
         zarr = get_zarr(session, user, zarr_id)
         batch = _batch_of(session, zarr.id, batch_uid, user)

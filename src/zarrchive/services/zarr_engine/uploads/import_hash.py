@@ -47,8 +47,7 @@ from zarrchive.services.identity.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.uploads.import_copy import SourceChanged
 from zarrchive.services.zarr_engine.uploads.import_rules import (
-    ImportRefused,
-    check_source,
+    archive_may_import,
     source_key,
 )
 from zarrchive.services.zarr_engine.uploads.records import writable_ref
@@ -129,17 +128,7 @@ def hash_sources(
     :class:`InvalidInput` (400) for a bad path, :class:`SourceChanged` (409)."""
     zarr, _status = writable_ref(archive, user, zarr_id)
     settings = archive.settings
-    try:
-        normalized = check_source(
-            bucket,
-            prefix,
-            settings.import_buckets,
-            (settings.s3_bucket, settings.s3_embargo_bucket),
-        )
-    except ImportRefused as refused:
-        if refused.forbidden:
-            raise PermissionDenied(refused.message) from None
-        raise InvalidInput(refused.message) from None
+    normalized = archive_may_import(settings, bucket, prefix)
     check_bounds(files)
     problems: list[str] = []
     seen: set[str] = set()

@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from zarrchive.config import Settings
+from zarrchive.errors import InvalidInput, PermissionDenied
+
 #: S3's bucket names (lowercase, digits, dots, hyphens; 3 to 63 characters).
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 #: An md5 in hex: what the ETag of an object not uploaded in parts is.
@@ -53,6 +56,23 @@ def within(prefix: str, allowed_prefix: str) -> bool:
     """True if *prefix* is *allowed_prefix* or below it (segment-wise: ``data`` does not
     contain ``database``)."""
     return not allowed_prefix or prefix == allowed_prefix or prefix.startswith(allowed_prefix + "/")
+
+
+def archive_may_import(settings: Settings, bucket: str, prefix: str) -> str:
+    """:func:`check_source` with this archive's settings (``ZARRCHIVE_IMPORT_BUCKETS``, its own
+    two buckets), its refusal as the archive's errors: :class:`PermissionDenied` (403) or
+    :class:`InvalidInput` (400)."""
+    try:
+        return check_source(
+            bucket,
+            prefix,
+            settings.import_buckets,
+            (settings.s3_bucket, settings.s3_embargo_bucket),
+        )
+    except ImportRefused as refused:
+        if refused.forbidden:
+            raise PermissionDenied(refused.message) from None
+        raise InvalidInput(refused.message) from None
 
 
 def check_source(
