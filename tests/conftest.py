@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import os
 import shutil
@@ -107,12 +108,10 @@ def embargo_bucket(seaweedfs: SeaweedFS, bucket: str) -> str:
     """The versioned, private bucket of the session (the archive's embargo bucket)."""
     name = bucket.replace(PUBLIC_BUCKET_PREFIX, "zemb-", 1)
     client: Any = seaweedfs.client()
-    try:
+    # pytest may make this session fixture again for a later module (after one whose
+    # parametrised fixtures differ): the bucket of the same name is already there
+    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
         client.create_bucket(Bucket=name)
-    except client.exceptions.BucketAlreadyOwnedByYou:
-        # pytest made this session fixture again for a module that asks for it after one
-        # whose parametrised fixtures differ: the bucket of the same name is already there
-        pass
     client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
     return name
 
