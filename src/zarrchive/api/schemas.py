@@ -187,8 +187,9 @@ class ImportOut(BaseModel):
     batch: str
     copied: int = Field(description="Files copied into the batch's staging area")
     declined: list[str] = Field(
-        description="Files not copied (their source object was uploaded in parts and is "
-        "above the archive's multipart threshold): PUT them to their URLs yourself"
+        description="Files not copied, to PUT to their URLs yourself. Always empty from "
+        "this archive (sources in parts are copied and hashed server-side too); kept so "
+        "that a client written for an archive that declines some keeps working"
     )
 
 
