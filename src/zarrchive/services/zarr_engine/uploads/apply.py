@@ -48,6 +48,7 @@ from zarrchive.services.zarr_engine.uploads.import_copy import (
     load_sources,
     prepare_imported_copy,
 )
+from zarrchive.services.zarr_engine.uploads.import_undo import undo_unrecorded
 from zarrchive.services.zarr_engine.uploads.multipart import (
     COPY_FILES_PARALLEL,
     ClaimKeeper,
@@ -782,6 +783,19 @@ def _apply_claimed(
     except _ClaimLost:
         return False
     except _Refused as refused:
+        try:  # an applier that stopped may have left copies of the batch: undo them first
+            if not undo_unrecorded(
+                archive,
+                store,
+                zarr_id,
+                claimed.files,
+                keep_claim=lambda: _renew(archive, claimed, token),
+                renew_every=CLAIM_SECONDS / 3,
+            ):
+                return False
+        except BaseException:
+            _release(archive, claimed, token)  # applied (and refused) again later
+            raise
         if not _refuse(archive, claimed, token, refused):
             return False
         drop_staging(store, zarr_id, claimed.uid)

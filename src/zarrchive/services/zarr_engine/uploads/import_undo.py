@@ -1,0 +1,269 @@
+"""Undo the unrecorded copies of a refused batch, whoever made them (#39).
+
+An applier copies a batch's files into place before it records anything (the copies are
+visible by key at once).  If it dies after some copies (a crash, SIGKILL) and the batch is
+then refused on a later apply (an imported source changed meanwhile, or a big file is not
+its md5), the refusing applier undoes its own copies (:func:`.apply._undo_imports`), but the
+dead one's stay the keys' current versions: S3 would serve bytes the Zarr's records do not
+name.  So, before a batch is refused, :func:`undo_unrecorded` puts each of its keys back at
+the version the records name.
+
+**The rule** (per key of the batch, with the batch's claim held: no batch of the Zarr commits
+meanwhile, and no manifest is written while one is pending; S3's version order only, never a
+time compared with the database's):
+
+- *m*, the key's md5 in the Zarr's checksum tree (``None``: not a file of the Zarr);
+- the key's current object (one listing per 1,000 keys): if it holds *m*'s content (or is
+  absent where *m* is ``None``), nothing is done at that key;
+- else its versions are walked newest first, S3's order, and every version is *doomed* until
+  the walk stops at (never deleting) the first of: a delete marker (or a version as old as
+  it: S3 lists markers apart, and a tie in their times leaves their order unknown), a version
+  holding *m*'s content, a version any change record of the Zarr names;
+- the doomed versions are deleted only if the walk stopped where the records say the key is:
+  at a version with *m*'s content when the key is a file of the Zarr (else S3 and the records
+  disagree below the copies: nothing is deleted, fsck tells), at a delete marker, a named
+  version or the key's first version when it is not;
+- nothing is deleted at a key where a manifest whose listing did not match its checksum (a
+  listing made while an earlier, unrecorded version was current) names a doomed version:
+  those manifests are read, only when something is doomed (one that can't be read: nothing
+  is deleted).
+
+Why it is exact: every version newer than the key's recorded one (in S3's order, which is
+the order of the writes) was written after the last batch that committed a change to that
+key, by an applier whose batch did not commit: this batch's (dead, stalled, or the refusing
+one itself), or a stalled applier of an earlier batch (its late copy has that batch's bytes,
+*m*'s, and stops the walk: it is kept).  None of them is recorded (change records name only
+the committing applier's copies; a manifest is written only at rest, and a listed one
+naming such a version has a mismatching listing: read).  A version any record names stops
+the walk; a delete marker is never deleted.  A stalled applier's copy that lands after the
+undo is not undone (the same limit as its late copies of an applied batch:
+``zarrchive manifest audit`` and fsck report it).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+
+from sqlalchemy import select
+
+from zarrchive.checksum import is_md5
+from zarrchive.db.models import ZarrChangedObject, ZarrChangeSet, ZarrManifest
+from zarrchive.errors import InvalidManifest, StorageError
+from zarrchive.manifest import manifest_key, read_manifest
+from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.tree_updater import file_lookup
+from zarrchive.services.zarr_engine.uploads.multipart import ClaimKeeper
+from zarrchive.storage.keys import zarr_object_key
+from zarrchive.storage.objects import ObjectInfo, ObjectStore, ObjectVersion, delete_versions
+from zarrchive.storage.protocol import ObjectStoreProtocol
+
+log = logging.getLogger(__name__)
+
+#: Paths looked up at a time in the change records.
+_QUERY_PATHS = 500
+#: A manifest is read through a spooled copy of this much memory at most.
+_SPOOL_BYTES = 16 * 1024 * 1024
+
+
+def undo_unrecorded(
+    archive: Archive,
+    store: ObjectStoreProtocol,
+    zarr_id: str,
+    paths: Iterable[str],
+    keep_claim: Callable[[], bool],
+    renew_every: float,
+) -> bool:
+    """Delete, at each of *paths* of the Zarr (a batch about to be refused), the versions
+    newer than the one the records name that no record names (see the module); False if
+    the batch's claim was lost (*keep_claim*: renews it, every *renew_every* seconds while
+    the keys are read, and once more right before the deletions: nothing deleted if lost)."""
+    with ClaimKeeper(keep_claim, renew_every) as keeper:
+        doomed = _find_doomed(archive, store, zarr_id, sorted(set(paths)))
+    if keeper.lost or not keep_claim():
+        return False
+    if not doomed:
+        return True
+    refs = [(v.key, v.version_id) for v in doomed]
+    if isinstance(store, ObjectStore):
+        delete_versions(store, refs, f"Zarr {zarr_id}")
+    else:
+        for key, version_id in refs:
+            store.delete_version(key, version_id)
+    log.warning(
+        "Zarr %s: deleted %d unrecorded versions at %d keys of a refused batch (copies of an "
+        "applier that stopped), e.g. %r",
+        zarr_id,
+        len(refs),
+        len({k for k, _v in refs}),
+        refs[0][0],
+    )
+    return True
+
+
+def _find_doomed(
+    archive: Archive, store: ObjectStoreProtocol, zarr_id: str, paths: list[str]
+) -> list[ObjectVersion]:
+    """The versions :func:`undo_unrecorded` deletes at *paths*."""
+    if not paths:
+        return []
+    recorded = file_lookup(store, zarr_id, paths)
+    current = _current_objects(store, [zarr_object_key(zarr_id, p) for p in paths])
+    suspects = [
+        p
+        for p in paths
+        if not _holds(store, current[zarr_object_key(zarr_id, p)], _md5(recorded[p]))
+    ]
+    if not suspects:
+        return []
+    named = _named_by_changes(archive, zarr_id, suspects)
+    doomed: list[ObjectVersion] = [
+        version
+        for found in store.map(
+            lambda p: _doomed(store, zarr_id, p, _md5(recorded[p]), named), suspects
+        )
+        for version in found
+    ]
+    if not doomed:
+        return []
+    try:
+        in_manifests = _named_by_odd_manifests(archive, store, zarr_id, {v.key for v in doomed})
+    except (StorageError, InvalidManifest) as exc:
+        log.warning(
+            "Zarr %s: a manifest whose listing differs from its checksum can't be read (%s): "
+            "the unrecorded versions of a refused batch stay ('zarrchive admin fsck' tells)",
+            zarr_id,
+            exc,
+        )
+        return []
+    named_keys = {key for key, _version in in_manifests}
+    return [v for v in doomed if v.key not in named_keys]
+
+
+def _md5(found: tuple[str, int] | None) -> str | None:
+    return found[0] if found is not None else None
+
+
+def _current_objects(store: ObjectStoreProtocol, keys: list[str]) -> dict[str, ObjectInfo | None]:
+    if isinstance(store, ObjectStore):
+        return store.find(keys)
+    return dict(zip(keys, store.map(store.head, keys), strict=True))
+
+
+def _content_md5(store: ObjectStoreProtocol, key: str, etag: str, version_id: str | None) -> str:
+    """The md5 of a version's content: its ETag, or for an object assembled from parts the
+    md5 the archive recorded on it (``""`` without one)."""
+    if is_md5(etag):
+        return etag
+    return store.recorded_md5(key, version_id) or ""
+
+
+def _holds(store: ObjectStoreProtocol, current: ObjectInfo | None, md5: str | None) -> bool:
+    """Whether the key's current object is what the records say (*md5*; ``None``: none)."""
+    if current is None or md5 is None:
+        return current is None and md5 is None
+    return _content_md5(store, current.key, current.etag, None) == md5
+
+
+def _history(store: ObjectStoreProtocol, key: str) -> list[ObjectVersion]:
+    """The versions and delete markers of exactly *key*, newest first."""
+    found = []
+    for version in store.iter_versions(key):
+        if version.key != key:
+            break  # the keys *key* is a prefix of come after it
+        found.append(version)
+    return found
+
+
+def _doomed(
+    store: ObjectStoreProtocol,
+    zarr_id: str,
+    path: str,
+    md5: str | None,
+    named: set[tuple[str, str]],
+) -> list[ObjectVersion]:
+    """The versions at *path* to delete (the module's rule), newest first."""
+    key = zarr_object_key(zarr_id, path)
+    history = _history(store, key)
+    markers = [v.last_modified for v in history if v.is_delete_marker]
+    newest_marker = max(markers) if markers else None
+    doomed: list[ObjectVersion] = []
+    stop = "first version"
+    for version in history:
+        if version.is_delete_marker or (
+            newest_marker is not None and version.last_modified <= newest_marker
+        ):
+            stop = "marker"
+            break
+        if version.version_id in ("", "null"):
+            log.warning("Zarr %s: %r has no version ids: its copies can't be undone", zarr_id, key)
+            return []
+        if (key, version.version_id) in named:
+            stop = "named"
+            break
+        if md5 is not None and (
+            _content_md5(store, key, version.etag or "", version.version_id) == md5
+        ):
+            stop = "recorded"
+            break
+        doomed.append(version)
+    if doomed and md5 is not None and stop != "recorded":
+        log.warning(
+            "Zarr %s: %r is not at its recorded content in S3 and no version of it below "
+            "the unrecorded ones is: nothing undone there ('zarrchive admin fsck' tells)",
+            zarr_id,
+            key,
+        )
+        return []
+    return doomed
+
+
+def _named_by_changes(archive: Archive, zarr_id: str, paths: Sequence[str]) -> set[tuple[str, str]]:
+    """``(key, version id)`` of every version a change record of the Zarr names at *paths*."""
+    named: set[tuple[str, str]] = set()
+    with archive.db.session() as session:
+        for start in range(0, len(paths), _QUERY_PATHS):
+            rows = session.execute(
+                select(ZarrChangedObject.path, ZarrChangedObject.version_id)
+                .join(ZarrChangeSet, ZarrChangeSet.id == ZarrChangedObject.change_set_id)
+                .where(
+                    ZarrChangeSet.zarr_id == zarr_id,
+                    ZarrChangedObject.path.in_(paths[start : start + _QUERY_PATHS]),
+                    ZarrChangedObject.version_id.is_not(None),
+                )
+            )
+            for path, version_id in rows:
+                named.add((zarr_object_key(zarr_id, path), str(version_id)))
+    return named
+
+
+def _named_by_odd_manifests(
+    archive: Archive, store: ObjectStoreProtocol, zarr_id: str, keys: set[str]
+) -> set[tuple[str, str]]:
+    """``(key, version id)`` at *keys* named by the Zarr's manifests whose listing did not
+    hash to their checksum (the only manifests that may name an unrecorded version)."""
+    with archive.db.session() as session:
+        checksums = list(
+            session.scalars(
+                select(ZarrManifest.checksum).where(
+                    ZarrManifest.zarr_id == zarr_id,
+                    ZarrManifest.listing_checksum != ZarrManifest.checksum,
+                )
+            )
+        )
+    named: set[tuple[str, str]] = set()
+    root = zarr_object_key(zarr_id, "")
+    for checksum in checksums:
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as raw:
+            for chunk in store.iter_content(manifest_key(zarr_id, checksum)):
+                raw.write(chunk)
+            raw.seek(0)
+            for entry in read_manifest(raw, verify=False).entries:
+                key = root + entry.path
+                if key in keys:
+                    named.add((key, entry.version_id))
+    return named
+
+
+__all__ = ["undo_unrecorded"]
