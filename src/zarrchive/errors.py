@@ -100,6 +100,12 @@ class StorageUnavailable(StorageError):
     """The object store can't be reached, stalls or says "later": retry (HTTP 503)."""
 
 
+class ChecksumRefused(StorageError):
+    """The object store refused an object whose stated checksum is not its content's (S3's
+    ``BadDigest``, e.g. a wrong full-object CRC32 completing a multipart upload): nothing
+    was written."""
+
+
 class DatabaseUnavailable(ZarrchiveError):
     """The database can't be reached or lost the connection: retry (HTTP 503)."""
 
@@ -172,6 +178,11 @@ class NetworkError(ZarrchiveError):
 
 class TransferError(ZarrchiveError):
     """An object could not be uploaded to or downloaded from the object store (client side)."""
+
+
+class ObjectChanged(TransferError):
+    """An object changed while a download read it: S3 answered 412 to a GET that had to
+    match the ETag of the object's HEAD (``If-Match``)."""
 
 
 # -- manifests and jobs ---------------------------------------------------------

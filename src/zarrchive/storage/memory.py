@@ -23,17 +23,21 @@ import secrets
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
+from zarrchive.errors import ChecksumRefused, InvalidInput, StorageError, StorageUnavailable
+from zarrchive.storage.crc32 import crc32_base64
 from zarrchive.storage.memory_http import MemoryHTTPServer
 from zarrchive.storage.objects import (
+    CHECKSUM_MODE_HEADER,
     MD5_METADATA,
+    CopiedPart,
     ObjectInfo,
     ObjectVersion,
     WrittenVersion,
@@ -58,7 +62,8 @@ def _now() -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class StoredVersion:
-    """One version of a key: its bytes, or ``None`` for a delete marker."""
+    """One version of a key: its bytes, or ``None`` for a delete marker; its full-object
+    CRC32 (base64) when it was assembled from an upload created with one."""
 
     version_id: str
     data: bytes | None
@@ -66,6 +71,7 @@ class StoredVersion:
     last_modified: datetime
     content_type: str = DEFAULT_CONTENT_TYPE
     metadata: dict[str, str] = field(default_factory=dict)
+    checksum_crc32: str | None = None
 
     @property
     def is_delete_marker(self) -> bool:
@@ -77,6 +83,8 @@ class StoredPart:
     etag: str
     data: bytes
     last_modified: datetime
+    #: the part's CRC32 (base64), on an upload created with a full-object CRC32
+    crc32: str | None = None
 
 
 @dataclass
@@ -86,6 +94,8 @@ class MultipartUpload:
     metadata: dict[str, str]
     initiated: datetime
     parts: dict[int, StoredPart] = field(default_factory=dict)
+    #: created with ``ChecksumAlgorithm=CRC32``, ``ChecksumType=FULL_OBJECT``
+    full_object_crc32: bool = False
 
 
 class MemoryObjectStore:
@@ -216,8 +226,17 @@ class MemoryObjectStore:
     def presign_get(self, key: str, expires_in: int) -> str:
         return self._presign("GET", key, expires_in)
 
-    def presign_head(self, key: str, expires_in: int) -> str:
-        return self._presign("HEAD", key, expires_in)
+    def presign_head(
+        self,
+        key: str,
+        expires_in: int,
+        *,
+        version_id: str | None = None,
+        checksum_mode: bool = False,
+    ) -> str:
+        headers = {CHECKSUM_MODE_HEADER: "ENABLED"} if checksum_mode else None
+        params = {"versionId": version_id} if version_id else None
+        return self._presign("HEAD", key, expires_in, headers, params)
 
     def presign_get_version(self, key: str, version_id: str, expires_in: int) -> str:
         return self._presign("GET", key, expires_in, params={"versionId": version_id})
@@ -257,6 +276,7 @@ class MemoryObjectStore:
         etag: str | None = None,
         content_type: str | None = None,
         metadata: dict[str, str] | None = None,
+        checksum_crc32: str | None = None,
     ) -> StoredVersion:
         return self._add(
             key,
@@ -267,6 +287,7 @@ class MemoryObjectStore:
                 self.clock(),
                 content_type or DEFAULT_CONTENT_TYPE,
                 dict(metadata or {}),
+                checksum_crc32,
             ),
         )
 
@@ -298,12 +319,16 @@ class MemoryObjectStore:
 
     def _info(self, key: str, version: StoredVersion, *, listed: bool = False) -> ObjectInfo:
         assert version.data is not None
+        if listed:  # (a listing says neither the checksum nor the metadata)
+            return ObjectInfo(key, len(version.data), version.etag, None, version.last_modified)
         return ObjectInfo(
             key=key,
             size=len(version.data),
             etag=version.etag,
-            version_id=None if listed else self._version_id(version),
+            version_id=self._version_id(version),
             last_modified=version.last_modified,
+            full_object_crc32=version.checksum_crc32,
+            recorded_md5=version.metadata.get(MD5_METADATA) or None,
         )
 
     # -- single objects ------------------------------------------------------------------------
@@ -375,6 +400,7 @@ class MemoryObjectStore:
             etag=source.etag,
             content_type=content_type or source.content_type,
             metadata=None if content_type else source.metadata,
+            checksum_crc32=source.checksum_crc32,  # (a checksum of the content: kept)
         )
         return WrittenVersion(written.etag, self._version_id(written), written.last_modified)
 
@@ -494,12 +520,18 @@ class MemoryObjectStore:
         key: str,
         content_type: str = "application/octet-stream",
         metadata: dict[str, str] | None = None,
+        *,
+        full_object_crc32: bool = False,
     ) -> str:
         self._check(f"create_multipart_upload {key!r}")
         upload_id = secrets.token_urlsafe(24)
         with self._lock:
             self._uploads[upload_id] = MultipartUpload(
-                key, content_type, dict(metadata or {}), self.clock()
+                key,
+                content_type,
+                dict(metadata or {}),
+                self.clock(),
+                full_object_crc32=full_object_crc32,
             )
         return upload_id
 
@@ -514,13 +546,24 @@ class MemoryObjectStore:
         self._check(f"upload_part {key!r}")
         if not 1 <= part_number <= 10_000:
             raise InvalidInput(f"a part number is 1..10000, not {part_number}")
+        part = self._upload_part(key, upload_id, part_number, data)
+        return None if part is None else part.etag
+
+    def _upload_part(
+        self, key: str, upload_id: str, part_number: int, data: bytes
+    ) -> StoredPart | None:
         upload = self._upload(key, upload_id)
         if upload is None:
             return None
-        part = StoredPart(hashlib.md5(data).hexdigest(), bytes(data), self.clock())
+        part = StoredPart(
+            hashlib.md5(data).hexdigest(),
+            bytes(data),
+            self.clock(),
+            crc32_base64(zlib.crc32(data)) if upload.full_object_crc32 else None,
+        )
         with self._lock:
             upload.parts[part_number] = part
-        return part.etag
+        return part
 
     def list_parts(self, key: str, upload_id: str) -> dict[int, tuple[str, int]] | None:
         self._check(f"listing the parts of {key!r}")
@@ -549,16 +592,30 @@ class MemoryObjectStore:
         first: int,
         last: int,
     ) -> str:
+        return self.upload_part_copy_checked(
+            source_key, version_id, key, upload_id, part_number, first, last
+        ).etag
+
+    def upload_part_copy_checked(
+        self,
+        source_key: str,
+        version_id: str | None,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        first: int,
+        last: int,
+    ) -> CopiedPart:
         self._check(f"upload_part_copy of {source_key!r}")
         source = self._version(source_key, version_id)
         if source is None or source.data is None:
             raise StorageError(f"S3 upload_part_copy of {source_key!r} failed: NoSuchKey")
         if not 0 <= first <= last < len(source.data):
             raise StorageError(f"S3 upload_part_copy of {source_key!r} failed: InvalidRange")
-        etag = self.upload_part(key, upload_id, part_number, source.data[first : last + 1])
-        if etag is None:
+        part = self._upload_part(key, upload_id, part_number, source.data[first : last + 1])
+        if part is None:
             raise StorageError(f"S3 upload_part_copy to {key!r} failed: NoSuchUpload")
-        return etag
+        return CopiedPart(part.etag, part.crc32)
 
     def iter_multipart_uploads(self, prefix: str) -> Iterator[tuple[str, str, datetime | None]]:
         self._check(f"listing the multipart uploads under {prefix!r}")
@@ -576,10 +633,21 @@ class MemoryObjectStore:
         return self.complete_multipart(key, upload_id, parts).etag
 
     def complete_multipart(
-        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+        self,
+        key: str,
+        upload_id: str,
+        parts: Iterable[tuple[int, str]],
+        *,
+        part_crc32s: Mapping[int, str] | None = None,
+        full_object_crc32: str | None = None,
     ) -> WrittenVersion:
+        """As S3: the parts' CRC32s stated must be theirs (else ``InvalidPart``), a
+        full-object CRC32 stated needs an upload created with one and must be the content's
+        (else :class:`ChecksumRefused`, ``BadDigest``: the upload stays as it was); an upload
+        created with one that is not stated gets the content's."""
         self._check(f"complete_multipart_upload {key!r}")
         listed = [(number, etag.strip('"')) for number, etag in parts]
+        crcs = part_crc32s or {}
         with self._lock:
             upload = self._upload(key, upload_id)
             if upload is None:
@@ -594,17 +662,28 @@ class MemoryObjectStore:
                 part = upload.parts.get(number)
                 if part is None or part.etag != etag:
                     raise _refused(key, "InvalidPart", f"part {number} was not uploaded as {etag}")
+                if number in crcs and crcs[number] != part.crc32:
+                    raise _refused(key, "InvalidPart", f"part {number} has another CRC32")
                 chosen.append(part)
             if any(len(part.data) < MIN_PART_SIZE for part in chosen[:-1]):
                 raise _refused(key, "EntityTooSmall", "a part before the last is under 5 MiB")
             digests = b"".join(bytes.fromhex(part.etag) for part in chosen)
             etag = f"{hashlib.md5(digests).hexdigest()}-{len(chosen)}"
+            data = b"".join(part.data for part in chosen)
+            crc = crc32_base64(zlib.crc32(data)) if upload.full_object_crc32 else None
+            if full_object_crc32 is not None and full_object_crc32 != crc:
+                raise ChecksumRefused(
+                    f"S3 refused to complete the upload of {key!r}: the full-object CRC32 "
+                    f"{full_object_crc32} is not its content's (BadDigest)"
+                    + ("" if upload.full_object_crc32 else ": the upload has no CRC32")
+                )
             written = self._store(
                 key,
-                b"".join(part.data for part in chosen),
+                data,
                 etag=etag,
                 content_type=upload.content_type,
                 metadata=upload.metadata,
+                checksum_crc32=crc,
             )
             del self._uploads[upload_id]
         return WrittenVersion(etag, self._version_id(written), None)

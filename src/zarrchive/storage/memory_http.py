@@ -10,7 +10,13 @@ answers what clients send to the URLs the store hands out, by S3's rules:
   ``AccessDenied``, "Request has expired");
 - a body whose md5 is not its ``Content-MD5`` is 400 ``BadDigest``, and stores nothing;
 - an unsigned GET or HEAD is served when the bucket is world-readable, anything else
-  unsigned is 403 ``AccessDenied``.
+  unsigned is 403 ``AccessDenied``;
+- a presigned request with an ``x-amz-checksum-mode`` header it does not sign is 403
+  ``AccessDenied`` (as S3 refuses ``x-amz-*`` headers a presigned URL does not sign: the
+  embedded SeaweedFS does);
+- with ``x-amz-checksum-mode: ENABLED``, a HEAD or a GET of a whole object assembled with a
+  full-object CRC32 answers ``x-amz-checksum-crc32`` and ``x-amz-checksum-type:
+  FULL_OBJECT``; user metadata is answered as ``x-amz-meta-*``.
 
 Answered: GET and HEAD of an object or one version (``versionId``; ``Range: bytes=``), PUT
 of an object or a part (``partNumber``, ``uploadId``), POST completing an upload
@@ -28,15 +34,15 @@ import socketserver
 import threading
 import urllib.parse
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from zarrchive.errors import InvalidInput, StorageError
-from zarrchive.storage.objects import ObjectInfo, WrittenVersion
+from zarrchive.errors import ChecksumRefused, InvalidInput, StorageError
+from zarrchive.storage.objects import CHECKSUM_MODE_HEADER, ObjectInfo, WrittenVersion
 from zarrchive.storage.presign import Presigner
 
 if TYPE_CHECKING:
@@ -77,6 +83,8 @@ class ServedVersion(Protocol):
     def content_type(self) -> str: ...
     @property
     def metadata(self) -> dict[str, str]: ...
+    @property
+    def checksum_crc32(self) -> str | None: ...
 
 
 class ServedStore(Protocol):
@@ -99,7 +107,13 @@ class ServedStore(Protocol):
         self, key: str, upload_id: str, part_number: int, data: bytes
     ) -> str | None: ...
     def complete_multipart(
-        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+        self,
+        key: str,
+        upload_id: str,
+        parts: Iterable[tuple[int, str]],
+        *,
+        part_crc32s: Mapping[int, str] | None = ...,
+        full_object_crc32: str | None = ...,
     ) -> WrittenVersion: ...
 
 
@@ -155,6 +169,13 @@ def verify_presigned(
         return s3_error(403, "InvalidAccessKeyId", "unknown access key")
     if "host" not in signed_names:
         return s3_error(403, "SignatureDoesNotMatch", "the host header must be signed")
+    if CHECKSUM_MODE_HEADER in request.headers and CHECKSUM_MODE_HEADER not in signed_names:
+        return s3_error(
+            403,
+            "AccessDenied",
+            "There were headers present in the request which were not signed: "
+            + CHECKSUM_MODE_HEADER,
+        )
     headers: dict[str, str] = {}
     for name in signed_names:
         if name == "host":
@@ -246,6 +267,15 @@ class MemoryS3App:
             headers[f"x-amz-meta-{name}"] = value
         status = 200
         wanted = request.headers.get("range")
+        checksum_mode = request.headers.get(CHECKSUM_MODE_HEADER, "").upper() == "ENABLED"
+        if (
+            checksum_mode
+            and version.checksum_crc32
+            and (wanted is None or request.method == "HEAD")
+        ):
+            # (S3 answers a full-object checksum with the whole object only)
+            headers["x-amz-checksum-crc32"] = version.checksum_crc32
+            headers["x-amz-checksum-type"] = "FULL_OBJECT"
         if wanted is not None and (match := _RANGE.match(wanted.strip())):
             first, last = match.groups()
             if first:
@@ -283,15 +313,25 @@ class MemoryS3App:
     def _complete(self, request: Request, key: str, upload_id: str) -> Answer:
         try:
             root = ElementTree.fromstring(request.body)
-            parts = [
-                (int(_text(part, "PartNumber")), _text(part, "ETag"))
-                for part in root.iter()
-                if _local(part.tag) == "Part"
-            ]
+            listed = [part for part in root.iter() if _local(part.tag) == "Part"]
+            parts = [(int(_text(part, "PartNumber")), _text(part, "ETag")) for part in listed]
+            crcs = {
+                int(_text(part, "PartNumber")): _text(part, "ChecksumCRC32")
+                for part in listed
+                if any(_local(child.tag) == "ChecksumCRC32" for child in part)
+            }
         except (ElementTree.ParseError, ValueError):
             return s3_error(400, "MalformedXML", "the parts' XML is not well formed")
         try:
-            written = self.store.complete_multipart(key, upload_id, parts)
+            written = self.store.complete_multipart(
+                key,
+                upload_id,
+                parts,
+                part_crc32s=crcs or None,
+                full_object_crc32=request.headers.get("x-amz-checksum-crc32"),
+            )
+        except ChecksumRefused as exc:
+            return s3_error(400, "BadDigest", str(exc))
         except InvalidInput as exc:
             code = next(
                 (

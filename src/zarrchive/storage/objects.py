@@ -34,7 +34,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from zarrchive.errors import InvalidInput, StorageError, StorageUnavailable
+from zarrchive.errors import ChecksumRefused, InvalidInput, StorageError, StorageUnavailable
 from zarrchive.s3_http import md5_to_content_md5 as md5_to_content_md5  # (re-exported)
 from zarrchive.storage.presign import Credentials, Presigner
 from zarrchive.storage.signed_copy import CopySender, S3Refused, S3Unreachable
@@ -114,13 +114,28 @@ def s3_errors(what: str) -> Iterator[None]:
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
-    """What S3 says about one (current) object."""
+    """What S3 says about one (current) object.
+
+    A ``HEAD`` (:meth:`ObjectStore.head`) also says the object's full-object CRC32 (S3's
+    base64 form; ``None`` when it has none, or a composite one of its parts) and the md5
+    the archive recorded on it (:data:`MD5_METADATA`); a listing says neither (``None``)."""
 
     key: str
     size: int
     etag: str
     version_id: str | None
     last_modified: datetime
+    full_object_crc32: str | None = None
+    recorded_md5: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CopiedPart:
+    """What S3 answered an ``UploadPartCopy``: the part's ETag (unquoted) and, on an upload
+    created with a CRC32 checksum, the CRC32 S3 computed of the part (base64)."""
+
+    etag: str
+    checksum_crc32: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,16 +397,20 @@ class ObjectStore:
         content_md5: str | None = None,
         content_type: str | None = None,
         version_id: str | None = None,
+        checksum_mode: bool = False,
     ) -> str:
         """A presigned URL of *method* on *key*: by our signer where it applies, else by
-        botocore (the same URL, about ten times slower).  *content_md5* and *content_type*
-        are signed: the client must send exactly these headers."""
+        botocore (the same URL, about ten times slower).  *content_md5*, *content_type* and
+        *checksum_mode* (``x-amz-checksum-mode: ENABLED``) are signed: the client must send
+        exactly these headers."""
         if self._presigner is not None:
             signed: dict[str, str] = {}
             if content_md5:
                 signed["Content-MD5"] = content_md5
             if content_type:
                 signed["Content-Type"] = content_type
+            if checksum_mode:
+                signed[CHECKSUM_MODE_HEADER] = "ENABLED"
             return self._presigner.url(
                 method,
                 self.bucket,
@@ -407,6 +426,8 @@ class ObjectStore:
             params["ContentType"] = content_type
         if version_id:
             params["VersionId"] = version_id
+        if checksum_mode:
+            params["ChecksumMode"] = "ENABLED"
         operation = {"PUT": "put_object", "GET": "get_object", "HEAD": "head_object"}[method]
         url: str = self.client.generate_presigned_url(
             operation, Params=params, ExpiresIn=expires_in, HttpMethod=method
@@ -431,9 +452,26 @@ class ObjectStore:
     def presign_get(self, key: str, expires_in: int) -> str:
         return self._presign("GET", key, expires_in)
 
-    def presign_head(self, key: str, expires_in: int) -> str:
-        """A presigned HEAD URL of *key* (a presigned GET does not answer HEAD)."""
-        return self._presign("HEAD", key, expires_in)
+    def presign_head(
+        self,
+        key: str,
+        expires_in: int,
+        *,
+        version_id: str | None = None,
+        checksum_mode: bool = False,
+    ) -> str:
+        """A presigned HEAD URL of *key* (at *version_id*): a presigned GET does not answer
+        HEAD.  With *checksum_mode* the URL signs ``x-amz-checksum-mode: ENABLED``: the
+        client must send that header (S3 refuses a presigned request with an unsigned
+        ``x-amz-*`` header), and S3 answers the object's checksum
+        (``x-amz-checksum-crc32``, ``x-amz-checksum-type``)."""
+        return self._presign(
+            "HEAD",
+            key,
+            expires_in,
+            version_id=version_id,
+            checksum_mode=checksum_mode,
+        )
 
     def presign_get_version(self, key: str, version_id: str, expires_in: int) -> str:
         """A presigned GET URL of exactly one version of *key*."""
@@ -461,7 +499,7 @@ class ObjectStore:
         def head(**kwargs: Any) -> Any:
             if version_id is not None:
                 kwargs["VersionId"] = version_id
-            return self.client.head_object(**kwargs)
+            return self.client.head_object(ChecksumMode="ENABLED", **kwargs)
 
         return self._lookup(head, "HEAD", key)
 
@@ -471,12 +509,15 @@ class ObjectStore:
         response = self._head_response(key, version_id)
         if response is None:
             return None
+        recorded = response.get("Metadata", {}).get(MD5_METADATA)
         return ObjectInfo(
             key=key,
             size=int(response["ContentLength"]),
             etag=_strip(response["ETag"]),
             version_id=response.get("VersionId"),
             last_modified=response["LastModified"],
+            full_object_crc32=full_object_crc32(response),
+            recorded_md5=str(recorded) if recorded else None,
         )
 
     def get_with_etag(self, key: str) -> tuple[bytes, str] | None:
@@ -793,9 +834,17 @@ class ObjectStore:
         key: str,
         content_type: str = "application/octet-stream",
         metadata: dict[str, str] | None = None,
+        *,
+        full_object_crc32: bool = False,
     ) -> str:
-        """Start an S3 multipart upload of *key* (with user *metadata*); S3's upload id."""
+        """Start an S3 multipart upload of *key* (with user *metadata*); S3's upload id.
+        With *full_object_crc32* the object gets S3's full-object CRC32
+        (``ChecksumAlgorithm=CRC32``, ``ChecksumType=FULL_OBJECT``): each part copied
+        answers its CRC32 (:meth:`upload_part_copy_checked`), and the completion may state
+        the whole object's, which S3 checks (:meth:`complete_multipart`)."""
         extra: dict[str, Any] = {"Metadata": metadata} if metadata else {}
+        if full_object_crc32:
+            extra.update(ChecksumAlgorithm="CRC32", ChecksumType="FULL_OBJECT")
         response = self._call(
             self.client.create_multipart_upload,
             Bucket=self.bucket,
@@ -915,6 +964,22 @@ class ObjectStore:
     ) -> str:
         """``UploadPartCopy``: bytes *first*..*last* (inclusive) of *source_key* (at
         *version_id*) as part *part_number* of an upload of *key*; returns the part's ETag."""
+        return self.upload_part_copy_checked(
+            source_key, version_id, key, upload_id, part_number, first, last
+        ).etag
+
+    def upload_part_copy_checked(
+        self,
+        source_key: str,
+        version_id: str | None,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        first: int,
+        last: int,
+    ) -> CopiedPart:
+        """:meth:`upload_part_copy`, answering also the part's CRC32 S3 computed (on an
+        upload created with *full_object_crc32*; else ``None``)."""
         source: dict[str, str] = {"Bucket": self.bucket, "Key": source_key}
         if version_id is not None:
             source["VersionId"] = version_id
@@ -927,7 +992,9 @@ class ObjectStore:
             CopySource=source,
             CopySourceRange=f"bytes={first}-{last}",
         )
-        return _strip(str(response["CopyPartResult"]["ETag"]))
+        result = response["CopyPartResult"]
+        crc = result.get("ChecksumCRC32")
+        return CopiedPart(_strip(str(result["ETag"])), str(crc) if crc else None)
 
     def iter_multipart_uploads(self, prefix: str) -> Iterator[tuple[str, str, datetime | None]]:
         """The multipart uploads in progress under *prefix*: ``(key, upload id, initiated)``."""
@@ -959,23 +1026,48 @@ class ObjectStore:
         return self.complete_multipart(key, upload_id, parts).etag
 
     def complete_multipart(
-        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+        self,
+        key: str,
+        upload_id: str,
+        parts: Iterable[tuple[int, str]],
+        *,
+        part_crc32s: Mapping[int, str] | None = None,
+        full_object_crc32: str | None = None,
     ) -> WrittenVersion:
         """:meth:`complete_multipart_upload`, returning the new version as S3 answered: its
-        (multipart) ETag and version id (no LastModified: S3's answer has none)."""
+        (multipart) ETag and version id (no LastModified: S3's answer has none).
+
+        On an upload created with *full_object_crc32*, *part_crc32s* (``number -> CRC32``,
+        as the parts' copies answered) and *full_object_crc32* (the whole object's, base64)
+        are stated: S3 refuses a CRC32 that is not the content's (:class:`ChecksumRefused`,
+        the upload left as it was)."""
+        crcs = part_crc32s or {}
+        listed: list[dict[str, Any]] = []
+        for n, e in parts:
+            part: dict[str, Any] = {"PartNumber": n, "ETag": f'"{_strip(e)}"'}
+            if n in crcs:
+                part["ChecksumCRC32"] = crcs[n]
+            listed.append(part)
+        extra: dict[str, Any] = {}
+        if full_object_crc32 is not None:
+            extra.update(ChecksumCRC32=full_object_crc32, ChecksumType="FULL_OBJECT")
         try:
             with s3_errors("complete_multipart_upload"):
                 response = self.client.complete_multipart_upload(
                     Bucket=self.bucket,
                     Key=key,
                     UploadId=upload_id,
-                    MultipartUpload={
-                        "Parts": [{"PartNumber": n, "ETag": f'"{_strip(e)}"'} for n, e in parts]
-                    },
+                    MultipartUpload={"Parts": listed},  # type: ignore[typeddict-item]
+                    **extra,
                 )
         except StorageError as exc:
             cause = exc.__cause__
             code = _code(cause) if isinstance(cause, ClientError) else ""
+            if code in ("BadDigest", "InvalidChecksum"):
+                raise ChecksumRefused(
+                    f"S3 refused to complete the upload of {key!r}: the full-object CRC32 "
+                    f"{full_object_crc32} is not its content's ({code})"
+                ) from cause
             if code in ("InvalidPart", "InvalidPartOrder", "EntityTooSmall", "NoSuchUpload"):
                 assert isinstance(cause, ClientError)
                 message = cause.response.get("Error", {}).get("Message", "")
@@ -1025,6 +1117,20 @@ class ObjectStore:
 #: The user metadata (``x-amz-meta-zarrchive-md5``) in which the archive records the md5 it
 #: verified of an object it assembled from parts (S3's ETag of such an object is not an md5).
 MD5_METADATA = "zarrchive-md5"
+#: The request header that has S3 answer an object's checksum (``ENABLED``).
+CHECKSUM_MODE_HEADER = "x-amz-checksum-mode"
+
+
+def full_object_crc32(head: Mapping[str, Any]) -> str | None:
+    """The full-object CRC32 (base64) of a ``HeadObject`` answer (asked with
+    ``ChecksumMode=ENABLED``), or ``None``: none, or a composite checksum of the parts
+    (``...-N``, ``ChecksumType`` ``COMPOSITE``), which is no checksum of the content."""
+    crc = head.get("ChecksumCRC32")
+    if not crc or head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT" or "-" in str(crc):
+        return None
+    return str(crc)
+
+
 #: AWS refuses ``CopyObject`` above 5 GiB: larger objects are copied in parts.
 COPY_OBJECT_LIMIT = 5 * 1024**3
 #: The part size of a multipart copy (S3 allows 5 MiB to 5 GiB, at most 10,000 parts).
@@ -1167,9 +1273,12 @@ def copy_object_version(
     *key*) in *source*'s bucket to *key* in *target*'s.
 
     Objects of *size* up to *threshold* take one ``CopyObject`` (the ETag, an md5 for single
-    uploads, is kept); larger ones a multipart copy (``UploadPartCopy`` per *part_size*),
-    aborted if any part fails.  Both buckets on one endpoint (the archive's two), the copies
-    and parts are sent as the apply's copies are (:mod:`.signed_copy`), else by botocore.
+    uploads, is kept, and so are the user metadata and the full-object checksum); larger
+    ones a multipart copy (``UploadPartCopy`` per *part_size*), aborted if any part fails,
+    with the source's user metadata (the md5 recorded on objects from parts) and, when the
+    source has a full-object CRC32, that CRC32 (S3 checks it against the parts it copied).
+    Both buckets on one endpoint (the archive's two), the copies and parts are sent as the
+    apply's copies are (:mod:`.signed_copy`), else by botocore.
     """
     source_key = source_key or key
     copy_source: dict[str, str] = {"Bucket": source.bucket, "Key": source_key}
@@ -1192,17 +1301,19 @@ def copy_object_version(
     head_kwargs: dict[str, Any] = {"Bucket": source.bucket, "Key": source_key}
     if version_id is not None:
         head_kwargs["VersionId"] = version_id
-    head = source._call(source.client.head_object, **head_kwargs)
+    head = source._call(source.client.head_object, ChecksumMode="ENABLED", **head_kwargs)
+    crc = full_object_crc32(head)
     upload_id = target.create_multipart_upload(
         key,
         str(head.get("ContentType") or "application/octet-stream"),
         dict(head.get("Metadata") or {}),  # (the md5 recorded on objects from parts)
+        full_object_crc32=crc is not None,
     )
 
-    def copy_part(number: int, start: int, end: int) -> str:
+    def copy_part(number: int, start: int, end: int) -> CopiedPart:
         if signed is not None:
             with s3_errors(f"upload_part_copy of {source_key!r} to {key!r}"):
-                return signed.copy_part(
+                answer = signed.copy_part_answer(
                     source_key,
                     version_id,
                     key,
@@ -1212,6 +1323,7 @@ def copy_object_version(
                     end,
                     source_bucket=source.bucket,
                 )
+                return CopiedPart(answer.etag, answer.checksum_crc32)
         response = target._call(
             target.client.upload_part_copy,
             Bucket=target.bucket,
@@ -1221,13 +1333,22 @@ def copy_object_version(
             CopySource=copy_source,
             CopySourceRange=f"bytes={start}-{end}",
         )
-        return _strip(response["CopyPartResult"]["ETag"])
+        result = response["CopyPartResult"]
+        return CopiedPart(_strip(result["ETag"]), result.get("ChecksumCRC32"))
 
-    parts: list[tuple[int, str]] = []
+    parts: list[tuple[int, CopiedPart]] = []
     try:
         for number, start in enumerate(range(0, size, part_size), start=1):
             parts.append((number, copy_part(number, start, min(start + part_size, size) - 1)))
-        target.complete_multipart_upload(key, upload_id, parts)
+        crcs = {n: part.checksum_crc32 for n, part in parts if part.checksum_crc32}
+        checked = crc is not None and len(crcs) == len(parts)
+        target.complete_multipart(
+            key,
+            upload_id,
+            [(n, part.etag) for n, part in parts],
+            part_crc32s=crcs if checked else None,
+            full_object_crc32=crc if checked else None,
+        )
     except BaseException:
         target.abort_multipart_upload(key, upload_id)
         raise

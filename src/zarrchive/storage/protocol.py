@@ -15,11 +15,17 @@ two buckets of an unembargo stay functions of the S3 implementation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import IO, Any, Protocol, TypeVar
 
-from zarrchive.storage.objects import ObjectInfo, ObjectStore, ObjectVersion, WrittenVersion
+from zarrchive.storage.objects import (
+    CopiedPart,
+    ObjectInfo,
+    ObjectStore,
+    ObjectVersion,
+    WrittenVersion,
+)
 
 T = TypeVar("T")
 
@@ -70,13 +76,23 @@ class ObjectStoreProtocol(Protocol):
         ...
 
     # -- single objects -----------------------------------------------------------------------
-    def presign_head(self, key: str, expires_in: int) -> str:
-        """A presigned HEAD URL of *key*."""
+    def presign_head(
+        self,
+        key: str,
+        expires_in: int,
+        *,
+        version_id: str | None = None,
+        checksum_mode: bool = False,
+    ) -> str:
+        """A presigned HEAD URL of *key* (at *version_id*); with *checksum_mode* it signs
+        ``x-amz-checksum-mode: ENABLED`` (the client must send it; S3 then answers the
+        object's ``x-amz-checksum-crc32`` and ``x-amz-checksum-type``)."""
         ...
 
     def head(self, key: str, version_id: str | None = None) -> ObjectInfo | None:
         """The current version of *key* (or its version *version_id*): size, md5 ETag,
-        version id, LastModified; ``None`` when absent."""
+        version id, LastModified, its full-object CRC32 (``None``: none, or a composite
+        one) and the md5 recorded in its metadata; ``None`` when absent."""
         ...
 
     def get(self, key: str) -> bytes | None:
@@ -179,8 +195,11 @@ class ObjectStoreProtocol(Protocol):
         key: str,
         content_type: str = "application/octet-stream",
         metadata: dict[str, str] | None = None,
+        *,
+        full_object_crc32: bool = False,
     ) -> str:
-        """Start a multipart upload of *key* (the object gets user *metadata*); its id."""
+        """Start a multipart upload of *key* (the object gets user *metadata*); its id.  With
+        *full_object_crc32*: ``ChecksumAlgorithm=CRC32``, ``ChecksumType=FULL_OBJECT``."""
         ...
 
     def upload_activity(self, key: str, upload_id: str) -> datetime | None:
@@ -220,6 +239,20 @@ class ObjectStoreProtocol(Protocol):
         """Copy bytes *first*..*last* of a version of *source_key* as a part; its ETag."""
         ...
 
+    def upload_part_copy_checked(
+        self,
+        source_key: str,
+        version_id: str | None,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        first: int,
+        last: int,
+    ) -> CopiedPart:
+        """:meth:`upload_part_copy`, with the part's CRC32 S3 computed (an upload created
+        with *full_object_crc32*; else ``None``)."""
+        ...
+
     def iter_multipart_uploads(self, prefix: str) -> Iterator[tuple[str, str, datetime | None]]:
         """The uploads in progress under *prefix*: ``(key, upload id, initiated)``."""
         ...
@@ -232,9 +265,18 @@ class ObjectStoreProtocol(Protocol):
         ...
 
     def complete_multipart(
-        self, key: str, upload_id: str, parts: Iterable[tuple[int, str]]
+        self,
+        key: str,
+        upload_id: str,
+        parts: Iterable[tuple[int, str]],
+        *,
+        part_crc32s: Mapping[int, str] | None = None,
+        full_object_crc32: str | None = None,
     ) -> WrittenVersion:
-        """:meth:`complete_multipart_upload`, returning the ETag and version id S3 answered."""
+        """:meth:`complete_multipart_upload`, returning the ETag and version id S3 answered.
+        With the parts' CRC32s and the whole object's (base64; an upload created with
+        *full_object_crc32*): a CRC32 that is not the content's is refused
+        (:class:`~zarrchive.errors.ChecksumRefused`, nothing written)."""
         ...
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:

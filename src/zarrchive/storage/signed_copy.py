@@ -56,11 +56,13 @@ URL_SECONDS = 900
 @dataclass(frozen=True, slots=True)
 class CopyAnswer:
     """What S3 answered a copy: the new version's ETag (unquoted), its version id (``None``
-    on an unversioned bucket) and its LastModified as S3 wrote it (ISO 8601), if given."""
+    on an unversioned bucket) and its LastModified as S3 wrote it (ISO 8601), if given; for
+    a part copied into an upload created with a CRC32 checksum, the part's CRC32 (base64)."""
 
     etag: str
     version_id: str | None
     last_modified: str | None
+    checksum_crc32: str | None = None
 
 
 class S3Refused(Exception):
@@ -118,6 +120,7 @@ def parse_copy_answer(
         etag=fields.get("ETag", "").strip('"'),
         version_id=version if version and version != "null" else None,
         last_modified=fields.get("LastModified") or None,
+        checksum_crc32=fields.get("ChecksumCRC32") or None,
     )
 
 
@@ -202,6 +205,33 @@ class CopySender:
         *version_id*; of *source_bucket*, default this bucket) as part *part_number* of the
         multipart upload *upload_id* of *key*; the part's ETag (unquoted).  *if_match*: as
         :meth:`copy`.  Retried once after a transient failure, as :meth:`copy`."""
+        return self.copy_part_answer(
+            source_key,
+            version_id,
+            key,
+            upload_id,
+            part_number,
+            first,
+            last,
+            source_bucket=source_bucket,
+            if_match=if_match,
+        ).etag
+
+    def copy_part_answer(
+        self,
+        source_key: str,
+        version_id: str | None,
+        key: str,
+        upload_id: str,
+        part_number: int,
+        first: int,
+        last: int,
+        *,
+        source_bucket: str | None = None,
+        if_match: str | None = None,
+    ) -> CopyAnswer:
+        """:meth:`copy_part`, answering all S3 said: the part's ETag and, on an upload
+        created with a CRC32 checksum, its CRC32 (:attr:`CopyAnswer.checksum_crc32`)."""
         headers = {
             "x-amz-copy-source": copy_source_header(
                 source_bucket or self._bucket, source_key, version_id
@@ -211,7 +241,7 @@ class CopySender:
         if if_match is not None:
             headers["x-amz-copy-source-if-match"] = if_match
         params = {"partNumber": str(part_number), "uploadId": upload_id}
-        return self._send(key, headers, params, "CopyPartResult").etag
+        return self._send(key, headers, params, "CopyPartResult")
 
     def _send(
         self, key: str, headers: dict[str, str], params: dict[str, str], result: str

@@ -32,7 +32,9 @@ limit of a ``CopyObject`` (:data:`COPY_OBJECT_LIMIT`), is copied into place in p
 (``UploadPartCopy``, :func:`prepare_imported_copy`; parts of the size a big upload's would
 have, by the archive's ``multipart_threshold``) while one streamed read of the source hashes
 it, as the apply copies a big uploaded file: the copy becomes visible only if its md5 is the
-batch's, else the batch is refused whole.  Nothing is declined.
+batch's, else the batch is refused whole.  Nothing is declined.  Such a copy carries S3's
+full-object CRC32 and the md5 as its ``zarrchive-md5`` metadata, as a big uploaded file's
+(:func:`~.multipart.start_checked_copy`, :func:`~.multipart.checked_copy`).
 """
 
 from __future__ import annotations
@@ -65,13 +67,19 @@ from zarrchive.services.zarr_engine.uploads.import_rules import (
     plain_md5,
     source_key,
 )
-from zarrchive.services.zarr_engine.uploads.multipart import COPY_PARTS_PARALLEL, PreparedCopy
+from zarrchive.services.zarr_engine.uploads.multipart import (
+    COPY_PARTS_PARALLEL,
+    PreparedCopy,
+    checked_copy,
+    start_checked_copy,
+)
 from zarrchive.services.zarr_engine.uploads.parts import part_count, part_length
 from zarrchive.services.zarr_engine.uploads.records import writable_zarr
 from zarrchive.services.zarr_engine.zarrs import get_zarr
+from zarrchive.storage.crc32 import CopyDigest
 from zarrchive.storage.keys import staging_prefix
 from zarrchive.storage.objects import (
-    MD5_METADATA,
+    CopiedPart,
     ObjectInfo,
     ObjectStore,
     ObjectVersion,
@@ -387,19 +395,20 @@ def prepare_imported_copy(
     streamed read of the source (``If-Match`` too) hashes it, as the apply copies a big
     uploaded file (:func:`~.multipart.prepare_verified_copy`); nothing is visible until
     :func:`~.multipart.finish_verified_copy`, which the apply calls only if the md5 found is
-    *md5* (recorded as the object's :data:`~zarrchive.storage.objects.MD5_METADATA`).  Raises
+    *md5* (recorded as the object's :data:`~zarrchive.storage.objects.MD5_METADATA`; the
+    copy has S3's full-object CRC32, computed by the same read).  Raises
     :class:`SourceRefused` when the source changed or is gone (the upload aborted)."""
     where = f"s3://{source.bucket}/{source.key}"
     client: Any = store.copy_client
     copier: CopySender | None = store.copier
-    upload_id = store.create_multipart_upload(key, content_type, {MD5_METADATA: md5})
+    upload_id = start_checked_copy(store, key, content_type, md5)
     count = part_count(size, part_size)
 
-    def copy(number: int) -> tuple[int, str]:
+    def copy(number: int) -> tuple[int, CopiedPart]:
         first = (number - 1) * part_size
         last = first + part_length(size, part_size, number) - 1
         if copier is not None:
-            etag = copier.copy_part(
+            answer = copier.copy_part_answer(
                 source.key,
                 source.version_id,
                 key,
@@ -410,7 +419,7 @@ def prepare_imported_copy(
                 source_bucket=source.bucket,
                 if_match=source.etag,
             )
-            return number, etag
+            return number, CopiedPart(answer.etag, answer.checksum_crc32)
         copy_source: dict[str, str] = {"Bucket": source.bucket, "Key": source.key}
         if source.version_id:
             copy_source["VersionId"] = source.version_id
@@ -423,20 +432,22 @@ def prepare_imported_copy(
             CopySourceRange=f"bytes={first}-{last}",
             CopySourceIfMatch=source.etag,
         )
-        return number, str(answer["CopyPartResult"]["ETag"]).strip('"')
+        result = answer["CopyPartResult"]
+        crc = result.get("ChecksumCRC32")
+        return number, CopiedPart(str(result["ETag"]).strip('"'), str(crc) if crc else None)
 
-    def digest() -> str:
+    def digest() -> CopyDigest:
         extra = {"VersionId": source.version_id} if source.version_id else {}
         body = client.get_object(
             Bucket=source.bucket, Key=source.key, IfMatch=source.etag, **extra
         )["Body"]
-        found = hashlib.md5()
+        found = CopyDigest(part_size)
         try:
             for chunk in body.iter_chunks(HASH_CHUNK):
                 found.update(chunk)
         finally:
             body.close()
-        return found.hexdigest()
+        return found
 
     try:
         with ThreadPoolExecutor(COPY_PARTS_PARALLEL + 1, thread_name_prefix="import-parts") as pool:
@@ -450,7 +461,7 @@ def prepare_imported_copy(
         if isinstance(exc, S3Refused | ClientError | BotoCoreError | S3Unreachable):
             raise StorageError(f"S3 refused the copy of {where}: {exc}") from None
         raise
-    return PreparedCopy(key, upload_id, parts, found)
+    return checked_copy(key, upload_id, parts, found)
 
 
 #: The streamed read that hashes a source copied in parts: one chunk in memory.

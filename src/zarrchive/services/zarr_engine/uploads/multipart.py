@@ -20,7 +20,11 @@ A file declared (``size``) above the archive's ``multipart_threshold`` is upload
    parallel: the md5 costs no pass of its own in wall time.  The copy is completed (made
    visible) only if the md5 is the declared one; otherwise every such copy of the batch is
    aborted and the batch refused whole (:class:`~zarrchive.db.models.RefusedUpload` says
-   why): nothing of it becomes visible.
+   why): nothing of it becomes visible.  The copy carries S3's full-object CRC32 and the
+   md5 as its ``zarrchive-md5`` metadata (:func:`start_checked_copy`): the read computes
+   each part's CRC32 as well (:class:`~zarrchive.storage.crc32.CopyDigest`), compared with
+   those S3 computed of the parts it copied, and the whole object's, which S3 checks at
+   completion; a client checks the download with that CRC32 instead of an md5.
 5. Cancelling the batch aborts its uploads (:func:`abort_uploads`); ``admin gc`` finds and
    aborts stray ones (:func:`stray_uploads`).
 
@@ -31,7 +35,6 @@ version of the staged object, not whatever is there later.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -44,7 +47,13 @@ from sqlalchemy import select, update
 
 from zarrchive.content_types import zarr_content_type
 from zarrchive.db.models import BatchState, RefusedUpload, UploadBatch, UploadBatchFile
-from zarrchive.errors import InvalidInput, NoUploadInProgress
+from zarrchive.errors import (
+    ChecksumRefused,
+    InvalidInput,
+    NoUploadInProgress,
+    StorageError,
+    StorageUnavailable,
+)
 from zarrchive.services.identity.auth import Caller
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.uploads.parts import (
@@ -58,12 +67,13 @@ from zarrchive.services.zarr_engine.uploads.records import (
     the_open_batch,
     writable_zarr,
 )
+from zarrchive.storage.crc32 import CopyDigest
 from zarrchive.storage.keys import (
     staging_object_key,
     staging_zarr_prefix,
     zarr_prefix,
 )
-from zarrchive.storage.objects import MD5_METADATA, WrittenVersion
+from zarrchive.storage.objects import MD5_METADATA, CopiedPart, WrittenVersion
 from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
@@ -274,15 +284,62 @@ def abort_uploads(
 
 
 # -- the verified copy into place (the apply step) ---------------------------------------------
+#: What :attr:`PreparedCopy.md5` says of a copy whose parts are not what was read (their
+#: CRC32s, as S3 computed them, differ from those of the read that gave the md5): the copy
+#: is refused as a file whose md5 is not the declared one.
+COPY_DIFFERS = "copy differs (crc32)"
+
+
 @dataclass(frozen=True)
 class PreparedCopy:
     """A big file copied into place, not visible yet: the multipart upload of its key in the
-    Zarr, its parts, and the md5 of what was copied."""
+    Zarr, its parts, and the md5 of what was copied (:data:`COPY_DIFFERS` when the parts S3
+    copied are not what was read); with the parts' CRC32s and the whole object's (base64)
+    when the upload has a full-object CRC32 (``None``: S3 answered none)."""
 
     key: str
     upload_id: str
     parts: list[tuple[int, str]]
     md5: str
+    part_crc32s: dict[int, str] | None = None
+    crc32: str | None = None
+
+
+def start_checked_copy(store: ObjectStoreProtocol, key: str, content_type: str, md5: str) -> str:
+    """Start the multipart upload of a copy into place whose content the archive reads
+    (and verifies: *md5*) as it copies: with S3's full-object CRC32 and *md5* as its
+    :data:`MD5_METADATA`.  An S3 that refuses the checksum (no full-object checksums) gets
+    the upload without it: the object then has no CRC32 (a client checks its md5)."""
+    metadata = {MD5_METADATA: md5}
+    try:
+        return store.create_multipart_upload(key, content_type, metadata, full_object_crc32=True)
+    except StorageUnavailable:
+        raise
+    except StorageError as exc:
+        log.warning("S3 refused a full-object CRC32 (%s): %r is copied without one", exc, key)
+        return store.create_multipart_upload(key, content_type, metadata)
+
+
+def checked_copy(
+    key: str,
+    upload_id: str,
+    copied: Sequence[tuple[int, CopiedPart]],
+    read: CopyDigest,
+) -> PreparedCopy:
+    """The :class:`PreparedCopy` of parts *copied* (``number -> what S3 answered``) of
+    content *read* as it was copied: with the CRC32s to state at completion when S3
+    answered one for every part, each the CRC32 of that part as read (else the copy is not
+    what was read: :data:`COPY_DIFFERS`)."""
+    parts = [(number, part.etag) for number, part in copied]
+    answered = {number: part.checksum_crc32 for number, part in copied if part.checksum_crc32}
+    if len(answered) != len(copied):  # an upload without a CRC32: nothing to state
+        return PreparedCopy(key, upload_id, parts, read.md5)
+    ours = read.part_crc32s
+    differ = [n for n, crc in answered.items() if n > len(ours) or ours[n - 1] != crc]
+    if differ or len(ours) != len(copied):
+        log.warning("copy of %r: parts %s are not what was read (CRC32)", key, differ[:10])
+        return PreparedCopy(key, upload_id, parts, COPY_DIFFERS)
+    return PreparedCopy(key, upload_id, parts, read.md5, answered, read.crc32)
 
 
 def prepare_verified_copy(
@@ -300,22 +357,23 @@ def prepare_verified_copy(
 
     The upload records *md5* (the declared one) as the object's :data:`MD5_METADATA`: it
     becomes visible only if that is the content's md5, so checks read it instead of the
-    ETag (which is not an md5)."""
-    upload_id = store.create_multipart_upload(key, zarr_content_type(key), {MD5_METADATA: md5})
+    ETag (which is not an md5).  It has S3's full-object CRC32 (:func:`start_checked_copy`,
+    :func:`checked_copy`): the read computes it too, in the same pass."""
+    upload_id = start_checked_copy(store, key, zarr_content_type(key), md5)
     count = part_count(size, part_size)
 
-    def copy(number: int) -> tuple[int, str]:
+    def copy(number: int) -> tuple[int, CopiedPart]:
         first = (number - 1) * part_size
         last = first + part_length(size, part_size, number) - 1
-        return number, store.upload_part_copy(
+        return number, store.upload_part_copy_checked(
             source_key, version_id, key, upload_id, number, first, last
         )
 
-    def digest() -> str:
-        md5 = hashlib.md5()
+    def digest() -> CopyDigest:
+        read = CopyDigest(part_size)
         for chunk in store.iter_content(source_key, version_id):
-            md5.update(chunk)
-        return md5.hexdigest()
+            read.update(chunk)
+        return read
 
     started = time.perf_counter()
     try:
@@ -329,16 +387,27 @@ def prepare_verified_copy(
         store.abort_multipart_upload(key, upload_id)
         raise
     log.info("verified copy of %r: %d bytes in %.1f s", key, size, time.perf_counter() - started)
-    return PreparedCopy(key, upload_id, parts, found)
+    return checked_copy(key, upload_id, parts, found)
 
 
 def finish_verified_copy(
     store: ObjectStoreProtocol, copy: PreparedCopy, *, keep: bool
 ) -> WrittenVersion | None:
-    """Make the copy visible (*keep*: returns the version S3 made, as it answered) or
-    discard it (``None``)."""
+    """Make the copy visible (*keep*: returns the version S3 made, as it answered; with
+    the CRC32s the read found, which S3 checks: a refusal aborts the upload and raises
+    :class:`ChecksumRefused`) or discard it (``None``)."""
     if keep:
-        return store.complete_multipart(copy.key, copy.upload_id, copy.parts)
+        try:
+            return store.complete_multipart(
+                copy.key,
+                copy.upload_id,
+                copy.parts,
+                part_crc32s=copy.part_crc32s,
+                full_object_crc32=copy.crc32,
+            )
+        except ChecksumRefused:
+            store.abort_multipart_upload(copy.key, copy.upload_id)
+            raise
     store.abort_multipart_upload(copy.key, copy.upload_id)
     return None
 
@@ -464,6 +533,7 @@ def abort_stray(store: ObjectStoreProtocol, stray: Sequence[StrayUpload]) -> Non
 
 
 __all__ = [
+    "COPY_DIFFERS",
     "BigFile",
     "ClaimKeeper",
     "PartUrl",
@@ -474,9 +544,11 @@ __all__ = [
     "abort_stray",
     "abort_uploads",
     "assemble",
+    "checked_copy",
     "finish_verified_copy",
     "part_urls",
     "prepare_verified_copy",
     "refusals",
+    "start_checked_copy",
     "stray_uploads",
 ]
