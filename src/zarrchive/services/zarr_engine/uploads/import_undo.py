@@ -199,13 +199,13 @@ def _doomed(
         if version.version_id in ("", "null"):
             log.warning("Zarr %s: %r has no version ids: its copies can't be undone", zarr_id, key)
             return []
-        if (key, version.version_id) in named:
-            stop = "named"
-            break
         if md5 is not None and (
             _content_md5(store, key, version.etag or "", version.version_id) == md5
         ):
             stop = "recorded"
+            break
+        if (key, version.version_id) in named:
+            stop = "named"
             break
         doomed.append(version)
     if doomed and md5 is not None and stop != "recorded":
