@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import http.client
 import logging
 import random
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -56,6 +58,8 @@ RETRY_STATUSES: frozenset[int] = frozenset({429, 500, 502, 503, 504})
 RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (httpx.TransportError,)
 #: Sent with every request.
 USER_AGENT = f"zarrchive/{package_version()}"
+#: The blocks in which :class:`BodyReader` reads a body.
+BLOCK = 1 << 20
 
 log = logging.getLogger("zarrchive.client")
 
@@ -326,6 +330,8 @@ class BodyReader:
         # (read once, as httpx reads them when its client is made)
         self._proxies = urllib.request.getproxies()
         self._direct: dict[tuple[str, str], bool] = {}
+        #: Each thread's buffer for :meth:`get_into`.
+        self._local = threading.local()
 
     def direct(self, url: str) -> bool:
         """Whether this reader may GET *url*: the environment sends no request to it through
@@ -353,6 +359,76 @@ class BodyReader:
         httpx's ``iter_raw``) to *write* in blocks of at most *block* bytes, in order; any
         other answer's body is read (up to 1 MiB, else the connection is closed) and
         dropped.  An exception of *write* ends the request (the connection is closed)."""
+
+        def body(response: urllib3.BaseHTTPResponse) -> None:
+            while True:
+                try:
+                    data = response.read(block, decode_content=False)
+                except (urllib3.exceptions.HTTPError, OSError) as exc:
+                    raise _transport_error(exc) from None
+                if not data:
+                    return
+                write(data)
+
+        return self._get(url, body, expected=expected, headers=headers)
+
+    def get_into(
+        self,
+        url: str,
+        write: Callable[[memoryview], None],
+        *,
+        expected: int,
+        headers: dict[str, str] | None = None,
+    ) -> BodyAnswer:
+        """As :meth:`get`, but each block given to *write* is a view of this thread's
+        buffer (:data:`BLOCK` bytes, reused), valid only during the call: the body is read
+        from the socket straight into it (``readinto``), so a large body costs no
+        allocation per block and each byte is copied once on its way to the caller's
+        ``os.pwrite``.  A body shorter than its ``Content-Length`` is a transport error, as
+        for :meth:`get`."""
+        view = self._buffer()
+
+        def body(response: urllib3.BaseHTTPResponse) -> None:
+            raw = getattr(response, "_fp", None)  # urllib3's http.client response
+            readinto = getattr(raw, "readinto", None)
+            if readinto is None:  # (not an http.client response: a block at a time)
+                while data := _read(response):
+                    write(memoryview(data))
+                return
+            length = response.headers.get("Content-Length")
+            left = int(length) if length is not None and length.isdigit() else None
+            while True:
+                try:
+                    count = readinto(view if left is None else view[: min(len(view), left)])
+                except (http.client.HTTPException, OSError) as exc:
+                    raise _transport_error(exc) from None
+                if not count:
+                    break
+                write(view[:count])
+                if left is not None:
+                    left -= count
+                    if not left:
+                        break
+            if left:  # (http.client's readinto answers 0 at an early end: no error of its own)
+                raise httpx.ReadError(f"the connection closed with {left} bytes of the body unread")
+
+        return self._get(url, body, expected=expected, headers=headers)
+
+    def _buffer(self) -> memoryview:
+        view: memoryview | None = getattr(self._local, "buffer", None)
+        if view is None:
+            view = self._local.buffer = memoryview(bytearray(BLOCK))
+        return view
+
+    def _get(
+        self,
+        url: str,
+        body: Callable[[urllib3.BaseHTTPResponse], None],
+        *,
+        expected: int,
+        headers: dict[str, str] | None,
+    ) -> BodyAnswer:
+        """GET *url*: *body* reads the answer when its status is *expected*."""
         try:
             response = self.pools.request(
                 "GET",
@@ -368,14 +444,7 @@ class BodyReader:
         complete = False
         try:
             if answer.status == expected:
-                while True:
-                    try:
-                        data = response.read(block, decode_content=False)
-                    except (urllib3.exceptions.HTTPError, OSError) as exc:
-                        raise _transport_error(exc) from None
-                    if not data:
-                        break
-                    write(data)
+                body(response)
                 complete = True
             else:
                 length = response.headers.get("Content-Length")
@@ -393,6 +462,14 @@ class BodyReader:
 
     def close(self) -> None:
         self.pools.clear()
+
+
+def _read(response: urllib3.BaseHTTPResponse) -> bytes:
+    """The next block of *response*'s raw body (``b""`` at its end)."""
+    try:
+        return response.read(BLOCK, decode_content=False)
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise _transport_error(exc) from None
 
 
 def _transport_error(exc: BaseException) -> httpx.TransportError:

@@ -4,9 +4,8 @@ bucket), counting the ranged GETs it makes, and failing one of them on request."
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
-from zarrchive.client.download import HttpFetcher
+from zarrchive.client.download import HttpFetcher, Write
 from zarrchive.client.remote import RemoteFile
 from zarrchive.errors import TransferError
 
@@ -22,14 +21,12 @@ class CountingFetcher(HttpFetcher):
         self.ranges: list[tuple[str, int, int]] = []
         self._lock = threading.Lock()
 
-    def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
+    def fetch(self, file: RemoteFile, write: Write) -> None:
         with self._lock:
             self.whole += 1
         super().fetch(file, write)
 
-    def fetch_range(
-        self, file: RemoteFile, start: int, end: int, write: Callable[[bytes], None]
-    ) -> None:
+    def fetch_range(self, file: RemoteFile, start: int, end: int, write: Write) -> None:
         if start == self.fail_at:
             raise TransferError(f"refused range at {start} (test)")
         with self._lock:

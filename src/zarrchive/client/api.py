@@ -176,6 +176,20 @@ class OpenedBatch:
 
 
 @dataclass(frozen=True)
+class DownloadLink:
+    """Where to read a file of an embargoed Zarr: a presigned GET, and a presigned HEAD of
+    the same object when the archive gives one (a GET URL cannot be HEADed under SigV4)."""
+
+    url: str
+    head_url: str | None = None
+
+    @classmethod
+    def from_json(cls, item: Mapping[str, Any]) -> DownloadLink:
+        head = item.get("head_url")
+        return cls(str(item["url"]), head if isinstance(head, str) and head else None)
+
+
+@dataclass(frozen=True)
 class DirectoryListing:
     """A whole directory (every page)."""
 
@@ -543,13 +557,17 @@ class ApiClient:
 
     def download_urls(self, zarr_id: str, paths: Sequence[str]) -> dict[str, str]:
         """URLs to GET files (presigned, short-lived, for an embargoed Zarr), batched."""
+        return {path: link.url for path, link in self.download_links(zarr_id, paths).items()}
+
+    def download_links(self, zarr_id: str, paths: Sequence[str]) -> dict[str, DownloadLink]:
+        """:meth:`download_urls` with each file's presigned HEAD when the archive gives one."""
         step = self.info().max_batch_files
-        urls: dict[str, str] = {}
+        links: dict[str, DownloadLink] = {}
         for start in range(0, len(paths), step):
             chunk = [{"path": p} for p in paths[start : start + step]]
             data = self._json("POST", f"/api/zarr/{_id(zarr_id)}/download/", json=chunk)
-            urls.update((str(item["path"]), str(item["url"])) for item in data)
-        return urls
+            links.update((str(item["path"]), DownloadLink.from_json(item)) for item in data)
+        return links
 
     def upload_in_progress(self, zarr_id: str) -> bool:
         try:
@@ -774,6 +792,7 @@ __all__ = [
     "DandisetInfo",
     "DirectoryListing",
     "DirectoryPage",
+    "DownloadLink",
     "FileInfo",
     "ListingEntry",
     "OpenedBatch",

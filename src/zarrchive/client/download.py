@@ -15,6 +15,9 @@ contents come straight from S3 through a :class:`Fetcher`:
 A fetcher makes one attempt; the :class:`Downloader` retries the whole file (the GET,
 the stream, the md5 check) under its retry policy (:func:`zarrchive.transport.run`):
 a failed attempt of any kind, before or after the first byte, starts the file again.
+:class:`HttpFetcher` reads each body into a buffer of its thread (``readinto``, no
+allocation per block) and hands out views of it: a fetcher's *write* is called with blocks
+valid only during the call.
 
 The files are read on :data:`DOWNLOAD_JOBS` threads (``--jobs``), each taking the next file
 when done.  A file of at least :data:`BIG_FILE` bytes, when the fetcher has ``fetch_range``
@@ -24,6 +27,20 @@ first across the big files under way (:class:`PartsPool`); its md5 is computed o
 finished prefix while later parts arrive, and a record beside the partial copy
 (``NAME.zarrchive-partial.parts``) lists the finished parts, so an interrupted download
 resumes with the parts it lacks (the whole file's md5 is checked whatever the record says).
+
+A big file may be checked by S3's CRC32 instead of its md5 (about 8x cheaper: 0.15 s of CPU
+per GiB against 1.3 s): when the fetcher has ``head`` (:class:`HttpFetcher` has: an anonymous
+HEAD of the public URL, or the presigned HEAD the archive gives for an embargoed Zarr, with
+``x-amz-checksum-mode: ENABLED``) and the HEAD answers a full-object CRC32
+(``x-amz-checksum-type: FULL_OBJECT``), the archive's md5 in the object's metadata
+(``x-amz-meta-zarrchive-md5``, written by the archive with the CRC) equal to the md5 the
+listing gives, and the listed size.  Every ranged GET then sends ``If-Match`` with the HEAD's
+ETag (an object replaced meanwhile answers 412: the file starts again from its HEAD, its
+parts not kept), and the CRC32 of the whole file, computed over the finished prefix as the
+md5 would be, must equal S3's: the file's md5 is then the listed one (S3 computed the CRC
+over the bytes the archive checked by that md5).  In every other case: the md5.
+:class:`DownloadResult` lists the files checked by CRC32.  A record of parts says which
+check and which ETag it was made under, and is resumed only under the same.
 
 Every small file is written to ``NAME.zarrchive-partial`` next to its place, its md5
 checked while it streams, then renamed into place: an interrupted download
@@ -37,6 +54,7 @@ compared with the archive's checksum.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import itertools
@@ -45,16 +63,17 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, as_completed, wait
 from dataclasses import dataclass, field, replace
 from functools import partial as partial_call
-from typing import IO, NoReturn, Protocol
+from typing import IO, NoReturn, Protocol, TypeVar
 
 import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM, ZarrEntry, compute_checksum
-from zarrchive.client.api import ApiClient, ZarrInfo, is_zarr_id
+from zarrchive.client.api import ApiClient, DownloadLink, ZarrInfo, is_zarr_id
 from zarrchive.client.local import WrittenFile, default_jobs, hash_local, transfer_jobs
 from zarrchive.client.progress import NullProgress, Progress
 from zarrchive.client.remote import (
@@ -70,6 +89,7 @@ from zarrchive.errors import (
     LocalFileError,
     NetworkError,
     NotFound,
+    ObjectChanged,
     PermissionDenied,
     TransferError,
 )
@@ -86,6 +106,8 @@ from zarrchive.transport import (
     transport_message,
 )
 
+T = TypeVar("T")
+
 PARTIAL_SUFFIX = ".zarrchive-partial"
 #: Beside the partial copy of a big file: which of its parts are written (resumption).
 PARTS_SUFFIX = ".parts"
@@ -99,16 +121,35 @@ BIG_FILE = 64 << 20
 PART_SIZE = 16 << 20
 
 
+#: A block of a body, as a fetcher gives it to *write*: valid only during the call (a
+#: fetcher may reuse its buffer for the next block).
+Block = bytes | memoryview
+#: What a fetcher calls with each block, in order.
+Write = Callable[[Block], None]
 #: ``fetch_range(file, start, end, write)``: bytes ``[start, end)`` of *file* to *write*, in
 #: order, one attempt (errors as for :meth:`Fetcher.fetch`).
-RangeFetch = Callable[[RemoteFile, int, int, Callable[[bytes], None]], None]
+RangeFetch = Callable[[RemoteFile, int, int, Write], None]
+#: ``head(file)``: what S3 says of the object at ``file.head_url`` (:class:`ObjectHead`), or
+#: None when it says nothing usable (no HEAD URL, a refusal): the file is then checked by its
+#: md5.  One attempt (errors as for :meth:`Fetcher.fetch`).
+HeadFetch = Callable[[RemoteFile], "ObjectHead | None"]
+#: S3's full-object checksum type (``x-amz-checksum-type``), the one a whole file's CRC32
+#: can be compared with.
+FULL_OBJECT = "FULL_OBJECT"
 
 
 class Fetcher(Protocol):
-    """Reads an object's bytes from the object store: one attempt per call."""
+    """Reads an object's bytes from the object store: one attempt per call.
 
-    def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
-        """Call *write* with the content of *file*, in order, in blocks.
+    Optional methods, looked up by name: ``fetch_range`` (:data:`RangeFetch`: big files then
+    come in parallel ranged GETs) and ``head`` (:data:`HeadFetch`: big files may then be
+    checked by S3's CRC32 instead of their md5).  A fetcher with ``head`` must send every
+    GET of a file whose :attr:`~zarrchive.client.remote.RemoteFile.etag` is set with
+    ``If-Match`` and raise :class:`~zarrchive.errors.ObjectChanged` on a 412."""
+
+    def fetch(self, file: RemoteFile, write: Write) -> None:
+        """Call *write* with the content of *file*, in order, in blocks (each valid only
+        during the call).
 
         May be called from several threads at once.  Raise
         :class:`~zarrchive.errors.NetworkError` or
@@ -121,10 +162,56 @@ class Fetcher(Protocol):
         """Release connections."""
 
 
+@dataclass(frozen=True)
+class ObjectHead:
+    """What a HEAD of an object said (``x-amz-checksum-mode: ENABLED``): its size, ETag,
+    checksum (``x-amz-checksum-crc32``, base64 of the 4 big-endian bytes, and its
+    ``x-amz-checksum-type``) and the md5 the archive wrote in its metadata."""
+
+    size: int | None
+    etag: str | None
+    crc32: str | None
+    checksum_type: str | None
+    md5: str | None
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, str]) -> ObjectHead:
+        """From a HEAD's headers (looked up case-insensitively)."""
+        lower = {k.lower(): v for k, v in headers.items()}
+        length = lower.get("content-length", "")
+        return cls(
+            size=int(length) if length.isdigit() else None,
+            etag=lower.get("etag") or None,
+            crc32=lower.get("x-amz-checksum-crc32") or None,
+            checksum_type=lower.get("x-amz-checksum-type") or None,
+            md5=lower.get("x-amz-meta-zarrchive-md5") or None,
+        )
+
+    def crc32_for(self, file: RemoteFile) -> str | None:
+        """The CRC32 (8 hex digits) to check *file* by, or None (then: its md5): only for a
+        full-object CRC32 of an object of the listed size whose metadata holds the listed
+        md5, with an ETag for the GETs to match."""
+        if (
+            self.etag is None
+            or self.crc32 is None
+            or (self.checksum_type or "").upper() != FULL_OBJECT
+            or self.size != file.size
+            or (self.md5 or "").lower() != file.md5.lower()
+        ):
+            return None
+        try:
+            raw = base64.b64decode(self.crc32, validate=True)
+        except ValueError:
+            return None
+        return raw.hex() if len(raw) == 4 else None
+
+
 class HttpFetcher:
     """GETs the objects' public URLs (no credentials), pooled: through urllib3
-    (:class:`~zarrchive.transport.BodyReader`, a third of httpx's cost per stream), through
-    httpx when the environment names a proxy for the URL or S3 answers with a redirect."""
+    (:class:`~zarrchive.transport.BodyReader`, a third of httpx's cost per stream, each
+    body read into a buffer of the thread), through httpx when the environment names a
+    proxy for the URL or S3 answers with a redirect.  ``head``: an HEAD of the file's
+    ``head_url`` through httpx (one per big file)."""
 
     def __init__(
         self,
@@ -144,19 +231,39 @@ class HttpFetcher:
             timeout=S3_TIMEOUT, max_connections=max_connections, headers=headers
         )
 
-    def fetch(self, file: RemoteFile, write: Callable[[bytes], None]) -> None:
-        self._read(file, write, None, 200)
+    def fetch(self, file: RemoteFile, write: Write) -> None:
+        self._read(file, write, _if_match(file, {}), 200)
 
-    def fetch_range(
-        self, file: RemoteFile, start: int, end: int, write: Callable[[bytes], None]
-    ) -> None:
+    def fetch_range(self, file: RemoteFile, start: int, end: int, write: Write) -> None:
         """Bytes ``[start, end)`` of *file* (a ranged GET: 206)."""
-        self._read(file, write, {"Range": f"bytes={start}-{end - 1}"}, 206)
+        self._read(file, write, _if_match(file, {"Range": f"bytes={start}-{end - 1}"}), 206)
+
+    def head(self, file: RemoteFile) -> ObjectHead | None:
+        """A HEAD of ``file.head_url`` asking for S3's checksum; None without a HEAD URL
+        or when S3 answers other than 200 (the file is then checked by its md5)."""
+        if file.head_url is None:
+            return None
+        where = file.head_url.partition("?")[0]  # (never a presigned URL's signature)
+        try:
+            response = self.http.head(file.head_url, headers={"x-amz-checksum-mode": "ENABLED"})
+        except RETRY_EXCEPTIONS as exc:
+            raise NetworkError(
+                f"cannot HEAD {file.path!r} at {where}: {transport_message(exc)}"
+            ) from None
+        if response.status_code in RETRY_STATUSES:
+            raise TryAgain(
+                f"S3 answered {response.status_code} to HEAD {where}",
+                retry_after=parse_retry_after(response.headers.get("Retry-After")),
+                response=response,
+            )
+        if response.status_code != 200:
+            return None
+        return ObjectHead.from_headers(response.headers)
 
     def _read(
         self,
         file: RemoteFile,
-        write: Callable[[bytes], None],
+        write: Write,
         headers: dict[str, str] | None,
         expected: int,
     ) -> None:
@@ -166,7 +273,7 @@ class HttpFetcher:
             self._get(file, write, headers, expected)
             return
         try:
-            answer = self.bodies.get(file.url, write, expected=expected, headers=headers)
+            answer = self.bodies.get_into(file.url, write, expected=expected, headers=headers)
         except RETRY_EXCEPTIONS as exc:
             raise NetworkError(
                 f"cannot download {file.path!r} from {file.url}: {transport_message(exc)}"
@@ -181,7 +288,7 @@ class HttpFetcher:
     def _get(
         self,
         file: RemoteFile,
-        write: Callable[[bytes], None],
+        write: Write,
         headers: dict[str, str] | None,
         expected: int,
     ) -> None:
@@ -216,11 +323,22 @@ class HttpFetcher:
             raise TransferError(
                 f"{file.path!r} is listed by the archive but absent from S3 ({file.url})"
             )
+        if status == 412 and file.etag is not None:
+            raise ObjectChanged(
+                f"{file.path!r} changed on S3 while it was read (its ETag is no longer {file.etag})"
+            )
         raise TransferError(f"S3 answered {status} to GET {file.url}")
 
     def close(self) -> None:
         self.http.close()
         self.bodies.close()
+
+
+def _if_match(file: RemoteFile, headers: dict[str, str]) -> dict[str, str]:
+    """*headers* with ``If-Match`` when *file* names the ETag its GETs must match."""
+    if file.etag is not None:
+        headers["If-Match"] = file.etag
+    return headers
 
 
 # -- results ----------------------------------------------------------------------------
@@ -236,6 +354,9 @@ class DownloadResult:
     deleted: int = 0
     #: Local files that are not in the archive (kept: no --sync).
     extra: list[str] = field(default_factory=list)
+    #: The files downloaded that were checked by S3's full-object CRC32 (tied to the listed
+    #: md5 by the object's metadata) instead of an md5 of their bytes.
+    crc32: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -334,6 +455,8 @@ class Downloader:
         self.part_size = part_size
         #: The fetcher's ranged reads, if it has them (else big files come in one GET).
         self._range_fetch: RangeFetch | None = getattr(self.fetcher, "fetch_range", None)
+        #: The fetcher's HEADs, if it has them (else every file is checked by its md5).
+        self._head: HeadFetch | None = getattr(self.fetcher, "head", None)
 
     def close(self) -> None:
         if self._own_fetcher:
@@ -357,8 +480,8 @@ class Downloader:
     def _object_url(self, zarr: ZarrInfo, path: str) -> str:
         return zarr.object_url(path)
 
-    def _private_urls(self, zarr: ZarrInfo, paths: list[str]) -> dict[str, str]:
-        return self.client.download_urls(zarr.zarr_id, paths)
+    def _private_links(self, zarr: ZarrInfo, paths: list[str]) -> dict[str, DownloadLink]:
+        return self.client.download_links(zarr.zarr_id, paths)
 
     # -- comparing ------------------------------------------------------------------------
     def _local_entries(self, root: str) -> list[ZarrEntry]:
@@ -411,7 +534,9 @@ class Downloader:
                 matching.append(mine)
                 continue
             (missing if mine is None else differ).append(path)
-            fetch.append(RemoteFile(path, md5, size, self._object_url(zarr, path)))
+            url = self._object_url(zarr, path)
+            head = url if size >= self.big_file else None  # (a public object can be HEADed)
+            fetch.append(RemoteFile(path, md5, size, url, head_url=head))
         extra = sorted(p for p in local if p not in remote.files)
         return _Comparison(zarr, entries, fetch, matching, missing, differ, extra, identical_files)
 
@@ -490,8 +615,15 @@ class Downloader:
             _unlink(stale + PARTS_SUFFIX)
             _unlink(stale)
         if private and fetch:
-            urls = self._private_urls(zarr, [f.path for f in fetch])
-            fetch = [replace(f, url=urls[f.path]) for f in fetch]
+            links = self._private_links(zarr, [f.path for f in fetch])
+            fetch = [
+                replace(
+                    f,
+                    url=links[f.path].url,
+                    head_url=links[f.path].head_url if f.size >= self.big_file else None,
+                )
+                for f in fetch
+            ]
         verified = self._fetch_all(root, fetch, result)
         final = [
             *comparison.identical_files,
@@ -519,17 +651,21 @@ class Downloader:
             else None
         )
         stop = threading.Event()
+        by_crc32: list[str] = []
         try:
             _run_all(
                 min(self.jobs, len(files)),
                 ordered,
-                lambda f: written.append(self._fetch_one(root, f, made, parts_pool, stop)),
+                lambda f: written.append(
+                    self._fetch_one(root, f, made, parts_pool, stop, by_crc32)
+                ),
                 stop,
             )
         finally:
             if parts_pool is not None:
                 parts_pool.shutdown()
             self._remember(written)
+        result.crc32 = sorted(by_crc32)
         result.downloaded = len(files)
         result.downloaded_bytes = sum(f.size for f in files)
         return files
@@ -573,14 +709,15 @@ class Downloader:
         made: set[str],
         parts_pool: PartsPool | None,
         stop: threading.Event,
+        by_crc32: list[str],
     ) -> WrittenFile:
         final = self._prepare_place(root, file, made)
         partial = final + PARTIAL_SUFFIX
-        attempt: Callable[[], None]
+        attempt: Callable[[], bool]
         retry_on: tuple[type[Exception], ...] = (NetworkError,)
         if parts_pool is not None and file.size >= self.big_file:
             # (each part retries its own failures: the file is tried again only when its
-            # md5 is wrong once all parts are in)
+            # checksum is wrong once all parts are in, or the object changed meanwhile)
             attempt, retry_on = (
                 partial_call(self._fetch_ranges, file, partial, parts_pool, stop),
                 (),
@@ -588,7 +725,7 @@ class Downloader:
         else:
             attempt = partial_call(self._fetch_whole, file, partial)
         try:
-            run(
+            crc32 = run(
                 self.retry,
                 attempt,
                 what=f"GET {file.path!r}",
@@ -599,13 +736,16 @@ class Downloader:
             raise TransferError(exc.reason) from None
         except RETRY_EXCEPTIONS as exc:  # from a fetcher of the caller's
             raise NetworkError(f"cannot download {file.path!r}: {transport_message(exc)}") from None
+        if crc32:
+            by_crc32.append(file.path)
         os.replace(partial, final)
         _unlink(partial + PARTS_SUFFIX)
         self.progress.advance(1, 0)
         return os.path.dirname(final), os.path.basename(final), os.stat(final), file.md5
 
-    def _fetch_whole(self, file: RemoteFile, partial: str) -> None:
-        """One attempt at *file* in one GET: *partial* holds its checked bytes after."""
+    def _fetch_whole(self, file: RemoteFile, partial: str) -> bool:
+        """One attempt at *file* in one GET: *partial* holds its checked bytes after (by
+        md5: False)."""
         sink = _Sink(self.progress)
         try:
             with open(partial, "wb") as out:
@@ -624,21 +764,29 @@ class Downloader:
             self.progress.advance(0, -sink.size)
             _unlink(partial)
             raise _mismatch(file, md5, sink.size)
+        return False
 
     def _fetch_ranges(
         self, file: RemoteFile, partial: str, pool: PartsPool, stop: threading.Event
-    ) -> None:
+    ) -> bool:
         """One attempt at a big *file* in parallel ranged GETs written in place: the parts
-        a previous attempt or run finished (:class:`_PartsRecord`) are kept; the md5 is
-        computed over the file's finished prefix while the later parts arrive."""
+        a previous attempt or run finished (:class:`_PartsRecord`) under the same check are
+        kept; its checksum (S3's CRC32 when :meth:`_crc32_of` finds one, else the md5) is
+        computed over the file's finished prefix while the later parts arrive.  True when
+        checked by CRC32."""
         fetch_range = self._range_fetch
         assert fetch_range is not None
-        record = _PartsRecord.load(partial, file, self.part_size)
+        file, crc32 = self._crc32_of(file)
+        record = _PartsRecord.load(
+            partial, file, self.part_size, "md5" if crc32 is None else "crc32"
+        )
         try:
             fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
-        hasher = _PrefixHasher(fd, record)
+        hasher = _PrefixHasher(
+            fd, record, hashlib.md5(usedforsecurity=False) if crc32 is None else _Crc32()
+        )
         try:
             if not record.done:
                 os.ftruncate(fd, file.size)
@@ -658,22 +806,57 @@ class Downloader:
                     future.result()
                     record.finish(futures[future])
                     hasher.advance()
-            except BaseException:
+            except BaseException as exc:
                 for future in futures:
                     future.cancel()
                 wait(futures)
                 self.progress.advance(0, -record.done_bytes())
+                if isinstance(exc, ObjectChanged):  # its parts are of an older object
+                    _unlink(record.path)
+                    _unlink(partial)
+                    raise TryAgain(exc.args[0]) from None
                 raise
-            md5 = hasher.hexdigest()
+            got = hasher.hexdigest()
         except OSError as exc:
             raise LocalFileError(f"cannot write {partial!r}: {exc.strerror}") from None
         finally:
             os.close(fd)
-        if md5 != file.md5:
+        if got != (file.md5 if crc32 is None else crc32):
             self.progress.advance(0, -file.size)
-            _unlink(partial + PARTS_SUFFIX)
+            _unlink(record.path)
             _unlink(partial)
-            raise _mismatch(file, md5, file.size)
+            if crc32 is None:
+                raise _mismatch(file, got, file.size)
+            raise TryAgain(
+                f"{file.path!r}: the downloaded bytes have CRC32 {got}, S3 says {crc32} "
+                f"({file.size} bytes)"
+            )
+        return crc32 is not None
+
+    def _crc32_of(self, file: RemoteFile) -> tuple[RemoteFile, str | None]:
+        """*file* with the ETag its GETs must match and the CRC32 to check it by, when its
+        HEAD ties S3's full-object CRC32 to the listed md5 (:meth:`ObjectHead.crc32_for`);
+        else *file* as it is and None (check the md5)."""
+        head = self._head
+        if head is None or file.head_url is None:
+            return file, None
+        answer = self._retried(partial_call(head, file), file, f"HEAD {file.path!r}")
+        crc32 = None if answer is None else answer.crc32_for(file)
+        if answer is None or crc32 is None:
+            return file, None
+        return replace(file, etag=answer.etag), crc32
+
+    def _retried(self, attempt: Callable[[], T], file: RemoteFile, what: str) -> T:
+        """*attempt* (a request about *file*) under the retry policy, its last failure as
+        this module's errors."""
+        try:
+            return run(
+                self.retry, attempt, what=what, on_retry=self.on_retry, retry_on=(NetworkError,)
+            )
+        except TryAgain as exc:
+            raise TransferError(exc.reason) from None
+        except RETRY_EXCEPTIONS as exc:  # from a fetcher of the caller's
+            raise NetworkError(f"cannot download {file.path!r}: {transport_message(exc)}") from None
 
     def _fetch_part(
         self, fetch_range: RangeFetch, file: RemoteFile, fd: int, start: int, end: int
@@ -683,7 +866,7 @@ class Downloader:
         def attempt() -> None:
             offset = [start]
 
-            def write(block: bytes) -> None:
+            def write(block: Block) -> None:
                 if offset[0] + len(block) > end:
                     raise TryAgain(f"{file.path!r}: S3 sent more than the range asked")
                 os.pwrite(fd, block, offset[0])
@@ -701,18 +884,7 @@ class Downloader:
                 self.progress.advance(0, start - offset[0])
                 raise
 
-        try:
-            run(
-                self.retry,
-                attempt,
-                what=f"GET {file.path!r} bytes {start}-{end - 1}",
-                on_retry=self.on_retry,
-                retry_on=(NetworkError,),
-            )
-        except TryAgain as exc:
-            raise TransferError(exc.reason) from None
-        except RETRY_EXCEPTIONS as exc:  # from a fetcher of the caller's
-            raise NetworkError(f"cannot download {file.path!r}: {transport_message(exc)}") from None
+        self._retried(attempt, file, f"GET {file.path!r} bytes {start}-{end - 1}")
 
 
 class _Stopped(Exception):
@@ -831,15 +1003,20 @@ class PartsPool:
 
 class _PartsRecord:
     """Which parts of a big file's partial copy are written: ``NAME.zarrchive-partial.parts``
-    beside it (JSON: the file's md5, size and part size, the finished parts), so that an
-    interrupted download resumes with the parts it lacks.  Rewritten (atomically) as each
-    part finishes; a record for other content or another part size starts over.  The whole
-    file's md5 is checked at the end whatever the record says."""
+    beside it (JSON: the file's md5, size and part size, the check (``md5`` or ``crc32``) and
+    the ETag its GETs matched (``null``: none), the finished parts), so that an interrupted
+    download resumes with the parts it lacks.  Rewritten (atomically) as each part finishes;
+    a record for other content, another part size, another check or another ETag starts
+    over (a record from before the checks were named: ``md5``, no ETag).  The whole file's
+    checksum is checked at the end whatever the record says."""
 
-    def __init__(self, path: str, file: RemoteFile, part_size: int, done: set[int]) -> None:
+    def __init__(
+        self, path: str, file: RemoteFile, part_size: int, check: str, done: set[int]
+    ) -> None:
         self.path = path
         self.file = file
         self.part_size = part_size
+        self.check = check
         self.ranges = [
             (start, min(start + part_size, file.size)) for start in range(0, file.size, part_size)
         ]
@@ -847,7 +1024,8 @@ class _PartsRecord:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, partial: str, file: RemoteFile, part_size: int) -> _PartsRecord:
+    def load(cls, partial: str, file: RemoteFile, part_size: int, check: str) -> _PartsRecord:
+        """The record beside *partial*, for *file* (and its ETag) checked by *check*."""
         path = partial + PARTS_SUFFIX
         done: set[int] = set()
         try:
@@ -858,6 +1036,8 @@ class _PartsRecord:
                 and saved.get("md5") == file.md5
                 and saved.get("size") == file.size
                 and saved.get("part_size") == part_size
+                and saved.get("check", "md5") == check
+                and saved.get("etag") == file.etag
                 and os.path.getsize(partial) == file.size
             ):
                 count = -(-file.size // part_size)
@@ -866,7 +1046,7 @@ class _PartsRecord:
             done = set()
         if not done:
             _unlink(path)
-        return cls(path, file, part_size, done)
+        return cls(path, file, part_size, check, done)
 
     def done_bytes(self) -> int:
         with self._lock:
@@ -880,6 +1060,8 @@ class _PartsRecord:
                     "md5": self.file.md5,
                     "size": self.file.size,
                     "part_size": self.part_size,
+                    "check": self.check,
+                    "etag": self.file.etag,
                     "done": sorted(self.done),
                 }
             )
@@ -889,29 +1071,51 @@ class _PartsRecord:
         os.replace(temporary, self.path)
 
 
+class _Digest(Protocol):
+    def update(self, data: Block, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+class _Crc32:
+    """A running CRC32 (zlib's: the one S3 computes) with a hash's ``update``/``hexdigest``
+    (8 hex digits)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def update(self, data: Block, /) -> None:
+        self.value = zlib.crc32(data, self.value)
+
+    def hexdigest(self) -> str:
+        return f"{self.value:08x}"
+
+
 class _PrefixHasher:
-    """The md5 of a file written out of order: it reads back (from the page cache) and
-    hashes the finished parts that follow what it has hashed, so the digest is ready
-    when the last part arrives, with no part held in memory."""
+    """The checksum (an md5 or a CRC32) of a file written out of order: it reads back (from
+    the page cache, into one buffer) and hashes the finished parts that follow what it has
+    hashed, so the digest is ready when the last part arrives, with no part held in memory."""
 
     BLOCK = 1 << 20
 
-    def __init__(self, fd: int, record: _PartsRecord) -> None:
+    def __init__(self, fd: int, record: _PartsRecord, digest: _Digest) -> None:
         self.fd = fd
         self.record = record
-        self.digest = hashlib.md5(usedforsecurity=False)
+        self.digest = digest
         self.next_part = 0
+        self._buffer = memoryview(bytearray(self.BLOCK))
 
     def advance(self) -> None:
         ranges, done = self.record.ranges, self.record.done
         while self.next_part < len(ranges) and self.next_part in done:
             start, end = ranges[self.next_part]
             while start < end:
-                block = os.pread(self.fd, min(self.BLOCK, end - start), start)
-                if not block:
+                view = self._buffer[: min(self.BLOCK, end - start)]
+                count = os.preadv(self.fd, [view], start)
+                if not count:
                     raise TryAgain(f"{self.record.file.path!r}: the partial file is short")
-                self.digest.update(block)
-                start += len(block)
+                self.digest.update(view[:count])
+                start += count
             self.next_part += 1
 
     def hexdigest(self) -> str:
@@ -927,7 +1131,7 @@ class _Sink:
         self.size = 0
         self.out: IO[bytes] | None = None
 
-    def write(self, block: bytes) -> None:
+    def write(self, block: Block) -> None:
         assert self.out is not None
         self.digest.update(block)
         self.size += len(block)
@@ -988,15 +1192,21 @@ def _prune_empty_directories(root: str, deleted: list[str]) -> None:
 __all__ = [
     "BIG_FILE",
     "DOWNLOAD_JOBS",
+    "FULL_OBJECT",
     "PARTIAL_SUFFIX",
     "PARTS_SUFFIX",
     "PART_SIZE",
+    "Block",
     "DownloadResult",
     "Downloader",
     "Fetcher",
+    "HeadFetch",
     "HttpFetcher",
+    "ObjectHead",
     "PartsPool",
+    "RangeFetch",
     "VerifyResult",
+    "Write",
     "require_token",
     "resolve_zarr",
 ]

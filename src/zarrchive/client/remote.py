@@ -41,6 +41,13 @@ class RemoteFile:
     url: str = ""
     #: The S3 version of the object, for a file pinned by a published version's manifest.
     version_id: str | None = None
+    #: The URL to HEAD it at (its public URL, or a presigned HEAD of an embargoed object;
+    #: a presigned GET cannot be HEADed): a big file's download reads S3's checksum there.
+    #: None: no HEAD (the file is checked by its md5).
+    head_url: str | None = None
+    #: The ETag every GET of it must match (``If-Match``: S3 answers 412 once the object
+    #: changed), the one its HEAD answered; None: any.
+    etag: str | None = None
 
 
 @dataclass

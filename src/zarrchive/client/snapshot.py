@@ -35,7 +35,7 @@ import httpx
 
 from zarrchive.checksum import EMPTY_CHECKSUM
 from zarrchive.client.address import DRAFT, VersionedAddress, parse_address
-from zarrchive.client.api import ApiClient, ZarrInfo
+from zarrchive.client.api import ApiClient, DownloadLink, ZarrInfo
 from zarrchive.client.download import Downloader, require_token, resolve_zarr
 from zarrchive.client.readers import HttpObjectReader, PresignedObjectReader
 from zarrchive.client.remote import RemoteFile, RemoteState, check_listed_path
@@ -219,14 +219,21 @@ def _read_manifest(
 
 def snapshot_urls(client: ApiClient, snapshot: Snapshot, paths: list[str]) -> dict[str, str]:
     """Presigned URLs of exactly the pinned versions (for an embargoed dandiset), batched."""
+    return {path: link.url for path, link in snapshot_links(client, snapshot, paths).items()}
+
+
+def snapshot_links(
+    client: ApiClient, snapshot: Snapshot, paths: list[str]
+) -> dict[str, DownloadLink]:
+    """:func:`snapshot_urls` with each file's presigned HEAD when the archive gives one."""
     step = client.info().max_batch_files
     route = _snapshot_route(snapshot.zarr.zarr_id, snapshot.checksum) + "download/"
-    urls: dict[str, str] = {}
+    links: dict[str, DownloadLink] = {}
     for start in range(0, len(paths), step):
         chunk = [{"path": p} for p in paths[start : start + step]]
         for item in client.request("POST", route, json=chunk).json():
-            urls[str(item["path"])] = str(item["url"])
-    return urls
+            links[str(item["path"])] = DownloadLink.from_json(item)
+    return links
 
 
 # -- readers of the pinned versions (for the zarr-python store) ---------------------------------
@@ -303,10 +310,10 @@ class SnapshotDownloader(Downloader):
             return super()._object_url(zarr, path)
         return self._snapshot.object_url(path)
 
-    def _private_urls(self, zarr: ZarrInfo, paths: list[str]) -> dict[str, str]:
+    def _private_links(self, zarr: ZarrInfo, paths: list[str]) -> dict[str, DownloadLink]:
         if self._snapshot is None:
-            return super()._private_urls(zarr, paths)
-        return snapshot_urls(self.client, self._snapshot, paths)
+            return super()._private_links(zarr, paths)
+        return snapshot_links(self.client, self._snapshot, paths)
 
 
 def _address_of(ref: str, zarr: ZarrInfo) -> VersionedAddress:
@@ -327,5 +334,6 @@ __all__ = [
     "is_view_id",
     "open_snapshot",
     "open_view",
+    "snapshot_links",
     "snapshot_urls",
 ]
