@@ -185,11 +185,6 @@ class ObjectChanged(TransferError):
     match the ETag of the object's HEAD (``If-Match``)."""
 
 
-class ObjectChanged(TransferError):
-    """An object changed while a download read it: S3 answered 412 to a GET that had to
-    match the ETag of the object's HEAD (``If-Match``)."""
-
-
 # -- manifests and jobs ---------------------------------------------------------
 class InvalidManifest(InvalidInput):
     """A Zarr manifest file (or the listing it is built from) is malformed or inconsistent."""
