@@ -233,9 +233,22 @@ class RefusedUploadOut(BaseModel):
     created_at: datetime
 
 
+#: ``head_url`` of a download answer (:class:`DownloadUrlOut`, the snapshots' ``SnapshotUrlOut``).
+HEAD_URL_DESCRIPTION = (
+    "Only when `url` is presigned (an embargoed Zarr): a presigned URL to HEAD the same "
+    "object (and version), since S3 refuses a HEAD of a URL presigned for GET. It signs the "
+    "header `x-amz-checksum-mode: ENABLED`: send exactly that header; S3 then answers the "
+    "object's `x-amz-checksum-crc32` and `x-amz-checksum-type` (`FULL_OBJECT` for a big file "
+    "the archive copied in parts) and `x-amz-meta-zarrchive-md5` (the md5 it verified). "
+    "Absent when `url` is a plain public URL: HEAD `url` itself (anonymously, with that "
+    "header)."
+)
+
+
 class DownloadUrlOut(BaseModel):
     path: str
     url: str = Field(description="GET it (presigned and short-lived for embargoed Zarrs)")
+    head_url: str | None = Field(default=None, description=HEAD_URL_DESCRIPTION)
 
 
 class DeleteFile(RequestModel):

@@ -106,6 +106,7 @@ def upload_status(view_id: str, archive: ArchiveDep, user: UserDep) -> Response:
 @router.post(
     VIEW + "/download/",
     response_model=list[DownloadUrlOut],
+    response_model_exclude_none=True,  # (no `head_url` for public URLs)
     summary="URLs of the pinned versions of files",
     openapi_extra=PATHS.openapi,
 )
@@ -116,8 +117,8 @@ def download_urls(
     user: UserDep,
 ) -> list[DownloadUrlOut]:
     view = _view(archive, user, view_id)
-    urls = pinned_views.download_urls(archive, view, [f.path for f in body])
-    return [DownloadUrlOut(path=p, url=u) for p, u in urls]
+    links = pinned_views.download_links(archive, view, [f.path for f in body])
+    return [DownloadUrlOut(path=x.path, url=x.url, head_url=x.head_url) for x in links]
 
 
 def _head(archive: ArchiveDep, view: PinnedView, path: str, version_id: str | None) -> Response:
@@ -269,6 +270,7 @@ def get_snapshot(
 @router.post(
     VIEW + "/snapshots/{checksum}/download/",
     response_model=list[snapshots.SnapshotUrlOut],
+    response_model_exclude_none=True,  # (no `head_url` for public URLs)
     summary="URLs of the pinned versions of files",
     openapi_extra=PATHS.openapi,
 )
@@ -280,10 +282,10 @@ def snapshot_download_urls(
     user: UserDep,
 ) -> list[snapshots.SnapshotUrlOut]:
     view = _snapshot(archive, user, view_id, checksum)
-    urls = snapshot_service.snapshot_download_urls(
+    links = snapshot_service.snapshot_download_links(
         archive, view.zarr, view.pin, [f.path for f in body]
     )
-    return [snapshots.SnapshotUrlOut(path=p, url=u, version_id=v) for p, u, v in urls]
+    return [snapshots.snapshot_url_out(x) for x in links]
 
 
 @router.get(

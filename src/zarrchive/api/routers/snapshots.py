@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from zarrchive.api.bodies import JsonBody, batch_limit
 from zarrchive.api.deps import ArchiveDep, UserDep
-from zarrchive.api.schemas import DeleteFile, DirectoryOut, FileOut
+from zarrchive.api.schemas import HEAD_URL_DESCRIPTION, DeleteFile, DirectoryOut, FileOut
 from zarrchive.services.zarr_engine import snapshots, zarrs
 from zarrchive.wire.zarrs import doc
 
@@ -52,6 +52,13 @@ class SnapshotUrlOut(BaseModel):
     path: str
     url: str = Field(description="GET it: exactly the pinned version (presigned if embargoed)")
     version_id: str
+    head_url: str | None = Field(default=None, description=HEAD_URL_DESCRIPTION)
+
+
+def snapshot_url_out(link: snapshots.SnapshotLink) -> SnapshotUrlOut:
+    return SnapshotUrlOut(
+        path=link.path, url=link.url, version_id=link.version_id, head_url=link.head_url
+    )
 
 
 def _out(info: snapshots.SnapshotInfo) -> SnapshotOut:
@@ -87,6 +94,7 @@ def get_snapshot(zarr_id: str, checksum: str, archive: ArchiveDep, user: UserDep
 @router.post(
     "/api/zarr/{zarr_id}/snapshots/{checksum}/download/",
     response_model=list[SnapshotUrlOut],
+    response_model_exclude_none=True,  # (no `head_url` for public URLs)
     summary="URLs that read exactly the pinned versions of files",
     openapi_extra=PATHS.openapi,
 )
@@ -99,10 +107,11 @@ def snapshot_download_urls(
 ) -> list[SnapshotUrlOut]:
     """For each `{"path"}` (at most `max_batch_files`, each a file of the snapshot, else 404
     naming the others), a URL with the pinned `versionId`: public, or presigned for an
-    embargoed Zarr."""
+    embargoed Zarr, and then also a presigned `head_url` of that version (sending
+    `x-amz-checksum-mode: ENABLED`)."""
     zarr, pin = snapshots.find_snapshot(archive, user, zarr_id, checksum)
-    urls = snapshots.snapshot_download_urls(archive, zarr, pin, [f.path for f in body])
-    return [SnapshotUrlOut(path=p, url=u, version_id=v) for p, u, v in urls]
+    links = snapshots.snapshot_download_links(archive, zarr, pin, [f.path for f in body])
+    return [snapshot_url_out(x) for x in links]
 
 
 @router.get(

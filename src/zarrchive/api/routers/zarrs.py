@@ -121,6 +121,7 @@ def get_zarr(zarr_id: str, archive: ArchiveDep, user: UserDep) -> ZarrOut:
 @router.post(
     "/api/zarr/{zarr_id}/download/",
     response_model=list[DownloadUrlOut],
+    response_model_exclude_none=True,  # (no `head_url` for public URLs)
     summary="URLs to read files (presigned for embargoed Zarrs)",
     openapi_extra=PATHS.openapi,
 )
@@ -131,10 +132,11 @@ def download_urls(
     user: UserDep,
 ) -> list[DownloadUrlOut]:
     """For each `{"path"}` (at most `max_batch_files`), a URL to GET the file: the public
-    URL, or for an embargoed Zarr (owners and admins) a presigned one."""
+    URL, or for an embargoed Zarr (owners and admins) a presigned one, and then also a
+    presigned `head_url` to HEAD it (sending `x-amz-checksum-mode: ENABLED`)."""
     zarr = zarrs.zarr_ref(archive, user, zarr_id)
-    urls = zarrs.download_urls(archive, zarr, [f.path for f in body])
-    return [DownloadUrlOut(path=p, url=u) for p, u in urls]
+    links = zarrs.download_links(archive, zarr, [f.path for f in body])
+    return [DownloadUrlOut(path=x.path, url=x.url, head_url=x.head_url) for x in links]
 
 
 @router.get(

@@ -453,6 +453,31 @@ def version_url(archive: Archive, zarr: zarr_service.ZarrRef, key: str, version_
     return store.public_version_url(key, version_id)
 
 
+def version_head_url(
+    archive: Archive, zarr: zarr_service.ZarrRef, key: str, version_id: str
+) -> str | None:
+    """A presigned HEAD URL of exactly one object version of an embargoed Zarr (signing
+    ``x-amz-checksum-mode: ENABLED``: see :class:`~.zarrs.DownloadLink`); ``None`` for a
+    public one, whose plain URL answers HEAD itself."""
+    if not zarr.embargoed:
+        return None
+    store = archive.store_for(True)
+    return store.presign_head(
+        key, archive.settings.presign_expiry, version_id=version_id, checksum_mode=True
+    )
+
+
+@dataclass(frozen=True)
+class SnapshotLink:
+    """Where to read exactly the pinned version *version_id* of a file: as a
+    :class:`~.zarrs.DownloadLink`."""
+
+    path: str
+    url: str
+    version_id: str
+    head_url: str | None = None
+
+
 def browse_snapshot(
     archive: Archive,
     zarr: zarr_service.ZarrRef,
@@ -492,6 +517,15 @@ def snapshot_download_urls(
     """``(path, url, version_id)`` of each file of the snapshot: URLs that fetch exactly
     the pinned versions.  Every path must be a file of the snapshot (else 404 naming
     them)."""
+    links = snapshot_download_links(archive, zarr, pin, paths)
+    return [(link.path, link.url, link.version_id) for link in links]
+
+
+def snapshot_download_links(
+    archive: Archive, zarr: zarr_service.ZarrRef, pin: Pin, paths: list[str]
+) -> list[SnapshotLink]:
+    """:func:`snapshot_download_urls` with, for an embargoed Zarr, a presigned HEAD URL of
+    each pinned version (:class:`~.zarrs.DownloadLink`)."""
     if not paths:
         raise InvalidInput("give at least one path")
     limit = archive.settings.max_batch_files
@@ -509,7 +543,9 @@ def snapshot_download_urls(
     for path in checked:
         version_id = index.versions[path]
         key = zarr_object_key(zarr.id, path)
-        result.append((path, version_url(archive, zarr, key, version_id), version_id))
+        url = version_url(archive, zarr, key, version_id)
+        head = version_head_url(archive, zarr, key, version_id)
+        result.append(SnapshotLink(path, url, version_id, head))
     return result
 
 

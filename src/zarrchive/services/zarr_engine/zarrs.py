@@ -276,8 +276,28 @@ def directory_page(
     )
 
 
+@dataclass(frozen=True)
+class DownloadLink:
+    """Where to read a file: *url* to GET it and, when that URL is presigned (an embargoed
+    Zarr), *head_url* to HEAD the same object (S3 refuses a HEAD of a URL presigned for
+    GET).  *head_url* signs ``x-amz-checksum-mode: ENABLED``: the client sends that header
+    and S3 answers the object's checksum (``x-amz-checksum-crc32``, ``-type``) and its
+    ``x-amz-meta-zarrchive-md5``.  ``None`` when *url* is a plain public URL, which
+    answers an anonymous HEAD (with that header, too) itself."""
+
+    path: str
+    url: str
+    head_url: str | None = None
+
+
 def download_urls(archive: Archive, zarr: ZarrRef, paths: list[str]) -> list[tuple[str, str]]:
-    """``(path, url)`` to GET each file: public URLs, presigned ones when embargoed.
+    """``(path, url)`` to GET each file: public URLs, presigned ones when embargoed."""
+    return [(link.path, link.url) for link in download_links(archive, zarr, paths)]
+
+
+def download_links(archive: Archive, zarr: ZarrRef, paths: list[str]) -> list[DownloadLink]:
+    """A :class:`DownloadLink` of each file: public URLs, presigned ones (GET and HEAD)
+    when embargoed.
 
     The caller has checked that the user may read the Zarr; the paths are not looked
     up (S3 answers 404 for a file that does not exist).
@@ -292,8 +312,15 @@ def download_urls(archive: Archive, zarr: ZarrRef, paths: list[str]) -> list[tup
     keys = [(p, zarr_object_key(zarr.id, p)) for p in checked]
     if zarr.embargoed:
         expiry = archive.settings.presign_expiry
-        return [(p, store.presign_get(k, expiry)) for p, k in keys]
-    return [(p, store.public_url(k)) for p, k in keys]
+        return [
+            DownloadLink(
+                p,
+                store.presign_get(k, expiry),
+                store.presign_head(k, expiry, checksum_mode=True),
+            )
+            for p, k in keys
+        ]
+    return [DownloadLink(p, store.public_url(k)) for p, k in keys]
 
 
 # -- DANDI's flat listing of objects ---------------------------------------------------
