@@ -156,3 +156,35 @@ def test_a_dead_appliers_copies_are_undone_when_its_batch_is_refused(
     report = fsck(archive, zarr_id)
     assert report.ok, report.problems
     assert report.manifest == "matches", report.manifest
+
+
+def test_a_dead_appliers_copy_of_a_deleted_file_is_undone_down_to_its_delete_marker(
+    api: httpx.Client, archive: Archive, zarr_id: str, source_s3: Any, held: HeldJobQueue
+) -> None:
+    before = {**BEFORE, "b/gone": b"deleted before the batch"}
+    _import(api, zarr_id, source_s3, before)
+    assert held.run("apply:") == 1
+    deleted = api.request("DELETE", f"/api/zarr/{zarr_id}/files/", json=[{"path": "b/gone"}])
+    assert deleted.status_code < 300, deleted.text
+    held.run("apply:")
+    held.run("manifest:")
+    assert archive.store.get(zarr_object_key(zarr_id, "b/gone")) is None
+    recorded = _versions(archive, zarr_id)
+    assert "b/gone" in {p for p, _v in recorded}
+    assert info(api, zarr_id)["checksum"] == oracle(BEFORE)
+
+    after = {**AFTER, "b/gone": b"back again"}
+    prefix, _uid = _import(api, zarr_id, source_s3, after)
+    _die_after_copies(archive, zarr_id, (*COPIED, "b/gone"))
+    assert archive.store.get(zarr_object_key(zarr_id, "b/gone")) == after["b/gone"]
+    source_s3.put_object(Bucket=SOURCE, Key=f"{prefix}/a/2", Body=b"changed meanwhile")
+
+    with pytest.raises(UploadVerificationFailed):
+        apply.apply_pending(archive, zarr_id)
+    for path in after:
+        assert archive.store.get(zarr_object_key(zarr_id, path)) == BEFORE.get(path), path
+    latest = archive.store.latest_version(zarr_object_key(zarr_id, "b/gone"))
+    assert latest is not None and latest.is_delete_marker  # the delete batch's, kept
+    assert _versions(archive, zarr_id) == recorded  # b/gone's old version too
+    report = fsck(archive, zarr_id)
+    assert report.ok, report.problems

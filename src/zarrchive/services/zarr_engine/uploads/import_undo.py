@@ -15,14 +15,16 @@ time compared with the database's):
 - *m*, the key's md5 in the Zarr's checksum tree (``None``: not a file of the Zarr);
 - the key's current object (one listing per 1,000 keys): if it holds *m*'s content (or is
   absent where *m* is ``None``), nothing is done at that key;
-- else its versions are walked newest first, S3's order, and every version is *doomed* until
-  the walk stops at (never deleting) the first of: a delete marker (or a version as old as
-  it: S3 lists markers apart, and a tie in their times leaves their order unknown), a version
-  holding *m*'s content, a version any change record of the Zarr names;
-- the doomed versions are deleted only if the walk stopped where the records say the key is:
-  at a version with *m*'s content when the key is a file of the Zarr (else S3 and the records
-  disagree below the copies: nothing is deleted, fsck tells), at a delete marker, a named
-  version or the key's first version when it is not;
+- else its versions (not its delete markers: S3's order of its versions, newest first) are
+  walked, and every one is *doomed* until the walk stops at (never deleting) the first
+  version that holds *m*'s content or that a change record of the Zarr names;
+- the doomed versions are deleted only if the walk stopped at a version with *m*'s content
+  when the key is a file of the Zarr (else S3 and the records disagree below the copies:
+  nothing is deleted, fsck tells); when it is not, the walk may end anywhere;
+- each doomed version is deleted, newest first, only while it is the key's *latest* entry
+  as S3 says (``IsLatest``): the deletions stop at a delete marker (never deleted), which S3
+  lists apart from the versions (their interleaving is told by S3's latest entry, read
+  again before each deletion but the first where the key has markers, never by times);
 - nothing is deleted at a key where a manifest whose listing did not match its checksum (a
   listing made while an earlier, unrecorded version was current) names a doomed version:
   those manifests are read, only when something is doomed (one that can't be read: nothing
@@ -31,11 +33,12 @@ time compared with the database's):
 Why it is exact: every version newer than the key's recorded one (in S3's order, which is
 the order of the writes) was written after the last batch that committed a change to that
 key, by an applier whose batch did not commit: this batch's (dead, stalled, or the refusing
-one itself), or a stalled applier of an earlier batch (its late copy has that batch's bytes,
-*m*'s, and stops the walk: it is kept).  None of them is recorded (change records name only
+one itself), or a stalled applier of an earlier batch (a late copy, unrecorded too: one with
+*m*'s bytes stops the walk and is kept).  None of them is recorded (change records name only
 the committing applier's copies; a manifest is written only at rest, and a listed one
 naming such a version has a mismatching listing: read).  A version any record names stops
-the walk; a delete marker is never deleted.  A stalled applier's copy that lands after the
+the walk; a delete marker is never deleted, nor anything below the newest one (a file
+removed from the Zarr always leaves one: a delete batch's, a restore's).  A stalled applier's copy that lands after the
 undo is not undone (the same limit as its late copies of an applied batch:
 ``zarrchive manifest audit`` and fsck report it).
 """
@@ -45,6 +48,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import select
 
@@ -56,7 +60,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.tree_updater import file_lookup
 from zarrchive.services.zarr_engine.uploads.multipart import ClaimKeeper
 from zarrchive.storage.keys import zarr_object_key
-from zarrchive.storage.objects import ObjectInfo, ObjectStore, ObjectVersion, delete_versions
+from zarrchive.storage.objects import ObjectInfo, ObjectStore, ObjectVersion
 from zarrchive.storage.protocol import ObjectStoreProtocol
 
 log = logging.getLogger(__name__)
@@ -65,6 +69,17 @@ log = logging.getLogger(__name__)
 _QUERY_PATHS = 500
 #: A manifest is read through a spooled copy of this much memory at most.
 _SPOOL_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Doomed:
+    """The versions to delete at one key, newest first (S3's order of its versions), and
+    whether the key has delete markers (S3 lists them apart: which of them lies between two
+    versions only S3's latest entry tells, read again before each deletion but the first)."""
+
+    key: str
+    versions: list[ObjectVersion]
+    markers: bool
 
 
 def undo_unrecorded(
@@ -78,33 +93,46 @@ def undo_unrecorded(
     """Delete, at each of *paths* of the Zarr (a batch about to be refused), the versions
     newer than the one the records name that no record names (see the module); False if
     the batch's claim was lost (*keep_claim*: renews it, every *renew_every* seconds while
-    the keys are read, and once more right before the deletions: nothing deleted if lost)."""
+    this runs, and once right before the deletions; none is made once it is lost)."""
     with ClaimKeeper(keep_claim, renew_every) as keeper:
         doomed = _find_doomed(archive, store, zarr_id, sorted(set(paths)))
-    if keeper.lost or not keep_claim():
-        return False
-    if not doomed:
-        return True
-    refs = [(v.key, v.version_id) for v in doomed]
-    if isinstance(store, ObjectStore):
-        delete_versions(store, refs, f"Zarr {zarr_id}")
-    else:
-        for key, version_id in refs:
-            store.delete_version(key, version_id)
-    log.warning(
-        "Zarr %s: deleted %d unrecorded versions at %d keys of a refused batch (copies of an "
-        "applier that stopped), e.g. %r",
-        zarr_id,
-        len(refs),
-        len({k for k, _v in refs}),
-        refs[0][0],
-    )
-    return True
+        if keeper.lost or not keep_claim():
+            return False
+        deleted = sum(store.map(lambda d: _undo_key(store, d, keeper), doomed))
+    if deleted:
+        log.warning(
+            "Zarr %s: deleted %d unrecorded versions at %d keys of a refused batch (copies of "
+            "an applier that stopped), e.g. %r",
+            zarr_id,
+            deleted,
+            len(doomed),
+            doomed[0].key,
+        )
+    return not keeper.lost
+
+
+def _undo_key(store: ObjectStoreProtocol, doomed: _Doomed, keeper: ClaimKeeper) -> int:
+    """Delete *doomed*'s versions from the newest, each only while it is the key's latest
+    entry (never past a delete marker); how many were deleted."""
+    deleted = 0
+    for index, version in enumerate(doomed.versions):
+        if keeper.lost:
+            break
+        if index == 0:
+            if not version.is_latest:
+                break
+        elif doomed.markers:
+            latest = store.latest_version(doomed.key)
+            if latest is None or latest.is_delete_marker or latest.version_id != version.version_id:
+                break
+        store.delete_version(doomed.key, version.version_id)
+        deleted += 1
+    return deleted
 
 
 def _find_doomed(
     archive: Archive, store: ObjectStoreProtocol, zarr_id: str, paths: list[str]
-) -> list[ObjectVersion]:
+) -> list[_Doomed]:
     """The versions :func:`undo_unrecorded` deletes at *paths*."""
     if not paths:
         return []
@@ -118,17 +146,17 @@ def _find_doomed(
     if not suspects:
         return []
     named = _named_by_changes(archive, zarr_id, suspects)
-    doomed: list[ObjectVersion] = [
-        version
+    doomed = [
+        found
         for found in store.map(
             lambda p: _doomed(store, zarr_id, p, _md5(recorded[p]), named), suspects
         )
-        for version in found
+        if found.versions
     ]
     if not doomed:
         return []
     try:
-        in_manifests = _named_by_odd_manifests(archive, store, zarr_id, {v.key for v in doomed})
+        in_manifests = _named_by_odd_manifests(archive, store, zarr_id, {d.key for d in doomed})
     except (StorageError, InvalidManifest) as exc:
         log.warning(
             "Zarr %s: a manifest whose listing differs from its checksum can't be read (%s): "
@@ -138,7 +166,7 @@ def _find_doomed(
         )
         return []
     named_keys = {key for key, _version in in_manifests}
-    return [v for v in doomed if v.key not in named_keys]
+    return [d for d in doomed if d.key not in named_keys]
 
 
 def _md5(found: tuple[str, int] | None) -> str | None:
@@ -182,23 +210,18 @@ def _doomed(
     path: str,
     md5: str | None,
     named: set[tuple[str, str]],
-) -> list[ObjectVersion]:
+) -> _Doomed:
     """The versions at *path* to delete (the module's rule), newest first."""
     key = zarr_object_key(zarr_id, path)
     history = _history(store, key)
-    markers = [v.last_modified for v in history if v.is_delete_marker]
-    newest_marker = max(markers) if markers else None
+    versions = [v for v in history if not v.is_delete_marker]
+    markers = len(versions) < len(history)
     doomed: list[ObjectVersion] = []
     stop = "first version"
-    for version in history:
-        if version.is_delete_marker or (
-            newest_marker is not None and version.last_modified <= newest_marker
-        ):
-            stop = "marker"
-            break
+    for version in versions:
         if version.version_id in ("", "null"):
             log.warning("Zarr %s: %r has no version ids: its copies can't be undone", zarr_id, key)
-            return []
+            return _Doomed(key, [], markers)
         if md5 is not None and (
             _content_md5(store, key, version.etag or "", version.version_id) == md5
         ):
@@ -215,8 +238,8 @@ def _doomed(
             zarr_id,
             key,
         )
-        return []
-    return doomed
+        return _Doomed(key, [], markers)
+    return _Doomed(key, doomed, markers)
 
 
 def _named_by_changes(archive: Archive, zarr_id: str, paths: Sequence[str]) -> set[tuple[str, str]]:
