@@ -20,6 +20,7 @@ from sqlalchemy import update
 from tests.conftest import make_settings
 from tests.helpers.api_uploads import info, oracle
 from tests.helpers.jobs import HeldJobQueue
+from tests.helpers.multipart import big_bytes, send_parts
 from tests.helpers.s3_zarr import PART, source_s3_client
 from tests.helpers.zarr_client import md5
 from zarrchive.config import Settings
@@ -68,17 +69,26 @@ def source_s3(seaweedfs: SeaweedFS) -> Any:
     return source_s3_client(seaweedfs, SOURCE)
 
 
-def _import(api: httpx.Client, zarr_id: str, s3: Any, files: dict[str, bytes]) -> tuple[str, str]:
+def _import(
+    api: httpx.Client,
+    zarr_id: str,
+    s3: Any,
+    files: dict[str, bytes],
+    parted: dict[str, tuple[bytes, bytes]] | None = None,
+) -> tuple[str, str]:
     """Put *files* under a new prefix of the source bucket, open a batch of them, import
-    them and complete it (queued ``verify=apply``): ``(prefix, batch uid)``."""
+    them and complete it (queued ``verify=apply``): ``(prefix, batch uid)``.  *parted*:
+    files of the batch uploaded in parts, ``path -> (declared content, sent content)``."""
+    parted = parted or {}
     prefix = f"z/{uuid.uuid4().hex[:8]}"
     etags = {
         p: s3.put_object(Bucket=SOURCE, Key=f"{prefix}/{p}", Body=b)["ETag"]
         for p, b in files.items()
     }
+    declared = {**files, **{p: body for p, (body, _sent) in parted.items()}}
     opened = api.post(
         f"/api/zarr/{zarr_id}/upload/",
-        json=[{"path": p, "etag": md5(b), "size": len(b)} for p, b in files.items()],
+        json=[{"path": p, "etag": md5(b), "size": len(b)} for p, b in declared.items()],
     )
     assert opened.status_code == 200, opened.text
     uid = opened.headers["X-Zarrchive-Batch"]
@@ -92,6 +102,8 @@ def _import(api: httpx.Client, zarr_id: str, s3: Any, files: dict[str, bytes]) -
         },
     )
     assert imported.status_code == 200, imported.text
+    for path, (_body, sent) in parted.items():
+        send_parts(api, zarr_id, path, sent, PART)
     done = api.post(f"/api/zarr/{zarr_id}/upload/complete/", params={"verify": "apply"})
     assert done.status_code == 200, done.text
     return prefix, uid
@@ -186,5 +198,25 @@ def test_a_dead_appliers_copy_of_a_deleted_file_is_undone_down_to_its_delete_mar
     latest = archive.store.latest_version(zarr_object_key(zarr_id, "b/gone"))
     assert latest is not None and latest.is_delete_marker  # the delete batch's, kept
     assert _versions(archive, zarr_id) == recorded  # b/gone's old version too
+    report = fsck(archive, zarr_id)
+    assert report.ok, report.problems
+
+
+def test_imported_copies_are_undone_when_a_big_file_of_their_batch_is_refused(
+    api: httpx.Client, archive: Archive, zarr_id: str, source_s3: Any, held: HeldJobQueue
+) -> None:
+    """The refusing applier's own copies too: the imports are copied first, then a file
+    uploaded in parts turns out not to be its md5 (one apply, no crash)."""
+    _import(api, zarr_id, source_s3, BEFORE)
+    assert held.run("apply:") == 1
+    recorded = _versions(archive, zarr_id)
+    big = big_bytes(2 * PART + 1024, seed=4)
+    liar = big_bytes(len(big), seed=5)
+    _import(api, zarr_id, source_s3, AFTER, parted={"big": (big, liar)})
+    with pytest.raises(UploadVerificationFailed):
+        apply.apply_pending(archive, zarr_id)
+    for path in (*AFTER, "big"):
+        assert archive.store.get(zarr_object_key(zarr_id, path)) == BEFORE.get(path), path
+    assert _versions(archive, zarr_id) == recorded
     report = fsck(archive, zarr_id)
     assert report.ok, report.problems
