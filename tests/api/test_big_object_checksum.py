@@ -27,7 +27,8 @@ from tests.helpers.s3_zarr import put_in_parts, source_s3_client
 from tests.helpers.snapshots import snapshot_base
 from tests.helpers.zarr_client import md5
 from zarrchive.config import PublishedZarrs
-from zarrchive.db.models import Version
+from zarrchive.db.models import Dandiset, EmbargoStatus, Version
+from zarrchive.services.dandi.embargo import move_to_public
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.manifests import write_manifest
 from zarrchive.services.zarr_engine.snapshots import add_pins, prepare_manifest
@@ -200,3 +201,22 @@ def test_an_import_in_parts_carries_its_crc32_and_md5(
     assert done.status_code == 200, done.text
     assert info(api, zarr_id)["checksum"] == oracle({"a/big": BIG})
     assert checksums(archive, zarr_id, "a/big") == (crc(BIG), md5(BIG))
+
+
+@pytest.mark.parametrize("archive", ["s3"], indirect=True)  # (copies across S3 buckets)
+def test_an_unembargo_copy_in_parts_keeps_the_crc32_and_md5(
+    api: httpx.Client, archive: Archive, embargoed: tuple[str, str]
+) -> None:
+    """Above its copy threshold an unembargo copies an object in parts: with the source's
+    CRC32 (S3 checks it against the parts it copied) and metadata."""
+    dandiset, zarr_id = embargoed
+    upload_parted(api, zarr_id, {**SMALL, "a/big": BIG})
+    with archive.db.write_session() as session:
+        row = session.get(Dandiset, int(dandiset))
+        assert row is not None
+        row.embargo_status = EmbargoStatus.UNEMBARGOING.value
+    move_to_public(archive, int(dandiset), copy_threshold=THRESHOLD, copy_part_size=5 * MIB)
+    moved = archive.store.head(zarr_object_key(zarr_id, "a/big"))
+    assert moved is not None and moved.etag.endswith("-2")  # 5 + 4 MiB: copied in parts
+    assert (moved.full_object_crc32, moved.recorded_md5) == (crc(BIG), md5(BIG))
+    assert archive.store.get(zarr_object_key(zarr_id, "a/big")) == BIG
