@@ -41,6 +41,7 @@ from zarrchive.storage.signed_copy import CopySender, S3Refused, S3Unreachable
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -1042,9 +1043,9 @@ class ObjectStore:
         are stated: S3 refuses a CRC32 that is not the content's (:class:`ChecksumRefused`,
         the upload left as it was)."""
         crcs = part_crc32s or {}
-        listed: list[dict[str, Any]] = []
+        listed: list[CompletedPartTypeDef] = []
         for n, e in parts:
-            part: dict[str, Any] = {"PartNumber": n, "ETag": f'"{_strip(e)}"'}
+            part: CompletedPartTypeDef = {"PartNumber": n, "ETag": f'"{_strip(e)}"'}
             if n in crcs:
                 part["ChecksumCRC32"] = crcs[n]
             listed.append(part)
@@ -1057,7 +1058,7 @@ class ObjectStore:
                     Bucket=self.bucket,
                     Key=key,
                     UploadId=upload_id,
-                    MultipartUpload={"Parts": listed},  # type: ignore[typeddict-item]
+                    MultipartUpload={"Parts": listed},
                     **extra,
                 )
         except StorageError as exc:
