@@ -1,6 +1,10 @@
 """The client against a server that applies batches in the background (its job queue, as
 ``zarrchive serve`` runs it): it opens the next batch as soon as ``complete`` answers, and
-compares checksums only once the Zarr is at rest."""
+compares checksums only once the Zarr is at rest.
+
+Each test uploads a Zarr of about 920 files (:data:`COARSE`) in batches of 150 files
+(:data:`BATCH_FILES`): seven batches, as many as 1,850 files in batches of 300, at half the
+files to send and apply."""
 
 from __future__ import annotations
 
@@ -20,6 +24,11 @@ from zarrchive.db.models import BatchState, UploadBatch
 from zarrchive.jobs import InProcessJobQueue
 from zarrchive.services.runtime import Archive, set_current_archive
 from zarrchive.storage.keys import staging_prefix
+
+#: :func:`make_zarr`'s ``coarse``: about 920 files
+COARSE = 2
+#: files per batch: seven batches of the Zarr
+BATCH_FILES = 150
 
 
 @pytest.fixture
@@ -43,11 +52,11 @@ def test_pipelined_upload_ends_at_rest_with_the_local_checksum(
     background: InProcessJobQueue,
 ) -> None:
     local = tmp_path / "data.zarr"
-    make_zarr(local)
+    make_zarr(local, coarse=COARSE)
     total = file_count(local)
-    uploader = Uploader(client, jobs=8, batch_files=300, records=records)
+    uploader = Uploader(client, jobs=8, batch_files=BATCH_FILES, records=records)
     first = uploader.upload(local, dandiset=dandiset)
-    assert first.ok and first.batches == batch_count(total, 300)
+    assert first.ok and first.batches == batch_count(total, BATCH_FILES)
     assert first.remote_checksum == zarr_checksum_of(local)
     assert "apply" in first.timings
     zarr = client.get_zarr(first.zarr_id or "")
@@ -55,12 +64,13 @@ def test_pipelined_upload_ends_at_rest_with_the_local_checksum(
 
     # change and delete files: deletions, then pipelined batches, then the wait
     chunks = sorted(p for p in (local / "a" / "c").rglob("*") if p.is_file())
-    for p in chunks[:400]:
+    for p in chunks[:200]:  # two batches
         p.write_bytes(p.read_bytes() + b"changed")
-    for p in chunks[400:410]:
+    for p in chunks[200:210]:
         p.unlink()
     second = uploader.upload(local, dandiset=dandiset)
-    assert (second.uploaded, second.deleted) == (400, 10)
+    assert (second.uploaded, second.deleted) == (200, 10)
+    assert second.batches == 2, second.batches
     assert second.ok and second.remote_checksum == zarr_checksum_of(local)
     assert client.get_zarr(first.zarr_id or "").upload_state == "at_rest"
 
@@ -83,7 +93,7 @@ def test_a_batch_the_apply_refuses_is_sent_again(
     # `complete`'s answer does not name the batch (its retry found it queued already): the
     # uploader knows the uid from the batch's `open`.
     local = tmp_path / "data.zarr"
-    make_zarr(local)
+    make_zarr(local, coarse=COARSE)
     total = file_count(local)
     completes: list[bool] = []
     real = BatchPipeline._complete
@@ -114,7 +124,7 @@ def test_a_batch_the_apply_refuses_is_sent_again(
             return None if len(completes) == 2 else uid
 
         monkeypatch.setattr(ApiClient, "queue_upload", lost)
-    uploader = Uploader(client, jobs=8, batch_files=300, records=records)
+    uploader = Uploader(client, jobs=8, batch_files=BATCH_FILES, records=records)
     result = uploader.upload(local, dandiset=dandiset)
     assert result.ok and result.remote_checksum == zarr_checksum_of(local)
     assert result.uploaded == total
@@ -139,7 +149,7 @@ def test_each_batch_is_opened_ahead_while_the_one_before_is_sent(
     # No PUT waits on a batch boundary: every batch after the first is opened `after` the
     # one before, before that one is completed (its files follow the one before's at once).
     local = tmp_path / "data.zarr"
-    make_zarr(local)
+    make_zarr(local, coarse=COARSE)
     total = file_count(local)
     events: list[tuple[str, str | None, str | None]] = []  # (what, uid, after)
     open_upload, queue_upload = ApiClient.open_upload, ApiClient.queue_upload
@@ -163,11 +173,11 @@ def test_each_batch_is_opened_ahead_while_the_one_before_is_sent(
 
     monkeypatch.setattr(ApiClient, "open_upload", opening)
     monkeypatch.setattr(ApiClient, "queue_upload", queueing)
-    result = Uploader(client, jobs=8, batch_files=300, records=records).upload(
+    result = Uploader(client, jobs=8, batch_files=BATCH_FILES, records=records).upload(
         local, dandiset=dandiset
     )
     assert result.ok and result.remote_checksum == zarr_checksum_of(local)
-    assert result.uploaded == total and result.batches == batch_count(total, 300) > 2
+    assert result.uploaded == total and result.batches == batch_count(total, BATCH_FILES) > 2
     opens = [(uid, after) for what, uid, after in events if what == "open"]
     completes = [uid for what, uid, _ in events if what == "complete"]
     assert [uid for uid, _ in opens] == completes  # each batch once, completed in order
