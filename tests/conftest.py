@@ -38,6 +38,7 @@ from tests.helpers.databases import deselect_other_databases, new_sqlite_databas
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.memory_archive import memory_archive as memory_archive_of
 from tests.helpers.schedule import longest_modules_first
+from tests.helpers.setup_costs import share_botocore_loader, share_default_tls_context
 from tests.helpers.unit_tests import mark_unit_tests
 from zarrchive.api import create_app
 from zarrchive.config import Settings
@@ -53,6 +54,9 @@ REPO = Path(__file__).resolve().parents[1]
 # Speed is the benchmarks' business (bench/); property tests check properties only.
 hypothesis.settings.register_profile("zarrchive", deadline=None)
 hypothesis.settings.load_profile("zarrchive")
+# Clients' setup costs paid once per test process, not per test (tests/helpers/setup_costs.py).
+share_botocore_loader()
+share_default_tls_context()
 TEST_ACCESS_KEY = "zarrchive-test"
 TEST_SECRET_KEY = "zarrchive-test-secret"
 #: Test buckets named so are world-readable (anonymous GET), like the archive's public bucket.
