@@ -210,7 +210,7 @@ class HttpFetcher:
     """GETs the objects' public URLs (no credentials), pooled: through urllib3
     (:class:`~zarrchive.transport.BodyReader`, a third of httpx's cost per stream, each
     body read into a buffer of the thread), through httpx when the environment names a
-    proxy for the URL or S3 answers with a redirect.  ``head``: an HEAD of the file's
+    proxy for the URL or S3 answers with a redirect.  ``head``: a HEAD of the file's
     ``head_url`` through httpx (one per big file)."""
 
     def __init__(
