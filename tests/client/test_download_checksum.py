@@ -387,3 +387,25 @@ def test_an_embargoed_zarr_is_checked_by_crc32_through_its_presigned_head(
         assert plain.crc32 == []
     else:  # the archive gives presigned HEADs
         assert plain.crc32 == ["arr/0"]
+
+
+def test_only_a_full_object_crc32_tied_to_the_listed_md5_and_size_is_used() -> None:
+    file = RemoteFile("arr/0", md5(BIG), len(BIG), "http://s3/b/k")
+    good = {
+        "Content-Length": str(len(BIG)),
+        "ETag": '"e-2"',
+        "x-amz-checksum-crc32": crc32_b64(BIG),
+        "x-amz-checksum-type": "FULL_OBJECT",
+        "x-amz-meta-zarrchive-md5": md5(BIG).upper(),
+    }
+    assert ObjectHead.from_headers(good).crc32_for(file) == f"{zlib.crc32(BIG):08x}"
+    for name, value in [
+        ("x-amz-checksum-type", "COMPOSITE"),  # (the CRC32 of the parts' CRC32s)
+        ("x-amz-checksum-crc32", f"{crc32_b64(BIG)}-2"),
+        ("x-amz-meta-zarrchive-md5", md5(OTHER)),
+        ("Content-Length", str(len(BIG) + 1)),
+    ]:
+        assert ObjectHead.from_headers({**good, name: value}).crc32_for(file) is None, name
+    for name in good:
+        missing = {k: v for k, v in good.items() if k != name}
+        assert ObjectHead.from_headers(missing).crc32_for(file) is None, name
