@@ -2,12 +2,11 @@
 
 Two costs of *making* clients, paid hundreds of times in ``make test`` and proving nothing:
 
-- **botocore's data loader.**  Each ``ObjectStore`` makes its boto3 clients from a botocore
-  session of its own (``zarrchive.storage.objects._session``), and each botocore session
-  reads and parses the S3 service model (a megabyte of JSON) again: 0.1-0.2 s per client,
-  four clients per test archive (:func:`tests.conftest.archive`).  :func:`share_botocore_loader`
-  gives every session of the test process one loader (the files are static data; one
-  session's clients share one loader anyway).
+- **botocore's data loader.**  Each botocore session reads and parses the S3 service model
+  (a megabyte of JSON) again: 0.1-0.2 s per client.  The archive's own stores share one
+  loader per process (``zarrchive.storage.objects._data_loader``); the boto3 clients the
+  tests make themselves (fixtures, oracles) did not.  :func:`share_botocore_loader` gives
+  every session of the test process one loader (the files are static data).
 - **httpx's default TLS context.**  Each ``httpx.Client()`` loads a CA bundle (certifi's, or
   ``SSL_CERT_FILE``'s): 20-40 ms, more on a loaded machine, though the tests speak plain HTTP
   to their servers.  :func:`share_default_tls_context` makes that default context once (only the
