@@ -4,6 +4,7 @@ and a no-op download of an unchanged copy.
 
     .venv/bin/python bench/download_bench.py [--small-files 3000] [--small-size 262144]
         [--big-files 3] [--big-size 1073741824] [--noop-files 100000] [--repeat 1] [--no-dandi]
+        [--wan [--wan-rate 25] [--wan-delay 20]]
 
 Starts ``zarrchive serve`` (embedded SeaweedFS, SQLite) in a temporary data directory on
 free ports, uploads each Zarr with ``zarrchive upload`` (not timed), then, for each shape,
@@ -24,6 +25,16 @@ The no-op case: a Zarr of ``--noop-files`` files of 16 bytes, downloaded once by
 ``zarrchive download``, then downloaded again (nothing to do) at once, after the files'
 timestamps settled (3 s: the digest cache keeps no file changed within the last 3 s), and
 with ``--no-cache`` (every file read and hashed, the behaviour before the cache).
+
+``--wan``: the same downloads through a WAN model (``bench/wan_proxy.py``: each TCP connection
+capped at ``--wan-rate`` MiB/s each way, ``--wan-delay`` ms each way on every chunk, a round
+trip for its handshake).  The bench then starts a SeaweedFS of its own (its bucket
+world-readable, as the embedded default's) and ``zarrchive serve`` against it through one
+proxy, so every object URL the archive hands out, the floor's endpoint and the archive's own
+S3 calls go through the model; a second proxy (same model) stands before the API, which every
+client (and ``zarrchive upload``, which seeds the Zarrs, not timed) reaches through it.  Its
+default shapes are smaller (1,000 x 256 KiB and 3 x 256 MiB; no no-op case); the proxies' CPU
+is shown apart (they share the machine's cores with the rest).
 
 ``--smoke`` is the small case ``tests/bench/test_download_bench.py`` runs for correctness.
 Prints Markdown tables; the machine may be shared: figures are noisy.
@@ -49,7 +60,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from zarrchive.storage.seaweedfs import free_port
+from zarrchive.storage.seaweedfs import SeaweedFS, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -176,6 +187,9 @@ def make_zarr(root: Path, shape: Shape) -> None:
 
 #: CPU seconds (user + system) of the last process :func:`timed` ran.
 last_cpu = [0.0]
+#: ``--wan``: the proxies' processes, and their CPU seconds during the last :func:`timed`.
+proxies: list[subprocess.Popen[str]] = []
+last_proxy_cpu = [0.0]
 #: CPU seconds of the floor's md5s (after its GETs), of the last floor run.
 md5_cpu_of = [0.0]
 
@@ -185,17 +199,33 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _proxies_cpu() -> float:
+    """The CPU seconds of the running proxies (``/proc/PID/stat``: utime + stime)."""
+    ticks = 0
+    for proxy in proxies:
+        fields = Path(f"/proc/{proxy.pid}/stat").read_text().rpartition(")")[2].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def timed(args: list[str], env: dict[str, str], cwd: Path | None = None) -> tuple[float, str]:
-    cpu = _children_cpu()
+    cpu, proxy_cpu = _children_cpu(), _proxies_cpu()
     started = time.perf_counter()
     done = subprocess.run(
         args, env=env, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL
     )
     elapsed = time.perf_counter() - started
     last_cpu[0] = _children_cpu() - cpu
+    last_proxy_cpu[0] = _proxies_cpu() - proxy_cpu
     if done.returncode != 0:
         raise RuntimeError(f"{args[0]} {args[1]} failed ({done.returncode}): {done.stderr[-2000:]}")
     return elapsed, done.stdout
+
+
+def cpu_cell(extra: float = 0.0) -> str:
+    """The last process's CPU (+ *extra*), and under ``--wan`` the proxies' beside it."""
+    proxy = f" (+ {last_proxy_cpu[0]:.1f} s)" if proxies else ""
+    return f"{last_cpu[0] + extra:.1f} s{proxy}"
 
 
 def tree_bytes(root: Path) -> dict[str, int]:
@@ -224,17 +254,64 @@ def load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+@dataclass(frozen=True)
+class Wan:
+    """The WAN model: MiB/s per connection and way, one-way delay in ms."""
+
+    rate: float
+    delay: float
+
+
+def start_proxy(target: str, wan: Wan) -> int:
+    """A ``bench/wan_proxy.py`` forwarding to *target* (``host:port``): its port."""
+    proxy = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "bench" / "wan_proxy.py"),
+            target,
+            f"--rate={wan.rate}",
+            f"--delay={wan.delay}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    proxies.append(proxy)
+    assert proxy.stdout is not None
+    return int(proxy.stdout.readline())
+
+
+def stop_proxies() -> None:
+    while proxies:
+        proxy = proxies.pop()
+        proxy.terminate()
+        proxy.wait(10)
+
+
 @contextlib.contextmanager
-def serve(work: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
-    """``zarrchive serve`` in *work*: ``(url, token, client environment)``."""
+def serve(work: Path, wan: Wan | None = None) -> Iterator[tuple[str, str, dict[str, str]]]:
+    """``zarrchive serve`` in *work*: ``(url, token, client environment)``; with *wan*, the
+    URL and the S3 endpoint are those of WAN proxies."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZARRCHIVE_")}
-    env.update(
-        ZARRCHIVE_DATA_DIR=str(work / "data"),
-        ZARRCHIVE_PORT=str(port),
-        ZARRCHIVE_EMBEDDED_S3_PORT=str(free_port([port])),
-    )
-    url = f"http://127.0.0.1:{port}"
+    env.update(ZARRCHIVE_DATA_DIR=str(work / "data"), ZARRCHIVE_PORT=str(port))
+    seaweed: SeaweedFS | None = None
+    if wan is None:
+        env.update(ZARRCHIVE_EMBEDDED_S3_PORT=str(free_port([port])))
+        url = f"http://127.0.0.1:{port}"
+    else:
+        key, secret = "bench", "bench-secret"
+        seaweed = SeaweedFS(work / "s3", key, secret, public_read_buckets=["zarrchive"])
+        seaweed.start()
+        seaweed.keep_multipart_listings_private("zarrchive")
+        s3_proxy = start_proxy(f"127.0.0.1:{seaweed.s3_port}", wan)
+        env.update(
+            ZARRCHIVE_S3_ENDPOINT_URL=f"http://127.0.0.1:{s3_proxy}",
+            ZARRCHIVE_S3_BUCKET="zarrchive",
+            ZARRCHIVE_S3_ACCESS_KEY_ID=key,
+            ZARRCHIVE_S3_SECRET_ACCESS_KEY=secret,
+        )
+        url = f"http://127.0.0.1:{start_proxy(f'127.0.0.1:{port}', wan)}"
+    direct = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
         [str(BIN / "zarrchive"), "serve"],
         env=env,
@@ -246,7 +323,7 @@ def serve(work: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
         deadline = time.monotonic() + 180
         while True:
             try:
-                if httpx.get(f"{url}/server-info", timeout=2).status_code == 200:
+                if httpx.get(f"{direct}/server-info", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -269,7 +346,7 @@ def serve(work: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
             DANDI_CACHE="ignore",
             ZARRCHIVE_URL=url,
             ZARRCHIVE_TOKEN=token,
-            **{f"127.0.0.1:{port}_API_KEY": token},
+            **{f"{urlsplit(url).netloc}_API_KEY": token},
         )
         yield url, token, client_env
     finally:
@@ -278,6 +355,9 @@ def serve(work: Path) -> Iterator[tuple[str, str, dict[str, str]]]:
             server.wait(30)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGKILL)  # whatever is left of the group
+        stop_proxies()
+        if seaweed is not None:
+            seaweed.stop()
 
 
 class Bench:
@@ -354,16 +434,26 @@ def rate(files: int, nbytes: int, seconds: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--small-files", type=int, default=3000)
+    parser.add_argument("--small-files", type=int, help="3000 (--wan: 1000)")
     parser.add_argument("--small-size", type=int, default=256 << 10)
     parser.add_argument("--big-files", type=int, default=3)
-    parser.add_argument("--big-size", type=int, default=1 << 30)
+    parser.add_argument("--big-size", type=int, help="1073741824 (--wan: 268435456)")
     parser.add_argument("--noop-files", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-dandi", action="store_true", help="skip dandi download")
-    parser.add_argument("--shapes", default="small,big,noop", help="which of small,big,noop to run")
+    parser.add_argument("--shapes", help="which of small,big,noop to run (--wan: small,big)")
     parser.add_argument("--smoke", action="store_true", help="a small case, checked")
+    parser.add_argument("--wan", action="store_true", help="through a WAN model (see above)")
+    parser.add_argument("--wan-rate", type=float, default=25.0, help="MiB/s per connection")
+    parser.add_argument("--wan-delay", type=float, default=20.0, help="one-way delay, ms")
     options = parser.parse_args()
+    wan = Wan(options.wan_rate, options.wan_delay) if options.wan else None
+    if options.small_files is None:
+        options.small_files = 1000 if wan else 3000
+    if options.big_size is None:
+        options.big_size = 256 << 20 if wan else 1 << 30
+    if options.shapes is None:
+        options.shapes = "small,big" if wan else "small,big,noop"
     if options.smoke:
         options.small_files, options.small_size = 40, 3000
         options.big_files, options.big_size = 1, BIG + 123_457
@@ -386,8 +476,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="download-bench-"))
     failures: list[str] = []
     try:
-        with serve(work) as (url, token, env):
+        with serve(work, wan) as (url, token, env):
             bench = Bench(work, url, token, env)
+            if wan:
+                print(
+                    f"WAN model (bench/wan_proxy.py, before S3 and the API): {wan.rate:g} MiB/s "
+                    f"per connection and way, {wan.delay:g} ms one-way delay "
+                    f"({2 * wan.delay:g} ms round trip); CPU: the client's (+ the proxies')\n",
+                    flush=True,
+                )
             lines = [
                 "| Zarr | run | time | CPU | rate | ratio to the floor | load |",
                 "|---|---|---:|---:|---:|---:|---|",
@@ -404,12 +501,12 @@ def main() -> None:
                     shutil.rmtree(dest)
                     lines.append(
                         f"| {what} | boto3 floor (GETs only; process {process:.1f} s) | "
-                        f"{gets:.1f} s | {last_cpu[0]:.1f} s | {rate(shape.files, nbytes, gets)} | 1.00 | {load()} |"
+                        f"{gets:.1f} s | {cpu_cell()} | {rate(shape.files, nbytes, gets)} | 1.00 | {load()} |"
                     )
                     checked = gets + md5s
                     lines.append(
                         f"| {what} | boto3 floor, then md5 of the copies (2 threads) | "
-                        f"{checked:.1f} s | {last_cpu[0] + md5_cpu_of[0]:.1f} s | "
+                        f"{checked:.1f} s | {cpu_cell(md5_cpu_of[0])} | "
                         f"{rate(shape.files, nbytes, checked)} | "
                         f"{gets / checked:.2f} | {load()} |"
                     )
@@ -426,7 +523,7 @@ def main() -> None:
                     )
                     lines.append(
                         f"| {what} | zarrchive Downloader.download (no start-up{checks}) | {inside:.1f} s "
-                        f"| {last_cpu[0]:.1f} s | {rate(shape.files, nbytes, inside)} | {gets / inside:.2f} "
+                        f"| {cpu_cell()} | {rate(shape.files, nbytes, inside)} | {gets / inside:.2f} "
                         f"({checked / inside:.2f} of the floor then md5) | {load()} |"
                     )
                     dest = work / "copies" / "ours"
@@ -435,7 +532,7 @@ def main() -> None:
                     shutil.rmtree(dest)
                     lines.append(
                         f"| {what} | zarrchive download (process) | {ours:.1f} s | "
-                        f"{last_cpu[0]:.1f} s | {rate(shape.files, nbytes, ours)} | {gets / ours:.2f} "
+                        f"{cpu_cell()} | {rate(shape.files, nbytes, ours)} | {gets / ours:.2f} "
                         f"({process / ours:.2f} of the floor's process) | {load()} |"
                     )
                     if use_dandi:
@@ -445,7 +542,7 @@ def main() -> None:
                         shutil.rmtree(dest)
                         lines.append(
                             f"| {what} | dandi download 0.81.0 (process) | {theirs:.1f} s | "
-                            f"{last_cpu[0]:.1f} s | {rate(shape.files, nbytes, theirs)} | {gets / theirs:.2f} "
+                            f"{cpu_cell()} | {rate(shape.files, nbytes, theirs)} | {gets / theirs:.2f} "
                             f"(ours {theirs / ours:.1f}x faster) | {load()} |"
                         )
                     if not ok:
@@ -483,6 +580,7 @@ def main() -> None:
                 print()
                 print("\n".join(rows))
     finally:
+        stop_proxies()
         shutil.rmtree(work, ignore_errors=True)
     if failures:
         sys.exit("FAILED: " + "; ".join(failures))

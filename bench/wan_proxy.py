@@ -93,7 +93,7 @@ class Proxy:
         accepted = loop.time()
         server_w: asyncio.StreamWriter | None = None
         try:
-            server_r, server_w = await asyncio.open_connection(self.host, self.port)
+            server_r, server_w = await asyncio.open_connection(self.host, self.port, limit=READ)
             # the handshake: the client's first bytes leave one round trip after its SYN
             start = accepted + 2 * self.delay
             up = Link(self.rate, self.delay, start)
