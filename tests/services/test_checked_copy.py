@@ -48,7 +48,7 @@ def test_an_empty_file_is_one_empty_part() -> None:
 class CorruptingStore(MemoryObjectStore):
     """A store whose copy of part 2 is not what a read of the source gives (a fault)."""
 
-    def upload_part_copy_checked(
+    def upload_part_copy(
         self,
         source_key: str,
         version_id: str | None,
@@ -60,7 +60,7 @@ class CorruptingStore(MemoryObjectStore):
     ) -> CopiedPart:
         if part_number == 2:
             source_key, version_id = "corrupt", None
-        return super().upload_part_copy_checked(
+        return super().upload_part_copy(
             source_key, version_id, key, upload_id, part_number, first, last
         )
 

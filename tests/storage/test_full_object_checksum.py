@@ -56,7 +56,7 @@ class FullObjectChecksumTests:
         )
         ranges = [(1, 0, PART - 1), (2, PART, len(DATA) - 1)]
         copied = [
-            (n, store.upload_part_copy_checked("src", None, key, upload, n, first, last))
+            (n, store.upload_part_copy("src", None, key, upload, n, first, last))
             for n, first, last in ranges
         ]
         assert [p.checksum_crc32 for _n, p in copied] == [crc(DATA[:PART]), crc(DATA[PART:])]

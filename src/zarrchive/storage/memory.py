@@ -591,20 +591,6 @@ class MemoryObjectStore:
         part_number: int,
         first: int,
         last: int,
-    ) -> str:
-        return self.upload_part_copy_checked(
-            source_key, version_id, key, upload_id, part_number, first, last
-        ).etag
-
-    def upload_part_copy_checked(
-        self,
-        source_key: str,
-        version_id: str | None,
-        key: str,
-        upload_id: str,
-        part_number: int,
-        first: int,
-        last: int,
     ) -> CopiedPart:
         self._check(f"upload_part_copy of {source_key!r}")
         source = self._version(source_key, version_id)

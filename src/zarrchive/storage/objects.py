@@ -853,7 +853,7 @@ class ObjectStore:
         """Start an S3 multipart upload of *key* (with user *metadata*); S3's upload id.
         With *full_object_crc32* the object gets S3's full-object CRC32
         (``ChecksumAlgorithm=CRC32``, ``ChecksumType=FULL_OBJECT``): each part copied
-        answers its CRC32 (:meth:`upload_part_copy_checked`), and the completion may state
+        answers its CRC32 (:meth:`upload_part_copy`), and the completion may state
         the whole object's, which S3 checks (:meth:`complete_multipart`)."""
         extra: dict[str, Any] = {"Metadata": metadata} if metadata else {}
         if full_object_crc32:
@@ -974,25 +974,11 @@ class ObjectStore:
         part_number: int,
         first: int,
         last: int,
-    ) -> str:
-        """``UploadPartCopy``: bytes *first*..*last* (inclusive) of *source_key* (at
-        *version_id*) as part *part_number* of an upload of *key*; returns the part's ETag."""
-        return self.upload_part_copy_checked(
-            source_key, version_id, key, upload_id, part_number, first, last
-        ).etag
-
-    def upload_part_copy_checked(
-        self,
-        source_key: str,
-        version_id: str | None,
-        key: str,
-        upload_id: str,
-        part_number: int,
-        first: int,
-        last: int,
     ) -> CopiedPart:
-        """:meth:`upload_part_copy`, answering also the part's CRC32 S3 computed (on an
-        upload created with *full_object_crc32*; else ``None``)."""
+        """``UploadPartCopy``: bytes *first*..*last* (inclusive) of *source_key* (at
+        *version_id*) as part *part_number* of an upload of *key*: the part's ETag and the
+        CRC32 S3 computed of it (on an upload created with *full_object_crc32*; else
+        ``None``)."""
         source: dict[str, str] = {"Bucket": self.bucket, "Key": source_key}
         if version_id is not None:
             source["VersionId"] = version_id
@@ -1326,7 +1312,7 @@ def copy_object_version(
     def copy_part(number: int, start: int, end: int) -> CopiedPart:
         if signed is not None:
             with s3_errors(f"upload_part_copy of {source_key!r} to {key!r}"):
-                answer = signed.copy_part_answer(
+                answer = signed.copy_part(
                     source_key,
                     version_id,
                     key,

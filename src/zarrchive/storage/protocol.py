@@ -235,22 +235,10 @@ class ObjectStoreProtocol(Protocol):
         part_number: int,
         first: int,
         last: int,
-    ) -> str:
-        """Copy bytes *first*..*last* of a version of *source_key* as a part; its ETag."""
-        ...
-
-    def upload_part_copy_checked(
-        self,
-        source_key: str,
-        version_id: str | None,
-        key: str,
-        upload_id: str,
-        part_number: int,
-        first: int,
-        last: int,
     ) -> CopiedPart:
-        """:meth:`upload_part_copy`, with the part's CRC32 S3 computed (an upload created
-        with *full_object_crc32*; else ``None``)."""
+        """Copy bytes *first*..*last* of a version of *source_key* as a part: its ETag and
+        the part's CRC32 S3 computed (an upload created with *full_object_crc32*; else
+        ``None``)."""
         ...
 
     def iter_multipart_uploads(self, prefix: str) -> Iterator[tuple[str, str, datetime | None]]:

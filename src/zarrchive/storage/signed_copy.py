@@ -200,38 +200,13 @@ class CopySender:
         *,
         source_bucket: str | None = None,
         if_match: str | None = None,
-    ) -> str:
+    ) -> CopyAnswer:
         """``UploadPartCopy``: bytes *first*..*last* (inclusive) of *source_key* (at
         *version_id*; of *source_bucket*, default this bucket) as part *part_number* of the
-        multipart upload *upload_id* of *key*; the part's ETag (unquoted).  *if_match*: as
-        :meth:`copy`.  Retried once after a transient failure, as :meth:`copy`."""
-        return self.copy_part_answer(
-            source_key,
-            version_id,
-            key,
-            upload_id,
-            part_number,
-            first,
-            last,
-            source_bucket=source_bucket,
-            if_match=if_match,
-        ).etag
-
-    def copy_part_answer(
-        self,
-        source_key: str,
-        version_id: str | None,
-        key: str,
-        upload_id: str,
-        part_number: int,
-        first: int,
-        last: int,
-        *,
-        source_bucket: str | None = None,
-        if_match: str | None = None,
-    ) -> CopyAnswer:
-        """:meth:`copy_part`, answering all S3 said: the part's ETag and, on an upload
-        created with a CRC32 checksum, its CRC32 (:attr:`CopyAnswer.checksum_crc32`)."""
+        multipart upload *upload_id* of *key*: the part's ETag (unquoted) and, on an upload
+        created with a CRC32 checksum, its CRC32 (:attr:`CopyAnswer.checksum_crc32`).
+        *if_match*: as :meth:`copy`.  Retried once after a transient failure, as
+        :meth:`copy`."""
         headers = {
             "x-amz-copy-source": copy_source_header(
                 source_bucket or self._bucket, source_key, version_id

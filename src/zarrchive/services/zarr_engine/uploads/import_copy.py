@@ -408,7 +408,7 @@ def prepare_imported_copy(
         first = (number - 1) * part_size
         last = first + part_length(size, part_size, number) - 1
         if copier is not None:
-            answer = copier.copy_part_answer(
+            answer = copier.copy_part(
                 source.key,
                 source.version_id,
                 key,

@@ -365,7 +365,7 @@ def prepare_verified_copy(
     def copy(number: int) -> tuple[int, CopiedPart]:
         first = (number - 1) * part_size
         last = first + part_length(size, part_size, number) - 1
-        return number, store.upload_part_copy_checked(
+        return number, store.upload_part_copy(
             source_key, version_id, key, upload_id, number, first, last
         )
 
