@@ -40,6 +40,17 @@ def default_stop_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+#: How many times :meth:`ServeChild.start` tries fresh ports when its own were taken.
+PORT_ATTEMPTS = 3
+#: What ``serve`` says when a port it was given is taken: uvicorn's bind error (errno 98) for
+#: the API, the embedded SeaweedFS launcher's for its S3 port.
+PORT_TAKEN = ("address already in use", " is taken: stop what uses it")
+
+
+class _PortTaken(Exception):
+    """``serve`` exited because a port it was given is taken."""
+
+
 @dataclass
 class ServeChild:
     """One ``zarrchive serve`` (or ``make serve``) in a session of its own."""
@@ -61,7 +72,26 @@ class ServeChild:
         return serve_environment(self.data_dir, self.s3_port, self.port)
 
     def start(self, command: list[str] | None = None, timeout: float = 180) -> float:
-        """Start it and wait until the API answers; the seconds that took."""
+        """Start it and wait until the API answers; the seconds that took.
+
+        Its ports are chosen free before it starts (:func:`free_port`), and another process
+        may take one in between (an outgoing connection's ephemeral port, on a busy
+        machine): ``serve`` then exits saying so, and it is started again on fresh ports, up
+        to :data:`PORT_ATTEMPTS` times.  Any other exit fails."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            log_start = len(self.output())
+            try:
+                return self._start_once(command, timeout)
+            except _PortTaken:
+                if attempt == PORT_ATTEMPTS:
+                    raise AssertionError(
+                        f"serve found its ports taken {attempt} times:\n{self.output()[log_start:]}"
+                    ) from None
+                self.port, self.s3_port = free_port(), free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, command: list[str] | None, timeout: float) -> float:
+        log_start = len(self.output())
         began = time.monotonic()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -75,6 +105,9 @@ class ServeChild:
             )
         while True:
             if self.process.poll() is not None:
+                said = self.output()[log_start:]
+                if any(taken in said for taken in PORT_TAKEN):
+                    raise _PortTaken
                 raise AssertionError(f"serve exited ({self.process.returncode}):\n{self.output()}")
             try:
                 if httpx.get(f"{self.url}/api/info/", timeout=2).status_code == 200:
