@@ -146,12 +146,16 @@ def zarr_work_while_conversions_hold_the_content_lane(
     # let them go: the hostile files' conversions end (written or refused), none lost
     (gates / "open").touch()
     ended = (LindiState.READY, LindiState.FAILED)
+    # (a job's state is committed inside the conversion, its gate file written after it
+    # returns: wait for both, not the state alone)
     wait_until(
-        lambda: all(state in ended for state in lindi_states(archive, blob_ids)),
+        lambda: (
+            all(state in ended for state in lindi_states(archive, blob_ids))
+            and converted(gates) == sorted(blob_ids)
+        ),
         lambda: f"the conversions after the gate opened\n{consumers.logs()}",
         DEADLINE,
     )
-    assert converted(gates) == sorted(blob_ids)
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
