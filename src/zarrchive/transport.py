@@ -330,7 +330,7 @@ class BodyReader:
         # (read once, as httpx reads them when its client is made)
         self._proxies = urllib.request.getproxies()
         self._direct: dict[tuple[str, str], bool] = {}
-        #: Each thread's buffer for :meth:`get_into`.
+        #: Each thread's buffer for :meth:`get`.
         self._local = threading.local()
 
     def direct(self, url: str) -> bool:
@@ -349,52 +349,33 @@ class BodyReader:
     def get(
         self,
         url: str,
-        write: Callable[[bytes], None],
-        *,
-        expected: int,
-        headers: dict[str, str] | None = None,
-        block: int = 1 << 20,
-    ) -> BodyAnswer:
-        """GET *url*: when the status is *expected*, its raw body (no content decoding, as
-        httpx's ``iter_raw``) to *write* in blocks of at most *block* bytes, in order; any
-        other answer's body is read (up to 1 MiB, else the connection is closed) and
-        dropped.  An exception of *write* ends the request (the connection is closed)."""
-
-        def body(response: urllib3.BaseHTTPResponse) -> None:
-            while True:
-                try:
-                    data = response.read(block, decode_content=False)
-                except (urllib3.exceptions.HTTPError, OSError) as exc:
-                    raise _transport_error(exc) from None
-                if not data:
-                    return
-                write(data)
-
-        return self._get(url, body, expected=expected, headers=headers)
-
-    def get_into(
-        self,
-        url: str,
         write: Callable[[memoryview], None],
         *,
         expected: int,
         headers: dict[str, str] | None = None,
     ) -> BodyAnswer:
-        """As :meth:`get`, but each block given to *write* is a view of this thread's
-        buffer (:data:`BLOCK` bytes, reused), valid only during the call: the body is read
-        from the socket straight into it (``readinto``), so a large body costs no
-        allocation per block and each byte is copied once on its way to the caller's
-        ``os.pwrite``.  A body shorter than its ``Content-Length`` is a transport error, as
-        for :meth:`get`."""
+        """GET *url*: when the status is *expected*, its raw body (no content decoding, as
+        httpx's ``iter_raw``) to *write* in order, each block a view of this thread's buffer
+        (:data:`BLOCK` bytes, reused) valid only during the call: the body is read from the
+        socket straight into it (``readinto``), so a large body costs no allocation per
+        block and each byte is copied once on its way to the caller's ``os.pwrite``.  A
+        body shorter than its ``Content-Length`` is a transport error.  Any other answer's
+        body is read (up to 1 MiB, else the connection is closed) and dropped.  An
+        exception of *write* ends the request (the connection is closed)."""
         view = self._buffer()
 
         def body(response: urllib3.BaseHTTPResponse) -> None:
             raw = getattr(response, "_fp", None)  # urllib3's http.client response
             readinto = getattr(raw, "readinto", None)
             if readinto is None:  # (not an http.client response: a block at a time)
-                while data := _read(response):
+                while True:
+                    try:
+                        data = response.read(BLOCK, decode_content=False)
+                    except (urllib3.exceptions.HTTPError, OSError) as exc:
+                        raise _transport_error(exc) from None
+                    if not data:
+                        return
                     write(memoryview(data))
-                return
             length = response.headers.get("Content-Length")
             left = int(length) if length is not None and length.isdigit() else None
             while True:
@@ -462,14 +443,6 @@ class BodyReader:
 
     def close(self) -> None:
         self.pools.clear()
-
-
-def _read(response: urllib3.BaseHTTPResponse) -> bytes:
-    """The next block of *response*'s raw body (``b""`` at its end)."""
-    try:
-        return response.read(BLOCK, decode_content=False)
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
-        raise _transport_error(exc) from None
 
 
 def _transport_error(exc: BaseException) -> httpx.TransportError:

@@ -273,7 +273,7 @@ class HttpFetcher:
             self._get(file, write, headers, expected)
             return
         try:
-            answer = self.bodies.get_into(file.url, write, expected=expected, headers=headers)
+            answer = self.bodies.get(file.url, write, expected=expected, headers=headers)
         except RETRY_EXCEPTIONS as exc:
             raise NetworkError(
                 f"cannot download {file.path!r} from {file.url}: {transport_message(exc)}"
@@ -724,18 +724,7 @@ class Downloader:
             )
         else:
             attempt = partial_call(self._fetch_whole, file, partial)
-        try:
-            crc32 = run(
-                self.retry,
-                attempt,
-                what=f"GET {file.path!r}",
-                on_retry=self.on_retry,
-                retry_on=retry_on,
-            )
-        except TryAgain as exc:
-            raise TransferError(exc.reason) from None
-        except RETRY_EXCEPTIONS as exc:  # from a fetcher of the caller's
-            raise NetworkError(f"cannot download {file.path!r}: {transport_message(exc)}") from None
+        crc32 = self._retried(attempt, file, f"GET {file.path!r}", retry_on)
         if crc32:
             by_crc32.append(file.path)
         os.replace(partial, final)
@@ -846,13 +835,17 @@ class Downloader:
             return file, None
         return replace(file, etag=answer.etag), crc32
 
-    def _retried(self, attempt: Callable[[], T], file: RemoteFile, what: str) -> T:
-        """*attempt* (a request about *file*) under the retry policy, its last failure as
-        this module's errors."""
+    def _retried(
+        self,
+        attempt: Callable[[], T],
+        file: RemoteFile,
+        what: str,
+        retry_on: tuple[type[Exception], ...] = (NetworkError,),
+    ) -> T:
+        """*attempt* (a request about *file*) under the retry policy (also retrying
+        *retry_on*), its last failure as this module's errors."""
         try:
-            return run(
-                self.retry, attempt, what=what, on_retry=self.on_retry, retry_on=(NetworkError,)
-            )
+            return run(self.retry, attempt, what=what, on_retry=self.on_retry, retry_on=retry_on)
         except TryAgain as exc:
             raise TransferError(exc.reason) from None
         except RETRY_EXCEPTIONS as exc:  # from a fetcher of the caller's
