@@ -44,7 +44,12 @@ from zarrchive.manifest.model import (
     manifest_key,
     parse_timestamp,
 )
-from zarrchive.manifest.reader import ParsedManifest, iter_manifest_entries, read_manifest
+from zarrchive.manifest.reader import (
+    ParsedManifest,
+    iter_manifest_entries,
+    read_manifest,
+    stream_manifest_entries,
+)
 from zarrchive.manifest.writer import (
     GeneratedManifest,
     ManifestWriter,
@@ -77,5 +82,6 @@ __all__ = [
     "parse_timestamp",
     "read_manifest",
     "render_header",
+    "stream_manifest_entries",
     "write_manifest",
 ]

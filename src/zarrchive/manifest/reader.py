@@ -25,6 +25,7 @@ from zarrchive.manifest.model import (
     ManifestStatistics,
     parse_timestamp,
 )
+from zarrchive.manifest.writer import chunk_stream
 
 
 @dataclass
@@ -107,6 +108,18 @@ def iter_manifest_entries(
 ) -> Iterator[ManifestEntry]:
     """Just the entries of a manifest file."""
     return read_manifest(source, verify=verify).entries
+
+
+def stream_manifest_entries(chunks: Iterator[bytes]) -> Iterator[ManifestEntry]:
+    """The entries of a stored manifest read as a stream of byte chunks (a streamed GET:
+    one chunk in memory at a time), unverified (its checksum was checked when it was
+    written); *chunks* is closed when the entries are, or end."""
+    try:
+        yield from read_manifest(chunk_stream(chunks), verify=False).entries
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
 
 
 # -- header ----------------------------------------------------------------------

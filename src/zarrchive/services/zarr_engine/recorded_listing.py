@@ -45,7 +45,12 @@ from sqlalchemy.orm import Session
 from zarrchive.checksum import is_md5
 from zarrchive.db.models import Zarr, ZarrChangedObject, ZarrChangeSet, ZarrManifest
 from zarrchive.errors import InvalidManifest, ZarrchiveError
-from zarrchive.manifest import ManifestEntry, manifest_key, parse_timestamp, read_manifest
+from zarrchive.manifest import (
+    ManifestEntry,
+    manifest_key,
+    parse_timestamp,
+    stream_manifest_entries,
+)
 from zarrchive.manifest.reader import read_streamed_header
 from zarrchive.manifest.writer import chunk_stream
 from zarrchive.paths import split_path
@@ -421,11 +426,7 @@ class ManifestCache:
 
 def _stream_entries(store: ObjectStoreProtocol, key: str) -> Iterator[ManifestEntry]:
     """The manifest's entries as stored (one GET, closed when the iterator is)."""
-    chunks = store.iter_content(key, chunk_size=_READ_CHUNK)
-    try:
-        yield from read_manifest(chunk_stream(chunks), verify=False).entries
-    finally:
-        chunks.close()  # type: ignore[attr-defined]
+    yield from stream_manifest_entries(store.iter_content(key, chunk_size=_READ_CHUNK))
 
 
 def _parse(store: ObjectStoreProtocol, key: str, largest: int) -> ParsedEntries | None:

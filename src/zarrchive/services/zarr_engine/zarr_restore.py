@@ -51,9 +51,8 @@ from zarrchive.errors import (
     UploadInProgress,
     ZarrFrozen,
 )
-from zarrchive.manifest import ManifestEntry, manifest_key, read_manifest
+from zarrchive.manifest import ManifestEntry, manifest_key, stream_manifest_entries
 from zarrchive.manifest.diff import restore_changes
-from zarrchive.manifest.writer import chunk_stream
 from zarrchive.services.dandi import audit
 from zarrchive.services.identity.auth import Caller, require_owner
 from zarrchive.services.runtime import Archive
@@ -180,10 +179,7 @@ def _current_manifest(archive: Archive, zarr_id: str, checksum: str) -> None:
 
 def _entries(store: ObjectStoreProtocol, zarr_id: str, checksum: str) -> Iterator[ManifestEntry]:
     chunks = store.iter_content(manifest_key(zarr_id, checksum), chunk_size=READ_CHUNK)
-    try:
-        yield from read_manifest(chunk_stream(chunks), verify=False).entries
-    finally:
-        chunks.close()  # type: ignore[attr-defined]
+    yield from stream_manifest_entries(chunks)
 
 
 def plan_restore(

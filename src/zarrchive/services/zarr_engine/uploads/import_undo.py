@@ -46,17 +46,16 @@ undo is not undone (the same limit as its late copies of an applied batch:
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from zarrchive.checksum import is_md5
 from zarrchive.db.models import ZarrChangedObject, ZarrChangeSet, ZarrManifest
 from zarrchive.errors import InvalidManifest, StorageError
-from zarrchive.manifest import manifest_key, read_manifest
+from zarrchive.manifest import manifest_key, stream_manifest_entries
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.manifests import READ_CHUNK, content_md5
 from zarrchive.services.zarr_engine.tree_updater import file_lookup
 from zarrchive.services.zarr_engine.uploads.multipart import ClaimKeeper
 from zarrchive.storage.keys import zarr_object_key
@@ -67,8 +66,6 @@ log = logging.getLogger(__name__)
 
 #: Paths looked up at a time in the change records.
 _QUERY_PATHS = 500
-#: A manifest is read through a spooled copy of this much memory at most.
-_SPOOL_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -179,19 +176,11 @@ def _current_objects(store: ObjectStoreProtocol, keys: list[str]) -> dict[str, O
     return dict(zip(keys, store.map(store.head, keys), strict=True))
 
 
-def _content_md5(store: ObjectStoreProtocol, key: str, etag: str, version_id: str | None) -> str:
-    """The md5 of a version's content: its ETag, or for an object assembled from parts the
-    md5 the archive recorded on it (``""`` without one)."""
-    if is_md5(etag):
-        return etag
-    return store.recorded_md5(key, version_id) or ""
-
-
 def _holds(store: ObjectStoreProtocol, current: ObjectInfo | None, md5: str | None) -> bool:
     """Whether the key's current object is what the records say (*md5*; ``None``: none)."""
     if current is None or md5 is None:
         return current is None and md5 is None
-    return _content_md5(store, current.key, current.etag, None) == md5
+    return content_md5(store, current.key, current.etag) == md5
 
 
 def _history(store: ObjectStoreProtocol, key: str) -> list[ObjectVersion]:
@@ -223,7 +212,7 @@ def _doomed(
             log.warning("Zarr %s: %r has no version ids: its copies can't be undone", zarr_id, key)
             return _Doomed(key, [], markers)
         if md5 is not None and (
-            _content_md5(store, key, version.etag or "", version.version_id) == md5
+            content_md5(store, key, version.etag or "", version.version_id) == md5
         ):
             stop = "recorded"
             break
@@ -278,14 +267,11 @@ def _named_by_odd_manifests(
     named: set[tuple[str, str]] = set()
     root = zarr_object_key(zarr_id, "")
     for checksum in checksums:
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as raw:
-            for chunk in store.iter_content(manifest_key(zarr_id, checksum)):
-                raw.write(chunk)
-            raw.seek(0)
-            for entry in read_manifest(raw, verify=False).entries:
-                key = root + entry.path
-                if key in keys:
-                    named.add((key, entry.version_id))
+        chunks = store.iter_content(manifest_key(zarr_id, checksum), chunk_size=READ_CHUNK)
+        for entry in stream_manifest_entries(chunks):
+            key = root + entry.path
+            if key in keys:
+                named.add((key, entry.version_id))
     return named
 
 
