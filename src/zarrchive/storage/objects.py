@@ -141,6 +141,13 @@ class CopiedPart:
     checksum_crc32: str | None = None
 
 
+def copied_part(result: Mapping[str, Any]) -> CopiedPart:
+    """The :class:`CopiedPart` of botocore's ``CopyPartResult`` (an ``UploadPartCopy``'s
+    answer)."""
+    crc = result.get("ChecksumCRC32")
+    return CopiedPart(_strip(str(result["ETag"])), str(crc) if crc else None)
+
+
 @dataclass(frozen=True, slots=True)
 class ObjectVersion:
     """One version (or delete marker) of an object, as listed by S3."""
@@ -991,9 +998,7 @@ class ObjectStore:
             CopySource=source,
             CopySourceRange=f"bytes={first}-{last}",
         )
-        result = response["CopyPartResult"]
-        crc = result.get("ChecksumCRC32")
-        return CopiedPart(_strip(str(result["ETag"])), str(crc) if crc else None)
+        return copied_part(response["CopyPartResult"])
 
     def iter_multipart_uploads(self, prefix: str) -> Iterator[tuple[str, str, datetime | None]]:
         """The multipart uploads in progress under *prefix*: ``(key, upload id, initiated)``."""
@@ -1332,8 +1337,7 @@ def copy_object_version(
             CopySource=copy_source,
             CopySourceRange=f"bytes={start}-{end}",
         )
-        result = response["CopyPartResult"]
-        return CopiedPart(_strip(result["ETag"]), result.get("ChecksumCRC32"))
+        return copied_part(response["CopyPartResult"])
 
     parts: list[tuple[int, CopiedPart]] = []
     try:

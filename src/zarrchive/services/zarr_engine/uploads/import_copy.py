@@ -84,6 +84,7 @@ from zarrchive.storage.objects import (
     ObjectStore,
     ObjectVersion,
     WrittenVersion,
+    copied_part,
     parse_timestamp,
 )
 from zarrchive.storage.protocol import ObjectStoreProtocol
@@ -432,9 +433,7 @@ def prepare_imported_copy(
             CopySourceRange=f"bytes={first}-{last}",
             CopySourceIfMatch=source.etag,
         )
-        result = answer["CopyPartResult"]
-        crc = result.get("ChecksumCRC32")
-        return number, CopiedPart(str(result["ETag"]).strip('"'), str(crc) if crc else None)
+        return number, copied_part(answer["CopyPartResult"])
 
     def digest() -> CopyDigest:
         extra = {"VersionId": source.version_id} if source.version_id else {}
