@@ -44,7 +44,7 @@ from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine import snapshots
 from zarrchive.services.zarr_engine.manifests import manifest_url
 from zarrchive.services.zarr_engine.recorded_listing import ObjectEntry
-from zarrchive.services.zarr_engine.zarrs import MAX_OBJECT_PAGE, DownloadLink, ZarrRef, get_zarr
+from zarrchive.services.zarr_engine.zarrs import MAX_OBJECT_PAGE, ZarrRef, get_zarr
 from zarrchive.storage.keys import zarr_object_key, zarr_prefix
 from zarrchive.storage.objects import ObjectInfo
 
@@ -230,17 +230,13 @@ def object_head(
     return found
 
 
-def download_urls(archive: Archive, view: PinnedView, paths: list[str]) -> list[tuple[str, str]]:
-    """``(path, url)`` of each file, at its pinned version (404 naming paths that are no
-    files of the state)."""
-    return [(link.path, link.url) for link in download_links(archive, view, paths)]
-
-
-def download_links(archive: Archive, view: PinnedView, paths: list[str]) -> list[DownloadLink]:
-    """:func:`download_urls` with, through an embargoed view, presigned HEAD URLs of the
-    pinned versions (:class:`~zarrchive.services.zarr_engine.zarrs.DownloadLink`)."""
-    links = snapshots.snapshot_download_links(archive, view.zarr, view.pin, paths)
-    return [DownloadLink(link.path, link.url, link.head_url) for link in links]
+def download_links(
+    archive: Archive, view: PinnedView, paths: list[str]
+) -> list[snapshots.SnapshotLink]:
+    """Where to read each file, at its pinned version (404 naming paths that are no files
+    of the state); through an embargoed view, presigned (GET and HEAD: see
+    :class:`~zarrchive.services.zarr_engine.zarrs.DownloadLink`)."""
+    return snapshots.snapshot_download_links(archive, view.zarr, view.pin, paths)
 
 
 def checksum_node(archive: Archive, view: PinnedView, path: str) -> bytes:

@@ -467,15 +467,12 @@ def version_head_url(
     )
 
 
-@dataclass(frozen=True)
-class SnapshotLink:
-    """Where to read exactly the pinned version *version_id* of a file: as a
-    :class:`~.zarrs.DownloadLink`."""
+@dataclass(frozen=True, kw_only=True)
+class SnapshotLink(zarr_service.DownloadLink):
+    """A :class:`~.zarrs.DownloadLink` of exactly the pinned version *version_id* of a
+    file."""
 
-    path: str
-    url: str
     version_id: str
-    head_url: str | None = None
 
 
 def browse_snapshot(
@@ -511,21 +508,13 @@ def browse_snapshot(
     return zarr_service.directory_page(directory, node, after, page_size)
 
 
-def snapshot_download_urls(
-    archive: Archive, zarr: zarr_service.ZarrRef, pin: Pin, paths: list[str]
-) -> list[tuple[str, str, str]]:
-    """``(path, url, version_id)`` of each file of the snapshot: URLs that fetch exactly
-    the pinned versions.  Every path must be a file of the snapshot (else 404 naming
-    them)."""
-    links = snapshot_download_links(archive, zarr, pin, paths)
-    return [(link.path, link.url, link.version_id) for link in links]
-
-
 def snapshot_download_links(
     archive: Archive, zarr: zarr_service.ZarrRef, pin: Pin, paths: list[str]
 ) -> list[SnapshotLink]:
-    """:func:`snapshot_download_urls` with, for an embargoed Zarr, a presigned HEAD URL of
-    each pinned version (:class:`~.zarrs.DownloadLink`)."""
+    """Where to read each file of the snapshot: URLs that fetch exactly the pinned versions
+    (presigned for an embargoed Zarr, with a presigned HEAD URL of each pinned version:
+    :class:`~.zarrs.DownloadLink`).  Every path must be a file of the snapshot (else 404
+    naming them)."""
     if not paths:
         raise InvalidInput("give at least one path")
     limit = archive.settings.max_batch_files
@@ -545,7 +534,7 @@ def snapshot_download_links(
         key = zarr_object_key(zarr.id, path)
         url = version_url(archive, zarr, key, version_id)
         head = version_head_url(archive, zarr, key, version_id)
-        result.append(SnapshotLink(path, url, version_id, head))
+        result.append(SnapshotLink(path, url, head, version_id=version_id))
     return result
 
 
