@@ -24,15 +24,12 @@ from tests.helpers.databases import SQLITE_ONLY, new_sqlite_database
 from tests.helpers.jobs import HeldJobQueue
 from tests.helpers.multipart import MIB, THRESHOLD, open_sized, put_small, send_parts
 from tests.helpers.s3_zarr import put_in_parts, source_s3_client
-from tests.helpers.snapshots import snapshot_base
+from tests.helpers.snapshots import pin_as_published, snapshot_base
 from tests.helpers.zarr_client import md5
-from zarrchive.config import PublishedZarrs
-from zarrchive.db.models import Dandiset, EmbargoStatus, Version
+from zarrchive.db.models import Dandiset, EmbargoStatus
 from zarrchive.services.dandi.embargo import move_to_public
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.manifests import write_manifest
-from zarrchive.services.zarr_engine.snapshots import add_pins, prepare_manifest
-from zarrchive.services.zarr_engine.zarrs import get_zarr
 from zarrchive.storage.crc32 import crc32_base64
 from zarrchive.storage.keys import zarr_object_key
 from zarrchive.storage.seaweedfs import SeaweedFS
@@ -157,13 +154,7 @@ def test_a_snapshots_head_url_names_the_pinned_version(
     _dandiset, zarr_id = embargoed
     upload_parted(api, zarr_id, {**SMALL, "a/big": BIG})
     checksum = info(api, zarr_id)["checksum"]
-    prepare_manifest(archive, zarr_id)
-    with archive.db.write_session() as session:
-        zarr = get_zarr(session, None, zarr_id, check_read=False)
-        version = Version(dandiset_id=zarr.dandiset_id, version="0.000000.0000")
-        session.add(version)
-        session.flush()
-        add_pins(session, version.id, [zarr], PublishedZarrs.SNAPSHOT)
+    pin_as_published(archive, zarr_id)
     upload_parted(api, zarr_id, {"a/big": OTHER})
     answer = api.post(snapshot_base(zarr_id, checksum) + "download/", json=[{"path": "a/big"}])
     assert answer.status_code == 200, answer.text

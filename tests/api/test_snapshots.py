@@ -14,6 +14,7 @@ from tests.helpers.assets import add_zarr_asset, assets_url, client_for, ok
 from tests.helpers.snapshots import (
     gc_now,
     oracle,
+    pin_as_published,
     read_live,
     read_snapshot,
     snapshot_base,
@@ -21,11 +22,9 @@ from tests.helpers.snapshots import (
 )
 from tests.helpers.zarr_client import md5
 from zarrchive.config import PublishedZarrs
-from zarrchive.db.models import Version
 from zarrchive.services.runtime import Archive
 from zarrchive.services.zarr_engine.snapshots import (
     SNAPSHOT_CACHE,
-    add_pins,
     prepare_manifest,
 )
 from zarrchive.services.zarr_engine.zarrs import get_zarr
@@ -280,13 +279,7 @@ def test_embargoed_snapshots_follow_the_embargo(
     upload(api, zarr_id, V1)
     add_zarr_asset(api, dandiset, zarr_id, "data.zarr")
     assert api.post(f"/api/dandisets/{dandiset}/versions/draft/publish/").status_code == 409
-    prepare_manifest(archive, zarr_id)
-    with archive.db.write_session() as session:
-        zarr = get_zarr(session, None, zarr_id, check_read=False)
-        version = Version(dandiset_id=zarr.dandiset_id, version="0.000000.0000")
-        session.add(version)
-        session.flush()
-        add_pins(session, version.id, [zarr], PublishedZarrs.SNAPSHOT)
+    pin_as_published(archive, zarr_id)
     checksum = oracle(V1)
     base = snapshot_base(zarr_id, checksum)
     # the draft changes after the pin: arr/0 overwritten, arr/sub/1 deleted

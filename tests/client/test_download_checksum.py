@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.local_zarr import zarr_checksum_of
+from tests.helpers.local_zarr import upload_files, zarr_checksum_of
 from tests.helpers.range_fetchers import CountingFetcher
-from zarrchive.client import ApiClient, RetryEvent, Uploader
+from zarrchive.client import ApiClient, RetryEvent
 from zarrchive.client.api import DownloadLink, ZarrInfo
 from zarrchive.client.download import (
     PARTIAL_SUFFIX,
@@ -104,13 +104,9 @@ def put_object(
 
 
 def upload(tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords) -> str:
-    source = tmp_path / "source.zarr"
-    for path, content in {**SMALL, "arr/0": BIG}.items():
-        (source / path).parent.mkdir(parents=True, exist_ok=True)
-        (source / path).write_bytes(content)
-    result = Uploader(client, jobs=2, records=records).upload(source, dandiset=dandiset)
-    assert result.ok and result.zarr_id
-    return result.zarr_id
+    return upload_files(
+        client, records, dandiset, tmp_path / "source.zarr", {**SMALL, "arr/0": BIG}
+    )
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ import pytest
 from tests.helpers.cutting_proxy import CuttingProxy
 from tests.helpers.flaky_proxy import FlakyProxy
 from tests.helpers.forward_proxy import forward_proxy
-from tests.helpers.local_zarr import zarr_checksum_of
+from tests.helpers.local_zarr import upload_files, zarr_checksum_of
 from tests.helpers.range_fetchers import CountingFetcher
-from zarrchive.client import ApiClient, RetryEvent, Uploader
+from zarrchive.client import ApiClient, RetryEvent
 from zarrchive.client.api import ZarrInfo
 from zarrchive.client.download import PARTIAL_SUFFIX, PARTS_SUFFIX, Downloader
 from zarrchive.client.local import digest_cache
@@ -41,13 +41,9 @@ SMALL = {".zgroup": b'{"zarr_format": 2}', "arr/.zarray": b"{}", "arr/1": b"one"
 
 @pytest.fixture
 def zarr_id(tmp_path: Path, client: ApiClient, dandiset: str, records: BatchRecords) -> str:
-    source = tmp_path / "source.zarr"
-    for path, content in {**SMALL, "arr/0": BIG}.items():
-        (source / path).parent.mkdir(parents=True, exist_ok=True)
-        (source / path).write_bytes(content)
-    result = Uploader(client, jobs=2, records=records).upload(source, dandiset=dandiset)
-    assert result.ok and result.zarr_id
-    return result.zarr_id
+    return upload_files(
+        client, records, dandiset, tmp_path / "source.zarr", {**SMALL, "arr/0": BIG}
+    )
 
 
 def downloader(client: ApiClient, fetcher: CountingFetcher, jobs: int = 3) -> Downloader:

@@ -9,6 +9,9 @@ import zarr
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import yield_files_local
 
+from zarrchive.client import ApiClient, Uploader
+from zarrchive.client.upload import BatchRecords
+
 
 def zarr_checksum_of(path: Path) -> str:
     """The checksum by the reference implementation, zarr-checksum."""
@@ -34,3 +37,16 @@ def make_zarr(path: Path, *, seed: int = 0, coarse: int = 1) -> dict[str, np.nda
 
 def file_count(path: Path) -> int:
     return sum(1 for p in path.rglob("*") if p.is_file())
+
+
+def upload_files(
+    client: ApiClient, records: BatchRecords, dandiset: str, root: Path, files: dict[str, bytes]
+) -> str:
+    """Write *files* (path -> bytes) as a local Zarr at *root* and upload it to a new Zarr of
+    *dandiset* with the client's :class:`Uploader`: the new Zarr's id."""
+    for path, content in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(content)
+    result = Uploader(client, jobs=2, records=records).upload(root, dandiset=dandiset)
+    assert result.ok and result.zarr_id
+    return result.zarr_id

@@ -12,8 +12,12 @@ import httpx
 from zarr_checksum import compute_zarr_checksum
 from zarr_checksum.generators import ZarrArchiveFile
 
+from zarrchive.config import PublishedZarrs
+from zarrchive.db.models import Version
 from zarrchive.services.runtime import Archive
+from zarrchive.services.zarr_engine.snapshots import add_pins, prepare_manifest
 from zarrchive.services.zarr_engine.version_gc import ZarrGcReport, collect_zarr
+from zarrchive.services.zarr_engine.zarrs import get_zarr
 
 
 def oracle(files: dict[str, bytes]) -> str:
@@ -129,3 +133,16 @@ def gc_now(
         abandoned_after=abandoned_after,
         now=now,
     )
+
+
+def pin_as_published(archive: Archive, zarr_id: str) -> None:
+    """Pin the Zarr's current state as a published version of its dandiset would (a
+    ``snapshot``-mode pin under version ``0.000000.0000``), through the services: for
+    states publishing refuses (an embargoed dandiset, metadata not valid)."""
+    prepare_manifest(archive, zarr_id)
+    with archive.db.write_session() as session:
+        zarr = get_zarr(session, None, zarr_id, check_read=False)
+        version = Version(dandiset_id=zarr.dandiset_id, version="0.000000.0000")
+        session.add(version)
+        session.flush()
+        add_pins(session, version.id, [zarr], PublishedZarrs.SNAPSHOT)
